@@ -1,0 +1,50 @@
+"""The contract between `evalkit run` and whatever generates text.
+
+A backend receives a list of `GenRequest`s and reports each `GenResult` through a callback
+as soon as it is done, so the runner can append it to the results store at once (a killed
+run loses nothing completed). Results may arrive in any order; `index` says which request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Union
+
+# A prompt is plain text, pre-tokenized ids, or chat messages ([{"role": ..., "content": ...}]).
+Prompt = Union[str, list[int], list[dict[str, str]]]
+
+
+@dataclass
+class GenRequest:
+    prompt: Prompt
+    max_new_tokens: int
+    stop: list[str] = field(default_factory=list)
+    ignore_eos: bool = False
+    min_tokens: int = 0
+
+
+@dataclass
+class GenResult:
+    text: str
+    n_prompt: int | None = None
+    n_generated: int = 0
+    finish_reason: str | None = None  # "stop" | "length" | "eos" | "error"
+    flags: list[str] = field(default_factory=list)  # "nan", "inf", "overflow", "repetition"
+    error: str | None = None  # set when the request failed for good; never scored
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+OnResult = Callable[[int, GenResult], None]
+
+
+class Backend(Protocol):
+    name: str  # "local" | "openai"
+
+    def describe(self) -> dict[str, Any]:
+        """What defines this backend and arm, for the run manifest."""
+
+    def generate(self, requests: list[GenRequest], on_result: OnResult) -> None:
+        """Answer every request, calling on_result(index, result) once per request."""
+
+    def close(self) -> None: ...
