@@ -1,0 +1,333 @@
+"""The remote backend: any OpenAI-compatible server (vLLM, SGLang, ATOM, `evalkit serve`).
+
+Why it is built this way:
+- Greedy (temperature 0) with a fixed `seed`, so one server and a fleet of replicas give the
+  same answers: questions are sharded across `--server` URLs from one shared queue.
+- A remote failure must never become a wrong answer. Transient failures (429, 5xx, timeouts,
+  dropped connections, malformed JSON) are retried with exponential backoff and jitter, each
+  retry on the next replica; after the last retry the request comes back with `error` set and
+  the runner stores it unscored.
+- Results are handed to `on_result` from the calling thread (worker threads only talk HTTP), so
+  the runner's writer needs no locking and Ctrl-C stops the run at once.
+"""
+
+from __future__ import annotations
+
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from evalkit.backends.base import GenRequest, GenResult, OnResult
+from evalkit.errors import EvalkitError
+
+RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+def normalize_base_url(url: str) -> str:
+    """Accept `host:port`, `http://host:port`, `.../v1`, or a full endpoint URL; return `.../v1`."""
+    url = url.strip().rstrip("/")
+    if not url:
+        raise EvalkitError("empty --server URL")
+    if "://" not in url:
+        url = "http://" + url
+    for suffix in ("/chat/completions", "/completions"):
+        if url.endswith(suffix):
+            url = url[: -len(suffix)]
+    if not url.endswith("/v1"):
+        url = url + "/v1"
+    return url
+
+
+def truncate_at_stop(text: str, stop: list[str]) -> tuple[str, bool]:
+    """Cut `text` at the earliest stop string (servers that ignore `stop` leave junk behind)."""
+    cut = len(text)
+    for s in stop:
+        if s:
+            i = text.find(s)
+            if i != -1:
+                cut = min(cut, i)
+    return text[:cut], cut < len(text)
+
+
+class TransientError(Exception):
+    """A failure worth retrying (the server may answer next time)."""
+
+
+class PermanentError(Exception):
+    """A failure no retry will fix (bad request, unknown model)."""
+
+
+@dataclass
+class _Reply:
+    text: str
+    finish_reason: str | None
+    n_prompt: int | None
+    n_generated: int
+    fingerprint: str | None
+
+
+def _classify(exc: BaseException) -> Exception:
+    import openai
+
+    if isinstance(exc, (TransientError, PermanentError)):
+        return exc
+    if isinstance(exc, openai.APITimeoutError):
+        return TransientError(f"timeout: {exc}")
+    if isinstance(exc, openai.APIConnectionError):
+        return TransientError(f"connection error: {exc.__cause__ or exc}")
+    if isinstance(exc, openai.APIStatusError):
+        msg = f"HTTP {exc.status_code}: {exc.message}"
+        return TransientError(msg) if exc.status_code in RETRYABLE_STATUS else PermanentError(msg)
+    if isinstance(exc, (ValueError, KeyError, IndexError, AttributeError, TypeError)):
+        # json.JSONDecodeError is a ValueError; a 200 without `choices` ends up here too.
+        return TransientError(f"malformed response: {type(exc).__name__}: {exc}")
+    if isinstance(exc, openai.APIError):
+        return TransientError(f"{type(exc).__name__}: {exc}")
+    return PermanentError(f"{type(exc).__name__}: {exc}")
+
+
+class OpenAIBackend:
+    """Generates through one or more OpenAI-compatible servers (data-parallel replicas)."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        base_urls: list[str],
+        *,
+        model: str | None = None,
+        concurrency: int = 8,
+        timeout: float = 600.0,
+        max_retries: int = 5,
+        seed: int | None = 1234,
+        api_key: str | None = None,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        import openai
+
+        if not base_urls:
+            raise EvalkitError("no --server URL given")
+        if concurrency < 1:
+            raise EvalkitError("--concurrency must be at least 1")
+        if max_retries < 0:
+            raise EvalkitError("--max-retries must be 0 or more")
+        if timeout <= 0:
+            raise EvalkitError("--timeout must be positive")
+        self.base_urls = [normalize_base_url(u) for u in base_urls]
+        self.concurrency = concurrency
+        self.timeout = float(timeout)
+        self.max_retries = max_retries
+        self.seed = seed
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self._sleep = sleep
+        self._rng = random.Random()
+        self._rng_lock = threading.Lock()
+        self._fingerprints: set[str] = set()
+        self._reported_models: set[str] = set()
+        self._stats = {"requests": 0, "retries": 0, "errors": 0}
+        self._stats_lock = threading.Lock()
+        key = api_key or "EMPTY"
+        self._clients = [
+            openai.OpenAI(base_url=u, api_key=key, max_retries=0, timeout=self.timeout)
+            for u in self.base_urls
+        ]
+        self._models_info = [self._fetch_models(i) for i in range(len(self.base_urls))]
+        self.model = model or self._first_model_id()
+
+    # ---- discovery -----------------------------------------------------------------------
+
+    def _fetch_models(self, i: int) -> dict[str, Any]:
+        """GET /v1/models (retried: a server may still be starting); unreachable -> clear error."""
+        url = self.base_urls[i] + "/models"
+        last: str = ""
+        for attempt in range(self.max_retries + 1):
+            try:
+                r = httpx.get(url, timeout=min(self.timeout, 30.0))
+                if r.status_code == 200:
+                    return r.json()
+                last = f"HTTP {r.status_code}"
+                if r.status_code not in RETRYABLE_STATUS:
+                    break
+            except (httpx.HTTPError, ValueError) as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            if attempt < self.max_retries:
+                self._sleep(self._backoff(attempt))
+        raise EvalkitError(f"cannot list models at {url} ({last}); is the server running?")
+
+    def _first_model_id(self) -> str:
+        data = self._models_info[0].get("data") or []
+        if not data or "id" not in data[0]:
+            raise EvalkitError(f"{self.base_urls[0]}/models lists no model; pass --model NAME")
+        return str(data[0]["id"])
+
+    def _server_version(self, i: int) -> Any:
+        root = self.base_urls[i][: -len("/v1")]
+        try:
+            r = httpx.get(root + "/version", timeout=5.0)
+            return r.json() if r.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "base_urls": self.base_urls,
+            "model": self.model,
+            "models": {u: info for u, info in zip(self.base_urls, self._models_info)},
+            "server_versions": {u: self._server_version(i) for i, u in enumerate(self.base_urls)},
+            "concurrency_per_server": self.concurrency,
+            "timeout_s": self.timeout,
+            "max_retries": self.max_retries,
+            "seed": self.seed,
+            "temperature": 0.0,
+        }
+
+    def run_info(self) -> dict[str, Any]:
+        """What was learned while generating: fingerprints, reported models, retry counts."""
+        with self._stats_lock:
+            return {
+                "system_fingerprints": sorted(self._fingerprints),
+                "reported_models": sorted(self._reported_models),
+                **self._stats,
+            }
+
+    # ---- one request ---------------------------------------------------------------------
+
+    def _backoff(self, attempt: int) -> float:
+        base = min(self.backoff_max, self.backoff_base * (2**attempt))
+        with self._rng_lock:
+            return base * (0.5 + 0.5 * self._rng.random())
+
+    def _call(self, replica: int, req: GenRequest) -> _Reply:
+        client = self._clients[replica]
+        common: dict[str, Any] = {"model": self.model, "max_tokens": req.max_new_tokens, "temperature": 0.0}
+        if self.seed is not None:
+            common["seed"] = self.seed
+        if req.stop:
+            common["stop"] = list(req.stop)
+        extra: dict[str, Any] = {}
+        if req.ignore_eos:
+            extra["ignore_eos"] = True
+        if req.min_tokens:
+            extra["min_tokens"] = req.min_tokens
+        if extra:
+            common["extra_body"] = extra
+        if isinstance(req.prompt, list) and req.prompt and isinstance(req.prompt[0], dict):
+            resp = client.chat.completions.create(messages=req.prompt, **common)
+            choice = resp.choices[0]
+            text = choice.message.content
+        else:
+            resp = client.completions.create(prompt=req.prompt, **common)
+            choice = resp.choices[0]
+            text = choice.text
+        if text is None:
+            raise TransientError("malformed response: the choice has no text")
+        usage = getattr(resp, "usage", None)
+        if getattr(resp, "model", None):
+            with self._stats_lock:
+                self._reported_models.add(str(resp.model))
+        return _Reply(
+            text=str(text),
+            finish_reason=getattr(choice, "finish_reason", None),
+            n_prompt=getattr(usage, "prompt_tokens", None),
+            n_generated=int(getattr(usage, "completion_tokens", 0) or 0),
+            fingerprint=getattr(resp, "system_fingerprint", None),
+        )
+
+    def _answer(self, home: int, req: GenRequest) -> GenResult:
+        start = time.perf_counter()
+        last_error = ""
+        n = len(self._clients)
+        for attempt in range(self.max_retries + 1):
+            replica = (home + attempt) % n
+            with self._stats_lock:
+                self._stats["requests"] += 1
+                if attempt:
+                    self._stats["retries"] += 1
+            try:
+                reply = self._call(replica, req)
+            except Exception as exc:  # noqa: BLE001 -- every failure is classified, none escapes
+                err = _classify(exc)
+                last_error = f"{self.base_urls[replica]}: {err}"
+                if isinstance(err, PermanentError):
+                    break
+                if attempt < self.max_retries:
+                    self._sleep(self._backoff(attempt))
+                continue
+            text, cut = truncate_at_stop(reply.text, req.stop)
+            with self._stats_lock:
+                if reply.fingerprint:
+                    self._fingerprints.add(reply.fingerprint)
+            finish = "stop" if cut else reply.finish_reason
+            return GenResult(
+                text=text,
+                n_prompt=reply.n_prompt,
+                n_generated=reply.n_generated,
+                finish_reason=finish,
+                timings={"latency_s": time.perf_counter() - start, "attempts": float(attempt + 1)},
+            )
+        with self._stats_lock:
+            self._stats["errors"] += 1
+        return GenResult(
+            text="",
+            finish_reason="error",
+            error=last_error or "failed",
+            timings={"latency_s": time.perf_counter() - start},
+        )
+
+    # ---- the batch -----------------------------------------------------------------------
+
+    def generate(self, requests: list[GenRequest], on_result: OnResult) -> None:
+        """Answer every request; `on_result` runs on this thread as each one finishes."""
+        if not requests:
+            return
+        todo: queue.Queue[int] = queue.Queue()
+        for i in range(len(requests)):
+            todo.put(i)
+        done: queue.Queue[tuple[int, GenResult]] = queue.Queue()
+        stop = threading.Event()
+
+        def worker(home: int) -> None:
+            while not stop.is_set():
+                try:
+                    i = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    result = self._answer(home, requests[i])
+                except Exception as exc:  # noqa: BLE001 -- a bug here must not lose the request
+                    result = GenResult(text="", finish_reason="error", error=f"internal: {exc!r}")
+                done.put((i, result))
+
+        n_workers = min(len(requests), self.concurrency * len(self._clients))
+        threads = [
+            threading.Thread(target=worker, args=(w % len(self._clients),), daemon=True,
+                             name=f"evalkit-openai-{w}")
+            for w in range(n_workers)
+        ]
+        for t in threads:
+            t.start()
+        try:
+            remaining = len(requests)
+            while remaining:
+                try:
+                    i, result = done.get(timeout=0.2)  # a timeout keeps Ctrl-C responsive
+                except queue.Empty:
+                    continue
+                on_result(i, result)
+                remaining -= 1
+        finally:
+            stop.set()
+
+    def close(self) -> None:
+        for c in self._clients:
+            c.close()
