@@ -1,2 +1,94 @@
 """KDA kernels (installed as `evalkit.kernels`): one op per folder, each with its Triton kernel,
-Python wrapper and naive reference; the state pool's dtype is a build constant."""
+Python wrapper and naive reference; the state pool's dtype is a build constant.
+
+Public entry points dispatch on the tensors' device:
+- CUDA tensors -> the Triton kernels;
+- CPU tensors -> `evalkit.kernels.cpu` (float32 torch, recurrent loop), unless the environment has
+  TRITON_INTERPRET=1, in which case the Triton kernels run in Triton's CPU interpreter (tests).
+
+The Triton modules are imported lazily, on first use, so importing this package never needs a GPU
+and TRITON_INTERPRET only has to be set before the first Triton call."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from . import cpu
+
+# The op subpackages share names with the public functions below. Import them first so that the
+# function definitions win the package attribute (a later `from .kda_decode.wrapper import ...`
+# finds the subpackage in sys.modules and does not rebind it). Their __init__ imports nothing heavy.
+from . import gated_rmsnorm as _gated_rmsnorm_pkg  # noqa: F401
+from . import kda_decode as _kda_decode_pkg  # noqa: F401
+from . import kda_prefill as _kda_prefill_pkg  # noqa: F401
+from . import short_conv as _short_conv_pkg  # noqa: F401
+from .common import STATE_DTYPES, KernelInputError, resolve_state_dtype, state_dtype_name
+
+__all__ = [
+    "STATE_DTYPES",
+    "KernelInputError",
+    "causal_conv1d_decode",
+    "causal_conv1d_prefill",
+    "gated_rmsnorm",
+    "kda_decode",
+    "kda_prefill",
+    "resolve_state_dtype",
+    "state_dtype_name",
+    "use_triton",
+]
+
+
+def use_triton(t: torch.Tensor) -> bool:
+    """True when a call on tensor `t` goes to Triton (CUDA, or CPU under TRITON_INTERPRET=1)."""
+    return t.is_cuda or os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def kda_decode(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots) -> torch.Tensor:
+    """One KDA token per sequence over a state pool updated in place at `slots`; returns o [B, H, V]."""
+    if use_triton(q):
+        from .kda_decode.wrapper import kda_decode as impl
+    else:
+        impl = cpu.kda_decode
+    return impl(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots)
+
+
+def kda_prefill(
+    q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, cu_seqlens, has_initial_state,
+    *, chunk_size: int = 64, intra_chunk_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """Packed variable-length KDA prefill; final states stored to pool[slots], rounded once."""
+    if use_triton(q):
+        from .kda_prefill.wrapper import kda_prefill as impl
+    else:
+        impl = cpu.kda_prefill
+    return impl(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, cu_seqlens, has_initial_state,
+                chunk_size=chunk_size, intra_chunk_dtype=intra_chunk_dtype)
+
+
+def causal_conv1d_prefill(x, weight, conv_pool, slots, cu_seqlens, has_initial_state) -> torch.Tensor:
+    """Depthwise causal conv + SiLU over packed sequences; conv_pool [S, C, W-1] updated in place."""
+    if use_triton(x):
+        from .short_conv.wrapper import causal_conv1d_prefill as impl
+    else:
+        impl = cpu.causal_conv1d_prefill
+    return impl(x, weight, conv_pool, slots, cu_seqlens, has_initial_state)
+
+
+def causal_conv1d_decode(x, weight, conv_pool, slots) -> torch.Tensor:
+    """One new input column per sequence x [B, C]; conv_pool shifted in place."""
+    if use_triton(x):
+        from .short_conv.wrapper import causal_conv1d_decode as impl
+    else:
+        impl = cpu.causal_conv1d_decode
+    return impl(x, weight, conv_pool, slots)
+
+
+def gated_rmsnorm(o, gate, weight, eps: float) -> torch.Tensor:
+    """fp32 RMSNorm over the last dim x weight x sigmoid(gate), returned in o's dtype."""
+    if use_triton(o):
+        from .gated_rmsnorm.wrapper import gated_rmsnorm as impl
+    else:
+        impl = cpu.gated_rmsnorm
+    return impl(o, gate, weight, eps)

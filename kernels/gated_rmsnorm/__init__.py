@@ -1,0 +1,1 @@
+"""gated_rmsnorm op: Triton kernel, wrapper, naive torch form."""

@@ -1,0 +1,1 @@
+"""kda_decode op: Triton kernel, wrapper, naive torch form."""

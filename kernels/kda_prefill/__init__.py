@@ -1,0 +1,1 @@
+"""kda_prefill op: Triton kernel, wrapper, naive torch form."""

@@ -1,0 +1,1 @@
+"""short_conv op: Triton kernel, wrapper, naive torch form."""
