@@ -1,0 +1,59 @@
+"""One arm's accuracy: lm-eval's standard error and the Wilson score interval."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+from scipy import stats
+
+from evalkit.stats._result import Result
+
+
+def z_value(confidence: float) -> float:
+    """Two-sided critical value, e.g. 1.959964 for 0.95."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    return float(stats.norm.ppf(0.5 + confidence / 2.0))
+
+
+@dataclass(frozen=True)
+class ProportionResult(Result):
+    successes: int
+    n: int
+    estimate: float
+    stderr: float  # lm-eval's sqrt(p(1-p)/(n-1)); nan for n <= 1
+    ci_low: float
+    ci_high: float
+    confidence: float
+    title: ClassVar[str] = "Accuracy with lm-eval stderr and Wilson CI"
+
+
+def lmeval_stderr(successes: int, n: int) -> float:
+    """lm-eval's `mean_stderr` for 0/1 scores: sample SD / sqrt(n) = sqrt(p(1-p)/(n-1)); nan if n <= 1."""
+    if n <= 1:
+        return math.nan
+    p = successes / n
+    return math.sqrt(p * (1.0 - p) / (n - 1))
+
+
+def wilson_ci(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion; (0, 1) when n = 0."""
+    if n < 0 or successes < 0 or successes > n:
+        raise ValueError(f"need 0 <= successes <= n, got {successes}/{n}")
+    if n == 0:
+        return 0.0, 1.0
+    z = z_value(confidence)
+    p = successes / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def proportion(successes: int, n: int, confidence: float = 0.95) -> ProportionResult:
+    """Accuracy of one arm: estimate, lm-eval stderr and Wilson CI together."""
+    low, high = wilson_ci(successes, n, confidence)
+    est = successes / n if n else math.nan
+    return ProportionResult(successes, n, est, lmeval_stderr(successes, n), low, high, confidence)
