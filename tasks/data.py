@@ -1,0 +1,119 @@
+"""Where GSM8K comes from: a local folder (`--data-dir`, or `$EVALKIT_DATA`) holding
+`train.jsonl` and `test.jsonl`, else the Hugging Face hub (`openai/gsm8k`, config `main`).
+
+Local copies are checked first and the hub is only tried when it is reachable (offline
+variables unset, and a 3-second connection test passes), so an offline machine fails at once
+with a message that says where evalkit looked and how to point it at a copy, instead of
+waiting half a minute for `datasets` to time out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import InputError
+
+HUB_DATASET = "openai/gsm8k"
+HUB_CONFIG = "main"
+ENV_VAR = "EVALKIT_DATA"
+SPLITS = ("train", "test")
+
+
+class DataNotFoundError(InputError):
+    """GSM8K is neither in a local folder nor reachable on the hub."""
+
+
+@dataclass(frozen=True)
+class GSM8KSource:
+    kind: str  # "local" | "hub"
+    files: dict[str, Path] = field(default_factory=dict)  # split -> jsonl (local only)
+
+    def describe(self) -> dict[str, Any]:
+        if self.kind == "hub":
+            return {"kind": "hub", "dataset": HUB_DATASET, "config": HUB_CONFIG}
+        return {"kind": "local", "files": {k: str(v) for k, v in self.files.items()}}
+
+
+def _folder_files(folder: Path) -> dict[str, Path] | None:
+    for cand in (folder, folder / "gsm8k"):
+        files = {s: cand / f"{s}.jsonl" for s in SPLITS}
+        if all(p.is_file() for p in files.values()):
+            return files
+    return None
+
+
+def _hub_offline_reason() -> str | None:
+    for var in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        if os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on"):
+            return f"{var} is set"
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=3).close()
+    except OSError as exc:
+        return f"huggingface.co unreachable ({exc.__class__.__name__})"
+    return None
+
+
+def locate_gsm8k(data_dir: str | os.PathLike | None = None, *, allow_hub: bool = True) -> GSM8KSource:
+    """Find GSM8K: `data_dir`, then `$EVALKIT_DATA`, then the hub. Raises DataNotFoundError."""
+    looked = []
+    for label, value in (("--data-dir", data_dir), (f"${ENV_VAR}", os.environ.get(ENV_VAR))):
+        if not value:
+            looked.append(f"{label} (not set)")
+            continue
+        files = _folder_files(Path(value).expanduser())
+        if files:
+            return GSM8KSource("local", files)
+        looked.append(f"{label}={value} (no train.jsonl/test.jsonl there or in its gsm8k/)")
+    if allow_hub:
+        reason = _hub_offline_reason()
+        if reason is None:
+            return GSM8KSource("hub")
+        looked.append(f"hub {HUB_DATASET} ({reason})")
+    raise DataNotFoundError(
+        "GSM8K not found; looked in " + "; ".join(looked)
+        + f". Put train.jsonl and test.jsonl (rows with 'question' and 'answer', as in {HUB_DATASET}) "
+        + f"in a folder and pass --data-dir DIR or set {ENV_VAR}=DIR"
+    )
+
+
+def find_gsm8k_files(data_dir: str | os.PathLike | None = None) -> dict[str, Path]:
+    """Local jsonl files for each split; downloads from the hub into a cache when only it has them."""
+    src = locate_gsm8k(data_dir)
+    if src.kind == "local":
+        return src.files
+    return _hub_to_local_cache()
+
+
+@lru_cache(maxsize=1)
+def _hub_to_local_cache() -> dict[str, Path]:
+    import datasets  # heavy; only on this path
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "evalkit" / "gsm8k"
+    cache.mkdir(parents=True, exist_ok=True)
+    files = {s: cache / f"{s}.jsonl" for s in SPLITS}
+    if not all(p.is_file() for p in files.values()):
+        ds = datasets.load_dataset(HUB_DATASET, HUB_CONFIG)
+        for split, path in files.items():
+            tmp = path.with_suffix(".tmp")
+            with open(tmp, "w", encoding="utf-8") as fh:
+                for row in ds[split]:
+                    fh.write(json.dumps({"question": row["question"], "answer": row["answer"]}) + "\n")
+            tmp.replace(path)
+    return files
+
+
+@lru_cache(maxsize=8)
+def _read_jsonl(path: str) -> tuple[dict[str, str], ...]:
+    with open(path, encoding="utf-8") as fh:
+        return tuple(json.loads(line) for line in fh if line.strip())
+
+
+def load_rows(split: str, data_dir: str | os.PathLike | None = None) -> tuple[dict[str, str], ...]:
+    """The rows of one GSM8K split, in file order (the same order lm-eval sees)."""
+    return _read_jsonl(str(find_gsm8k_files(data_dir)[split]))
