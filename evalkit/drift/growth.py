@@ -1,0 +1,107 @@
+"""Does an error grow with length? Slope of log(bucket mean) against log(position), with a CI.
+
+Fit: weighted least squares of y_b = log(mean_b) on x_b = log(position_b) over the log-spaced
+buckets, with Var(y_b) ≈ sd_b² / (n_b mean_b²) (delta method) as the weights. Neighbouring
+positions are correlated, so those within-bucket variances are optimistic; when the points
+scatter around the line more than they allow (reduced chi² > 1), the standard error is inflated
+by sqrt(reduced chi²) (the usual scale-factor rule), and the CI uses Student's t on n - 2
+degrees of freedom. Points without any spread (one value each, e.g. state errors at checkpoints)
+get plain OLS with the residual standard error. Buckets whose mean is 0 cannot be logged and
+are left out (and counted).
+
+Verdict: "flat" when the CI contains 0 or |slope| < `flat_below`; otherwise "grows ∝ L^a"
+(or "shrinks ∝ L^-a") over the positions that were fitted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import stats
+
+from evalkit.drift.positions import format_position
+
+
+@dataclass
+class GrowthFit:
+    metric: str
+    slope: float | None
+    se: float | None
+    ci_low: float | None
+    ci_high: float | None
+    scale: float | None  # sqrt(reduced chi²) applied to the SE (1.0 = not inflated)
+    n_buckets: int  # buckets fitted
+    n_zero_buckets: int  # buckets in range left out because their mean is exactly 0
+    pos_from: float | None
+    pos_to: float | None
+    ratio_last_first: float | None  # mean of the last fitted bucket / mean of the first
+    verdict: str  # "grows" | "shrinks" | "flat" | "zero" | "insufficient"
+    text: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def fit_growth(position: np.ndarray, mean: np.ndarray, std: np.ndarray, n: np.ndarray, *,
+               metric: str, label: str | None = None, min_position: float = 1.0,
+               flat_below: float = 0.1, level: float = 0.95, min_count: int = 2,
+               pos_lo: np.ndarray | None = None, pos_hi: np.ndarray | None = None) -> GrowthFit:
+    """Fit one metric's bucket means; `label` names the metric in the verdict text, and the
+    buckets' first/last positions (`pos_lo`, `pos_hi`; default `position`) name the range."""
+    label = label or metric
+    position, mean, std, n = (np.asarray(a, dtype=np.float64) for a in (position, mean, std, n))
+    in_range = np.isfinite(position) & (position >= min_position) & (n >= min_count) & np.isfinite(mean)
+    zero = in_range & (mean <= 0)
+    use = in_range & (mean > 0)
+    n_zero = int(zero.sum())
+    empty = GrowthFit(metric, None, None, None, None, None, int(use.sum()), n_zero, None, None, None, "", "")
+    if in_range.sum() > 0 and use.sum() == 0:
+        empty.verdict = "zero"
+        empty.text = f"{label} is exactly 0 at every position from {format_position(min_position)}"
+        return empty
+    if use.sum() < 3:
+        empty.verdict = "insufficient"
+        empty.text = f"{label}: too few non-zero buckets to fit a trend ({int(use.sum())})"
+        return empty
+    x = np.log(position[use])
+    y = np.log(mean[use])
+    sd = np.where(np.isfinite(std[use]), std[use], 0.0)
+    var_y = sd**2 / (n[use] * mean[use] ** 2)
+    # A bucket whose values are all equal has zero variance: floor it at the smallest positive
+    # variance seen (or give equal weights if none is positive) instead of an infinite weight.
+    pos_var = var_y[var_y > 0]
+    known = pos_var.size > 0  # without any within-bucket spread (one value per point): plain OLS
+    var_y = np.maximum(var_y, pos_var.min()) if known else np.ones_like(var_y)
+    w = 1.0 / var_y
+    X = np.column_stack([np.ones_like(x), x])
+    XtW = X.T * w
+    cov = np.linalg.inv(XtW @ X)
+    beta = cov @ (XtW @ y)
+    resid = y - X @ beta
+    dof = len(y) - 2
+    chi2_red = float((w * resid**2).sum() / dof) if dof > 0 else float("nan")
+    if not np.isfinite(chi2_red):
+        scale = 1.0
+    else:
+        scale = float(np.sqrt(chi2_red)) if not known else max(1.0, float(np.sqrt(chi2_red)))
+    slope = float(beta[1])
+    se = float(np.sqrt(cov[1, 1]) * scale)
+    tq = float(stats.t.ppf(0.5 + level / 2, dof)) if dof > 0 else float("inf")
+    lo, hi = slope - tq * se, slope + tq * se
+    lo_edge = np.asarray(pos_lo if pos_lo is not None else position, dtype=np.float64)[use]
+    hi_edge = np.asarray(pos_hi if pos_hi is not None else position, dtype=np.float64)[use]
+    p_from, p_to = float(lo_edge.min()), float(hi_edge.max())
+    first, last = mean[use][np.argmin(position[use])], mean[use][np.argmax(position[use])]
+    rng = f"from {format_position(p_from)} to {format_position(p_to)}"
+    ci = f"95% CI {lo:.2f} to {hi:.2f}" if level == 0.95 else f"{level:.0%} CI {lo:.2f} to {hi:.2f}"
+    if lo <= 0 <= hi or abs(slope) < flat_below:
+        verdict, text = "flat", f"{label} is flat {rng} (slope {slope:.2f}, {ci})"
+    elif slope > 0:
+        verdict, text = "grows", f"{label} grows ∝ L^{slope:.2f} {rng} ({ci})"
+    else:
+        verdict, text = "shrinks", f"{label} shrinks ∝ L^{slope:.2f} {rng} ({ci})"
+    if n_zero:
+        text += f"; {n_zero} bucket(s) exactly 0 left out"
+    return GrowthFit(metric, slope, se, lo, hi, scale, int(use.sum()), n_zero, p_from, p_to,
+                     float(last / first), verdict, text)

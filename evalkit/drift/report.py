@@ -1,0 +1,93 @@
+"""Markdown summary of a drift run, for a pull request or `evalkit compare`'s drift section.
+
+`drift_markdown(run_dir)` is the whole contract with `compare`: give it a directory written by
+`evalkit drift` and it returns Markdown (headings start at level 3 so it nests in a report).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evalkit.drift.positions import format_position
+from evalkit.drift.rundir import load_run
+
+
+def _g(x, fmt: str = ".3g", none: str = "–") -> str:
+    if x is None:
+        return none
+    return format(x, fmt)
+
+
+def _pct(x) -> str:
+    return "–" if x is None else f"{100 * x:.2f}%"
+
+
+def drift_markdown(run_dir: str | Path, *, heading_level: int = 3, images: bool = True) -> str:
+    """Markdown: setup, per-mode table of the arms against fp32, growth verdicts, free running."""
+    run = load_run(run_dir)
+    s = run["summary"]
+    cfg = s.get("config", {})
+    h = "#" * heading_level
+    lines = [f"{h} State-precision drift: {s.get('title') or cfg.get('model', {}).get('path', 'model')}", ""]
+    inp = cfg.get("input", {})
+    lines.append(
+        f"Input: {inp.get('source', '?')}, {inp.get('length', '?')} tokens"
+        f" (sha256 {str(inp.get('sha256', ''))[:12]}). Arms {', '.join(cfg.get('arms', []))} against an fp32"
+        f" state arm on the same tokens; compute fp32 in every arm, only the stored state differs."
+    )
+    lines.append("")
+    for mode, tf in (s.get("teacher_forced") or {}).items():
+        how = (f"chunked prefill, {tf.get('chunk_size')} tokens per chunk (state rounded once per chunk)"
+               if mode == "prefill" else "token-by-token decode (state rounded after every token)")
+        lines.append(f"{h}# Teacher-forced, {mode}: {how}")
+        lines.append("")
+        lines.append("| arm | mean KL | p99 KL | max KL | top-1 agreement | mean \\|ΔNLL\\| | ln PPL ratio "
+                     "| state rel. error at end (mean / worst layer) | max \\|state\\| | non-finite |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|")
+        for arm, a in tf["arms"].items():
+            st = a.get("state") or {}
+            nonfin = (a.get("nonfinite_logits") or 0) + (st.get("n_nonfinite") or 0)
+            lines.append(
+                f"| {arm} | {_g(a['kl']['mean'])} | {_g(a['kl']['p99'])} | {_g(a['kl']['max'])} "
+                f"| {_pct(a.get('top1_agreement'))} | {_g(a['abs_dnll']['mean'])} "
+                f"| {_g(a.get('ln_ppl_ratio'), '+.2e')} "
+                f"| {_g(st.get('final_rel_fro_mean'))} / {_g(st.get('final_rel_fro_max'))} "
+                f"| {_g(st.get('max_abs'))} | {nonfin} |"
+            )
+        lines.append("")
+        lines.append(f"Growth with position (fits from position {format_position(tf.get('fit_from', 1))};"
+                     " slope of log(mean) on log(position), 95% CI):")
+        lines.append("")
+        for arm, a in tf["arms"].items():
+            texts = [g["text"] for g in a.get("growth", {}).values() if g.get("text")]
+            if texts:
+                lines.append(f"- **{arm}**: " + "; ".join(texts) + ".")
+        lines.append("")
+        lines.append(f"Cost: fp32 arm {_g(tf.get('seconds_fp32'), '.1f')} s; "
+                     + "; ".join(f"{arm} {_g(a.get('seconds'), '.1f')} s" for arm, a in tf["arms"].items())
+                     + f"; wall {_g(tf.get('wall_seconds'), '.1f')} s for {tf.get('length')} tokens.")
+        lines.append("")
+    fr = s.get("free_running")
+    if fr:
+        lines.append(f"{h}# Free-running: greedy {fr.get('n_tokens')} tokens from a "
+                     f"{fr.get('prompt_tokens')}-token prompt")
+        lines.append("")
+        lines.append("| arm | first divergent token | token agreement | agreement after divergence "
+                     "| flags | tokens/s |")
+        lines.append("|---|---|---|---|---|---|")
+        ref = fr.get("reference", {})
+        lines.append(f"| fp32 (reference) | – | – | – | {', '.join(ref.get('flags', [])) or 'none'} "
+                     f"| {_g(ref.get('tokens_per_second'), '.1f')} |")
+        for arm, a in fr.get("arms", {}).items():
+            div = "never" if a.get("first_divergence") is None else str(a["first_divergence"])
+            lines.append(f"| {arm} | {div} | {_pct(a.get('token_agreement'))} "
+                         f"| {_pct(a.get('agreement_after_divergence'))} "
+                         f"| {', '.join(a.get('flags', [])) or 'none'} "
+                         f"| {_g(a.get('tokens_per_second'), '.1f')} |")
+        lines.append("")
+    if images:
+        pngs = [p for p in ("kl.png", "top1.png", "nll.png", "state.png") if (Path(run_dir) / p).is_file()]
+        if pngs:
+            lines.append("Plots: " + ", ".join(f"[{p}]({p})" for p in pngs) + ".")
+            lines.append("")
+    return "\n".join(lines).rstrip() + "\n"

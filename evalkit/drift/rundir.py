@@ -1,0 +1,90 @@
+"""The drift run directory.
+
+    manifest.json       what ran: evalkit version, git commit, command, model, arms, input, hardware
+    summary.json        per mode and arm: pooled metrics, state errors, growth fits; free running; costs
+    buckets.csv/.json   per mode × arm × metric × log-spaced position bucket: n, mean, sd, max, p50, p99
+    states.csv/.json    per mode × arm × checkpoint × KDA layer: relative error, max |value|, overflow
+    free_running.json   per arm: generated tokens, first divergence, agreement, health flags
+    kl.png top1.png nll.png state.png   metric against position, one line per arm, log axes
+    summary.md          Markdown for a pull request (`evalkit.drift.report.drift_markdown`)
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import InputError
+
+FILES = ("manifest.json", "summary.json", "buckets.csv", "buckets.json", "states.csv", "states.json",
+         "free_running.json", "summary.md")
+
+
+def _clean(x: Any) -> Any:
+    """JSON-safe: NaN/inf become None (JSON has no NaN), numpy scalars become Python numbers."""
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(_clean(obj), f, indent=1, ensure_ascii=False)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(path)
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    keys: list[str] = []
+    for r in rows:
+        keys += [k for k in r if k not in keys]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: ("" if v is None else v) for k, v in _clean(r).items()})
+
+
+def prepare(out_dir: str | Path, overwrite: bool = False) -> Path:
+    """Create the run directory; refuse to mix two runs in one directory."""
+    d = Path(out_dir)
+    if d.exists() and (d / "summary.json").exists() and not overwrite:
+        raise InputError(f"{d} already holds a drift run; pass another --out (or --overwrite)")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def load_run(run_dir: str | Path) -> dict[str, Any]:
+    """Everything a report or plot needs from a drift run directory."""
+    d = Path(run_dir)
+    if not (d / "summary.json").is_file():
+        raise InputError(f"{d} is not a drift run directory (no summary.json)")
+    out: dict[str, Any] = {"dir": d}
+    for name in ("manifest", "summary", "buckets", "states", "free_running"):
+        p = d / f"{name}.json"
+        out[name] = json.loads(p.read_text()) if p.is_file() else None
+    return out
+
+
+def is_drift_run(run_dir: str | Path) -> bool:
+    """True for a directory written by `evalkit drift` (what `compare` checks before a drift section)."""
+    p = Path(run_dir) / "summary.json"
+    if not p.is_file():
+        return False
+    try:
+        return json.loads(p.read_text()).get("kind") == "drift"
+    except (OSError, ValueError):
+        return False
