@@ -1,0 +1,105 @@
+"""Reading JSON-lines files strictly (errors name file and line) and repairing a torn last line.
+
+A run killed mid-write can leave its last line without a newline. The writer repairs that
+(drops the partial line, with a warning) before appending; readers refuse it, so a report is
+never computed from a damaged file without the user knowing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import InputError
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line number, object) for every non-blank line; InputError on any bad line."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    lines = data.split(b"\n")
+    torn_tail = bool(data) and not data.endswith(b"\n")
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            what = "truncated last line" if torn_tail and number == len(lines) else "malformed JSON line"
+            hint = " (the run was killed mid-write? re-run it to resume, which repairs the file)" \
+                if what.startswith("truncated") else ""
+            raise InputError(f"{path}:{number}: {what}: {getattr(exc, 'msg', exc)}{hint}") from None
+        if not isinstance(obj, dict):
+            raise InputError(f"{path}:{number}: expected a JSON object per line, got {type(obj).__name__}")
+        yield number, obj
+
+
+def repair_torn_tail(path: Path) -> int:
+    """Make the file end on a complete line; return how many bytes were dropped (0 if none).
+
+    A last line without a trailing newline is kept (newline added) if it parses as a JSON
+    object, and dropped otherwise.
+    """
+    if not path.exists():
+        return 0
+    data = path.read_bytes()
+    if not data or data.endswith(b"\n"):
+        return 0
+    cut = data.rfind(b"\n") + 1
+    tail = data[cut:]
+    try:
+        whole = isinstance(json.loads(tail), dict)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        whole = False
+    with open(path, "r+b") as fh:
+        if whole:
+            fh.seek(0, os.SEEK_END)
+            fh.write(b"\n")
+        else:
+            fh.truncate(cut)
+        fh.flush()
+        os.fsync(fh.fileno())
+    if whole:
+        return 0
+    warnings.warn(f"{path}: dropped a truncated last line ({len(tail)} bytes) left by an interrupted "
+                  f"write; that sample will be redone", stacklevel=3)
+    return len(tail)
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write JSON to a temporary file, fsync it, then rename it over `path` (never half-written)."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(obj, fh, indent=2, ensure_ascii=False, default=str)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: malformed JSON ({getattr(exc, 'msg', exc)})") from None
+    if not isinstance(obj, dict):
+        raise InputError(f"{path}: expected a JSON object")
+    return obj

@@ -1,0 +1,133 @@
+"""What a run is: the manifest's provenance fields, and the fields that define its identity.
+
+Two runs with equal identity fields answer the same questions the same way (same model, arm,
+task configs, seeds, lengths), so one may resume the other. Provenance (times, hardware,
+library versions, command line) may differ.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import evalkit
+
+LIBRARIES = ("torch", "triton", "transformers", "lm_eval", "fla-core", "vllm", "numpy", "scipy",
+             "statsmodels", "openai", "tokenizers", "safetensors")
+_DIST_NAMES = {"lm_eval": "lm-eval"}
+_MISSING = object()
+
+
+def now_utc() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _git(*args: str) -> str | None:
+    root = Path(evalkit.__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _gpu_names() -> list[str] | None:
+    """GPU names if torch is already imported by the producer (never imports torch itself)."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_available():
+            return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    except Exception:  # noqa: BLE001 - a broken driver must not stop a run from starting
+        return None
+    return None
+
+
+def library_versions() -> dict[str, str]:
+    """Installed versions of the libraries that can change results, read from metadata (no imports)."""
+    out = {}
+    for name in LIBRARIES:
+        try:
+            out[name] = importlib.metadata.version(_DIST_NAMES.get(name, name))
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def base_manifest(command: list[str]) -> dict[str, Any]:
+    """Provenance every run records: version, commit, command line, hardware, libraries, start time."""
+    commit = _git("rev-parse", "HEAD")
+    dirty = None if commit is None else bool(_git("status", "--porcelain", "--untracked-files=no"))
+    return {
+        "evalkit_version": evalkit.__version__,
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "command": list(command),
+        "hardware": {
+            "cpu": _cpu_name(),
+            "cpu_count": os.cpu_count(),
+            "gpu": _gpu_names(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
+        "libraries": library_versions(),
+        "started_at": now_utc(),
+        "finished_at": None,
+    }
+
+
+def _get(manifest: dict[str, Any], dotted: str) -> Any:
+    cur: Any = manifest
+    for part in dotted.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return _MISSING
+        cur = cur[part]
+    return cur
+
+
+def identity_fields(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The fields that define what a run measures, flattened to dotted names."""
+    out: dict[str, Any] = {}
+    for name in ("model.path", "model.config_hash", "backend.name", "seeds", "lengths"):
+        out[name] = _get(manifest, name)
+    arm = manifest.get("arm") or {}
+    if isinstance(arm, dict):
+        for key in sorted(arm):
+            if key != "note":
+                out[f"arm.{key}"] = arm[key]
+    else:
+        out["arm"] = arm
+    tasks = manifest.get("tasks") or {}
+    out["tasks"] = sorted(tasks) if isinstance(tasks, dict) else tasks
+    if isinstance(tasks, dict):
+        for name in sorted(tasks):
+            spec = tasks[name] if isinstance(tasks[name], dict) else {}
+            out[f"tasks.{name}.hash"] = spec.get("hash", _MISSING)
+            out[f"tasks.{name}.lengths"] = spec.get("lengths", _MISSING)
+    return out
+
+
+def first_identity_difference(on_disk: dict[str, Any], new: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """(field, on-disk value, new value) of the first identity field that differs, or None."""
+    a, b = identity_fields(on_disk), identity_fields(new)
+    for name in list(a) + [k for k in b if k not in a]:
+        va, vb = a.get(name, _MISSING), b.get(name, _MISSING)
+        if va != vb:
+            show = lambda v: "absent" if v is _MISSING else repr(v)
+            return name, show(va), show(vb)
+    return None

@@ -1,0 +1,115 @@
+"""load_run: read a run directory, one lm-eval samples file, or a directory of them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import InputError
+from evalkit.store.jsonl import iter_jsonl, read_json
+from evalkit.store.lmeval import is_lmeval_samples_file, manifest_for, read_samples_file, task_of
+from evalkit.store.schema import SampleError, normalise_sample, sample_key
+from evalkit.store.writer import MANIFEST, SAMPLES
+
+
+@dataclass
+class RunData:
+    manifest: dict[str, Any]
+    samples: list[dict[str, Any]]
+    path: str = ""
+    kind: str = "evalkit"  # "evalkit" | "lm-eval"
+    origins: dict[tuple, str] = field(default_factory=dict, repr=False)  # key -> "file:line"
+
+    @property
+    def tasks(self) -> list[str]:
+        return sorted({s["task"] for s in self.samples})
+
+    @property
+    def label(self) -> str:
+        """A short human name for the arm: arm.label, else arm.state_dtype, else the path."""
+        arm = self.manifest.get("arm") or {}
+        if isinstance(arm, dict):
+            for key in ("label", "state_dtype"):
+                if arm.get(key):
+                    return str(arm[key])
+        return Path(self.path).name or self.path
+
+
+def _index(samples: Iterable[tuple[str, dict[str, Any]]], origin_of_path: str) -> tuple[list, dict]:
+    out, origins = [], {}
+    for where, s in samples:
+        key = sample_key(s)
+        if key in origins:
+            raise InputError(f"{where}: duplicate sample {key[0]}/{key[1]}"
+                             f"{'' if key[2] is None else f' at length {key[2]}'} (first at {origins[key]})")
+        origins[key] = where
+        out.append(s)
+    if not out:
+        raise InputError(f"{origin_of_path}: empty run (no samples)")
+    return out, origins
+
+
+def _load_run_dir(path: Path) -> RunData:
+    samples_path = path / SAMPLES
+    if not samples_path.exists():
+        raise InputError(f"{path}: no {SAMPLES} (not an evalkit run directory)")
+    manifest = read_json(path / MANIFEST) if (path / MANIFEST).exists() else {}
+
+    def rows():
+        for number, obj in iter_jsonl(samples_path):
+            try:
+                yield f"{samples_path}:{number}", normalise_sample(obj)
+            except SampleError as exc:
+                raise InputError(f"{samples_path}:{number}: {exc}") from None
+
+    samples, origins = _index(rows(), str(samples_path))
+    return RunData(manifest, samples, str(path), "evalkit", origins)
+
+
+def _load_lmeval(files: list[Path], shown: str) -> RunData:
+    seen: dict[str, Path] = {}
+    for f in files:
+        task = task_of(f)
+        if task in seen:
+            raise InputError(f"{shown}: two lm-eval sample files for task {task!r} "
+                             f"({seen[task].name}, {f.name}); pass one file")
+        seen[task] = f
+
+    def rows():
+        for f in files:
+            for s in read_samples_file(f):
+                where = f"{f}:{s.pop('source_line')}"
+                try:
+                    yield where, normalise_sample(s)
+                except SampleError as exc:
+                    raise InputError(f"{where}: {exc}") from None
+
+    samples, origins = _index(rows(), shown)
+    return RunData(manifest_for(files), samples, shown, "lm-eval", origins)
+
+
+def load_run(path: str | os.PathLike) -> RunData:
+    """A run as RunData(manifest, samples), from an evalkit run directory, an lm-eval
+    `samples_<task>_*.jsonl` file, or a directory holding such files (searched two levels deep,
+    as lm-eval nests them under the model name). Raises InputError with file and line on bad input.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such file or directory")
+    if p.is_file():
+        if p.name == SAMPLES:
+            return _load_run_dir(p.parent)
+        if is_lmeval_samples_file(p):
+            return _load_lmeval([p], str(p))
+        raise InputError(f"{p}: neither an evalkit run directory nor an lm-eval "
+                         f"samples_<task>_<date>.jsonl file")
+    if (p / SAMPLES).exists() or (p / MANIFEST).exists():
+        return _load_run_dir(p)
+    files = sorted(f for pattern in ("samples_*.jsonl", "*/samples_*.jsonl") for f in p.glob(pattern)
+                   if is_lmeval_samples_file(f))
+    if not files:
+        raise InputError(f"{p}: empty run (no {SAMPLES} and no lm-eval samples_<task>_*.jsonl files)")
+    return _load_lmeval(files, str(p))

@@ -1,0 +1,71 @@
+"""The fields of one `samples.jsonl` line, their validation, and the key samples pair on."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+REQUIRED_FIELDS = ("task", "doc_id", "prompt_hash", "target", "response", "correct", "error")
+OPTIONAL_FIELDS = ("length", "score", "extracted", "n_generated", "finish_reason", "flags", "timings")
+
+
+
+class SampleError(ValueError):
+    """A sample line does not follow the store's schema (the message names the field)."""
+
+
+def sample_key(sample: dict[str, Any]) -> tuple[str, str, int | None]:
+    """(task, str(doc_id), length): the identity of one question (at one context length)."""
+    length = sample.get("length")
+    return str(sample["task"]), str(sample["doc_id"]), None if length is None else int(length)
+
+
+def _as_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    raise SampleError(f"correct[{name!r}] must be true/false (or 0/1), got {value!r}")
+
+
+def normalise_sample(sample: Any) -> dict[str, Any]:
+    """Check a sample against the schema and return a copy with canonical types.
+
+    `correct` values become bools, `length` is an int or None, `doc_id` stays int or str.
+    Raises SampleError naming the first problem.
+    """
+    if not isinstance(sample, dict):
+        raise SampleError(f"a sample is a JSON object, got {type(sample).__name__}")
+    for name in REQUIRED_FIELDS:
+        if name not in sample:
+            raise SampleError(f"missing field {name!r}")
+    out = dict(sample)
+    if not isinstance(out["task"], str) or not out["task"]:
+        raise SampleError(f"field 'task' must be a non-empty string, got {out['task']!r}")
+    doc_id = out["doc_id"]
+    if isinstance(doc_id, bool) or not isinstance(doc_id, (int, str)) or doc_id == "":
+        raise SampleError(f"field 'doc_id' must be an int or a non-empty string, got {doc_id!r}")
+    for name in ("prompt_hash", "target", "response"):
+        if not isinstance(out[name], str):
+            raise SampleError(f"field {name!r} must be a string, got {type(out[name]).__name__}")
+    if out["error"] is not None and not isinstance(out["error"], str):
+        raise SampleError(f"field 'error' must be null or a message, got {out['error']!r}")
+    if not isinstance(out["correct"], dict):
+        raise SampleError(f"field 'correct' must be an object {{metric: bool}}, got {out['correct']!r}")
+    out["correct"] = {str(k): _as_bool(str(k), v) for k, v in out["correct"].items()}
+    if out["error"] is None and not out["correct"]:
+        raise SampleError("field 'correct' is empty on a sample without an error")
+    length = out.get("length")
+    if length is not None:
+        if isinstance(length, bool) or not isinstance(length, (int, float)) or length != int(length) \
+                or length <= 0:
+            raise SampleError(f"field 'length' must be a positive integer or null, got {length!r}")
+        length = int(length)
+    out["length"] = length
+    score = out.get("score")
+    if score is not None:
+        if not isinstance(score, dict) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                for v in score.values()):
+            raise SampleError(f"field 'score' must be an object {{metric: number}}, got {score!r}")
+    return out
