@@ -10,7 +10,7 @@ from scipy.special import rel_entr
 
 from evalkit.drift.accumulate import BIN, BucketStats
 from evalkit.drift.free_running import agreement_after, first_divergence, health_flags, repeated_loop
-from evalkit.drift.growth import fit_growth
+from evalkit.drift.growth import fit_growth, fit_rate_growth
 from evalkit.drift.positions import bucket_edges, bucket_of, checkpoints, format_position
 from evalkit.drift.state_metrics import compare_states
 from evalkit.drift.token_metrics import token_metrics
@@ -216,3 +216,25 @@ def test_growth_se_matches_statsmodels_wls():
     assert g.slope == pytest.approx(ols.params[1], rel=1e-9) and g.se == pytest.approx(ols.bse[1], rel=1e-9)
     lo, hi = ols.conf_int()[1]
     assert g.ci_low == pytest.approx(lo, rel=1e-9) and g.ci_high == pytest.approx(hi, rel=1e-9)
+
+
+def test_rate_growth_matches_statsmodels_poisson_glm():
+    sm = pytest.importorskip("statsmodels.api")
+    rng = np.random.default_rng(8)
+    L = 1 << 15
+    pos = np.arange(1, L + 1)
+    flips = (rng.random(L) < 2e-4 * (pos / 1000.0) ** 0.8).astype(float)
+    st = BucketStats.for_length(L)
+    st.add(pos, flips)
+    use = st.position() >= 128
+    f = fit_rate_growth(st.position(), st.total, st.count, metric="top1", label="flips", min_position=128,
+                        pos_lo=st.edges[:-1], pos_hi=st.edges[1:] - 1)
+    X = sm.add_constant(np.log(st.position()[use]))
+    glm = sm.GLM(st.total[use], X, family=sm.families.Poisson(), offset=np.log(st.count[use])).fit()
+    assert f.slope == pytest.approx(glm.params[1], rel=1e-8)
+    pearson = glm.pearson_chi2 / glm.df_resid
+    assert f.se == pytest.approx(glm.bse[1] * max(1.0, np.sqrt(pearson)), rel=1e-6)
+    assert f.ci_low < 0.8 < f.ci_high and f.verdict == "grows" and "events" in f.text
+    assert (st.total[use] == 0).any()  # zero buckets were kept in the fit
+    none = fit_rate_growth(st.position(), np.zeros_like(st.total), st.count, metric="top1", min_position=128)
+    assert none.verdict == "zero"

@@ -7,7 +7,8 @@ scatter around the line more than they allow (reduced chi² > 1), the standard e
 by sqrt(reduced chi²) (the usual scale-factor rule), and the CI uses Student's t on n - 2
 degrees of freedom. Points without any spread (one value each, e.g. state errors at checkpoints)
 get plain OLS with the residual standard error. Buckets whose mean is 0 cannot be logged and
-are left out (and counted).
+are left out (and counted). Rare 0/1 events (top-1 flips) use `fit_rate_growth` instead: a
+Poisson regression of the event counts that keeps the buckets with no event.
 
 Verdict: "flat" when the CI contains 0 or |slope| < `flat_below`; otherwise "grows ∝ L^a"
 (or "shrinks ∝ L^-a") over the positions that were fitted.
@@ -105,3 +106,64 @@ def fit_growth(position: np.ndarray, mean: np.ndarray, std: np.ndarray, n: np.nd
         text += f"; {n_zero} bucket(s) exactly 0 left out"
     return GrowthFit(metric, slope, se, lo, hi, scale, int(use.sum()), n_zero, p_from, p_to,
                      float(last / first), verdict, text)
+
+
+def fit_rate_growth(position: np.ndarray, events: np.ndarray, n: np.ndarray, *, metric: str,
+                    label: str | None = None, min_position: float = 1.0, flat_below: float = 0.1,
+                    level: float = 0.95, min_events: int = 5, pos_lo: np.ndarray | None = None,
+                    pos_hi: np.ndarray | None = None) -> GrowthFit:
+    """Growth of a rare event's rate (e.g. top-1 flips): events_b ~ Poisson(n_b · c · position_b^slope).
+
+    Taking logs of bucket rates fails here (most buckets may have no flip at all), so the slope
+    comes from a Poisson regression with log link and offset log(n_b), fitted by IRLS over every
+    bucket, zeros included. Over-dispersion (Pearson chi² / dof > 1, e.g. flips that come in
+    runs) inflates the SE by its square root (quasi-Poisson); the CI uses Student's t on n - 2 dof.
+    """
+    label = label or metric
+    position, events, n = (np.asarray(a, dtype=np.float64) for a in (position, events, n))
+    use = np.isfinite(position) & (position >= min_position) & (n > 0)
+    total = float(events[use].sum())
+    blank = GrowthFit(metric, None, None, None, None, None, int(use.sum()), 0, None, None, None, "", "")
+    if use.sum() > 0 and total == 0:
+        blank.verdict = "zero"
+        blank.text = f"{label} is exactly 0 at every position from {format_position(min_position)}"
+        return blank
+    if use.sum() < 3 or total < min_events:
+        blank.verdict = "insufficient"
+        blank.text = f"{label}: too few events to fit a trend ({total:.0f} in {int(use.sum())} buckets)"
+        return blank
+    x, k, off = np.log(position[use]), events[use], np.log(n[use])
+    X = np.column_stack([np.ones_like(x), x])
+    beta = np.array([np.log(total / n[use].sum()), 0.0])
+    for _ in range(100):
+        mu = np.exp(off + X @ beta)
+        z = X @ beta + (k - mu) / mu
+        XtW = X.T * mu
+        new = np.linalg.solve(XtW @ X, XtW @ z)
+        if np.max(np.abs(new - beta)) < 1e-12:
+            beta = new
+            break
+        beta = new
+    mu = np.exp(off + X @ beta)
+    cov = np.linalg.inv((X.T * mu) @ X)
+    dof = len(k) - 2
+    pearson = float(((k - mu) ** 2 / mu).sum() / dof) if dof > 0 else float("nan")
+    scale = max(1.0, float(np.sqrt(pearson))) if np.isfinite(pearson) else 1.0
+    slope, se = float(beta[1]), float(np.sqrt(cov[1, 1]) * scale)
+    tq = float(stats.t.ppf(0.5 + level / 2, dof)) if dof > 0 else float("inf")
+    lo, hi = slope - tq * se, slope + tq * se
+    lo_edge = np.asarray(pos_lo if pos_lo is not None else position, dtype=np.float64)[use]
+    hi_edge = np.asarray(pos_hi if pos_hi is not None else position, dtype=np.float64)[use]
+    p_from, p_to = float(lo_edge.min()), float(hi_edge.max())
+    rate = k / n[use]
+    first, last = rate[np.argmin(x)], rate[np.argmax(x)]
+    ratio = float(last / first) if first > 0 else None
+    rng = f"from {format_position(p_from)} to {format_position(p_to)}"
+    ci = f"{level:.0%} CI {lo:.2f} to {hi:.2f}"
+    if lo <= 0 <= hi or abs(slope) < flat_below:
+        verdict, text = "flat", f"{label} is flat {rng} (slope {slope:.2f}, {ci}, {total:.0f} events)"
+    elif slope > 0:
+        verdict, text = "grows", f"{label} grows ∝ L^{slope:.2f} {rng} ({ci}, {total:.0f} events)"
+    else:
+        verdict, text = "shrinks", f"{label} shrinks ∝ L^{slope:.2f} {rng} ({ci}, {total:.0f} events)"
+    return GrowthFit(metric, slope, se, lo, hi, scale, int(use.sum()), 0, p_from, p_to, ratio, verdict, text)

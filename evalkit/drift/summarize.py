@@ -6,7 +6,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from evalkit.drift.growth import fit_growth
+from evalkit.drift.growth import fit_growth, fit_rate_growth
 from evalkit.drift.teacher_forced import TOKEN_METRICS, ArmTrace, TeacherForcedResult
 
 METRIC_LABELS = {
@@ -65,6 +65,11 @@ def arm_summary(res: TeacherForcedResult, tr: ArmTrace) -> dict:
     growth = {}
     for metric in TOKEN_METRICS:
         s = b[metric]
+        if metric == "top1_disagree":  # a 0/1 event: Poisson regression of the flip counts
+            growth[metric] = fit_rate_growth(s.position(), s.total, s.count, metric=metric,
+                                             label=METRIC_LABELS[metric], min_position=start,
+                                             pos_lo=s.edges[:-1], pos_hi=s.edges[1:] - 1).to_dict()
+            continue
         growth[metric] = fit_growth(s.position(), s.mean(), s.std(), s.count, metric=metric,
                                     label=METRIC_LABELS[metric], min_position=start,
                                     pos_lo=s.edges[:-1], pos_hi=s.edges[1:] - 1).to_dict()

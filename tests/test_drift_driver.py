@@ -1,0 +1,155 @@
+"""The drift drivers end to end on a one-layer KDA toy built on evalkit's kernels (CPU path).
+
+The toy is a real recurrence whose state pool is stored in the arm's dtype by the same kernels
+the engine uses, so these orderings are measured, not assumed. The same checks on tiny
+transformers-built checkpoints through the engine live in test_drift_engine.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+import torch
+from evalkit.kernels import STATE_DTYPES, kda_decode, kda_prefill
+
+from evalkit.drift.driver import DriftConfig, run_drift
+from evalkit.drift.generate import generate_greedy
+from evalkit.drift.report import drift_markdown
+from evalkit.drift.rundir import is_drift_run
+from evalkit.drift.teacher_forced import run_teacher_forced
+
+
+class ToyModel:
+    """Embedding -> one KDA layer (long-memory gates) -> tied readout."""
+
+    def __init__(self, vocab: int = 96, H: int = 2, K: int = 16, seed: int = 0):
+        g = torch.Generator().manual_seed(seed)
+        D = H * K
+        self.H, self.K, self.vocab_size, self.device = H, K, vocab, torch.device("cpu")
+        self.emb = torch.randn(vocab, D, generator=g)
+        self.W = {n: torch.randn(D, D, generator=g) / D**0.5 for n in ("q", "k", "v", "g", "o")}
+        self.Wb = torch.randn(D, H, generator=g) / D**0.5
+        self.A_log = torch.zeros(H)
+        self.dt_bias = torch.full((D,), -6.0)  # decay ~0.998 per token: the state keeps a long memory
+
+    def open_session(self, state_dtype: str) -> ToySession:
+        return ToySession(self, state_dtype)
+
+    def describe(self) -> dict:
+        return {"path": "toy", "config_hash": "toy"}
+
+    def tokenize(self, text: str) -> list[int]:
+        return [b % self.vocab_size for b in text.encode()]
+
+
+class ToySession:
+    def __init__(self, m: ToyModel, state_dtype: str):
+        self.m, self.state_dtype = m, state_dtype
+        self.pool = torch.zeros(1, m.H, m.K, m.K, dtype=STATE_DTYPES[state_dtype])
+        self.started = False
+
+    def _inputs(self, tokens):
+        m = self.m
+        x = m.emb[tokens]
+        T = x.shape[0]
+        q, k, v, gr = ((x @ m.W[n]).view(T, m.H, m.K) for n in ("q", "k", "v", "g"))
+        return q, k, v * 4.0, gr, x @ m.Wb
+
+    def _logits(self, o):
+        return (o.reshape(o.shape[0], -1) @ self.m.W["o"]) @ self.m.emb.T
+
+    def prefill(self, tokens):
+        q, k, v, gr, b = self._inputs(tokens)
+        o = kda_prefill(q, k, v, gr, b, self.m.A_log, self.m.dt_bias, self.pool, torch.tensor([0]),
+                        torch.tensor([0, len(tokens)], dtype=torch.int32), torch.tensor([self.started]))
+        self.started = True
+        return self._logits(o)
+
+    def decode(self, tokens):
+        q, k, v, gr, b = self._inputs(tokens)
+        if not self.started:  # a fresh sequence: the pool slot is zero, as the engine guarantees
+            self.pool.zero_()
+            self.started = True
+        outs = [kda_decode(q[t:t + 1], k[t:t + 1], v[t:t + 1], gr[t:t + 1], b[t:t + 1], self.m.A_log,
+                           self.m.dt_bias, self.pool, torch.tensor([0]))[0] for t in range(len(tokens))]
+        return self._logits(torch.stack(outs))
+
+    def states(self):
+        return [self.pool[0]]
+
+    def close(self):
+        pass
+
+
+TOY = ToyModel()
+TOKENS = torch.randint(0, TOY.vocab_size, (600,), generator=torch.Generator().manual_seed(1))
+
+
+def _final_state_error(res, arm):
+    last = max(r["position"] for r in res.traces[arm].states)
+    return max(r["rel_fro"] for r in res.traces[arm].states if r["position"] == last)
+
+
+def test_fp32_against_fp32_is_exactly_zero():
+    for mode in ("prefill", "decode"):
+        res = run_teacher_forced(TOY, TOKENS[:300], ["fp32"], mode, chunk_size=64, decode_block=50)
+        b = res.traces["fp32"].buckets
+        assert b["kl"].total.sum() == 0 and b["kl"].count.sum() == 300
+        assert b["top1_disagree"].total.sum() == 0 and b["abs_dnll"].maximum.max() == 0
+        assert all(r["rel_fro"] == 0 for r in res.traces["fp32"].states)
+
+
+def test_orderings_bf16_over_fp16_and_decode_over_prefill():
+    pre = run_teacher_forced(TOY, TOKENS, ["fp16", "bf16"], "prefill", chunk_size=64)
+    dec = run_teacher_forced(TOY, TOKENS, ["fp16", "bf16"], "decode", decode_block=128)
+    for res in (pre, dec):
+        kl = {a: res.traces[a].buckets["kl"].total.sum() for a in ("fp16", "bf16")}
+        assert 0 < kl["fp16"] < kl["bf16"]
+        assert 0 < _final_state_error(res, "fp16") < _final_state_error(res, "bf16")
+    for arm in ("fp16", "bf16"):
+        assert _final_state_error(dec, arm) > _final_state_error(pre, arm)
+    # the first prefill chunk never reads a rounded state: exactly zero there
+    kl = pre.traces["bf16"].buckets["kl"]
+    first_chunk = kl.edges[1:] - 1 <= 64
+    assert kl.total[first_chunk].sum() == 0 and kl.total[~first_chunk].sum() > 0
+
+
+def test_decode_blocks_stop_at_checkpoints():
+    res = run_teacher_forced(TOY, TOKENS[:200], ["fp16"], "decode", decode_block=64)
+    assert sorted({r["position"] for r in res.traces["fp16"].states}) == [1, 2, 4, 8, 16, 32, 64, 128, 200]
+
+
+def test_free_running_fp32_twice_is_identical():
+    a = generate_greedy(TOY, TOKENS[:40], "fp32", 30, chunk_size=16)
+    b = generate_greedy(TOY, TOKENS[:40], "fp32", 30, chunk_size=16)
+    assert a.tokens == b.tokens and len(a.tokens) == 30 and a.nonfinite_logits == 0
+
+
+def test_run_drift_writes_a_complete_run_directory(tmp_path):
+    cfg = DriftConfig(arms=["fp16", "bf16"], chunk_size=64, decode_block=128, generate=40, prompt_length=32,
+                      title="toy")
+    summary = run_drift(TOY, TOKENS[:512], cfg, tmp_path / "run", input_info={"source": "random"},
+                        show_progress=False)
+    d = tmp_path / "run"
+    for f in ("manifest.json", "summary.json", "buckets.csv", "buckets.json", "states.csv", "states.json",
+              "free_running.json", "summary.md", "kl.png", "top1.png", "nll.png", "state.png"):
+        assert (d / f).is_file(), f
+    assert is_drift_run(d) and not is_drift_run(tmp_path)
+    man = json.loads((d / "manifest.json").read_text())
+    assert man["kind"] == "drift" and man["drift"]["input"]["length"] == 512 and man["finished_at"]
+    tf = summary["teacher_forced"]
+    assert set(tf) == {"prefill", "decode"}
+    for mode in tf:
+        for arm in ("fp16", "bf16"):
+            a = tf[mode]["arms"][arm]
+            assert a["kl"]["n"] == 512 and a["kl"]["mean"] > 0
+            assert set(a["growth"]) == {"kl", "top1_disagree", "abs_dnll", "state_rel_fro"}
+    fr = summary["free_running"]
+    assert fr["n_tokens"] == 40 and set(fr["arms"]) == {"fp16", "bf16"}
+    md = drift_markdown(d)
+    assert "Teacher-forced, decode" in md and "| bf16 |" in md and "Free-running" in md
+    assert "KL(fp32‖arm)" in md
+    rows = json.loads((d / "buckets.json").read_text())
+    assert {r["metric"] for r in rows} == {"kl", "top1_disagree", "abs_dnll"}
+    n_kl = [r["n"] for r in rows if (r["metric"], r["mode"], r["arm"]) == ("kl", "decode", "fp16")]
+    assert sum(n_kl) == 512
