@@ -141,7 +141,8 @@ class OpenAIBackend:
             for u in self.base_urls
         ]
         self._models_info = [self._fetch_models(i) for i in range(len(self.base_urls))]
-        self.model = model or self._first_model_id()
+        self.model_substituted = False
+        self.model = self._choose_model(model)
 
     # ---- discovery -----------------------------------------------------------------------
 
@@ -163,11 +164,22 @@ class OpenAIBackend:
                 self._sleep(self._backoff(attempt))
         raise EvalkitError(f"cannot list models at {url} ({last}); is the server running?")
 
-    def _first_model_id(self) -> str:
-        data = self._models_info[0].get("data") or []
-        if not data or "id" not in data[0]:
-            raise EvalkitError(f"{self.base_urls[0]}/models lists no model; pass --model NAME")
-        return str(data[0]["id"])
+    def served_models(self, replica: int = 0) -> list[str]:
+        return [str(m["id"]) for m in self._models_info[replica].get("data") or [] if "id" in m]
+
+    def _choose_model(self, wanted: str | None) -> str:
+        """The name to send: `wanted` if served; else the only served model (a path given as
+        --model is often served under another name); else a clear error."""
+        served = self.served_models()
+        if wanted in served:
+            return str(wanted)
+        if len(served) == 1:
+            self.model_substituted = wanted is not None
+            return served[0]
+        where = f"{self.base_urls[0]}/models"
+        if not served:
+            raise EvalkitError(f"{where} lists no model")
+        raise EvalkitError(f"{where} serves {', '.join(served)}; pass --model with one of them")
 
     def _server_version(self, i: int) -> Any:
         root = self.base_urls[i][: -len("/v1")]

@@ -1,0 +1,76 @@
+"""The local backend: the in-process engine, with the recurrent state pool in the arm's dtype.
+
+`encode_prompt` is the single definition of how a prompt becomes token ids; `evalkit serve`
+uses it too, which is what makes a run through the server equal an in-process run.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from evalkit.backends.base import GenRequest, GenResult, OnResult, Prompt
+
+
+def encode_prompt(tokenizer: Any, prompt: Prompt) -> list[int]:
+    """Text as vLLM's /v1/completions tokenizes it (the tokenizer's special tokens included);
+    chat messages through the chat template with a generation prompt, as /v1/chat/completions."""
+    if isinstance(prompt, str):
+        return list(tokenizer.encode(prompt))
+    if prompt and isinstance(prompt[0], dict):
+        text = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+        return list(tokenizer.encode(text, add_special_tokens=False))
+    return [int(t) for t in prompt]
+
+
+def make_params(engine: Any, *, max_tokens: int, stop: list[str], ignore_eos: bool = False,
+                min_tokens: int = 0) -> Any:
+    """Greedy sampling parameters of the engine's own type."""
+    params_cls = getattr(engine, "SamplingParams", None)
+    if params_cls is None:
+        from evalkit.engine import SamplingParams as params_cls  # noqa: N813
+    return params_cls(temperature=0.0, max_tokens=max_tokens, stop=list(stop), ignore_eos=ignore_eos,
+                      min_tokens=min_tokens)
+
+
+def to_result(out: Any, finished_after_s: float | None = None) -> GenResult:
+    """`finished_after_s`: seconds from the batch's start (requests share one batch)."""
+    timings = {"finished_after_s": finished_after_s} if finished_after_s is not None else {}
+    return GenResult(text=out.text, n_prompt=out.n_prompt, n_generated=out.n_generated,
+                     finish_reason=out.finish_reason, flags=list(out.flags or []), timings=timings)
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, model: str | None = None, *, state_dtype: str = "fp32", device: str | None = None,
+                 max_num_seqs: int | None = None, engine: Any = None) -> None:
+        if engine is None:
+            from evalkit.engine import LLMEngine
+
+            kwargs: dict[str, Any] = {"state_dtype": state_dtype}
+            if device:
+                kwargs["device"] = device
+            if max_num_seqs:
+                kwargs["max_num_seqs"] = max_num_seqs
+            engine = LLMEngine(model, **kwargs)
+        self.engine = engine
+        self.tokenizer = engine.tokenizer
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.engine.describe(), "name": self.name}
+
+    def generate(self, requests: list[GenRequest], on_result: OnResult) -> None:
+        """Engine failures propagate: completed results are stored, a re-run resumes the rest."""
+        prompts = [encode_prompt(self.tokenizer, r.prompt) for r in requests]
+        params = [make_params(self.engine, max_tokens=r.max_new_tokens, stop=r.stop,
+                              ignore_eos=r.ignore_eos, min_tokens=r.min_tokens) for r in requests]
+        start = time.perf_counter()
+
+        def on_finish(i: int, out: Any) -> None:
+            on_result(i, to_result(out, time.perf_counter() - start))
+
+        self.engine.generate(prompts, params, use_tqdm=False, on_finish=on_finish)
+
+    def close(self) -> None:
+        pass

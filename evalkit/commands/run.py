@@ -1,0 +1,121 @@
+"""`evalkit run`: evaluate one arm and write a run directory (resumable).
+
+Local: `--model PATH --arm fp16` runs the in-process engine with its recurrent state stored in
+fp16. Remote: `--server URL [--server URL2 …] --arm LABEL --arm-note "how it was started"`
+asks OpenAI-compatible replicas. With neither, the embedded reference model runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from evalkit.errors import InputError
+
+
+def _split(values: list[str] | None) -> list[str]:
+    out: list[str] = []
+    for v in values or []:
+        out.extend(x.strip() for x in v.split(",") if x.strip())
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    src = parser.add_argument_group("what to evaluate")
+    src.add_argument("--model", help="local checkpoint dir or hub id (local run); with --server, the "
+                     "served model's name (and its tokenizer if it is a local dir)")
+    src.add_argument("--server", action="append", metavar="URL",
+                     help="OpenAI-compatible server (repeat or comma-separate for replicas)")
+    src.add_argument("--arm", required=True,
+                     help="fp32|fp16|bf16 for a local run (the state dtype); any label with --server")
+    src.add_argument("--arm-note", help="free text recorded with the arm, e.g. 'ATOM_GDN_SSM_DTYPE=fp16'")
+    src.add_argument("--tokenizer", help="tokenizer for --server runs (long-context tasks size "
+                     "prompts in the model's tokens)")
+    q = parser.add_argument_group("questions")
+    q.add_argument("--tasks", help="comma-separated task names (`evalkit tasks` lists them); "
+                   "default: the reference model's suite, else gsm8k")
+    q.add_argument("--lengths", help="context lengths for long-context tasks, e.g. 4k,16k,64k")
+    q.add_argument("--limit", type=int, help="first N questions per task (and length)")
+    q.add_argument("--seed", type=int, help="seed of the task generators (and sent to servers)")
+    q.add_argument("--data-dir", help="local data folder (e.g. a GSM8K copy); also EVALKIT_DATA")
+    q.add_argument("--apply-chat-template", action="store_true",
+                   help="chat-formatted prompts (chat completions on a server)")
+    q.add_argument("--max-new-tokens", type=int,
+                   help="cap every task's generation length (smoke tests; recorded in the manifest)")
+    o = parser.add_argument_group("output")
+    o.add_argument("--out", help="run directory (default runs/<model>-<arm>); re-running resumes it")
+    o.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r = parser.add_argument_group("remote (--server)")
+    r.add_argument("--concurrency", type=int, default=16, help="in-flight requests per server (16)")
+    r.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, seconds (600)")
+    r.add_argument("--max-retries", type=int, default=5,
+                   help="retries on 429/5xx/timeouts/dropped connections before recording an error (5)")
+    loc = parser.add_argument_group("local engine")
+    loc.add_argument("--max-num-seqs", type=int, help="most sequences decoded together")
+    loc.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda if available)")
+
+
+def default_out(model: str | None, servers: list[str], arm: str) -> Path:
+    if servers:
+        name = model or "server"
+    else:
+        name = model or "reference"
+    name = Path(name.rstrip("/")).name or "model"
+    return Path("runs") / re.sub(r"[^A-Za-z0-9._-]+", "_", f"{name}-{arm}")
+
+
+def _check(args: argparse.Namespace) -> None:
+    for flag in ("limit", "max_num_seqs", "max_new_tokens"):
+        v = getattr(args, flag)
+        if v is not None and v < 1:
+            raise InputError(f"--{flag.replace('_', '-')} must be at least 1")
+    if args.concurrency < 1:
+        raise InputError("--concurrency must be at least 1")
+
+
+def main(args: argparse.Namespace) -> int:
+    from evalkit.runner import RunSpec, run_evaluation
+    from evalkit.runner import setup as su
+    from evalkit.runner.table import render_summary
+
+    _check(args)
+    servers = _split(args.server)
+    if servers:
+        setup = su.remote_setup(servers, args.model, args.tokenizer, args.arm, args.arm_note,
+                                args.concurrency, args.timeout, args.max_retries, args.seed)
+    else:
+        for flag in ("tokenizer",):
+            if getattr(args, flag):
+                raise InputError(f"--{flag} is for --server runs (a local model brings its own)")
+        setup = su.local_setup(args.model, args.arm, args.arm_note, args.device, args.max_num_seqs)
+
+    tasks = _split([args.tasks]) if args.tasks else (setup.default_tasks or ["gsm8k"])
+    lengths = None
+    if args.lengths:
+        from evalkit.tasks.registry import parse_lengths
+
+        lengths = parse_lengths(args.lengths)
+    out = Path(args.out) if args.out else default_out(args.model, servers, args.arm)
+
+    command = ["evalkit", "run", *sys.argv[2:]] if sys.argv[1:2] == ["run"] else sys.argv
+    manifest = su.base_manifest_fields(command)
+    manifest.update(model=setup.model, arm=setup.arm, backend=setup.backend.describe(),
+                    seeds={"task_seed": args.seed})
+    spec = RunSpec(tasks=tasks, out_dir=out, lengths=lengths, limit=args.limit, seed=args.seed,
+                   data_dir=args.data_dir, apply_chat_template=args.apply_chat_template,
+                   max_new_tokens=args.max_new_tokens, manifest=manifest)
+    try:
+        outcome = run_evaluation(spec, setup.backend, setup.tokenizer, progress=not args.no_progress,
+                                 after_generate=setup.after_generate)
+    finally:
+        setup.backend.close()
+
+    print(render_summary(outcome.summary, title=f"{setup.arm['label']}: {out}"))
+    print(f"{outcome.stored} new samples ({outcome.skipped} already on disk), "
+          f"{outcome.tokens_per_s:.1f} generated tok/s, {outcome.wall_s:.1f} s -> {out}")
+    if outcome.errors:
+        print(f"evalkit run: warning: {outcome.errors} questions ended with an error and are not scored "
+              f"(see `error` in {out}/samples.jsonl); compare excludes them", file=sys.stderr)
+    return 0

@@ -1,0 +1,149 @@
+"""Ask a backend every pending request and store each answer the moment it arrives.
+
+A result with `error` is stored with its message and no `correct` (never scored as wrong);
+a scoring failure is stored the same way, so no question is ever lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit.backends.base import Backend, GenRequest, GenResult
+from evalkit.runner.plan import Plan, WorkItem, build_plan
+from evalkit.runner.progress import RunProgress
+
+
+@dataclass
+class RunSpec:
+    tasks: list[str]
+    out_dir: Path
+    lengths: list[int] | None = None
+    limit: int | None = None
+    seed: int | None = None
+    data_dir: str | None = None
+    apply_chat_template: bool = False
+    max_new_tokens: int | None = None  # a cap for smoke runs; recorded in the manifest
+    manifest: dict[str, Any] = field(default_factory=dict)  # model, arm, command, ...
+
+
+@dataclass
+class RunOutcome:
+    out_dir: Path
+    summary: dict[str, Any]
+    asked: int  # requests sent this time
+    stored: int  # samples written this time
+    errors: int  # samples written with an error this time
+    skipped: int  # questions already on disk (resume)
+    tokens_per_s: float
+    wall_s: float
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def task_entries(tasks: list[Any]) -> dict[str, Any]:
+    out = {}
+    for t in tasks:
+        cfg = t.config()
+        out[t.name] = {"config": cfg, "hash": config_hash(cfg)}
+    return out
+
+
+def gen_request(req: Any, cap: int | None) -> GenRequest:
+    n = req.max_new_tokens if cap is None else min(req.max_new_tokens, cap)
+    return GenRequest(prompt=req.prompt, max_new_tokens=n, stop=list(req.until or []))
+
+
+def _base_sample(item: WorkItem, doc: Any, result: GenResult, prompt_hash: str) -> dict[str, Any]:
+    return {
+        "task": item.task.name,
+        "doc_id": doc.doc_id,
+        "length": item.request.length,
+        "prompt_hash": prompt_hash,
+        "target": doc.target,
+        "response": result.text,
+        "correct": {},
+        "error": result.error,
+        "score": {},
+        "extracted": {},
+        "n_generated": result.n_generated,
+        "finish_reason": result.finish_reason,
+        "flags": list(result.flags),
+        "timings": dict(result.timings),
+    }
+
+
+def samples_for(item: WorkItem, result: GenResult, prompt_hash: str) -> list[dict[str, Any]]:
+    """One sample per missing doc of the request: scored, or carrying the error."""
+    docs = [d for d in item.request.docs if str(d.doc_id) in item.missing]
+    if result.error is None:
+        try:
+            scored = {str(s.doc_id): s for s in item.task.score(item.request, result.text)}
+        except Exception as exc:  # noqa: BLE001 -- a scorer bug must not lose the answer
+            result = GenResult(**{**result.__dict__, "error": f"scoring failed: {exc!r}"})
+            scored = {}
+    out = []
+    for doc in docs:
+        sample = _base_sample(item, doc, result, prompt_hash)
+        if result.error is None:
+            s = scored.get(str(doc.doc_id))
+            if s is None:
+                sample["error"] = "scoring returned no result for this doc"
+            else:
+                sample.update(correct=dict(s.correct), extracted=dict(s.extracted), score=dict(s.score))
+        out.append(sample)
+    return out
+
+
+def run_evaluation(spec: RunSpec, backend: Backend, tokenizer: Any, *, progress: bool = True,
+                   after_generate: Any = None) -> RunOutcome:
+    """Plan, generate, store, summarise. `after_generate()` may return manifest additions."""
+    from evalkit.store import RunWriter, prompt_hash
+    from evalkit.tasks.registry import get_task
+
+    t0 = time.perf_counter()
+    tasks = [get_task(name) for name in spec.tasks]
+    manifest = dict(spec.manifest)
+    manifest["tasks"] = task_entries(tasks)
+    manifest.setdefault("seeds", {"task_seed": spec.seed})
+    if spec.max_new_tokens is not None:
+        manifest["generation_overrides"] = {"max_new_tokens_cap": spec.max_new_tokens}
+
+    requests_by_task = {}
+    for t in tasks:
+        lengths = spec.lengths if t.default_lengths is not None else None
+        requests_by_task[t.name] = t.requests(
+            tokenizer=tokenizer, lengths=lengths, limit=spec.limit, seed=spec.seed,
+            data_dir=spec.data_dir, apply_chat_template=spec.apply_chat_template)
+
+    writer = RunWriter.open(spec.out_dir, manifest, resume=True)
+    plan: Plan = build_plan(tasks, requests_by_task, set(writer.done_keys))
+    bar = RunProgress(plan.total_docs, plan.done_docs, enabled=progress,
+                      desc=f"{manifest.get('arm', {}).get('label', 'run')}")
+    hashes = [prompt_hash(item.request.prompt) for item in plan.items]
+    counts = {"stored": 0, "errors": 0}
+
+    def on_result(i: int, result: GenResult) -> None:
+        samples = samples_for(plan.items[i], result, hashes[i])
+        for s in samples:
+            writer.append(s)
+        n_err = sum(1 for s in samples if s["error"])
+        counts["stored"] += len(samples)
+        counts["errors"] += n_err
+        bar.update(len(samples), result.n_generated, n_err)
+
+    try:
+        backend.generate([gen_request(it.request, spec.max_new_tokens) for it in plan.items], on_result)
+    finally:
+        bar.close()
+    extra = after_generate() if after_generate else None
+    summary = writer.finish(extra) if extra else writer.finish()
+    return RunOutcome(out_dir=Path(spec.out_dir), summary=summary, asked=len(plan.items),
+                      stored=counts["stored"], errors=counts["errors"], skipped=plan.done_docs,
+                      tokens_per_s=bar.tokens_per_s, wall_s=time.perf_counter() - t0)

@@ -1,0 +1,53 @@
+"""What is left to ask: every task's requests minus the questions already in samples.jsonl."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from evalkit.errors import InputError
+
+DoneKey = tuple[str, str, Any]
+
+
+def doc_key(task: str, doc_id: Any, length: int | None) -> DoneKey:
+    """The store's resume key: (task, str(doc_id), length)."""
+    return (task, str(doc_id), length)
+
+
+@dataclass
+class WorkItem:
+    task: Any  # the Task object (scores the response)
+    request: Any  # its TaskRequest
+    missing: set[str]  # str(doc_id) of the docs of this request not yet stored
+
+
+@dataclass
+class Plan:
+    items: list[WorkItem]
+    total_docs: int
+    done_docs: int
+
+
+def build_plan(tasks: list[Any], requests_by_task: dict[str, list[Any]], done_keys: set) -> Plan:
+    """Keep a request while any of its docs is missing; refuse duplicate keys within a task."""
+    items: list[WorkItem] = []
+    total = done = 0
+    for task in tasks:
+        seen: set[DoneKey] = set()
+        for req in requests_by_task[task.name]:
+            missing = set()
+            for doc in req.docs:
+                key = doc_key(task.name, doc.doc_id, req.length)
+                if key in seen:
+                    raise InputError(
+                        f"task {task.name} produced doc {doc.doc_id} (length {req.length}) twice")
+                seen.add(key)
+                total += 1
+                if key in done_keys:
+                    done += 1
+                else:
+                    missing.add(str(doc.doc_id))
+            if missing:
+                items.append(WorkItem(task, req, missing))
+    return Plan(items, total, done)

@@ -1,0 +1,45 @@
+"""The end-of-run table: per task, metric and length, n, accuracy ± stderr and errors."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+
+def _length_order(key: str) -> tuple[int, int]:
+    return (0, 0) if key == "all" else (1, int(key)) if key.isdigit() else (2, 0)
+
+
+def summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Flatten summary.json ({task: {metric: {length|"all": {n, accuracy, stderr, errors}}}})."""
+    rows = []
+    for task in sorted(summary):
+        for metric in sorted(summary[task]):
+            cells = summary[task][metric]
+            for length in sorted(cells, key=lambda k: _length_order(str(k))):
+                c = cells[length]
+                rows.append({"task": task, "metric": metric, "length": str(length), "n": c.get("n", 0),
+                             "accuracy": c.get("accuracy"), "stderr": c.get("stderr"),
+                             "errors": c.get("errors", 0)})
+    return rows
+
+
+def _fmt(x: Any, digits: int = 4) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def render_summary(summary: dict[str, Any], *, title: str = "", width: int = 100) -> str:
+    """A readable table (rich, no colour) as a string."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title or None, show_lines=False)
+    for col, justify in (("task", "left"), ("metric", "left"), ("length", "right"), ("n", "right"),
+                         ("accuracy", "right"), ("± stderr", "right"), ("errors", "right")):
+        table.add_column(col, justify=justify)
+    for r in summary_rows(summary):
+        table.add_row(r["task"], r["metric"], r["length"], str(r["n"]), _fmt(r["accuracy"]),
+                      _fmt(r["stderr"]), str(r["errors"]))
+    buf = io.StringIO()
+    Console(file=buf, width=width, color_system=None, force_terminal=False).print(table)
+    return buf.getvalue().rstrip("\n")

@@ -1,0 +1,150 @@
+"""One thread owns the engine; HTTP handlers hand it requests and await futures.
+
+Why a thread: the engine is not thread-safe and a step is long CPU/GPU work, so it must not run
+on the event loop. Between two steps the thread admits every queued request, so concurrent HTTP
+requests share the engine's continuous batch. The mean batch size is measured here (the number
+of sequences the engine advanced per decode step), so a load test can prove the batching.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Finished:
+    text: str
+    token_ids: list[int]
+    finish_reason: str
+    n_prompt: int
+    n_generated: int
+    flags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class BatchStats:
+    steps: int = 0
+    decode_steps: int = 0
+    decode_seqs: int = 0  # sum over decode steps of the sequences advanced
+    max_batch: int = 0
+    requests: int = 0
+    finished: int = 0
+    generated_tokens: int = 0
+    failed: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["mean_batch_size"] = self.decode_seqs / self.decode_steps if self.decode_steps else 0.0
+        return d
+
+
+class Handle:
+    """What an HTTP handler waits on: the final output, and token snapshots when streaming."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, stream: bool) -> None:
+        self._loop = loop
+        self.future: asyncio.Future[Finished] = loop.create_future()
+        self.stream: asyncio.Queue[list[int]] | None = asyncio.Queue() if stream else None
+        self.cancelled = False
+
+    def _deliver(self, out: Finished | BaseException) -> None:
+        def set_it() -> None:
+            if self.future.done():
+                return
+            if isinstance(out, BaseException):
+                self.future.set_exception(out)
+            else:
+                self.future.set_result(out)
+        self._loop.call_soon_threadsafe(set_it)
+
+    def _snapshot(self, token_ids: list[int]) -> None:
+        if self.stream is not None:
+            self._loop.call_soon_threadsafe(self.stream.put_nowait, token_ids)
+
+
+class EngineLoop:
+    def __init__(self, adapter: Any, *, idle_wait_s: float = 0.02) -> None:
+        self.adapter = adapter
+        self.stats = BatchStats()
+        self._inbox: queue.Queue[tuple[Any, Any, Handle]] = queue.Queue()
+        self._live: dict[Any, Handle] = {}
+        self._stop = threading.Event()
+        self._idle_wait_s = idle_wait_s
+        self._thread = threading.Thread(target=self._run, name="evalkit-engine-loop", daemon=True)
+        self.started_at = time.time()
+
+    def start(self) -> EngineLoop:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def submit(self, prompt_ids: list[int], params: Any, *, stream: bool = False) -> Handle:
+        handle = Handle(asyncio.get_running_loop(), stream)
+        self._inbox.put((prompt_ids, params, handle))
+        return handle
+
+    # ---- the engine thread -------------------------------------------------------------------
+
+    def _admit(self, block: bool) -> None:
+        try:
+            item = self._inbox.get(timeout=self._idle_wait_s) if block else self._inbox.get_nowait()
+        except queue.Empty:
+            return
+        while True:
+            prompt_ids, params, handle = item
+            if not handle.cancelled:
+                try:
+                    rid = self.adapter.add(prompt_ids, params)
+                    self._live[rid] = handle
+                    self.stats.requests += 1
+                except Exception as exc:  # noqa: BLE001 -- a bad request fails alone
+                    handle._deliver(exc)
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._admit(block=not self.adapter.has_unfinished())
+            if not self.adapter.has_unfinished():
+                continue
+            try:
+                step = self.adapter.step()
+            except Exception as exc:  # noqa: BLE001 -- fail what is in flight, keep serving
+                self.stats.failed += len(self._live)
+                for handle in self._live.values():
+                    handle._deliver(RuntimeError(f"engine step failed: {exc!r}"))
+                self._live.clear()
+                self.adapter.reset()
+                continue
+            self.stats.steps += 1
+            if step.decode_batch:
+                self.stats.decode_steps += 1
+                self.stats.decode_seqs += step.decode_batch
+                self.stats.max_batch = max(self.stats.max_batch, step.decode_batch)
+            for rid, handle in self._live.items():
+                if handle.stream is not None and rid not in step.finished:
+                    toks = self.adapter.partial_tokens(rid)
+                    if toks is not None:
+                        handle._snapshot(toks)
+            for rid, out in step.finished.items():
+                handle = self._live.pop(rid, None)
+                self.stats.finished += 1
+                self.stats.generated_tokens += out.n_generated
+                if handle is not None:
+                    handle._deliver(out)
+        for handle in self._live.values():
+            handle._deliver(RuntimeError("server shutting down"))

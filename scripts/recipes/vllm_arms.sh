@@ -1,0 +1,4 @@
+#!/usr/bin/env bash
+# vllm: one server per state-dtype arm, `evalkit run` against each, then `evalkit compare`.
+#   scripts/recipes/vllm_arms.sh MODEL [TASKS] [ARMS]   (see arms.sh for the environment knobs)
+exec "$(dirname "$0")/arms.sh" vllm "$@"

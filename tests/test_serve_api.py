@@ -1,0 +1,132 @@
+"""`evalkit serve`'s HTTP surface, driven by real HTTP clients (httpx and the openai SDK)."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import openai
+import pytest
+
+from evalkit.backends.local import encode_prompt, make_params
+from evalkit.serve.server import Server
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from helpers.fake_engine import FakeEngine
+
+    return FakeEngine()
+
+
+@pytest.fixture(scope="module")
+def server(engine):
+    with Server(engine, model_name="tiny", aliases=("/path/tiny",)) as srv:
+        yield srv
+
+
+def direct(engine, prompt, **kw):
+    """The oracle: the same engine asked in-process, without HTTP."""
+    kw = {"max_tokens": 16, "stop": [], **kw}
+    ids = encode_prompt(engine.tokenizer, prompt)
+    return engine.generate([ids], [make_params(engine, **kw)])[0]
+
+
+def sse_events(resp: httpx.Response) -> list:
+    events = []
+    for line in resp.iter_lines():
+        if line.startswith("data: "):
+            data = line[len("data: "):]
+            events.append(data if data == "[DONE]" else json.loads(data))
+    return events
+
+
+def test_models_health_version(server):
+    with httpx.Client(base_url=server.url) as c:
+        models = c.get("/models").json()
+        assert models["data"][0]["id"] == "tiny"
+        root = server.url[: -len("/v1")]
+        health = httpx.get(root + "/health").json()
+        assert health["status"] == "ok" and "mean_batch_size" in health
+        assert httpx.get(root + "/version").json()["system_fingerprint"].startswith("fp_")
+
+
+@pytest.mark.parametrize("prompt", ["Question: 2+2?\nAnswer:", "zz", "héllo wörld"])
+def test_completion_equals_the_engine_in_process(server, engine, prompt):
+    client = openai.OpenAI(base_url=server.url, api_key="x", max_retries=0)
+    r = client.completions.create(model="tiny", prompt=prompt, max_tokens=24, temperature=0, stop=["q"])
+    want = direct(engine, prompt, max_tokens=24, stop=["q"])
+    assert r.choices[0].text == want.text
+    assert r.choices[0].finish_reason == {"eos": "stop"}.get(want.finish_reason, want.finish_reason)
+    assert r.usage.completion_tokens == want.n_generated
+    assert r.system_fingerprint.startswith("fp_")
+
+
+def test_token_id_prompts_and_several_prompts(server, engine):
+    with httpx.Client(base_url=server.url) as c:
+        ids = encode_prompt(engine.tokenizer, "abc")
+        one = c.post("/completions", json={"prompt": ids, "max_tokens": 8}).json()
+        assert one["choices"][0]["text"] == direct(engine, "abc", max_tokens=8).text
+        many = c.post("/completions", json={"prompt": ["abc", "xyz"], "max_tokens": 8}).json()
+        assert [ch["text"] for ch in many["choices"]] == [direct(engine, p, max_tokens=8).text
+                                                          for p in ("abc", "xyz")]
+
+
+def test_ignore_eos_and_min_tokens_are_honoured(server, engine):
+    prompt = "a prompt that meets eos early"
+    base = direct(engine, prompt, max_tokens=64)
+    with httpx.Client(base_url=server.url) as c:
+        r = c.post("/completions", json={"prompt": prompt, "max_tokens": 64, "ignore_eos": True}).json()
+        assert r["usage"]["completion_tokens"] == 64 and r["choices"][0]["finish_reason"] == "length"
+        r2 = c.post("/completions", json={"prompt": prompt, "max_tokens": 64, "min_tokens": 40}).json()
+    assert base.n_generated < 40 <= r2["usage"]["completion_tokens"]
+
+
+def test_streaming_completion_concatenates_to_the_full_text(server, engine):
+    prompt = "stream me please"
+    want = direct(engine, prompt, max_tokens=40, stop=["x"])
+    body = {"prompt": prompt, "max_tokens": 40, "stop": ["x"], "stream": True,
+            "stream_options": {"include_usage": True}}
+    with httpx.stream("POST", server.url + "/completions", json=body, timeout=30) as resp:
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        events = sse_events(resp)
+    assert events[-1] == "[DONE]"
+    chunks = [e for e in events[:-1] if e["choices"]]
+    assert "".join(e["choices"][0]["text"] for e in chunks) == want.text
+    assert chunks[-1]["choices"][0]["finish_reason"] in ("stop", "length")
+    assert events[-2]["usage"]["completion_tokens"] == want.n_generated
+
+
+def test_chat_plain_and_streaming(server, engine):
+    msgs = [{"role": "user", "content": "hi there"}]
+    want = direct(engine, msgs, max_tokens=20)
+    client = openai.OpenAI(base_url=server.url, api_key="x", max_retries=0)
+    r = client.chat.completions.create(model="/path/tiny", messages=msgs, max_tokens=20, temperature=0)
+    assert r.choices[0].message.content == want.text
+    parts = client.chat.completions.create(model="tiny", messages=msgs, max_tokens=20, stream=True)
+    assert "".join(p.choices[0].delta.content or "" for p in parts if p.choices) == want.text
+
+
+@pytest.mark.parametrize("body,status,param", [
+    ({"prompt": "x", "temperature": 0.7}, 400, "temperature"),
+    ({"prompt": "x", "model": "other"}, 404, "model"),
+    ({"prompt": "x", "n": 2}, 400, "n"),
+    ({"prompt": "x", "max_tokens": -1}, 400, "max_tokens"),
+    ({"max_tokens": 3}, 400, "prompt"),
+    ({"prompt": ""}, 400, "prompt"),
+    ({"prompt": [10 ** 9]}, 400, "prompt"),
+    ({"prompt": "x", "echo": True}, 400, "echo"),
+    ({"prompt": "x", "logprobs": 1}, 400, "logprobs"),
+])
+def test_bad_requests_get_openai_style_errors(server, body, status, param):
+    r = httpx.post(server.url + "/completions", json=body)
+    assert r.status_code == status
+    err = r.json()["error"]
+    assert err["param"] == param and err["message"] and err["type"]
+
+
+def test_malformed_json_and_unknown_route(server):
+    r = httpx.post(server.url + "/completions", content=b"{not json", headers={"content-type":
+                                                                               "application/json"})
+    assert r.status_code == 400 and "error" in r.json()
+    assert httpx.get(server.url + "/nope").status_code == 404
