@@ -1,0 +1,98 @@
+"""Python entry of the Triton chunked prefill: checks, the chunk table, scratch buffers, five launches."""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from ..common import KernelInputError, check_kda_args, check_varlen, flat_a_log
+from ..triton_launch import check_triton_device, rounding_flag, state_constexpr
+from .kernel import gate_cumsum_kernel, intra_kernel, output_kernel, solve_wy_kernel, state_pass_kernel
+
+CHUNK = 64  # BT: the block solve is written for 4 sub-blocks of 16
+SUB = 16  # BC
+# (BV, num_warps) of the sequential state pass and of the output kernel; the benchmark sweeps them.
+STATE_PASS_TILE: tuple[int, int] = (32, 4)
+OUTPUT_TILE: tuple[int, int] = (64, 4)
+INTRA_WARPS = 4
+SOLVE_WARPS = 4
+DOT_PRECISION = "tf32x3"  # ~fp32 accuracy on tensor cores; "ieee" = exact fp32 FMA (slower)
+
+
+def chunk_table(cu: list[int], device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """(chunk_start [NC], chunk_end [NC], chunk_offsets [N], NC) for chunks of CHUNK tokens that
+    restart at every sequence start."""
+    starts, ends, offsets = [], [], []
+    for bos, eos in zip(cu[:-1], cu[1:]):
+        offsets.append(len(starts))
+        for t in range(bos, eos, CHUNK):
+            starts.append(t)
+            ends.append(min(t + CHUNK, eos))
+    as_t = lambda x: torch.tensor(x, dtype=torch.int32).to(device, non_blocking=True)
+    return as_t(starts), as_t(ends), as_t(offsets), len(starts)
+
+
+def kda_prefill(
+    q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, cu_seqlens, has_initial_state,
+    *, chunk_size: int = CHUNK, intra_chunk_dtype: torch.dtype | None = None,
+    out: torch.Tensor | None = None, rounding: str = "rtne", dot_precision: str | None = None,
+) -> torch.Tensor:
+    """Packed variable-length prefill; see `evalkit.kernels.kda_prefill`. `rounding='rtz'` builds
+    the deliberately wrong truncating variant (tests of the twin check only)."""
+    check_kda_args(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, packed=True)
+    check_varlen(cu_seqlens, has_initial_state, slots, q.shape[0])
+    check_triton_device(state_pass_kernel, q)
+    if chunk_size != CHUNK:
+        raise KernelInputError(f"the Triton prefill uses chunks of {CHUNK} tokens, got chunk_size={chunk_size}")
+    if intra_chunk_dtype not in (None, torch.float32, torch.bfloat16):
+        raise KernelInputError(f"intra_chunk_dtype must be None, torch.float32 or torch.bfloat16, got {intra_chunk_dtype}")
+    T, H, K = q.shape
+    V = v.shape[-1]
+    if K > 256 or V > 256:
+        raise KernelInputError(f"head dims up to 256 are supported, got K={K}, V={V}")
+    dev = q.device
+    q, k, v, g_raw, beta_raw = (t.contiguous() for t in (q, k, v, g_raw, beta_raw))
+    if out is None:
+        out = torch.empty(T, H, V, dtype=q.dtype, device=dev)
+    cu = [int(x) for x in cu_seqlens.tolist()]
+    c_start, c_end, c_off, NC = chunk_table(cu, dev)
+    prec = dot_precision or DOT_PRECISION
+    BK, BVf = triton.next_power_of_2(K), triton.next_power_of_2(V)
+    a_log = flat_a_log(A_log, H).contiguous()
+    scale = K**-0.5
+    f32 = dict(dtype=torch.float32, device=dev)
+
+    G = torch.empty(T, H, K, **f32)
+    Akk = torch.empty(T, H, CHUNK, **f32)
+    Aqk = torch.empty(T, H, CHUNK, **f32)
+    W = torch.empty(T, H, K, **f32)
+    U = torch.empty(T, H, V, **f32)
+    Vn = torch.empty(T, H, V, **f32)
+    Hs = torch.empty(max(NC, 1), H, K, V, **f32)
+
+    if NC > 0:
+        gate_cumsum_kernel[(NC, H)](g_raw, a_log, dt_bias.contiguous(), G, c_start, c_end,
+                                    H=H, K=K, BT=CHUNK, BK=BK)
+        intra_kernel[(NC, H, CHUNK // SUB)](q, k, G, beta_raw, Akk, Aqk, c_start, c_end, scale,
+                                            H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, DOT_PREC=prec,
+                                            num_warps=INTRA_WARPS)
+        solve_wy_kernel[(NC, H)](k, v, G, beta_raw, Akk, W, U, c_start, c_end,
+                                 H=H, K=K, V=V, BT=CHUNK, BC=SUB, BK=BK, BV=BVf, DOT_PREC=prec,
+                                 num_warps=SOLVE_WARPS)
+    bv, nw = STATE_PASS_TILE
+    bv = min(bv, BVf)
+    N = len(cu) - 1
+    state_pass_kernel[(triton.cdiv(V, bv), N * H)](
+        k, G, W, U, Vn, Hs, state_pool, slots.contiguous(), cu_seqlens.to(torch.int32).contiguous(), c_off,
+        has_initial_state.to(torch.int32).contiguous(),
+        H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=bv, DOT_PREC=prec,
+        STATE_DTYPE=state_constexpr(state_pool), ROUND_RTZ=rounding_flag(rounding),
+        INTRA_BF16=intra_chunk_dtype == torch.bfloat16, num_warps=nw,
+    )
+    if NC > 0:
+        bvo, nwo = OUTPUT_TILE
+        bvo = min(bvo, BVf)
+        output_kernel[(NC, H, triton.cdiv(V, bvo))](q, G, Aqk, Vn, Hs, out, c_start, c_end, scale,
+                                                    H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=bvo, DOT_PREC=prec,
+                                                    num_warps=nwo)
+    return out
