@@ -6,8 +6,6 @@ a scoring failure is stored the same way, so no question is ever lost.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +18,7 @@ from evalkit.runner.progress import RunProgress
 
 @dataclass
 class RunSpec:
-    tasks: list[str]
+    tasks: list[Any]  # names (or Task objects, for programmatic use)
     out_dir: Path
     lengths: list[int] | None = None
     limit: int | None = None
@@ -43,15 +41,20 @@ class RunOutcome:
     wall_s: float
 
 
-def config_hash(config: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+def task_entries(tasks: list[Any], lengths: dict[str, list[int] | None], cap: int | None,
+                 chat: bool = False) -> dict[str, Any]:
+    """{name: {config, hash, lengths}}; a --max-new-tokens cap and the chat template are part of
+    the config (and hash): runs that differ in them do not ask the same questions."""
+    from evalkit.store import config_hash
 
-
-def task_entries(tasks: list[Any]) -> dict[str, Any]:
     out = {}
     for t in tasks:
-        cfg = t.config()
-        out[t.name] = {"config": cfg, "hash": config_hash(cfg)}
+        cfg = dict(t.config())
+        if cap is not None:
+            cfg["max_new_tokens_cap"] = cap
+        if chat:
+            cfg["apply_chat_template"] = True
+        out[t.name] = {"config": cfg, "hash": config_hash(cfg), "lengths": lengths[t.name]}
     return out
 
 
@@ -76,6 +79,7 @@ def _base_sample(item: WorkItem, doc: Any, result: GenResult, prompt_hash: str) 
         "finish_reason": result.finish_reason,
         "flags": list(result.flags),
         "timings": dict(result.timings),
+        **({"meta": item.request.meta} if item.request.meta else {}),
     }
 
 
@@ -108,18 +112,21 @@ def run_evaluation(spec: RunSpec, backend: Backend, tokenizer: Any, *, progress:
     from evalkit.tasks.registry import get_task
 
     t0 = time.perf_counter()
-    tasks = [get_task(name) for name in spec.tasks]
+    tasks = list({(t if isinstance(t, str) else t.name): get_task(t) if isinstance(t, str) else t
+                  for t in spec.tasks}.values())  # each task once, in the order given
+    lengths = {t.name: (spec.lengths or list(t.default_lengths)) if t.default_lengths else None
+               for t in tasks}
     manifest = dict(spec.manifest)
-    manifest["tasks"] = task_entries(tasks)
+    manifest["tasks"] = task_entries(tasks, lengths, spec.max_new_tokens, spec.apply_chat_template)
+    manifest["lengths"] = spec.lengths
     manifest.setdefault("seeds", {"task_seed": spec.seed})
-    if spec.max_new_tokens is not None:
-        manifest["generation_overrides"] = {"max_new_tokens_cap": spec.max_new_tokens}
+    manifest["limit"] = spec.limit
+    manifest["apply_chat_template"] = spec.apply_chat_template
 
     requests_by_task = {}
     for t in tasks:
-        lengths = spec.lengths if t.default_lengths is not None else None
         requests_by_task[t.name] = t.requests(
-            tokenizer=tokenizer, lengths=lengths, limit=spec.limit, seed=spec.seed,
+            tokenizer=tokenizer, lengths=lengths[t.name], limit=spec.limit, seed=spec.seed,
             data_dir=spec.data_dir, apply_chat_template=spec.apply_chat_template)
 
     writer = RunWriter.open(spec.out_dir, manifest, resume=True)
@@ -140,6 +147,9 @@ def run_evaluation(spec: RunSpec, backend: Backend, tokenizer: Any, *, progress:
 
     try:
         backend.generate([gen_request(it.request, spec.max_new_tokens) for it in plan.items], on_result)
+    except BaseException:
+        writer.close()  # every completed sample is already on disk; a re-run resumes
+        raise
     finally:
         bar.close()
     extra = after_generate() if after_generate else None

@@ -7,7 +7,8 @@ from typing import Any
 
 
 def _length_order(key: str) -> tuple[int, int]:
-    return (0, 0) if key == "all" else (1, int(key)) if key.isdigit() else (2, 0)
+    """Lengths ascending, then "all" (as summary.json orders them)."""
+    return (0, int(key)) if key.isdigit() else (1, 0)
 
 
 def summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -30,10 +31,11 @@ def _fmt(x: Any, digits: int = 4) -> str:
 
 def render_summary(summary: dict[str, Any], *, title: str = "", width: int = 100) -> str:
     """A readable table (rich, no colour) as a string."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=title or None, show_lines=False)
+    table = Table(title=title or None, show_lines=False, box=box.SIMPLE_HEAD)
     for col, justify in (("task", "left"), ("metric", "left"), ("length", "right"), ("n", "right"),
                          ("accuracy", "right"), ("± stderr", "right"), ("errors", "right")):
         table.add_column(col, justify=justify)
@@ -42,4 +44,4 @@ def render_summary(summary: dict[str, Any], *, title: str = "", width: int = 100
                       _fmt(r["stderr"]), str(r["errors"]))
     buf = io.StringIO()
     Console(file=buf, width=width, color_system=None, force_terminal=False).print(table)
-    return buf.getvalue().rstrip("\n")
+    return "\n".join(line.rstrip() for line in buf.getvalue().splitlines()).strip("\n")

@@ -1,0 +1,133 @@
+"""The runner with a scripted task and a scripted backend: storage, errors, resume."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pytest
+from evalkit.tasks.base import DocRef, ScoredDoc, TaskRequest
+
+from evalkit.backends.base import GenResult
+from evalkit.runner import RunSpec, run_evaluation
+from evalkit.store import load_run
+
+
+@dataclass
+class ScriptedTask:
+    """n one-question prompts plus one prompt asking three questions at once."""
+    n: int = 6
+    name: str = "scripted"
+    description: str = "scripted"
+    metrics: list = field(default_factory=lambda: ["exact"])
+    default_lengths: list | None = None
+
+    def config(self):
+        return {"n": self.n}
+
+    def requests(self, *, tokenizer, lengths, limit, seed, data_dir, apply_chat_template):
+        reqs = [TaskRequest(self.name, f"q{i}?", 8, ["\n"], [DocRef(i, str(i))]) for i in range(self.n)]
+        multi = [DocRef(f"m{k}", f"m{k}") for k in range(3)]
+        reqs.append(TaskRequest(self.name, "m?", 8, ["\n"], multi))
+        return reqs[:limit] if limit else reqs
+
+    def score(self, request, response):
+        return [ScoredDoc(d.doc_id, d.target, {"exact": d.target in response.split()},
+                          extracted={"exact": response})
+                for d in request.docs]
+
+
+class ScriptedBackend:
+    """Answers q_i correctly for even i, wrongly for odd; `fail` prompts end with an error;
+    `die_after` simulates a kill after that many results."""
+    name = "scripted"
+
+    def __init__(self, fail=(), die_after=None):
+        self.fail, self.die_after, self.asked = set(fail), die_after, []
+
+    def describe(self):
+        return {"name": self.name}
+
+    def generate(self, requests, on_result):
+        for i, req in enumerate(requests):
+            if self.die_after is not None and len(self.asked) >= self.die_after:
+                raise KeyboardInterrupt
+            self.asked.append(req.prompt)
+            if req.prompt in self.fail:
+                on_result(i, GenResult(text="", finish_reason="error", error="HTTP 500: boom"))
+                continue
+            q = req.prompt.rstrip("?")[1:]
+            text = "m0 m2" if req.prompt == "m?" else (q if int(q) % 2 == 0 else "nope")
+            on_result(i, GenResult(text=text, n_generated=3, finish_reason="stop"))
+
+    def close(self):
+        pass
+
+
+def _spec(tmp_path, task, **kw):
+    manifest = {"model": {"path": "scripted"}, "arm": {"label": "x"}, "backend": {"name": "scripted"}}
+    return RunSpec(tasks=[task], out_dir=tmp_path / "run", manifest=manifest, **kw)
+
+
+def _lines(tmp_path):
+    return [json.loads(x) for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+
+
+def test_every_question_is_stored_once_errors_unscored(tmp_path):
+    task = ScriptedTask()
+    out = run_evaluation(_spec(tmp_path, task), ScriptedBackend(fail={"q3?"}), None, progress=False)
+    lines = _lines(tmp_path)
+    assert len(lines) == 9 and len({(s["task"], str(s["doc_id"])) for s in lines}) == 9
+    by_id = {str(s["doc_id"]): s for s in lines}
+    assert by_id["3"]["error"] == "HTTP 500: boom" and by_id["3"]["correct"] == {}
+    assert by_id["2"]["correct"] == {"exact": True} and by_id["1"]["correct"] == {"exact": False}
+    assert [by_id[f"m{k}"]["correct"]["exact"] for k in range(3)] == [True, False, True]
+    cell = out.summary["scripted"]["exact"]["all"]
+    assert cell["n"] == 8 and cell["errors"] == 1 and cell["accuracy"] == pytest.approx(5 / 8)
+    assert out.errors == 1 and out.stored == 9
+    assert load_run(tmp_path / "run").manifest["tasks"]["scripted"]["hash"]
+
+
+def test_resume_after_a_kill_asks_only_what_is_missing(tmp_path):
+    task = ScriptedTask()
+    with pytest.raises(KeyboardInterrupt):
+        run_evaluation(_spec(tmp_path, task), ScriptedBackend(die_after=4), None, progress=False)
+    assert len(_lines(tmp_path)) == 4
+    again = ScriptedBackend()
+    out = run_evaluation(_spec(tmp_path, task), again, None, progress=False)
+    assert again.asked == ["q4?", "q5?", "m?"] and out.skipped == 4
+    lines = _lines(tmp_path)
+    assert len(lines) == 9 and len({str(s["doc_id"]) for s in lines}) == 9
+    third = ScriptedBackend()
+    run_evaluation(_spec(tmp_path, task), third, None, progress=False)
+    assert third.asked == [] and len(_lines(tmp_path)) == 9
+
+
+def test_a_multi_question_prompt_writes_only_its_missing_docs(tmp_path):
+    task = ScriptedTask()
+    run_evaluation(_spec(tmp_path, task), ScriptedBackend(), None, progress=False)
+    path = tmp_path / "run" / "samples.jsonl"
+    kept = [x for x in path.read_text().splitlines() if json.loads(x)["doc_id"] != "m1"]
+    path.write_text("\n".join(kept) + "\n")
+    again = ScriptedBackend()
+    run_evaluation(_spec(tmp_path, task), again, None, progress=False)
+    assert again.asked == ["m?"]
+    assert sorted(str(s["doc_id"]) for s in _lines(tmp_path)).count("m1") == 1
+
+
+def test_a_changed_task_config_is_refused_on_resume(tmp_path):
+    from evalkit.errors import MismatchError
+
+    run_evaluation(_spec(tmp_path, ScriptedTask()), ScriptedBackend(), None, progress=False)
+    with pytest.raises(MismatchError, match="tasks.scripted.hash"):
+        run_evaluation(_spec(tmp_path, ScriptedTask(n=5)), ScriptedBackend(), None, progress=False)
+
+
+def test_summary_table_lists_task_metric_length(tmp_path):
+    from evalkit.runner.table import render_summary
+
+    out = run_evaluation(_spec(tmp_path, ScriptedTask()), ScriptedBackend(fail={"q1?"}), None,
+                         progress=False)
+    text = render_summary(out.summary)
+    assert "scripted" in text and "exact" in text
+    assert "0.6250" in text and "0.1830" in text  # 5 of 8 right (lm-eval stderr), 1 error
