@@ -1,0 +1,71 @@
+"""One report row: the paired statistics of one task x metric (x length) cell.
+
+Differences are candidate - baseline: the candidate sits in the stats module's "A" slot
+(b = candidate-only right, c = baseline-only right).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from evalkit import stats as st
+from evalkit.compare.pairing import Pair
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else float(x)
+
+
+def _id_sort(doc: str) -> tuple:
+    return (0, int(doc), "") if doc.lstrip("-").isdigit() else (1, 0, doc)
+
+
+def compute_row(task: str, metric: str, length: int | None, pairs: list[Pair], *, margin: float,
+                confidence: float = 0.95, ni_alpha: float = 0.025) -> dict[str, Any]:
+    n = len(pairs)
+    both = sum(p.baseline and p.candidate for p in pairs)
+    base_only_ids = sorted((p.doc_id for p in pairs if p.baseline and not p.candidate), key=_id_sort)
+    cand_only_ids = sorted((p.doc_id for p in pairs if p.candidate and not p.baseline), key=_id_sort)
+    b_only, c_only = len(base_only_ids), len(cand_only_ids)
+    k_base, k_cand = both + b_only, both + c_only
+    base, cand = st.proportion(k_base, n, confidence), st.proportion(k_cand, n, confidence)
+    mc = st.mcnemar(c_only, b_only)
+    ci = st.tango_ci(c_only, b_only, n, confidence)
+    ni = st.noninferiority_test(c_only, b_only, n, margin=margin, alpha=ni_alpha)
+    psi = (b_only + c_only) / n
+    notes = [mc.note] if mc.note else []
+    if psi > 0:
+        mde_res = st.connor_mde(n, psi)
+        mde = mde_res.mde
+        if mde_res.note:
+            notes.append(f"MDE: {mde_res.note}")
+    else:
+        mde = None
+        notes.append("MDE undefined with no discordant questions (needs a discordance rate, e.g. from an "
+                     "A/A run)")
+    return {
+        "task": task, "metric": metric, "length": length, "n": n,
+        "acc_baseline": base.estimate, "acc_candidate": cand.estimate,
+        "stderr_baseline": _num(base.stderr), "stderr_candidate": _num(cand.stderr),
+        "wilson_baseline": [base.ci_low, base.ci_high], "wilson_candidate": [cand.ci_low, cand.ci_high],
+        "both_right": both, "both_wrong": n - both - b_only - c_only,
+        "baseline_only": b_only, "candidate_only": c_only, "discordance": psi,
+        "mcnemar_midp": mc.midp, "mcnemar_exact_p": mc.exact, "mcnemar_asymptotic_p": mc.asymptotic,
+        "mcnemar_midp_holm": None,
+        "diff": ci.estimate, "diff_ci_low": ci.ci_low, "diff_ci_high": ci.ci_high,
+        "margin": margin, "noninferiority_z": _num(ni.statistic), "noninferiority_p": ni.pvalue,
+        "noninferior": ni.noninferior,
+        "mde": mde,
+        "baseline_only_ids": base_only_ids, "candidate_only_ids": cand_only_ids,
+        "notes": notes,
+    }
+
+
+def add_holm(rows: list[dict[str, Any]]) -> None:
+    """Holm-adjust the mid-p values across all rows of the report (in place)."""
+    if not rows:
+        return
+    adjusted = st.holm([r["mcnemar_midp"] for r in rows]).adjusted
+    for row, p in zip(rows, adjusted):
+        row["mcnemar_midp_holm"] = p
