@@ -134,14 +134,42 @@ class SizedTask:
         return fit_units(lambda n: render(make(n), view, chat), lambda t: view.count(t, chat=chat), target,
                          n_min=self.n_min, tol=TOLERANCE, what=f"{self.name} prompt")
 
-    def sized_request(self, view: TokenizerView, target: int, seed: int, index: int, ctx: Any,
-                      chat: bool) -> TaskRequest:
+    def build_example(self, view: TokenizerView, target: int, seed: int, index: int, ctx: Any,
+                      chat: bool) -> tuple[Example, Fit]:
+        """Doc `index` at `target`, fitted; the example and the fit that sized it."""
         def make(n: int) -> Example:
             return self.example(eval_rng(self.name, target, seed, index), n, target, index, ctx)
 
         fit = self.fit(make, view, target, chat)
-        ex = make(fit.n)
+        return make(fit.n), fit
+
+    def sized_request(self, view: TokenizerView, target: int, seed: int, index: int, ctx: Any,
+                      chat: bool) -> TaskRequest:
+        ex, fit = self.build_example(view, target, seed, index, ctx, chat)
         return self.to_request(ex, view, target, seed, index, chat, fit.evaluations)
+
+    def lm_eval_rows(self, *, tokenizer: Any, lengths: list[int], limit: int | None = None, seed: int | None = None,
+                     data_dir: str | None = None, apply_chat_template: bool = False) -> list[dict[str, Any]]:
+        """The docs as rows for an lm-eval dataset (RULER's fields: input, outputs, gen_prefix,
+        length, max_length), fitted the way lm-eval will render them."""
+        rows = []
+        for req_ex in self._examples(tokenizer, lengths, limit, seed, data_dir, apply_chat_template):
+            req, ex = req_ex
+            rows.append({"index": req.meta["index"], "input": ex.text, "gen_prefix": ex.gen_prefix,
+                         "outputs": list(ex.answers), "length": req.meta["length"], "max_length": req.length,
+                         "needle_depths": req.meta["needle_depths"], "seed": req.meta["seed"]})
+        return rows
+
+    def _examples(self, tokenizer: Any, lengths: list[int], limit: int | None, seed: int | None,
+                  data_dir: str | None, chat: bool):
+        view = TokenizerView(tokenizer)
+        seed = resolve_seed(seed)
+        ctx = self.context(data_dir)
+        n_docs = self.num_docs if limit is None else int(limit)
+        for target in lengths:
+            for i in range(n_docs):
+                ex, fit = self.build_example(view, target, seed, i, ctx, chat)
+                yield self.to_request(ex, view, target, seed, i, chat, fit.evaluations), ex
 
     def to_request(self, ex: Example, view: TokenizerView, target: int | None, seed: int, index: int,
                    chat: bool, evaluations: int = 0) -> TaskRequest:

@@ -116,10 +116,8 @@ class ManyShotTask(SizedTask):
             raise LengthError(f"{self.name}: the question is {base} tokens; target {target} is too small")
         overhead = 0.0  # tokens per shot beyond its own cost (chat turns, boundary merges)
         aim = target - max(1, int(0.25 * TOLERANCE * target))
-        best: list[int] = []
-        best_len = base
-        evaluations = 1
-        for _ in range(6):
+
+        def select(overhead: float) -> tuple[list[int], float]:
             ids, est = [], float(base)
             for j in order:
                 c = costs[j] + overhead
@@ -128,18 +126,43 @@ class ManyShotTask(SizedTask):
                     est += c
                     if est > aim - 30:
                         break
+            return ids, est
+
+        best: list[int] = []
+        best_len = base
+        evaluations = 1
+        ids: list[int] = []
+        for _ in range(8):
+            ids, est = select(overhead)
             exact = count(ids)
             evaluations += 1
-            while exact > target and ids:  # never over: drop the last shots
-                ids.pop()
-                exact = count(ids)
-                evaluations += 1
             if best_len < exact <= target:
                 best, best_len = ids, exact
             if best_len >= floor:
                 break
-            if ids:
+            if ids:  # calibrate the per-shot overhead on this exact count
                 overhead += (exact - est) / len(ids)
+        if best_len < floor and best:  # top up: one more shot that fits the exact remaining gap
+            chosen = set(best)
+            tries = 0
+            for j in order:
+                if j not in chosen and costs[j] + overhead <= target - best_len:
+                    cand = best + [j]
+                    exact = count(cand)
+                    evaluations += 1
+                    tries += 1
+                    if best_len < exact <= target:
+                        best, best_len = cand, exact
+                        if best_len >= floor:
+                            break
+                    if tries >= 8:
+                        break
+        if best_len < floor and ids:  # never over the target: drop the last shots until it fits
+            while ids and count(ids) > target:
+                ids = ids[:-1]
+                evaluations += 1
+            if count(ids) > best_len:
+                best = ids
         return build(best), evaluations
 
     def score(self, request: TaskRequest, response: str) -> list[ScoredDoc]:
