@@ -26,11 +26,10 @@ def encode_prompt(tokenizer: Any, prompt: Prompt) -> list[int]:
 def make_params(engine: Any, *, max_tokens: int, stop: list[str], ignore_eos: bool = False,
                 min_tokens: int = 0) -> Any:
     """Greedy sampling parameters of the engine's own type."""
-    params_cls = getattr(engine, "SamplingParams", None)
-    if params_cls is None:
-        from evalkit.engine import SamplingParams as params_cls  # noqa: N813
-    return params_cls(temperature=0.0, max_tokens=max_tokens, stop=list(stop), ignore_eos=ignore_eos,
-                      min_tokens=min_tokens)
+    from evalkit.engine.sampling import SamplingParams
+
+    return SamplingParams(max_new_tokens=max_tokens, stop=list(stop), ignore_eos=ignore_eos,
+                          min_tokens=min_tokens, temperature=0.0)
 
 
 def to_result(out: Any, finished_after_s: float | None = None) -> GenResult:

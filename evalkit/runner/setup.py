@@ -86,7 +86,7 @@ def remote_setup(servers: list[str], model: str | None, tokenizer: str | None, a
               file=sys.stderr)
     tok_source = tokenizer or (model if model and Path(model).is_dir() else None)
     tok = load_tokenizer(tok_source)
-    model_info = {"path": model, "id": backend.model, "tokenizer": tok_source}
+    model_info = {"path": model or backend.model, "id": backend.model, "tokenizer": tok_source}
     arm_info = {"label": arm, "state_dtype": arm if arm in STATE_DTYPES else None, "note": note}
     return Setup(backend, tok, model_info, arm_info,
                  after_generate=lambda: {"backend_run": backend.run_info()})

@@ -28,7 +28,7 @@ class EngineAdapter:
     def step(self) -> StepResult:
         outputs, num_tokens = self.engine.step()
         finished = {
-            o.seq_id: Finished(text=o.text, token_ids=list(o.token_ids), finish_reason=o.finish_reason,
+            o.request_id: Finished(text=o.text, token_ids=list(o.token_ids), finish_reason=o.finish_reason,
                                n_prompt=o.n_prompt, n_generated=o.n_generated, flags=list(o.flags))
             for o in outputs
         }

@@ -3,7 +3,6 @@ used only until the real engine lands: deterministic greedy "decoding" over a by
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -25,24 +24,7 @@ class ByteTokenizer:
         return text + ("<assistant>" if add_generation_prompt else "")
 
 
-@dataclass
-class SamplingParams:
-    temperature: float = 0.0
-    max_tokens: int = 16
-    stop: list[str] = field(default_factory=list)
-    ignore_eos: bool = False
-    min_tokens: int = 0
-
-
-@dataclass
-class Output:
-    seq_id: int
-    text: str
-    token_ids: list[int]
-    finish_reason: str
-    n_prompt: int
-    n_generated: int
-    flags: list[str] = field(default_factory=list)
+from evalkit.engine.sampling import Output, SamplingParams  # noqa: E402 -- the real types
 
 
 def next_token(ids: list[int]) -> int:
@@ -52,8 +34,6 @@ def next_token(ids: list[int]) -> int:
 
 
 class FakeEngine:
-    SamplingParams = SamplingParams
-
     def __init__(self, max_num_seqs: int = 64, step_delay_s: float = 0.0) -> None:
         self.tokenizer = ByteTokenizer()
         self.step_delay_s = step_delay_s
@@ -80,7 +60,7 @@ class FakeEngine:
     def _finish(self, sid: int, reason: str) -> Output:
         s = self._seqs.pop(sid)
         text = self.tokenizer.decode(s["out"])
-        return Output(sid, text, s["out"], reason, len(s["prompt"]), len(s["out"]))
+        return Output(sid, s["out"], text, reason, len(s["prompt"]), len(s["out"]))
 
     def step(self) -> tuple[list[Output], int]:
         if self.step_delay_s:
@@ -104,9 +84,9 @@ class FakeEngine:
             if hit and len(s["out"]) >= p.min_tokens:
                 s["out"] = self.tokenizer.encode(text[: min(hit)])
                 finished.append(self._finish(sid, "stop"))
-            elif len(s["out"]) >= p.max_tokens:
+            elif len(s["out"]) >= p.max_new_tokens:
                 finished.append(self._finish(sid, "length"))
-        done = {o.seq_id for o in finished}
+        done = {o.request_id for o in finished}
         self._running = [s for s in self._running if s not in done]
         return finished, -len(batch)
 
@@ -120,7 +100,7 @@ class FakeEngine:
         outs: list[Any] = [None] * len(prompts)
         while self.has_unfinished():
             for o in self.step()[0]:
-                outs[ids[o.seq_id]] = o
+                outs[ids[o.request_id]] = o
                 if on_finish:
-                    on_finish(ids[o.seq_id], o)
+                    on_finish(ids[o.request_id], o)
         return outs

@@ -1,10 +1,11 @@
 """A real local OpenAI-compatible HTTP server that misbehaves on purpose.
 
-Each prompt gets a deterministic fate from its hash (see `default_plan`): answered at once,
-answered after one failure of a given kind (500, 429, a reply slower than the client's
-timeout, a dropped connection, malformed JSON, a 200 without `choices`), or never answered
-(always 500). The answer is a pure function of the prompt, so a test knows what every
-question must end up with. It listens on 127.0.0.1 on an ephemeral port.
+Each distinct prompt gets a fate (see `cycle_plan`, which deals them out in turn as prompts first
+arrive, so every kind occurs in any run of 10+ prompts): answered at once, answered after one
+failure of a given kind (500, 429, a reply slower than the client's timeout, a dropped
+connection, malformed JSON, a 200 without `choices`), or never answered (always 500). The
+answer is a pure function of the prompt, so a test knows what every question must end up with;
+`fate` records what each prompt got. It listens on 127.0.0.1 on an ephemeral port.
 """
 
 from __future__ import annotations
@@ -33,20 +34,24 @@ def answer_for(key: str) -> str:
     return f" The answer is {n}.\n#### {n}\n\nQuestion: junk after the stop string"
 
 
-def default_plan(key: str, attempt: int) -> str:
-    """Fate of attempt `attempt` (0-based) for a prompt: 'ok' or a fault kind."""
-    bucket = int(key[6:10], 16) % 10
-    if bucket == 0:
+CYCLE = ("ok", "dead", *FAULTS, "ok")
+
+
+def cycle_plan(fate: str, attempt: int) -> str:
+    """What attempt `attempt` (0-based) of a prompt with this fate gets: 'ok' or a fault kind."""
+    if fate == "dead":
         return "500"  # never answered: must end as a recorded error
-    if 1 <= bucket <= len(FAULTS) and attempt == 0:
-        return FAULTS[bucket - 1]
-    return "ok"
+    return fate if attempt == 0 else "ok"
+
+
+def expected_outcome(fate: str) -> str:
+    return "error" if fate == "dead" else "answer"
 
 
 class FaultyServer:
     """`with FaultyServer() as s: s.url` -> http://127.0.0.1:PORT/v1."""
 
-    def __init__(self, plan: Callable[[str, int], str] = default_plan, *, slow_s: float = 2.0,
+    def __init__(self, plan: Callable[[str, int], str] = cycle_plan, *, slow_s: float = 2.0,
                  delay_s: float = 0.0, model: str = "faulty-model") -> None:
         self.plan = plan
         self.slow_s = slow_s
@@ -54,6 +59,8 @@ class FaultyServer:
         self.model = model
         self.attempts: Counter[str] = Counter()
         self.answered: Counter[str] = Counter()
+        self.fate: dict[str, str] = {}  # prompt key -> fate dealt from CYCLE at first sight
+        self.prompts: dict[str, Any] = {}  # prompt key -> the prompt (text, ids or messages)
         self.log: list[tuple[str, int, str]] = []
         self.bodies: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -83,11 +90,14 @@ class FaultyServer:
                 pass
 
             def _send(self, status: int, payload: bytes, ctype: str = "application/json") -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", ctype)
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True  # the client gave up (timeout): expected here
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/") == "/v1/models":
@@ -106,7 +116,10 @@ class FaultyServer:
                 with server._lock:
                     attempt = server.attempts[key]
                     server.attempts[key] += 1
-                fate = server.plan(key, attempt)
+                    if key not in server.fate:
+                        server.fate[key] = CYCLE[len(server.fate) % len(CYCLE)]
+                        server.prompts[key] = body.get("messages", body.get("prompt"))
+                    fate = server.plan(server.fate[key], attempt)
                 with server._lock:
                     server.log.append((key, attempt, fate))
                     server.bodies.append(body)
