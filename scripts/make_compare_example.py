@@ -134,15 +134,16 @@ def run_manifest(arm: str) -> dict[str, Any]:
     return m
 
 
-def build_runs(out: Path, data_dir: Path = DEFAULT_DATA, docs: list | None = None) -> dict[str, Path]:
-    """Write fp32/ and fp16/ run directories under `out` through RunWriter."""
+def build_runs(out: Path, data_dir: Path = DEFAULT_DATA, docs: list | None = None,
+               durable: bool = True) -> dict[str, Path]:
+    """Write fp32/ and fp16/ run directories under `out` through RunWriter (durable=False: no fsync)."""
     from evalkit.store import RunWriter, prompt_hash
 
     docs = docs if docs is not None else build_docs(data_dir)
     paths = {}
     for arm in ("fp32", "fp16"):
         path = out / arm
-        writer = RunWriter.open(path, run_manifest(arm))
+        writer = RunWriter.open(path, run_manifest(arm), durable=durable)
         done = writer.done_keys
         for d in docs:
             if ("gsm8k", str(d["doc_id"]), None) in done:

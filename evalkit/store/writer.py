@@ -28,8 +28,9 @@ SUMMARY = "summary.json"
 class RunWriter:
     """Append-only writer of one run directory (use `RunWriter.open`)."""
 
-    def __init__(self, path: Path, manifest: dict[str, Any], done: set, fd: int):
+    def __init__(self, path: Path, manifest: dict[str, Any], done: set, fd: int, durable: bool = True):
         self.path = path
+        self.durable = durable
         self.manifest = manifest
         self._done = done
         self._fd = fd
@@ -37,8 +38,12 @@ class RunWriter:
 
     # -- opening -------------------------------------------------------------------------------
     @classmethod
-    def open(cls, out_dir: str | os.PathLike, manifest: dict[str, Any], resume: bool = True) -> RunWriter:
+    def open(cls, out_dir: str | os.PathLike, manifest: dict[str, Any], resume: bool = True, *,
+             durable: bool = True) -> RunWriter:
         """Create `out_dir` with `manifest`, or resume it if it holds a run with the same identity.
+
+        Every append is flushed to the OS (a killed process loses nothing completed); with
+        `durable` (default) it is also fsynced, so a machine crash loses nothing either.
 
         Raises MismatchError naming the first differing identity field (model, arm, task
         config hash, seeds, lengths), and InputError if the directory holds a run and
@@ -74,7 +79,7 @@ class RunWriter:
             write_json_atomic(manifest_path, manifest)
             done = set()
         fd = os.open(path / SAMPLES, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        return cls(path, manifest, done, fd)
+        return cls(path, manifest, done, fd, durable)
 
     @staticmethod
     def _read_done(samples_path: Path) -> set:
@@ -116,7 +121,8 @@ class RunWriter:
             while view:
                 written = os.write(self._fd, view)
                 view = view[written:]
-            os.fsync(self._fd)
+            if self.durable:
+                os.fsync(self._fd)
             self._done.add(key)
 
     def finish(self, extra_manifest: dict[str, Any] | None = None) -> dict[str, Any]:
