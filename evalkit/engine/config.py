@@ -1,0 +1,78 @@
+"""`EngineConfig`: every knob of the in-process engine, with defaults that depend on the device.
+
+The defaults make evaluation runs reproducible: `batch_invariant=True` gives every dense GEMM a
+fixed shape (decode batches padded to `decode_width` rows, prefill batches to
+`max_num_batched_tokens` rows, lm_head on blocks of `decode_width` rows) and cuts each prompt into
+prefill chunks at fixed multiples of `prefill_chunk_size`, so a sequence's numerics do not depend
+on which other sequences share its batch, nor on `max_num_seqs`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from evalkit.errors import InputError
+
+
+@dataclass
+class EngineConfig:
+    model: Any = None  # path / hub id, or an already loaded evalkit.model.LoadedModel
+    state_dtype: str = "fp32"  # the arm: dtype of the recurrent KDA state pool (fp32 | fp16 | bf16)
+    device: str | None = None  # "cuda" when available, else "cpu"
+    max_num_seqs: int | None = None  # concurrent sequences (= state slots); GPU 256, CPU 16
+    max_num_batched_tokens: int | None = None  # tokens per prefill forward; GPU 16384, CPU 512
+    prefill_chunk_size: int | None = None  # a prompt is cut at multiples of this; GPU 8192, CPU 256
+    decode_width: int | None = None  # rows of every decode forward when batch_invariant; GPU 256, CPU 8
+    max_model_len: int | None = None  # longest prompt + generation; default min(config, 262144)
+    block_size: int = 64  # tokens per MLA cache block
+    kv_cache_tokens: int | None = None  # MLA cache capacity in tokens; default: what memory allows
+    gpu_memory_utilization: float = 0.92
+    cpu_kv_cache_bytes: int = 256 << 20
+    intra_chunk_dtype: str | None = None  # round the carried state inside prefill chunks (None: no)
+    kda_chunk_size: int = 64  # the chunked prefill kernel's chunk
+    twin_check: bool = False  # run the kernels' fp32-twin self-check of the arm at start-up
+    enforce_eager: bool = False  # no CUDA graphs
+    batch_invariant: bool = True
+    health_interval: int | None = None  # decode steps between state-magnitude checks; GPU 16, CPU 1
+    overflow_threshold: float = 32768.0  # |state| at or above this flags "overflow" (fp16 max is 65504)
+    dtype: str | None = None  # weights/activations: default bf16 on GPU, fp32 on CPU
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def resolved(self, max_position_embeddings: int) -> EngineConfig:
+        """A copy with every device-dependent default filled in and the values checked."""
+        c = EngineConfig(**{k: v for k, v in asdict(self).items() if k != "model"})
+        c.model = self.model
+        if c.device is None:
+            c.device = "cuda" if torch.cuda.is_available() else "cpu"
+        gpu = c.device.startswith("cuda")
+        if gpu and not torch.cuda.is_available():
+            raise InputError("device 'cuda' was requested but no CUDA GPU is available")
+        c.max_num_seqs = c.max_num_seqs or (256 if gpu else 16)
+        c.max_num_batched_tokens = c.max_num_batched_tokens or (16384 if gpu else 512)
+        c.prefill_chunk_size = c.prefill_chunk_size or min(8192 if gpu else 256, c.max_num_batched_tokens)
+        c.decode_width = c.decode_width or (256 if gpu else 8)
+        c.max_model_len = c.max_model_len or min(max_position_embeddings, 262144)
+        c.health_interval = c.health_interval or (16 if gpu else 1)
+        if c.state_dtype not in ("fp32", "fp16", "bf16"):
+            raise InputError(f"state_dtype must be fp32, fp16 or bf16, got {c.state_dtype!r}")
+        if c.intra_chunk_dtype not in (None, "fp32", "fp16", "bf16"):
+            raise InputError(
+                f"intra_chunk_dtype must be fp32, fp16, bf16 or None, got {c.intra_chunk_dtype!r}"
+            )
+        if c.prefill_chunk_size > c.max_num_batched_tokens:
+            raise InputError(
+                f"prefill_chunk_size ({c.prefill_chunk_size}) must not exceed "
+                f"max_num_batched_tokens ({c.max_num_batched_tokens})"
+            )
+        for name in (
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "prefill_chunk_size",
+            "decode_width",
+            "block_size",
+        ):
+            if getattr(c, name) < 1:
+                raise InputError(f"{name} must be >= 1")
+        return c

@@ -1,0 +1,412 @@
+"""`LLMEngine`: the in-process engine (greedy generation and log-likelihood scoring).
+
+    engine = LLMEngine("path/to/checkpoint", state_dtype="fp16")
+    outs = engine.generate(["Question: ..."], SamplingParams(max_new_tokens=256, stop=["\\n\\n"]))
+    outs[0].text, outs[0].finish_reason, outs[0].flags
+
+For a server loop: `rid = engine.add_request(prompt, params)`, then `engine.step()` (returns the
+outputs finished in that step) while `engine.has_unfinished()`."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import time
+from collections.abc import Callable
+from collections.abc import Sequence as Seq
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evalkit.errors import InputError
+
+from ..model.loader import LoadedModel, load_model
+from .config import EngineConfig
+from .health import is_repetition, logit_flags, state_flags
+from .model_runner import ModelRunner
+from .sampling import Output, SamplingParams
+from .scheduler import Scheduler
+from .sequence import Sequence, Status
+from .state import StatePools
+
+Prompt = str | list[int] | list[dict[str, str]]
+_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class LLMEngine:
+    def __init__(self, model: Any = None, config: EngineConfig | None = None, **overrides: Any):
+        cfg = config or EngineConfig()
+        for key, value in overrides.items():
+            if not hasattr(cfg, key):
+                raise InputError(f"unknown engine option {key!r}")
+            setattr(cfg, key, value)
+        if model is not None:
+            cfg.model = model
+        if cfg.model is None:
+            raise InputError("no model given")
+        device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if isinstance(cfg.model, LoadedModel):
+            self.loaded = cfg.model
+        else:
+            dtype = _DTYPES[cfg.dtype] if cfg.dtype else None
+            self.loaded = load_model(cfg.model, device=device, dtype=dtype)
+        self.model = self.loaded.model
+        self.arch = self.loaded.arch
+        self.tokenizer = self.loaded.tokenizer
+        cfg.device = str(self.model.device)
+        self.config = cfg.resolved(self.arch.max_position_embeddings)
+        self.state = self._make_pools()
+        self.runner = ModelRunner(self.model, self.state, self.config)
+        self.scheduler = Scheduler(
+            self.config, self.state, on_admit=self.runner.bind, on_release=self.runner.detach
+        )
+        self.eos_ids = set(self.arch.eos_token_id)
+        if self.tokenizer is not None and self.tokenizer.eos_token_id is not None:
+            self.eos_ids.add(int(self.tokenizer.eos_token_id))
+        self._ids = itertools.count()
+        self._decode_steps = 0
+        self.stats = {
+            "prefill_tokens": 0,
+            "prefill_s": 0.0,
+            "decode_tokens": 0,
+            "decode_s": 0.0,
+            "max_batch": 0,
+        }
+        if self.config.twin_check:
+            self.twin_check_result = self._twin_check()
+        if self.runner.use_graphs:
+            self.runner.capture_graphs()
+
+    # -- memory --------------------------------------------------------------------------------
+    def _make_pools(self) -> StatePools:
+        c, arch = self.config, self.arch
+        sdt = _DTYPES[c.state_dtype]
+        mdt = self.model.dtype
+        per_slot = StatePools.bytes_per_slot(arch, sdt, mdt)
+        per_tok = max(StatePools.bytes_per_token(arch, mdt), 1)
+        slots = c.max_num_seqs
+        if self.model.device.type == "cuda":
+            budget = self._gpu_budget()
+            slots = min(slots, max(1, budget // per_slot - 1))
+            if slots < c.max_num_seqs:
+                print(f"[evalkit] {c.max_num_seqs} state slots do not fit; using {slots}", flush=True)
+                c.max_num_seqs = slots
+            left = budget - (slots + 1) * per_slot
+            kv_tokens = c.kv_cache_tokens or max(left // per_tok, c.block_size * 2)
+        else:
+            kv_tokens = c.kv_cache_tokens or min(c.cpu_kv_cache_bytes // per_tok, slots * c.max_model_len)
+        num_blocks = kv_tokens // c.block_size + 1
+        return StatePools(
+            arch,
+            slots,
+            sdt,
+            mdt,
+            self.model.device,
+            num_blocks,
+            c.block_size,
+            kda_chunk_size=c.kda_chunk_size,
+            intra_chunk_dtype=c.intra_chunk_dtype,
+        )
+
+    def _gpu_budget(self) -> int:
+        """Bytes left for the pools after weights, the largest activation and CUDA-graph reserve."""
+        c, arch = self.config, self.arch
+        torch.cuda.synchronize()
+        free, total = torch.cuda.mem_get_info(self.model.device)
+        usable = int(total * c.gpu_memory_utilization) - (total - free)
+        hid, T = arch.hidden_size, c.max_num_batched_tokens
+        # activations of one padded prefill forward (MoE pairs dominate) + logits + graph buffers
+        act = T * (hid * 24 + arch.num_experts_per_tok * (hid * 4 + arch.moe_intermediate_size * 8))
+        act += 3 * max(arch.kda_dim * 2 * 4 * T, 0)
+        act += c.decode_width * arch.vocab_size * 8 + (2 << 30)
+        if arch.mla_layers:  # expanding the longest context in one prefill chunk
+            L = c.max_model_len
+            act += L * arch.num_attention_heads * (arch.qk_head_dim + arch.v_head_dim) * 2 * 3
+        return max(usable - act, 0)
+
+    # -- requests ------------------------------------------------------------------------------
+    def encode(self, prompt: Prompt) -> list[int]:
+        if isinstance(prompt, str):
+            if self.tokenizer is None:
+                raise InputError("this engine has no tokenizer; pass token ids")
+            return list(self.tokenizer.encode(prompt))
+        if prompt and isinstance(prompt[0], dict):
+            ids = self.tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True)
+            if isinstance(ids, dict) or hasattr(ids, "keys"):
+                ids = ids["input_ids"]
+            return [int(t) for t in ids]
+        return [int(t) for t in prompt]
+
+    def add_request(
+        self, prompt: Prompt, params: SamplingParams | None = None, request_id: int | None = None
+    ) -> int:
+        rid = next(self._ids) if request_id is None else request_id
+        seq = Sequence(self.encode(prompt), params or SamplingParams(), request_id=rid)
+        self.scheduler.add(seq)
+        return rid
+
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_unfinished()
+
+    # -- one step ------------------------------------------------------------------------------
+    def step(self) -> list[Output]:
+        kind, work = self.scheduler.schedule()
+        if kind == "prefill":
+            return self._prefill_step(work)
+        if kind == "decode":
+            return self._decode_step([s for s, _ in work])
+        return []
+
+    def _prefill_step(self, work: list[tuple[Sequence, int]]) -> list[Output]:
+        t0 = time.perf_counter()
+        logits = self.runner.prefill(work)
+        done: list[Output] = []
+        completed = []
+        last_logits = {}
+        for (seq, n), lg in zip(work, logits):
+            last_logits[seq.seq_id] = lg
+            if lg is not None:
+                for f in logit_flags(lg):
+                    seq.flags |= f
+                if seq.is_scoring:
+                    self._score_rows(seq, seq.num_computed - n, n, lg)
+            self.scheduler.after_prefill(seq)
+            if seq.num_computed >= seq.n_prompt:
+                completed.append(seq)
+        if completed:
+            self._check_state(completed)
+        for seq in completed:
+            if seq.is_scoring:
+                self.scheduler.finish(seq)
+                done.append(self._output(seq))
+                continue
+            lg = last_logits[seq.seq_id]
+            seq.t_first_token = time.perf_counter()
+            if seq.params.max_new_tokens == 0:
+                seq.finish_reason = "length"
+            else:
+                self._append(seq, int(lg[-1].argmax()))
+            if seq.finish_reason:
+                self.scheduler.finish(seq)
+                done.append(self._output(seq))
+        self._sync()
+        self.stats["prefill_tokens"] += sum(n for _, n in work)
+        self.stats["prefill_s"] += time.perf_counter() - t0
+        return done
+
+    def _decode_step(self, seqs: list[Sequence]) -> list[Output]:
+        t0 = time.perf_counter()
+        logits = self.runner.decode(seqs)
+        tokens = logits.argmax(-1)
+        bad = ~torch.isfinite(logits).all(-1)
+        packed = torch.stack([tokens, bad.long()]).cpu()
+        if bool(packed[1].any()):
+            for seq, f in zip(seqs, logit_flags(logits)):
+                seq.flags |= f
+        self._decode_steps += 1
+        if self._decode_steps % self.config.health_interval == 0:
+            self._check_state(seqs)
+        done = []
+        for seq, tok in zip(seqs, packed[0].tolist()):
+            self._append(seq, tok)
+            if seq.finish_reason:
+                self._check_state([seq])
+                self.scheduler.finish(seq)
+                done.append(self._output(seq))
+        self.stats["decode_tokens"] += len(seqs)
+        self.stats["decode_s"] += time.perf_counter() - t0
+        self.stats["max_batch"] = max(self.stats["max_batch"], len(seqs))
+        return done
+
+    def _sync(self) -> None:
+        if self.model.device.type == "cuda":
+            torch.cuda.synchronize(self.model.device)
+
+    def _check_state(self, seqs: list[Sequence]) -> None:
+        live = [s for s in seqs if s.slot is not None]
+        if not live or not self.state.kda:
+            return
+        slots = torch.tensor([s.slot for s in live], dtype=torch.long, device=self.state.device)
+        for seq, m in zip(live, self.state.max_abs(slots).tolist()):
+            seq.state_max_abs = m if m != m else max(seq.state_max_abs, m)  # NaN sticks
+            seq.flags |= state_flags(m, self.config.overflow_threshold)
+
+    def _score_rows(self, seq: Sequence, start: int, n: int, lg: torch.Tensor) -> None:
+        """Add the log-probs of the continuation tokens predicted by these logits rows."""
+        positions = self.runner._want_rows(seq, start, n, all_logits=False)
+        targets = torch.tensor([seq.token_ids[p + 1] for p in positions], device=lg.device)
+        logp = torch.log_softmax(lg, dim=-1)
+        picked = logp.gather(1, targets[:, None])[:, 0]
+        seq.logprob += float(picked.double().sum())
+        seq.is_greedy = seq.is_greedy and bool((lg.argmax(-1) == targets).all())
+
+    def _append(self, seq: Sequence, tok: int) -> None:
+        seq.token_ids.append(tok)
+        p = seq.params
+        n = seq.n_generated
+        if n >= p.min_tokens:
+            if tok in self.eos_ids and not p.ignore_eos:
+                seq.finish_reason = "eos"
+                return
+            if tok in p.stop_token_ids:
+                seq.finish_reason = "stop"
+                return
+            if p.stop and self._tail_has_stop(seq):
+                seq.finish_reason = "stop"
+                return
+        if n >= p.max_new_tokens or len(seq.token_ids) >= self.config.max_model_len:
+            seq.finish_reason = "length"
+
+    def _tail_has_stop(self, seq: Sequence) -> bool:
+        longest = max(len(s) for s in seq.params.stop)
+        tail = self.tokenizer.decode(seq.generated[-(longest + 4) :], skip_special_tokens=True)
+        return any(s in tail for s in seq.params.stop)
+
+    def _output(self, seq: Sequence) -> Output:
+        gen = seq.generated
+        text = self.tokenizer.decode(gen, skip_special_tokens=True) if self.tokenizer is not None else ""
+        if seq.finish_reason == "stop" and seq.params.stop:
+            cut = [i for i in (text.find(s) for s in seq.params.stop) if i >= 0]
+            if cut:
+                text = text[: min(cut)]
+        if not seq.is_scoring and is_repetition(gen):
+            seq.flags.add("repetition")
+        now = time.perf_counter()
+        timings = {"total_s": now - seq.t_arrival}
+        if seq.t_first_token is not None:
+            timings["first_token_s"] = seq.t_first_token - seq.t_arrival
+        return Output(
+            request_id=seq.request_id,
+            token_ids=gen,
+            text=text,
+            finish_reason=seq.finish_reason or "length",
+            n_prompt=seq.n_prompt,
+            n_generated=len(gen),
+            flags=sorted(seq.flags),
+            state_max_abs=seq.state_max_abs if self.state.kda else None,
+            timings=timings,
+        )
+
+    # -- batch APIs ----------------------------------------------------------------------------
+    def generate(
+        self,
+        prompts: Seq[Prompt],
+        params: SamplingParams | Seq[SamplingParams] | None = None,
+        use_tqdm: bool = True,
+        on_finish: Callable[[Output], None] | None = None,
+    ) -> list[Output]:
+        """Greedy generation for every prompt; outputs in prompt order. `on_finish(output)` is called
+        as soon as each one is done."""
+        params = params or SamplingParams()
+        plist = list(params) if isinstance(params, (list, tuple)) else [params] * len(prompts)
+        if len(plist) != len(prompts):
+            raise InputError(f"{len(prompts)} prompts but {len(plist)} sampling params")
+        rids = [self.add_request(p, sp) for p, sp in zip(prompts, plist)]
+        results: dict[int, Output] = {}
+        self._run(rids, results, on_finish, use_tqdm, "generate")
+        return [results[r] for r in rids]
+
+    def loglikelihood(
+        self, requests: Seq[tuple[Seq[int], Seq[int]]], use_tqdm: bool = False
+    ) -> list[tuple[float, bool]]:
+        """(sum of log p(continuation | context), whether greedy decoding reproduces it) per pair."""
+        rids, seqs = [], []
+        for ctx, cont in requests:
+            ctx, cont = [int(t) for t in ctx], [int(t) for t in cont]
+            if not cont:
+                raise InputError("loglikelihood: empty continuation")
+            if not ctx:  # lm-eval's convention: condition on the end-of-text token
+                ctx = [next(iter(sorted(self.eos_ids)))]
+            rid = next(self._ids)
+            seq = Sequence(ctx + cont, SamplingParams(max_new_tokens=0), request_id=rid, score_from=len(ctx))
+            self.scheduler.add(seq)
+            rids.append(rid)
+            seqs.append(seq)
+        results: dict[int, Output] = {}
+        self._run(rids, results, None, use_tqdm, "loglikelihood")
+        return [(s.logprob, s.is_greedy) for s in seqs]
+
+    def _run(self, rids, results, on_finish, use_tqdm, desc) -> None:
+        from tqdm.auto import tqdm
+
+        wanted = set(rids)
+        bar = tqdm(total=len(rids), desc=desc, dynamic_ncols=True, disable=not use_tqdm)
+        p0, d0 = self.stats["prefill_tokens"], self.stats["decode_tokens"]
+        t0 = time.perf_counter()
+        try:
+            while wanted - results.keys() and self.has_unfinished():
+                for out in self.step():
+                    if out.request_id in wanted:
+                        results[out.request_id] = out
+                        bar.update(1)
+                        if on_finish is not None:
+                            on_finish(out)
+                dt = max(time.perf_counter() - t0, 1e-9)
+                bar.set_postfix_str(
+                    f"prefill {(self.stats['prefill_tokens'] - p0) / dt:,.0f} tok/s, "
+                    f"decode {(self.stats['decode_tokens'] - d0) / dt:,.0f} tok/s",
+                    refresh=False,
+                )
+        finally:
+            bar.close()
+
+    # -- manifest ------------------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        c = self.config
+        dev = self.model.device
+        return {
+            "engine": "evalkit-local",
+            "model": {"path": str(self.loaded.path), "config_hash": self.arch.config_hash},
+            "state_dtype": c.state_dtype,
+            "intra_chunk_dtype": c.intra_chunk_dtype,
+            "kernel_build": kernel_build(dev),
+            "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+            "model_dtype": str(self.model.dtype).replace("torch.", ""),
+            "batch_invariant": c.batch_invariant,
+            "batch_invariance": {
+                "decode_width": c.decode_width if c.batch_invariant else None,
+                "prefill_rows": c.max_num_batched_tokens if c.batch_invariant else None,
+                "prefill_chunk_size": c.prefill_chunk_size,
+                "kda_chunk_size": c.kda_chunk_size,
+            },
+            "max_num_seqs": c.max_num_seqs,
+            "max_model_len": c.max_model_len,
+            "cuda_graphs": self.runner.use_graphs,
+            "twin_check": c.twin_check,
+            "health": {"interval": c.health_interval, "overflow_threshold": c.overflow_threshold},
+        }
+
+    def _twin_check(self) -> dict[str, Any]:
+        """The kernels' fp32-twin check of this arm (when the kernels package provides one)."""
+        from evalkit import kernels
+
+        fn = getattr(kernels, "twin_check", None)
+        if fn is None:
+            return {"ran": False, "why": "evalkit.kernels has no twin_check"}
+        return {"ran": True, "result": fn(state_dtype=self.config.state_dtype, device=str(self.model.device))}
+
+
+def kernel_build(device: torch.device) -> str:
+    """Which kernel code ran: backend + a hash of evalkit.kernels' sources (+ triton version)."""
+    from evalkit import kernels
+
+    info = getattr(kernels, "build_info", None)
+    if callable(info):
+        try:
+            return str(info())
+        except Exception:
+            pass
+    root = Path(kernels.__file__).parent
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(f.relative_to(root).as_posix().encode())
+        h.update(f.read_bytes())
+    if device.type == "cuda" or kernels.use_triton(torch.empty(0)):
+        import triton
+
+        return f"triton-{triton.__version__}+src.{h.hexdigest()[:12]}"
+    return f"torch-cpu-{torch.__version__}+src.{h.hexdigest()[:12]}"
+
+
+__all__ = ["LLMEngine", "Status", "kernel_build"]

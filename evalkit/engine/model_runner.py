@@ -1,0 +1,230 @@
+"""`ModelRunner`: turns scheduled sequences into `ForwardBatch`es, runs the model, returns logits.
+
+Low-level API (stable; `evalkit drift` and tests drive the model through it):
+
+    runner = ModelRunner(model, state, config)           # or engine.runner
+    seq = Sequence(token_ids, SamplingParams())          # a sequence to push tokens through
+    runner.attach(seq)                                   # takes a state slot (+ MLA cache blocks)
+    logits = runner.prefill([(seq, n)], all_logits=True)[0]   # next n tokens; fp32 [n, vocab]
+    runner.state.kda_state(layer, seq.slot)              # the stored state [H, K, V] of that layer
+    seq.token_ids.append(tok); logits = runner.decode([seq])  # one token per sequence, [B, vocab]
+    runner.detach(seq)                                   # zero and free the slot and blocks
+
+`prefill` folds `n` more tokens of each sequence (from `seq.token_ids[seq.num_computed:]`) into
+its state and advances `num_computed`; `decode` does the same for exactly one token. With
+`all_logits=False` prefill returns only the rows the engine needs (last prompt token, or the
+scored continuation) and None for sequences that need none.
+
+Batch invariance (config.batch_invariant): prefill forwards are padded to
+`max_num_batched_tokens` rows and decode forwards to `decode_width` rows (more than that many
+sequences take several forwards), and lm_head runs on blocks of `decode_width` rows. On CUDA,
+decode replays a CUDA graph per width (one width when batch-invariant)."""
+
+from __future__ import annotations
+
+import torch
+
+from ..model.batch import ForwardBatch
+from ..model.kimi import KimiLinearLM
+from .config import EngineConfig
+from .sequence import Sequence
+from .state import StatePools
+
+_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 192, 256, 320, 384, 448, 512, 768, 1024)
+
+
+class ModelRunner:
+    def __init__(self, model: KimiLinearLM, state: StatePools, config: EngineConfig):
+        self.model, self.state, self.config = model, state, config
+        self.device = model.device
+        self.has_mla = bool(model.arch.mla_layers)
+        bs = state.block_size
+        self.max_blocks = -(-config.max_model_len // bs)
+        # per slot: its block table (row S-1, the scratch slot, points at scratch block 0)
+        self.block_tables = torch.zeros(
+            state.num_slots + 1, self.max_blocks if self.has_mla else 1, dtype=torch.int32, device=self.device
+        )
+        self._graphs: dict[int, tuple[torch.cuda.CUDAGraph, dict[str, torch.Tensor]]] = {}
+        self._graph_pool = None
+        self.use_graphs = self.device.type == "cuda" and not config.enforce_eager
+
+    # -- sequence lifetime ---------------------------------------------------------------------
+    def attach(self, seq: Sequence, n_tokens: int | None = None) -> None:
+        """Give `seq` a zeroed slot and cache blocks for `n_tokens` (default: seq.max_len)."""
+        seq.slot = self.state.alloc_slot()
+        seq.block_table = self.state.alloc_blocks(self.state.blocks_needed(n_tokens or seq.max_len))
+        self.bind(seq)
+
+    def bind(self, seq: Sequence) -> None:
+        """Publish the block table of an admitted sequence to the device-side table."""
+        if self.has_mla and seq.block_table:
+            bt = torch.tensor(seq.block_table, dtype=torch.int32)
+            self.block_tables[seq.slot, : len(seq.block_table)] = bt.to(self.device)
+
+    def detach(self, seq: Sequence) -> None:
+        if seq.slot is not None:
+            self.block_tables[seq.slot].zero_()
+            self.state.free_slot(seq.slot)
+            seq.slot = None
+        self.state.free_blocks_of(seq.block_table)
+        seq.block_table = []
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _rows(self, slot: int, start: int, end: int) -> torch.Tensor:
+        """MLA pool rows of positions [start, end) of the sequence in `slot`."""
+        bs = self.state.block_size
+        pos = torch.arange(start, end, device=self.device)
+        return self.block_tables[slot, pos // bs].long() * bs + pos % bs
+
+    def _want_rows(self, seq: Sequence, start: int, n: int, all_logits: bool) -> list[int]:
+        """Positions (absolute, within [start, start+n)) whose logits this chunk must return."""
+        end = start + n
+        if all_logits:
+            return list(range(start, end))
+        if seq.is_scoring:
+            lo, hi = max(seq.score_from - 1, start), min(seq.n_prompt - 1, end)
+            return list(range(lo, hi))
+        return [end - 1] if end == seq.n_prompt else []
+
+    # -- prefill -------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def prefill(
+        self, chunks: list[tuple[Sequence, int]], all_logits: bool = False
+    ) -> list[torch.Tensor | None]:
+        cfg, dev = self.config, self.device
+        ids: list[int] = []
+        cu = [0]
+        slots, has_init, want_idx, new_lens, ctx_rows, slot_map = [], [], [], [], [], []
+        per_seq_wanted = []
+        for seq, n in chunks:
+            c = seq.num_computed
+            ids.extend(seq.token_ids[c : c + n])
+            wanted = self._want_rows(seq, c, n, all_logits)
+            per_seq_wanted.append(len(wanted))
+            want_idx.extend(cu[-1] + (p - c) for p in wanted)
+            cu.append(cu[-1] + n)
+            slots.append(seq.slot)
+            has_init.append(c > 0)
+            new_lens.append(n)
+            if self.has_mla:
+                ctx_rows.append(self._rows(seq.slot, 0, c + n))
+                slot_map.append(ctx_rows[-1][c:])
+        T = len(ids)
+        T_pad = max(T, cfg.max_num_batched_tokens) if cfg.batch_invariant else T
+        input_ids = torch.zeros(T_pad, dtype=torch.long)
+        input_ids[:T] = torch.tensor(ids, dtype=torch.long)
+        batch = ForwardBatch(
+            is_decode=False,
+            input_ids=input_ids.to(dev),
+            num_tokens=T,
+            slots=torch.tensor(slots, dtype=torch.long, device=dev),
+            cu_seqlens=torch.tensor(cu, dtype=torch.int32, device=dev),
+            has_initial_state=torch.tensor(has_init, dtype=torch.bool, device=dev),
+            mla_slot_mapping=torch.cat(slot_map) if slot_map else None,
+            context_rows=ctx_rows,
+            new_lens=new_lens,
+            block_size=self.state.block_size,
+            logits_indices=torch.tensor(want_idx, dtype=torch.long, device=dev),
+            logits_block=cfg.decode_width if cfg.batch_invariant else 0,
+        )
+        logits = self.model(batch, self.state)
+        for seq, n in chunks:
+            seq.num_computed += n
+        out: list[torch.Tensor | None] = []
+        start = 0
+        for k in per_seq_wanted:
+            out.append(logits[start : start + k] if k else None)
+            start += k
+        return out
+
+    # -- decode --------------------------------------------------------------------------------
+    def decode_width(self, n: int) -> int:
+        if self.config.batch_invariant:
+            return self.config.decode_width
+        return next((b for b in _BUCKETS if b >= n), n)
+
+    @torch.inference_mode()
+    def decode(self, seqs: list[Sequence]) -> torch.Tensor:
+        """Fold each sequence's last token into its state; fp32 logits [len(seqs), vocab]."""
+        outs = []
+        width = self.decode_width(len(seqs))
+        for s in range(0, len(seqs), width):
+            outs.append(self._decode_group(seqs[s : s + width], width))
+        for seq in seqs:
+            seq.num_computed += 1
+        return outs[0] if len(outs) == 1 else torch.cat(outs)
+
+    def _decode_group(self, seqs: list[Sequence], width: int) -> torch.Tensor:
+        B = len(seqs)
+        ids = torch.zeros(width, dtype=torch.long)
+        slots = torch.full((width,), self.state.scratch_slot, dtype=torch.long)
+        ctx = torch.ones(width, dtype=torch.int32)
+        ids[:B] = torch.tensor([s.token_ids[s.num_computed] for s in seqs], dtype=torch.long)
+        slots[:B] = torch.tensor([s.slot for s in seqs], dtype=torch.long)
+        ctx[:B] = torch.tensor([s.num_computed + 1 for s in seqs], dtype=torch.int32)
+        if self.use_graphs:
+            graph, static = self._graph(width)
+            static["input_ids"].copy_(ids, non_blocking=True)
+            static["slots"].copy_(slots, non_blocking=True)
+            static["context_lens"].copy_(ctx, non_blocking=True)
+            graph.replay()
+            return static["logits"][:B]
+        rows = [self._rows(s.slot, 0, s.num_computed + 1) for s in seqs] if self.has_mla else []
+        return self._decode_forward(
+            ids.to(self.device), slots.to(self.device), ctx.to(self.device), B, context_rows=rows
+        )[:B]
+
+    def _decode_forward(self, input_ids, slots, context_lens, num_real: int, context_rows=()) -> torch.Tensor:
+        """The fixed-shape decode pass (also what a CUDA graph captures): device ops only."""
+        for pool in self.state.kda.values():
+            pool[self.state.scratch_slot].zero_()
+        for pool in self.state.conv.values():
+            pool[self.state.scratch_slot].zero_()
+        batch = ForwardBatch(
+            is_decode=True,
+            input_ids=input_ids,
+            num_tokens=input_ids.shape[0],
+            slots=slots,
+            block_size=self.state.block_size,
+            logits_block=input_ids.shape[0],
+        )
+        if self.has_mla:
+            bs = self.state.block_size
+            bt = self.block_tables[slots]
+            pos = (context_lens - 1).long()
+            batch.block_tables = bt
+            batch.context_lens = context_lens
+            batch.mla_slot_mapping = bt.gather(1, (pos // bs)[:, None])[:, 0].long() * bs + pos % bs
+            batch.context_rows = list(context_rows)
+            batch.new_lens = [1] * len(batch.context_rows)
+        return self.model(batch, self.state)
+
+    def _graph(self, width: int):
+        if width in self._graphs:
+            return self._graphs[width]
+        dev = self.device
+        static = {
+            "input_ids": torch.zeros(width, dtype=torch.long, device=dev),
+            "slots": torch.full((width,), self.state.scratch_slot, dtype=torch.long, device=dev),
+            "context_lens": torch.ones(width, dtype=torch.int32, device=dev),
+        }
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):  # compile / autotune outside the capture
+                self._decode_forward(static["input_ids"], static["slots"], static["context_lens"], width)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self._graph_pool):
+            static["logits"] = self._decode_forward(
+                static["input_ids"], static["slots"], static["context_lens"], width
+            )
+        self._graph_pool = graph.pool()
+        self._graphs[width] = (graph, static)
+        return self._graphs[width]
+
+    def capture_graphs(self, widths: list[int] | None = None) -> None:
+        if not self.use_graphs:
+            return
+        for w in widths or [self.decode_width(self.config.max_num_seqs)]:
+            self._graph(w)

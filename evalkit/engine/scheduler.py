@@ -1,0 +1,131 @@
+"""Continuous batching over a fixed pool of state slots and MLA cache blocks.
+
+Each step is either a prefill step (prompt chunks of admitted sequences, then newly admitted ones,
+up to `max_num_batched_tokens`) or a decode step (one token for every sequence whose prompt is
+in). Prefill goes first, so new requests join as soon as a slot frees.
+
+Admission needs a free slot and, for models with MLA layers, cache blocks for the whole request
+(prompt + max_new_tokens): a running sequence never waits for memory and is never preempted, so
+no work is recomputed and the numerics of a request never depend on memory pressure.
+
+Chunks end at fixed multiples of `prefill_chunk_size` within each sequence (never where the token
+budget happened to run out), so the places where a 16-bit state is stored mid-prompt are the
+same whatever the batch."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+from evalkit.errors import InputError
+
+from .config import EngineConfig
+from .sequence import Sequence, Status
+from .state import StatePools
+
+
+class Scheduler:
+    def __init__(
+        self,
+        config: EngineConfig,
+        state: StatePools,
+        on_admit: Callable[[Sequence], None] | None = None,
+        on_release: Callable[[Sequence], None] | None = None,
+    ):
+        self.config = config
+        self.state = state
+        self.on_admit = on_admit  # e.g. ModelRunner.bind: publish the block table
+        self.on_release = on_release  # e.g. ModelRunner.detach: zero and free slot and blocks
+        self.waiting: deque[Sequence] = deque()
+        self.prefilling: list[Sequence] = []
+        self.decoding: list[Sequence] = []
+
+    def add(self, seq: Sequence) -> None:
+        if seq.max_len > self.config.max_model_len:
+            raise InputError(
+                f"request needs {seq.max_len} tokens (prompt {seq.n_prompt} + max_new_tokens), "
+                f"more than max_model_len={self.config.max_model_len}"
+            )
+        need = self.state.blocks_needed(seq.max_len)
+        if need > self.state.num_blocks - 1:
+            raise InputError(
+                f"request needs {need * self.state.block_size} cache tokens; the MLA cache holds "
+                f"{(self.state.num_blocks - 1) * self.state.block_size}"
+            )
+        if seq.n_prompt == 0:
+            raise InputError("empty prompt")
+        self.waiting.append(seq)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.waiting or self.prefilling or self.decoding)
+
+    @property
+    def num_running(self) -> int:
+        return len(self.prefilling) + len(self.decoding)
+
+    def _next_chunk(self, seq: Sequence) -> int:
+        C = self.config.prefill_chunk_size
+        left = seq.n_prompt - seq.num_computed
+        return min(left, C - seq.num_computed % C)
+
+    def _admit(self, seq: Sequence) -> bool:
+        if self.num_running >= self.config.max_num_seqs or self.state.free_slots == 0:
+            return False
+        need = self.state.blocks_needed(seq.max_len)
+        if need > self.state.free_blocks:
+            return False
+        seq.slot = self.state.alloc_slot()
+        seq.block_table = self.state.alloc_blocks(need)
+        seq.status = Status.PREFILL
+        self.prefilling.append(seq)
+        if self.on_admit is not None:
+            self.on_admit(seq)
+        return True
+
+    def schedule(self) -> tuple[str, list[tuple[Sequence, int]]]:
+        """('prefill', [(seq, n_new_tokens), ...]) or ('decode', [(seq, 1), ...]) or ('idle', [])."""
+        budget = self.config.max_num_batched_tokens
+        chunks: list[tuple[Sequence, int]] = []
+        for seq in self.prefilling:
+            n = self._next_chunk(seq)
+            if n > budget:
+                break
+            chunks.append((seq, n))
+            budget -= n
+        else:
+            while self.waiting and budget > 0:
+                seq = self.waiting[0]
+                n = self._next_chunk(seq)
+                if n > budget or not self._admit(seq):
+                    break
+                self.waiting.popleft()
+                chunks.append((seq, n))
+                budget -= n
+        if chunks:
+            return "prefill", chunks
+        if self.decoding:
+            return "decode", [(s, 1) for s in self.decoding]
+        return "idle", []
+
+    def after_prefill(self, seq: Sequence) -> None:
+        """Prompt fully folded in: generation starts (scoring requests finish instead)."""
+        if seq.num_computed >= seq.n_prompt:
+            self.prefilling.remove(seq)
+            if not seq.is_scoring:
+                seq.status = Status.DECODE
+                self.decoding.append(seq)
+
+    def finish(self, seq: Sequence) -> None:
+        if seq in self.decoding:
+            self.decoding.remove(seq)
+        if seq in self.prefilling:
+            self.prefilling.remove(seq)
+        seq.status = Status.FINISHED
+        if self.on_release is not None:
+            self.on_release(seq)
+            return
+        if seq.slot is not None:
+            self.state.free_slot(seq.slot)
+            seq.slot = None
+        self.state.free_blocks_of(seq.block_table)
+        seq.block_table = []

@@ -1,0 +1,125 @@
+"""Fixed memory pools: per KDA layer a recurrent-state pool [S, H, K, V] in the arm's dtype and a
+conv-state pool [S, 3*H*K, W-1] (model dtype); per MLA layer a paged latent cache
+[blocks * block_size, kv_lora_rank + rope] (model dtype). Slot S-1 and block 0 are scratch: the
+dummy rows of a fixed-width decode batch read and write only there.
+
+A freed slot is zeroed before anyone else gets it (no state leaks between requests; prefill also
+ignores the old contents through `has_initial_state`)."""
+
+from __future__ import annotations
+
+import torch
+
+from evalkit.errors import EvalkitError
+from evalkit.kernels import resolve_state_dtype
+
+from ..model.config import KimiArch
+
+
+class OutOfSlots(EvalkitError):
+    """No free state slot or cache block (the scheduler checks before admitting, so this is a bug)."""
+
+
+class StatePools:
+    def __init__(
+        self,
+        arch: KimiArch,
+        num_slots: int,
+        state_dtype: str | torch.dtype,
+        model_dtype: torch.dtype,
+        device: torch.device | str,
+        num_blocks: int,
+        block_size: int,
+        kda_chunk_size: int = 64,
+        intra_chunk_dtype: str | torch.dtype | None = None,
+    ):
+        self.arch = arch
+        self.device = torch.device(device)
+        self.state_dtype = resolve_state_dtype(state_dtype)
+        self.model_dtype = model_dtype
+        self.num_slots = num_slots
+        self.scratch_slot = num_slots
+        self.block_size = block_size
+        self.num_blocks = num_blocks if arch.mla_layers else 0
+        self.chunk_size = kda_chunk_size
+        self.intra_chunk_dtype = None if intra_chunk_dtype is None else resolve_state_dtype(intra_chunk_dtype)
+        H, K, W = arch.linear_num_heads, arch.linear_head_dim, arch.linear_conv_kernel_dim
+        S = num_slots + 1
+        self.kda = {
+            i: torch.zeros(S, H, K, K, dtype=self.state_dtype, device=self.device) for i in arch.kda_layers
+        }
+        self.conv = {
+            i: torch.zeros(S, 3 * H * K, W - 1, dtype=model_dtype, device=self.device)
+            for i in arch.kda_layers
+        }
+        rows = max(self.num_blocks, 1) * block_size
+        self.mla = {
+            i: torch.zeros(rows, arch.mla_latent_dim, dtype=model_dtype, device=self.device)
+            for i in arch.mla_layers
+        }
+        self._free_slots = list(range(num_slots - 1, -1, -1))  # pop() hands out 0, 1, 2, ...
+        self._free_blocks = list(range(self.num_blocks - 1, 0, -1))  # block 0 is scratch
+
+    # -- sizes ---------------------------------------------------------------------------------
+    @staticmethod
+    def bytes_per_slot(arch: KimiArch, state_dtype: torch.dtype, model_dtype: torch.dtype) -> int:
+        H, K, W = arch.linear_num_heads, arch.linear_head_dim, arch.linear_conv_kernel_dim
+        n = len(arch.kda_layers)
+        return n * (H * K * K * state_dtype.itemsize + 3 * H * K * (W - 1) * model_dtype.itemsize)
+
+    @staticmethod
+    def bytes_per_token(arch: KimiArch, model_dtype: torch.dtype) -> int:
+        return len(arch.mla_layers) * arch.mla_latent_dim * model_dtype.itemsize
+
+    def memory_bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for d in (self.kda, self.conv, self.mla) for t in d.values())
+
+    # -- slots ---------------------------------------------------------------------------------
+    @property
+    def free_slots(self) -> int:
+        return len(self._free_slots)
+
+    def alloc_slot(self) -> int:
+        if not self._free_slots:
+            raise OutOfSlots("no free state slot")
+        return self._free_slots.pop()
+
+    def free_slot(self, slot: int) -> None:
+        self.zero_slot(slot)
+        self._free_slots.append(slot)
+
+    def zero_slot(self, slot: int) -> None:
+        for t in self.kda.values():
+            t[slot].zero_()
+        for t in self.conv.values():
+            t[slot].zero_()
+
+    # -- MLA cache blocks ----------------------------------------------------------------------
+    def blocks_needed(self, n_tokens: int) -> int:
+        if not self.mla:
+            return 0
+        return -(-n_tokens // self.block_size)
+
+    @property
+    def free_blocks(self) -> int:
+        return len(self._free_blocks)
+
+    def alloc_blocks(self, n: int) -> list[int]:
+        if n > len(self._free_blocks):
+            raise OutOfSlots(f"need {n} cache blocks, {len(self._free_blocks)} free")
+        return [self._free_blocks.pop() for _ in range(n)]
+
+    def free_blocks_of(self, blocks: list[int]) -> None:
+        self._free_blocks.extend(reversed(blocks))
+
+    # -- reading states (drift, health) --------------------------------------------------------
+    def kda_state(self, layer: int, slot: int) -> torch.Tensor:
+        """The stored recurrent state [H, K, V] of `slot` in KDA layer `layer` (a view, pool dtype)."""
+        return self.kda[layer][slot]
+
+    def max_abs(self, slots: torch.Tensor) -> torch.Tensor:
+        """Largest |state| per slot over every KDA layer, fp32 [len(slots)] (NaN if any is NaN)."""
+        if not self.kda:
+            return torch.zeros(slots.numel(), device=self.device)
+        per_layer = [t[slots].abs().amax(dim=(1, 2, 3)).float() for t in self.kda.values()]
+        return torch.stack(per_layer).amax(0)

@@ -1,0 +1,40 @@
+"""What one forward pass needs to know besides the token ids: which rows belong to which sequence,
+where each sequence's recurrent state and MLA cache live, and which rows need logits.
+
+Two modes:
+- prefill: rows are packed chunks of N sequences (`cu_seqlens`); rows >= `num_tokens` are padding
+  (present only so that every dense GEMM has the same shape, see `EngineConfig.batch_invariant`)
+  and are skipped by every per-sequence op (conv, KDA, MLA).
+- decode: one row per sequence; rows >= `num_tokens` are dummy sequences that read and write a
+  scratch state slot and a scratch MLA row, so that a CUDA graph of fixed width can replay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class ForwardBatch:
+    is_decode: bool
+    input_ids: torch.Tensor  # [T_pad] int64
+    num_tokens: int  # real rows; prefill: tokens, decode: sequences
+    slots: torch.Tensor  # [N] int64: recurrent/conv state slot per sequence (decode: per row)
+    cu_seqlens: torch.Tensor | None = None  # [N+1] int32, prefill only
+    has_initial_state: torch.Tensor | None = None  # [N] bool, prefill only
+    # MLA cache (None for pure-KDA models)
+    mla_slot_mapping: torch.Tensor | None = None  # [num rows written] int64: pool row of each new token
+    block_tables: torch.Tensor | None = None  # [N, max_blocks] int32
+    context_lens: torch.Tensor | None = None  # [N] int32: cached tokens after this pass (incl. new ones)
+    block_size: int = 0  # tokens per cache block
+    context_rows: list[torch.Tensor] = field(default_factory=list)  # per real sequence: pool rows, in order
+    new_lens: list[int] = field(default_factory=list)  # per real sequence: new tokens in this pass
+    # logits
+    logits_indices: torch.Tensor | None = None  # [R] rows whose logits are wanted; None = every real row
+    logits_block: int = 0  # >0: run lm_head on blocks of exactly this many rows (batch invariance)
+
+    @property
+    def num_seqs(self) -> int:
+        return int(self.slots.numel()) if not self.is_decode else self.num_tokens

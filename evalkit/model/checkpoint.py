@@ -1,0 +1,125 @@
+"""Finding a checkpoint and reading its files: config.json, memory-mapped safetensors (single file or
+sharded with `model.safetensors.index.json`) and the tokenizer.
+
+A model is a local directory or a Hugging Face hub id ("org/name"); hub ids are fetched with
+`huggingface_hub.snapshot_download` (only config, safetensors and tokenizer files)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evalkit.errors import InputError
+
+from .config import KimiArch, parse_config
+
+_HUB_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "*.py", "*.tiktoken", "*.jinja"]
+
+
+def resolve_model_path(model: str | os.PathLike) -> Path:
+    """A local checkpoint directory for `model` (a path, or a hub id downloaded on demand)."""
+    path = Path(model).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise InputError(f"model path {path} is a file; give the checkpoint directory")
+        if not (path / "config.json").is_file():
+            raise InputError(f"model directory {path} has no config.json (not a Hugging Face checkpoint)")
+        return path
+    text = str(model)
+    looks_like_hub_id = text.count("/") == 1 and not text.startswith((".", "/", "~"))
+    if not looks_like_hub_id:
+        raise InputError(f"model path {text} does not exist")
+    try:
+        from huggingface_hub import snapshot_download
+
+        local = snapshot_download(repo_id=text, allow_patterns=_HUB_PATTERNS)
+    except Exception as exc:  # network, auth, missing repo: one line for the user
+        raise InputError(
+            f"model {text!r} is neither a local directory nor a downloadable hub id: "
+            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        ) from None
+    return resolve_model_path(local)
+
+
+def read_config(path: Path) -> tuple[dict[str, Any], KimiArch]:
+    """The raw config dict and the parsed architecture (refuses non-Kimi-Linear models)."""
+    try:
+        raw = json.loads((path / "config.json").read_text())
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path / 'config.json'} is not valid JSON: {exc}") from None
+    return raw, parse_config(raw, source=str(path / "config.json"))
+
+
+def safetensors_files(path: Path) -> list[Path]:
+    """The weight shards of a checkpoint, from the index file when there is one."""
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = json.loads(index.read_text()).get("weight_map", {})
+        files = sorted({path / f for f in weight_map.values()})
+        missing = [f.name for f in files if not f.is_file()]
+        if missing:
+            raise InputError(
+                f"{path}: shards listed in model.safetensors.index.json are missing: {missing[:3]}"
+            )
+        return files
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise InputError(f"{path} has no *.safetensors weights (pytorch .bin checkpoints are not supported)")
+    return files
+
+
+class TensorSource:
+    """Memory-mapped access to every tensor of a checkpoint by name (tensors are read on `get`)."""
+
+    def __init__(self, path: Path):
+        from safetensors import safe_open
+
+        self._stack = ExitStack()
+        self._where: dict[str, Any] = {}
+        for f in safetensors_files(path):
+            handle = self._stack.enter_context(safe_open(str(f), framework="pt", device="cpu"))
+            for name in handle.keys():
+                self._where[name] = handle
+
+    def names(self) -> list[str]:
+        return list(self._where)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._where
+
+    def get(self, name: str) -> torch.Tensor:
+        try:
+            return self._where[name].get_tensor(name)
+        except KeyError:
+            raise InputError(f"checkpoint has no tensor {name!r}") from None
+
+    def items(self) -> Iterator[tuple[str, torch.Tensor]]:
+        for name in self._where:
+            yield name, self.get(name)
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+def load_tokenizer(path: Path):
+    """transformers' AutoTokenizer; remote code is trusted only when the checkpoint ships some
+    (Kimi's own tiktoken tokenizer needs it)."""
+    from transformers import AutoTokenizer
+
+    cfg = path / "tokenizer_config.json"
+    needs_remote = any(path.glob("tokenization_*.py"))
+    if cfg.is_file():
+        try:
+            needs_remote = needs_remote or "auto_map" in json.loads(cfg.read_text())
+        except json.JSONDecodeError:
+            pass
+    try:
+        return AutoTokenizer.from_pretrained(str(path), trust_remote_code=needs_remote)
+    except Exception as exc:
+        raise InputError(f"cannot load the tokenizer of {path}: {type(exc).__name__}: {exc}") from None

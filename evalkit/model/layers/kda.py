@@ -1,0 +1,86 @@
+"""Kimi Delta Attention layer (kimi-linear.md §2) over evalkit's kernels and a slotted state pool.
+
+The six projections that read the normed hidden state (q, k, v, f_a, g_a, b) are one fused GEMM.
+The short conv, gate, beta, L2 norms and the recurrence run in `evalkit.kernels` (fp32 math; the
+state pool's dtype is the arm). Output: per-head RMSNorm x sigmoid(gate) in fp32, then o_proj."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from evalkit import kernels
+
+from ..batch import ForwardBatch
+from ..config import KimiArch
+
+
+class KDAttention(nn.Module):
+    def __init__(self, arch: KimiArch, layer_idx: int, dtype: torch.dtype, device: torch.device | str):
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.H, self.K = arch.linear_num_heads, arch.linear_head_dim
+        self.D = self.H * self.K
+        self.W = arch.linear_conv_kernel_dim
+        self.eps = arch.rms_norm_eps
+        hid = arch.hidden_size
+        self.split = [3 * self.D, self.K, self.K, self.H]  # qkv | f_a | g_a | b
+
+        def p(*shape, dt=dtype):
+            return nn.Parameter(torch.empty(*shape, dtype=dt, device=device), requires_grad=False)
+
+        self.in_proj = p(sum(self.split), hid)
+        self.conv_weight = p(3 * self.D, self.W)
+        self.f_b = p(self.D, self.K)
+        self.g_b = p(self.D, self.K)
+        self.A_log = p(self.H, dt=torch.float32)  # rounded to the model dtype on load, like transformers
+        self.dt_bias = p(self.D, dt=torch.float32)
+        self.o_norm = p(self.K)
+        self.o_proj = p(hid, self.D)
+
+    def forward(self, h: torch.Tensor, batch: ForwardBatch, state) -> torch.Tensor:
+        T = h.shape[0]
+        n = T if batch.is_decode else batch.num_tokens
+        H, K, D = self.H, self.K, self.D
+        # every GEMM sees all T rows (padding included): a fixed shape keeps each row's numerics
+        # independent of the batch; only the per-sequence ops below skip the padding rows
+        qkv, f_a, g_a, b = F.linear(h, self.in_proj).split(self.split, dim=-1)
+        g_raw = F.linear(f_a, self.f_b)[:n].view(n, H, K)
+        gate = F.linear(g_a, self.g_b)[:n].view(n, H, K)
+        qkv, beta_raw = qkv[:n], b[:n].contiguous()
+        conv_pool, kda_pool = state.conv[self.layer_idx], state.kda[self.layer_idx]
+        if batch.is_decode:
+            y = kernels.causal_conv1d_decode(qkv.contiguous(), self.conv_weight, conv_pool, batch.slots)
+        else:
+            y = kernels.causal_conv1d_prefill(
+                qkv.contiguous(),
+                self.conv_weight,
+                conv_pool,
+                batch.slots,
+                batch.cu_seqlens,
+                batch.has_initial_state,
+            )
+        q, k, v = (t.reshape(n, H, K).contiguous() for t in y.split(D, dim=-1))
+        if batch.is_decode:
+            o = kernels.kda_decode(q, k, v, g_raw, beta_raw, self.A_log, self.dt_bias, kda_pool, batch.slots)
+        else:
+            o = kernels.kda_prefill(
+                q,
+                k,
+                v,
+                g_raw,
+                beta_raw,
+                self.A_log,
+                self.dt_bias,
+                kda_pool,
+                batch.slots,
+                batch.cu_seqlens,
+                batch.has_initial_state,
+                chunk_size=state.chunk_size,
+                intra_chunk_dtype=state.intra_chunk_dtype,
+            )
+        o = kernels.gated_rmsnorm(o, gate, self.o_norm, self.eps).reshape(n, D)
+        if n < T:
+            o = F.pad(o, (0, 0, 0, T - n))
+        return F.linear(o, self.o_proj)

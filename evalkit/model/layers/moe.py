@@ -1,0 +1,106 @@
+"""Feed-forward blocks: the dense SwiGLU MLP (layer 0) and the MoE (kimi-linear.md §4).
+
+Router in fp32: s = sigmoid(h W_gate^T); experts are *chosen* by s + e_score_correction_bias
+(group-limited when n_group > 1) but *weighted* by s, renormalised over the top-k and scaled by
+routed_scaling_factor. Output = sum_k w_k expert_k(h) (fp32 sum of the model-dtype expert outputs,
+in the fixed top-k order) + the unweighted shared expert.
+
+Experts: on CUDA one grouped GEMM per projection over the token-expert pairs sorted by expert
+(`torch._grouped_mm`, graph-capturable). On CPU every expert runs densely on every row, so no
+matmul shape depends on the routing of other rows (batch invariance; CPU models are tiny)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..config import KimiArch
+
+
+def swiglu(x: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor) -> torch.Tensor:
+    g, u = F.linear(x, gate_up).chunk(2, dim=-1)
+    return F.linear(F.silu(g) * u, down)
+
+
+class DenseMLP(nn.Module):
+    def __init__(self, hidden: int, inter: int, dtype: torch.dtype, device):
+        super().__init__()
+        self.gate_up = nn.Parameter(
+            torch.empty(2 * inter, hidden, dtype=dtype, device=device), requires_grad=False
+        )
+        self.down = nn.Parameter(torch.empty(hidden, inter, dtype=dtype, device=device), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return swiglu(x, self.gate_up, self.down)
+
+
+class MoE(nn.Module):
+    def __init__(self, arch: KimiArch, dtype: torch.dtype, device):
+        super().__init__()
+        E, hid, inter = arch.num_local_experts, arch.hidden_size, arch.moe_intermediate_size
+        self.E, self.top_k = E, arch.num_experts_per_tok
+        self.n_group, self.topk_group = arch.n_group, arch.topk_group
+        self.renorm, self.scale = arch.norm_topk_prob, arch.routed_scaling_factor
+
+        def p(*shape, dt=dtype):
+            return nn.Parameter(torch.empty(*shape, dtype=dt, device=device), requires_grad=False)
+
+        self.gate_weight = p(E, hid, dt=torch.float32)
+        self.e_bias = p(E, dt=torch.float32)
+        self.w13 = p(E, 2 * inter, hid)  # per expert: w1 (gate) rows, then w3 (up) rows
+        self.w2 = p(E, hid, inter)
+        self.shared = DenseMLP(hid, inter * arch.n_shared_experts, dtype, device)
+
+    def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Top-k expert ids [T, k] and their fp32 weights [T, k] (sorted by selection score)."""
+        s = torch.sigmoid(F.linear(x.to(torch.float32), self.gate_weight))
+        choice = s + self.e_bias
+        if self.n_group > 1:
+            T = choice.shape[0]
+            grouped = choice.view(T, self.n_group, -1)
+            group_scores = grouped.topk(2, dim=-1)[0].sum(-1)
+            keep = torch.zeros_like(group_scores).scatter_(
+                1, group_scores.topk(self.topk_group, dim=-1)[1], 1.0
+            )
+            choice = grouped.masked_fill(keep[..., None] == 0, float("-inf")).view(T, -1)
+        idx = torch.topk(choice, self.top_k, dim=-1, sorted=True)[1]
+        w = s.gather(1, idx)
+        if self.renorm:
+            w = w / (w.sum(-1, keepdim=True) + 1e-20)
+        return idx, w * self.scale
+
+    def forward(self, x: torch.Tensor, n_routed: int | None = None) -> torch.Tensor:
+        """`n_routed`: route only the first rows (the rest are shape padding; they get the shared expert)."""
+        T = x.shape[0]
+        n = T if n_routed is None else n_routed
+        idx, w = self.route(x)
+        if x.is_cuda:
+            y = self._grouped(x[:n], idx[:n])  # [n, k, hidden]
+        else:
+            y = self._dense_all(x, idx)[:n]  # every expert on every row: fixed GEMM shapes
+        w = w[:n]
+        routed = (y.to(torch.float32) * w[..., None]).sum(1).to(x.dtype)
+        if n < T:
+            routed = F.pad(routed, (0, 0, 0, T - n))
+        return routed + self.shared(x)
+
+    def _dense_all(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        outs = torch.stack([swiglu(x, self.w13[e], self.w2[e]) for e in range(self.E)], dim=1)  # [n, E, hid]
+        return outs.gather(1, idx[..., None].expand(-1, -1, x.shape[-1]))
+
+    def _grouped(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        n, k = idx.shape
+        flat = idx.reshape(-1)
+        order = torch.sort(flat, stable=True)[1]
+        counts = torch.zeros(self.E, dtype=torch.int32, device=x.device).scatter_add_(
+            0, flat, torch.ones_like(flat, dtype=torch.int32)
+        )
+        offs = torch.cumsum(counts, 0, dtype=torch.int32)
+        xs = x[order // k]
+        gu = torch._grouped_mm(xs, self.w13.transpose(1, 2), offs=offs)
+        g, u = gu.chunk(2, dim=-1)
+        ys = torch._grouped_mm(F.silu(g) * u, self.w2.transpose(1, 2), offs=offs)
+        y = torch.empty_like(ys)
+        y[order] = ys
+        return y.view(n, k, -1)

@@ -1,0 +1,54 @@
+"""`load_model`: a checkpoint directory or hub id -> a ready `KimiLinearLM` plus its tokenizer."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .checkpoint import TensorSource, load_tokenizer, read_config, resolve_model_path
+from .config import KimiArch
+from .kimi import KimiLinearLM
+from .weights import load_weights
+
+
+@dataclass
+class LoadedModel:
+    model: KimiLinearLM
+    arch: KimiArch
+    tokenizer: Any  # a transformers tokenizer, or None when loaded with tokenizer=False
+    path: Path
+    raw_config: dict[str, Any]
+
+
+def default_dtype(device: torch.device) -> torch.dtype:
+    """bf16 weights on GPU, fp32 on CPU."""
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def load_model(
+    model: str | os.PathLike,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | None = None,
+    tokenizer: bool = True,
+) -> LoadedModel:
+    path = resolve_model_path(model)
+    raw, arch = read_config(path)
+    dev = torch.device(device)
+    dt = dtype or default_dtype(dev)
+    source = TensorSource(path)
+    try:
+        lm = KimiLinearLM(arch, dt, dev)
+        unused = load_weights(lm, source)
+    finally:
+        source.close()
+    unused = [n for n in unused if "rotary_emb" not in n]
+    if unused:
+        warnings.warn(f"{len(unused)} checkpoint tensors were not used, e.g. {unused[:3]}", stacklevel=2)
+    lm.eval()
+    tok = load_tokenizer(path) if tokenizer else None
+    return LoadedModel(lm, arch, tok, path, raw)

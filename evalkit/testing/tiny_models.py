@@ -1,0 +1,146 @@
+"""Tiny random Kimi-Linear checkpoints for tests, built with transformers' own classes.
+
+`build_tiny_checkpoint(path, kind)` writes a Hugging Face checkpoint directory (config.json,
+model.safetensors, tokenizer files) that `AutoTokenizer` / `KimiLinearForCausalLM.from_pretrained`
+and `evalkit.model.load_model` all read:
+- kind="hybrid": 4 layers, KDA at 1-3 and MLA at 4 (1-indexed, as in the real config's lists),
+  layer 0 dense, MoE (4 experts, top 2, a shared expert, nonzero e_score_correction_bias);
+- kind="pure_kda": 4 KDA layers, no MLA (transformers' cached `generate()` fails on these; compare
+  against greedy re-running of full forwards with use_cache=False).
+The tokenizer is a byte-level BPE trained on the first questions of GSM8K train, with
+`<|bos|>`, `<|eos|>`, `<|pad|>` and a minimal chat template. Builds are cached by their arguments.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+BOS, EOS, PAD = "<|bos|>", "<|eos|>", "<|pad|>"
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+_BUILDER_VERSION = 1
+
+
+def gsm8k_dir() -> Path:
+    """The shared GSM8K copy (../shared/data/gsm8k relative to the repo root), overridable by env."""
+    env = os.environ.get("EVALKIT_GSM8K_DIR")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2].parent / "shared" / "data" / "gsm8k"
+
+
+def _training_text(n_lines: int = 1500) -> list[str]:
+    src = gsm8k_dir() / "train.jsonl"
+    lines: list[str] = []
+    if src.is_file():
+        with src.open() as f:
+            for i, line in enumerate(f):
+                if i >= n_lines:
+                    break
+                row = json.loads(line)
+                lines.append(row.get("question", "") + "\n" + row.get("answer", ""))
+    if not lines:  # no data: still a usable (worse) tokenizer
+        lines = ["The quick brown fox jumps over the lazy dog. 0123456789 + - * / = ?"] * 50
+    return lines
+
+
+def build_tokenizer(path: Path, vocab_size: int):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[PAD, BOS, EOS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_training_text(), trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD)
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(str(path))
+    return fast
+
+
+def tiny_config(kind: str, vocab_size: int, tok, **overrides):
+    from transformers import KimiLinearConfig
+
+    if kind not in ("hybrid", "pure_kda"):
+        raise ValueError(f"kind must be 'hybrid' or 'pure_kda', got {kind!r}")
+    n_layers = 4
+    full = [4] if kind == "hybrid" else []
+    kwargs = dict(
+        vocab_size=vocab_size,
+        hidden_size=128,
+        num_hidden_layers=n_layers,
+        intermediate_size=256,
+        moe_intermediate_size=64,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        n_shared_experts=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        kv_lora_rank=32,
+        qk_nope_head_dim=32,
+        qk_rope_head_dim=16,
+        v_head_dim=32,
+        linear_attn_config={
+            "full_attn_layers": full,
+            "kda_layers": [i for i in range(1, n_layers + 1) if i not in full],
+            "num_heads": 2,
+            "head_dim": 32,
+            "short_conv_kernel_size": 4,
+        },
+        initializer_range=0.08,
+        bos_token_id=tok.convert_tokens_to_ids(BOS),
+        eos_token_id=tok.convert_tokens_to_ids(EOS),
+        pad_token_id=tok.convert_tokens_to_ids(PAD),
+        tie_word_embeddings=False,
+    )
+    kwargs.update(overrides)
+    return KimiLinearConfig(**kwargs)
+
+
+def build_tiny_checkpoint(
+    path: str | os.PathLike, kind: str = "hybrid", seed: int = 0, vocab_size: int = 512, **config_overrides
+) -> Path:
+    """Write (or reuse, when the same arguments built it before) a tiny checkpoint at `path`."""
+    import torch
+    from transformers import KimiLinearForCausalLM
+
+    path = Path(path)
+    stamp = {
+        "v": _BUILDER_VERSION,
+        "kind": kind,
+        "seed": seed,
+        "vocab_size": vocab_size,
+        "overrides": {k: repr(v) for k, v in sorted(config_overrides.items())},
+    }
+    marker = path / "evalkit_tiny.json"
+    if marker.is_file() and json.loads(marker.read_text()) == stamp:
+        return path
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    tok = build_tokenizer(path, vocab_size)
+    cfg = tiny_config(kind, vocab_size, tok, **config_overrides)
+    torch.manual_seed(seed)
+    model = KimiLinearForCausalLM(cfg)
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(seed + 1)
+        for name, buf in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                buf.copy_(torch.randn(buf.shape, generator=gen) * 0.5)
+        for name, p in model.named_parameters():  # non-trivial norm weights exercise the weight paths
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=gen))
+    model.save_pretrained(str(path))
+    marker.write_text(json.dumps(stamp))
+    return path
