@@ -117,7 +117,7 @@ def intra_kernel(
         for jj in range(0, BC):
             b_kj = l2norm_vec(_load_row(k, r0 + jj, t1, H, i_h, K, BK))
             b_gj = _load_row(G, r0 + jj, t1, H, i_h, K, BK)
-            m_low = (o_i >= jj)[:, None]
+            m_low = ((o_i >= jj) & m_i)[:, None]  # rows past the chunk end would overflow: skip them
             b_e = tl.exp(tl.where(m_low, b_gi - b_gj[None, :], float("-inf")))
             b_kje = b_kj[None, :] * b_e
             a_q = tl.sum(b_qi * b_kje, axis=1)

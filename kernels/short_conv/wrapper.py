@@ -1,0 +1,64 @@
+"""Python entry of the Triton short convolution (prefill with a conv-state pool, and decode update)."""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from ..common import KernelInputError
+from ..triton_launch import check_triton_device
+from .kernel import conv_decode_kernel, conv_prefill_kernel
+
+BT, BC = 64, 64
+
+
+def _check(x, weight, conv_pool, slots, n_rows_name: str):
+    if x.dim() != 2:
+        raise KernelInputError(f"x must be [{n_rows_name}, C], got {tuple(x.shape)}")
+    C = x.shape[1]
+    W = weight.shape[-1]
+    if weight.numel() != C * W:
+        raise KernelInputError(f"weight must be [C, W] = [{C}, W], got {tuple(weight.shape)}")
+    if conv_pool.dim() != 3 or tuple(conv_pool.shape[1:]) != (C, W - 1) or not conv_pool.is_contiguous():
+        raise KernelInputError(f"conv_pool must be contiguous [S, C, W-1] = [S, {C}, {W - 1}], got {tuple(conv_pool.shape)}")
+    if slots.dim() != 1:
+        raise KernelInputError("slots must be a 1-D integer tensor")
+    return C, W
+
+
+def causal_conv1d_prefill(x, weight, conv_pool, slots, cu_seqlens, has_initial_state) -> torch.Tensor:
+    C, W = _check(x, weight, conv_pool, slots, "T")
+    check_triton_device(conv_prefill_kernel, x)
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    cu = [int(c) for c in cu_seqlens.tolist()]
+    if len(cu) - 1 != slots.numel() or cu[0] != 0 or cu[-1] != x.shape[0]:
+        raise KernelInputError("cu_seqlens must be [N+1] from 0 to T with one slot per sequence")
+    starts, ends, seqs = [], [], []
+    for n, (bos, eos) in enumerate(zip(cu[:-1], cu[1:])):
+        for t in range(bos, max(eos, bos + 1), BT):  # an empty sequence still owns (and keeps) its row
+            starts.append(t)
+            ends.append(min(t + BT, eos))
+            seqs.append(n)
+    dev = x.device
+    as_t = lambda v: torch.tensor(v, dtype=torch.int32).to(dev)
+    conv_prefill_kernel[(len(starts), triton.cdiv(C, BC))](
+        x, weight.contiguous(), conv_pool, slots.contiguous(), has_initial_state.to(torch.int32).contiguous(),
+        y, as_t(starts), as_t(ends), as_t(seqs), cu_seqlens.to(torch.int32).contiguous(),
+        C=C, W=W, BT=BT, BC=BC, BW=triton.next_power_of_2(max(W - 1, 1)),
+    )
+    return y
+
+
+def causal_conv1d_decode(x, weight, conv_pool, slots) -> torch.Tensor:
+    C, W = _check(x, weight, conv_pool, slots, "B")
+    check_triton_device(conv_decode_kernel, x)
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    if x.shape[0] == 0:
+        return y
+    conv_decode_kernel[(x.shape[0], triton.cdiv(C, BC))](
+        x, weight.contiguous(), conv_pool, slots.contiguous(), y,
+        C=C, W=W, BC=BC, BW=triton.next_power_of_2(max(W - 1, 1)),
+    )
+    return y
