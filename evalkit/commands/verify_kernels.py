@@ -1,0 +1,132 @@
+"""`evalkit verify-kernels`: the fp32-twin check over random shapes, with counts.
+
+Every launch runs a 16-bit (fp16 or bf16) decode or prefill on random inputs and random pool
+contents, checked against the fp32-pool build on an exactly widened copy of the touched rows
+(`evalkit.kernels.twin_check`). On --device cpu the Triton kernels run in Triton's interpreter
+(small shapes, slow); on cuda they run compiled. --self-test also runs a deliberately truncating
+build and requires the check to catch every launch of it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import time
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--launches", type=int, default=None,
+                        help="number of checked launches (default: 10000 on cuda, 20 on cpu)")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default=None,
+                        help="cuda (compiled Triton) or cpu (Triton interpreter); default: cuda if available")
+    parser.add_argument("--seed", type=int, default=None, help="random seed (default: fresh)")
+    parser.add_argument("--self-test", action="store_true",
+                        help="also run a truncating (wrong) build and require every launch of it to fail")
+    parser.add_argument("--json", default=None, help="also write the counts to this JSON file")
+
+
+def _shape(rng: random.Random, device: str) -> dict:
+    big = device == "cuda"
+    dims = [16, 32, 64, 128] if big else [16, 32]
+    return {
+        "op": rng.choice(["decode", "decode", "prefill"]),
+        "dtype": rng.choice(["fp16", "bf16"]),
+        "H": rng.choice([1, 2, 4, 8] if big else [1, 2]),
+        "K": rng.choice(dims),
+        "V": rng.choice(dims),
+        "B": rng.randint(1, 64 if big else 4),
+        "lengths": [rng.randint(1, 300 if big else 80) for _ in range(rng.randint(1, 4 if big else 2))],
+        "model_dtype": rng.choice(["float32", "bfloat16"]),
+    }
+
+
+def run_launches(n: int, device: str, *, seed: int | None, rounding: str = "rtne", progress=None):
+    """Run n checked launches of random shapes; returns the TwinChecker with its counts."""
+    import torch
+
+    from evalkit.kernels import STATE_DTYPES
+    from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool
+    from evalkit.kernels.twin_check import TwinChecker
+
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(rng.randrange(2**31)) if seed is not None else None
+    checker = TwinChecker(rounding=rounding)
+    for i in range(n):
+        s = _shape(rng, device)
+        dt, mdt = STATE_DTYPES[s["dtype"]], getattr(torch, s["model_dtype"])
+        H, K, V = s["H"], s["K"], s["V"]
+        if s["op"] == "decode":
+            B = s["B"]
+            x = kda_inputs(B, H, K, V, dtype=mdt, device=device, generator=gen)
+            pool = random_pool(B + 3, H, K, V, dt, device=device, generator=gen)
+            slots = torch.randperm(B + 3, generator=gen)[:B].to(device=device, dtype=torch.int32)
+            checker.kda_decode(*x.args(), pool, slots)
+        else:
+            lengths = s["lengths"]
+            N = len(lengths)
+            x = kda_inputs(sum(lengths), H, K, V, dtype=mdt, device=device, generator=gen)
+            pool = random_pool(N + 2, H, K, V, dt, device=device, generator=gen)
+            slots = torch.randperm(N + 2, generator=gen)[:N].to(device=device, dtype=torch.int32)
+            init = (torch.rand(N, generator=gen) < 0.5).to(device)
+            intra = torch.bfloat16 if rng.random() < 0.25 else None
+            checker.kda_prefill(*x.args(), pool, slots, random_cu_seqlens(lengths, device=device), init,
+                                intra_chunk_dtype=intra)
+        if progress is not None:
+            progress(i + 1)
+    return checker
+
+
+def _table(title: str, checker) -> str:
+    rows = [f"{title}", f"  {'launch':<16}{'checked':>9}{'passed':>9}{'failed':>9}"]
+    for key, st in sorted(checker.stats.items()):
+        rows.append(f"  {key:<16}{st.checked:>9}{st.passed:>9}{st.failed:>9}")
+    rows.append(f"  {'total':<16}{checker.checked:>9}{checker.passed:>9}{checker.checked - checker.passed:>9}")
+    return "\n".join(rows)
+
+
+def main(args: argparse.Namespace) -> int:
+    import json
+
+    from evalkit.errors import InputError
+
+    device = args.device
+    if device is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"  # before the first kernel import
+    else:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise InputError("--device cuda requested but no CUDA device is visible")
+    n = args.launches if args.launches is not None else (10000 if device == "cuda" else 20)
+    if n < 1:
+        raise InputError("--launches must be at least 1")
+
+    from tqdm import tqdm
+
+    t0 = time.time()
+    with tqdm(total=n, desc="twin check", unit="launch") as bar:
+        checker = run_launches(n, device, seed=args.seed, progress=lambda i: bar.update(1))
+    print(_table(f"fp32-twin check on {device} ({n} launches, {time.time() - t0:.1f} s)", checker))
+    result = {"device": device, "launches": n, "seed": args.seed, "summary": checker.summary(),
+              "checked": checker.checked, "passed": checker.passed}
+    ok = checker.passed == checker.checked
+
+    if args.self_test:
+        m = max(2, min(n, 20))
+        with tqdm(total=m, desc="truncating build", unit="launch") as bar:
+            wrong = run_launches(m, device, seed=args.seed, rounding="rtz", progress=lambda i: bar.update(1))
+        print(_table(f"self-test: deliberately truncating build ({m} launches; every one must fail)", wrong))
+        caught = wrong.checked - wrong.passed
+        result["self_test"] = {"launches": m, "checked": wrong.checked, "caught": caught}
+        ok = ok and caught == wrong.checked
+        print(f"  the check caught {caught} of {wrong.checked} wrong launches")
+
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
