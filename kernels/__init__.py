@@ -55,16 +55,41 @@ def kda_decode(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots) -> t
 
 
 def kda_prefill(
-    q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, cu_seqlens, has_initial_state,
-    *, chunk_size: int = 64, intra_chunk_dtype: torch.dtype | None = None,
+    q,
+    k,
+    v,
+    g_raw,
+    beta_raw,
+    A_log,
+    dt_bias,
+    state_pool,
+    slots,
+    cu_seqlens,
+    has_initial_state,
+    *,
+    chunk_size: int = 64,
+    intra_chunk_dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
     """Packed variable-length KDA prefill; final states stored to pool[slots], rounded once."""
     if use_triton(q):
         from .kda_prefill.wrapper import kda_prefill as impl
     else:
         impl = cpu.kda_prefill
-    return impl(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, cu_seqlens, has_initial_state,
-                chunk_size=chunk_size, intra_chunk_dtype=intra_chunk_dtype)
+    return impl(
+        q,
+        k,
+        v,
+        g_raw,
+        beta_raw,
+        A_log,
+        dt_bias,
+        state_pool,
+        slots,
+        cu_seqlens,
+        has_initial_state,
+        chunk_size=chunk_size,
+        intra_chunk_dtype=intra_chunk_dtype,
+    )
 
 
 def causal_conv1d_prefill(x, weight, conv_pool, slots, cu_seqlens, has_initial_state) -> torch.Tensor:

@@ -36,9 +36,7 @@ def resolve_state_dtype(name_or_dtype: str | torch.dtype) -> torch.dtype:
     aliases = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "half": "fp16"}
     key = aliases.get(str(name_or_dtype), str(name_or_dtype))
     if key not in STATE_DTYPES:
-        raise KernelInputError(
-            f"unknown state dtype {name_or_dtype!r}; supported: {', '.join(STATE_DTYPES)}"
-        )
+        raise KernelInputError(f"unknown state dtype {name_or_dtype!r}; supported: {', '.join(STATE_DTYPES)}")
     return STATE_DTYPES[key]
 
 
@@ -53,8 +51,9 @@ def flat_a_log(A_log: torch.Tensor, H: int) -> torch.Tensor:
     return A_log.reshape(H)
 
 
-def check_kda_args(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, *, packed: bool,
-                   allow_f64_pool: bool = False) -> None:
+def check_kda_args(
+    q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, *, packed: bool, allow_f64_pool: bool = False
+) -> None:
     """Shape/dtype/device checks shared by decode ([B,H,K]) and packed prefill ([T,H,K]).
 
     `allow_f64_pool`: the float64 reference may also carry an exact (float64) pool."""
@@ -65,8 +64,9 @@ def check_kda_args(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, 
     _require(k.shape == q.shape, f"k shape {tuple(k.shape)} != q shape {tuple(q.shape)}")
     _require(g_raw.shape == q.shape, f"g_raw shape {tuple(g_raw.shape)} != q shape {tuple(q.shape)}")
     _require(v.dim() == 3 and v.shape[:2] == (n, H), f"v must be [{what}, H, V], got {tuple(v.shape)}")
-    _require(beta_raw.shape == (n, H),
-             f"beta_raw must be [{what}, H] = {(n, H)}, got {tuple(beta_raw.shape)}")
+    _require(
+        beta_raw.shape == (n, H), f"beta_raw must be [{what}, H] = {(n, H)}, got {tuple(beta_raw.shape)}"
+    )
     _require(dt_bias.numel() == H * K, f"dt_bias has {dt_bias.numel()} elements, expected H*K = {H * K}")
     flat_a_log(A_log, H)
     if not (allow_f64_pool and state_pool.dtype == torch.float64):
@@ -81,14 +81,18 @@ def check_kda_args(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, 
     _require(len(devs) == 1, f"all tensors must be on one device, got {sorted(map(str, devs))}")
 
 
-def check_varlen(cu_seqlens: torch.Tensor, has_initial_state: torch.Tensor, slots: torch.Tensor,
-                 T: int) -> None:
+def check_varlen(
+    cu_seqlens: torch.Tensor, has_initial_state: torch.Tensor, slots: torch.Tensor, T: int
+) -> None:
     _require(cu_seqlens.dim() == 1 and cu_seqlens.numel() >= 2, "cu_seqlens must be [N+1] with N >= 1")
     N = cu_seqlens.numel() - 1
     _require(slots.numel() == N, f"slots has {slots.numel()} entries, expected one per sequence ({N})")
-    _require(has_initial_state.numel() == N,
-             f"has_initial_state has {has_initial_state.numel()} entries, expected {N}")
+    _require(
+        has_initial_state.numel() == N,
+        f"has_initial_state has {has_initial_state.numel()} entries, expected {N}",
+    )
     cu = cu_seqlens.tolist()
-    _require(cu[0] == 0 and cu[-1] == T,
-             f"cu_seqlens must start at 0 and end at T={T}, got {cu[0]}..{cu[-1]}")
+    _require(
+        cu[0] == 0 and cu[-1] == T, f"cu_seqlens must start at 0 and end at T={T}, got {cu[0]}..{cu[-1]}"
+    )
     _require(all(b >= a for a, b in zip(cu, cu[1:])), "cu_seqlens must be non-decreasing")

@@ -57,8 +57,20 @@ def kda_decode(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots) -> t
 
 
 def kda_prefill(
-    q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, cu_seqlens, has_initial_state,
-    *, chunk_size: int = 64, intra_chunk_dtype: torch.dtype | None = None,
+    q,
+    k,
+    v,
+    g_raw,
+    beta_raw,
+    A_log,
+    dt_bias,
+    state_pool,
+    slots,
+    cu_seqlens,
+    has_initial_state,
+    *,
+    chunk_size: int = 64,
+    intra_chunk_dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
     check_kda_args(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, packed=True)
     check_varlen(cu_seqlens, has_initial_state, slots, q.shape[0])
@@ -97,7 +109,7 @@ def causal_conv1d_prefill(x, weight, conv_pool, slots, cu_seqlens, has_initial_s
             prev = torch.zeros_like(prev)
         window = torch.cat([prev, x[bos:eos].to(F32).T], dim=1)
         y[bos:eos] = F.silu(F.conv1d(window[None], w, groups=C)[0]).T
-        conv_pool[slot] = window[:, -(W - 1):].to(conv_pool.dtype)
+        conv_pool[slot] = window[:, -(W - 1) :].to(conv_pool.dtype)
     return y.to(x.dtype)
 
 

@@ -57,8 +57,9 @@ def _prepared(q, k, v, g_raw, beta_raw, A_log, dt_bias):
 
 def kda_decode(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots) -> torch.Tensor:
     """One token per sequence; pool rows `slots` updated in place (rounded RTNE to the pool dtype)."""
-    check_kda_args(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, packed=False,
-                   allow_f64_pool=True)
+    check_kda_args(
+        q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, packed=False, allow_f64_pool=True
+    )
     qn, kn, vv, g, beta = _prepared(q, k, v, g_raw, beta_raw, A_log, dt_bias)
     B, H, _ = q.shape
     o = torch.empty(B, H, v.shape[-1], dtype=F64, device=q.device)
@@ -72,14 +73,27 @@ def kda_decode(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots) -> t
 
 
 def kda_prefill(
-    q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, cu_seqlens, has_initial_state,
-    *, chunk_size: int = 64, intra_chunk_dtype: torch.dtype | None = None,
+    q,
+    k,
+    v,
+    g_raw,
+    beta_raw,
+    A_log,
+    dt_bias,
+    state_pool,
+    slots,
+    cu_seqlens,
+    has_initial_state,
+    *,
+    chunk_size: int = 64,
+    intra_chunk_dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
     """Packed variable-length prefill. Each sequence starts from its slot (or zeros), its final
     state is stored once, rounded to the pool dtype. With `intra_chunk_dtype` the carried state is
     rounded to that dtype after every `chunk_size` tokens that are not the sequence's last."""
-    check_kda_args(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, packed=True,
-                   allow_f64_pool=True)
+    check_kda_args(
+        q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, packed=True, allow_f64_pool=True
+    )
     check_varlen(cu_seqlens, has_initial_state, slots, q.shape[0])
     qn, kn, vv, g, beta = _prepared(q, k, v, g_raw, beta_raw, A_log, dt_bias)
     T, H, K = q.shape
@@ -118,7 +132,7 @@ def causal_conv1d_prefill(x, weight, conv_pool, slots, cu_seqlens, has_initial_s
         window = torch.cat([prev, x[bos:eos].to(F64).T], dim=1)  # [C, W-1+L]
         for t in range(eos - bos):
             y[bos + t] = torch.nn.functional.silu((window[:, t : t + W] * w).sum(-1))
-        conv_pool[slot] = window[:, -(W - 1):].to(conv_pool.dtype)
+        conv_pool[slot] = window[:, -(W - 1) :].to(conv_pool.dtype)
     return y
 
 

@@ -25,15 +25,32 @@ class KdaInputs:
 
     def rows(self, idx) -> KdaInputs:
         """The same layer parameters with a subset of token rows (e.g. one decode step)."""
-        return KdaInputs(self.q[idx], self.k[idx], self.v[idx], self.g_raw[idx], self.beta_raw[idx],
-                         self.A_log, self.dt_bias)
+        return KdaInputs(
+            self.q[idx],
+            self.k[idx],
+            self.v[idx],
+            self.g_raw[idx],
+            self.beta_raw[idx],
+            self.A_log,
+            self.dt_bias,
+        )
 
 
-def kda_inputs(n: int, H: int, K: int, V: int, *, dtype=torch.float32, device="cpu",
-               generator: torch.Generator | None = None, strong_decay: float = 0.2) -> KdaInputs:
+def kda_inputs(
+    n: int,
+    H: int,
+    K: int,
+    V: int,
+    *,
+    dtype=torch.float32,
+    device="cpu",
+    generator: torch.Generator | None = None,
+    strong_decay: float = 0.2,
+) -> KdaInputs:
     """n rows (tokens or sequences) of q/k/v/g_raw [n, H, K|V], beta_raw [n, H]; A_log [H], dt_bias [H*K].
 
     `strong_decay` is the fraction of channels whose gate input is pushed up (fast forgetting)."""
+
     def rnd(*shape, scale=1.0):
         return torch.randn(*shape, generator=generator, dtype=torch.float32) * scale
 
@@ -42,15 +59,35 @@ def kda_inputs(n: int, H: int, K: int, V: int, *, dtype=torch.float32, device="c
     g_raw = g_raw + boost
     A_log = torch.log(torch.rand(H, generator=generator) * 3.0 + 0.5)
     t = KdaInputs(
-        q=rnd(n, H, K), k=rnd(n, H, K), v=rnd(n, H, V), g_raw=g_raw, beta_raw=rnd(n, H, scale=1.5),
-        A_log=A_log, dt_bias=rnd(H * K, scale=0.5),
+        q=rnd(n, H, K),
+        k=rnd(n, H, K),
+        v=rnd(n, H, V),
+        g_raw=g_raw,
+        beta_raw=rnd(n, H, scale=1.5),
+        A_log=A_log,
+        dt_bias=rnd(H * K, scale=0.5),
     )
-    return KdaInputs(*(x.to(device=device, dtype=dtype) if x is not t.A_log and x is not t.dt_bias
-                       else x.to(device=device) for x in t.args()))
+    return KdaInputs(
+        *(
+            x.to(device=device, dtype=dtype)
+            if x is not t.A_log and x is not t.dt_bias
+            else x.to(device=device)
+            for x in t.args()
+        )
+    )
 
 
-def random_pool(S: int, H: int, K: int, V: int, dtype: torch.dtype, *, device="cpu",
-                generator: torch.Generator | None = None, scale: float = 0.5) -> torch.Tensor:
+def random_pool(
+    S: int,
+    H: int,
+    K: int,
+    V: int,
+    dtype: torch.dtype,
+    *,
+    device="cpu",
+    generator: torch.Generator | None = None,
+    scale: float = 0.5,
+) -> torch.Tensor:
     """A state pool with random contents (as if earlier tokens had filled it), in `dtype`."""
     return (torch.randn(S, H, K, V, generator=generator) * scale).to(device=device, dtype=dtype)
 

@@ -37,13 +37,19 @@ class TwinStats:
         return self.checked - self.passed
 
     def as_dict(self) -> dict:
-        return {"checked": self.checked, "passed": self.passed, "failed": self.failed,
-                "failures": self.failures[:20]}
+        return {
+            "checked": self.checked,
+            "passed": self.passed,
+            "failed": self.failed,
+            "failures": self.failures[:20],
+        }
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:
     """The raw bit pattern (NaN == NaN, -0 != +0): what 'bit-identical' means here."""
-    return t.contiguous().view({1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+    return t.contiguous().view(
+        {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+    )
 
 
 def bit_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -105,10 +111,13 @@ class TwinChecker:
             from .kda_decode.wrapper import kda_decode as impl
 
             config = decode_config(state_pool.dtype, v.shape[-1])
-            launch = lambda pool, sl, rounding: impl(q, k, v, g_raw, beta_raw, A_log, dt_bias, pool, sl,
-                                                    config=config, rounding=rounding)
+            launch = lambda pool, sl, rounding: impl(
+                q, k, v, g_raw, beta_raw, A_log, dt_bias, pool, sl, config=config, rounding=rounding
+            )
         else:
-            launch = lambda pool, sl, rounding: cpu.kda_decode(q, k, v, g_raw, beta_raw, A_log, dt_bias, pool, sl)
+            launch = lambda pool, sl, rounding: cpu.kda_decode(
+                q, k, v, g_raw, beta_raw, A_log, dt_bias, pool, sl
+            )
         if not self._due(state_pool):
             return launch(state_pool, slots, "rtne")
         idx = slots.long()
@@ -119,18 +128,58 @@ class TwinChecker:
         self._compare(f"decode/{state_dtype_name(state_pool.dtype)}", o, o_twin, state_pool[idx], twin)
         return o
 
-    def kda_prefill(self, q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, cu_seqlens,
-                    has_initial_state, *, chunk_size: int = 64, intra_chunk_dtype=None) -> torch.Tensor:
+    def kda_prefill(
+        self,
+        q,
+        k,
+        v,
+        g_raw,
+        beta_raw,
+        A_log,
+        dt_bias,
+        state_pool,
+        slots,
+        cu_seqlens,
+        has_initial_state,
+        *,
+        chunk_size: int = 64,
+        intra_chunk_dtype=None,
+    ) -> torch.Tensor:
         if _use_triton(q):
             from .kda_prefill.wrapper import kda_prefill as impl
 
-            launch = lambda pool, sl, rounding: impl(q, k, v, g_raw, beta_raw, A_log, dt_bias, pool, sl, cu_seqlens,
-                                                    has_initial_state, chunk_size=chunk_size,
-                                                    intra_chunk_dtype=intra_chunk_dtype, rounding=rounding)
+            launch = lambda pool, sl, rounding: impl(
+                q,
+                k,
+                v,
+                g_raw,
+                beta_raw,
+                A_log,
+                dt_bias,
+                pool,
+                sl,
+                cu_seqlens,
+                has_initial_state,
+                chunk_size=chunk_size,
+                intra_chunk_dtype=intra_chunk_dtype,
+                rounding=rounding,
+            )
         else:
-            launch = lambda pool, sl, rounding: cpu.kda_prefill(q, k, v, g_raw, beta_raw, A_log, dt_bias, pool, sl,
-                                                               cu_seqlens, has_initial_state, chunk_size=chunk_size,
-                                                               intra_chunk_dtype=intra_chunk_dtype)
+            launch = lambda pool, sl, rounding: cpu.kda_prefill(
+                q,
+                k,
+                v,
+                g_raw,
+                beta_raw,
+                A_log,
+                dt_bias,
+                pool,
+                sl,
+                cu_seqlens,
+                has_initial_state,
+                chunk_size=chunk_size,
+                intra_chunk_dtype=intra_chunk_dtype,
+            )
         if not self._due(state_pool):
             return launch(state_pool, slots, "rtne")
         idx = slots.long()
@@ -149,6 +198,8 @@ class TwinChecker:
         want = twin32.to(rows16.dtype)  # torch rounds to nearest even
         if not bit_equal(rows16, want):
             n = int((bits(rows16) != bits(want)).sum())
-            self._record(key, False, f"stored state != RTNE(fp32 twin state) in {n} of {want.numel()} elements")
+            self._record(
+                key, False, f"stored state != RTNE(fp32 twin state) in {n} of {want.numel()} elements"
+            )
             return
         self._record(key, True, "")

@@ -42,7 +42,13 @@ def test_reference_matches_transformers_recurrent_and_gate():
     assert rel_err(g_tf, g) < 1e-6
     beta = torch.sigmoid(x.beta_raw)
     o_tf, S_tf = M.recurrent_kimi_delta_attention(
-        x.q[None], x.k[None], x.v[None], g.float()[None], beta[None], S0.clone(), True,
+        x.q[None],
+        x.k[None],
+        x.v[None],
+        g.float()[None],
+        beta[None],
+        S0.clone(),
+        True,
         use_qk_l2norm_in_kernel=True,
     )
     pool = S0.double().clone()
@@ -150,8 +156,13 @@ def test_cpu_conv_and_norm_match_reference():
     assert y.dtype == torch.bfloat16 and rel_err(y, y_ref) < 1e-2
     assert torch.equal(pool, pool_ref)  # raw inputs are copied, not rounded
     xd = torch.randn(3, C, dtype=torch.bfloat16)
-    assert rel_err(cpu.causal_conv1d_decode(xd, w, pool, slots),
-                   reference.causal_conv1d_decode(xd, w, pool_ref, slots)) < 1e-2
+    assert (
+        rel_err(
+            cpu.causal_conv1d_decode(xd, w, pool, slots),
+            reference.causal_conv1d_decode(xd, w, pool_ref, slots),
+        )
+        < 1e-2
+    )
     assert torch.equal(pool, pool_ref)
     o, gt, nw = torch.randn(4, H, V), torch.randn(4, H, V), torch.randn(V)
     assert rel_err(cpu.gated_rmsnorm(o, gt, nw, 1e-5), reference.gated_rmsnorm(o, gt, nw, 1e-5)) < 1e-6

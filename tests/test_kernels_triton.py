@@ -12,7 +12,6 @@ import types
 
 import pytest
 import torch
-
 from evalkit.kernels import STATE_DTYPES, KernelInputError, reference
 from evalkit.kernels.kda_prefill.naive import naive_chunked_kda
 from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool
@@ -164,7 +163,9 @@ def test_prefill_in_pieces_equals_one_piece(tk):
     yes = torch.tensor([True])
     o_one = tk.prefill.kda_prefill(*x.args(), pool_a, slot, random_cu_seqlens([T]), yes)
     o_1 = tk.prefill.kda_prefill(*x.rows(slice(0, cut)).args(), pool_b, slot, random_cu_seqlens([cut]), yes)
-    o_2 = tk.prefill.kda_prefill(*x.rows(slice(cut, T)).args(), pool_b, slot, random_cu_seqlens([T - cut]), yes)
+    o_2 = tk.prefill.kda_prefill(
+        *x.rows(slice(cut, T)).args(), pool_b, slot, random_cu_seqlens([T - cut]), yes
+    )
     assert rel_err(torch.cat([o_1, o_2]), o_one) < 1e-5
     assert rel_err(pool_b, pool_a) < 1e-5
 
@@ -172,8 +173,14 @@ def test_prefill_in_pieces_equals_one_piece(tk):
 def test_prefill_refuses_other_chunk_sizes(tk):
     x = kda_inputs(4, H, 16, 16)
     with pytest.raises(KernelInputError, match="chunks of 64"):
-        tk.prefill.kda_prefill(*x.args(), random_pool(1, H, 16, 16, torch.float32), torch.tensor([0]),
-                               random_cu_seqlens([4]), torch.tensor([False]), chunk_size=32)
+        tk.prefill.kda_prefill(
+            *x.args(),
+            random_pool(1, H, 16, 16, torch.float32),
+            torch.tensor([0]),
+            random_cu_seqlens([4]),
+            torch.tensor([False]),
+            chunk_size=32,
+        )
 
 
 def test_naive_chunked_form_matches_reference():
@@ -185,7 +192,9 @@ def test_naive_chunked_form_matches_reference():
     g, beta = reference.gate(x.g_raw, x.A_log, x.dt_bias), torch.sigmoid(x.beta_raw.double())
     o, S = naive_chunked_kda(qn, kn, x.v.double(), g, beta, S0)
     pool = S0[None].clone()
-    o_ref = reference.kda_prefill(*x.args(), pool, torch.tensor([0]), random_cu_seqlens([T]), torch.tensor([True]))
+    o_ref = reference.kda_prefill(
+        *x.args(), pool, torch.tensor([0]), random_cu_seqlens([T]), torch.tensor([True])
+    )
     assert rel_err(o, o_ref) < 1e-9 and rel_err(S, pool[0]) < 1e-9
 
 

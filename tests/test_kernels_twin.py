@@ -7,7 +7,6 @@ import importlib
 
 import pytest
 import torch
-
 from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool
 from evalkit.kernels.twin_check import TwinChecker, TwinMismatch
 
@@ -37,8 +36,13 @@ def _prefill_launch(checker: TwinChecker, dtype):
     lengths = [int(torch.randint(1, 70, ())), int(torch.randint(1, 20, ()))]
     x = kda_inputs(sum(lengths), H, K, V)
     pool = random_pool(4, H, K, V, dtype)
-    checker.kda_prefill(*x.args(), pool, torch.tensor([3, 0], dtype=torch.int32), random_cu_seqlens(lengths),
-                        torch.tensor([True, False]))
+    checker.kda_prefill(
+        *x.args(),
+        pool,
+        torch.tensor([3, 0], dtype=torch.int32),
+        random_cu_seqlens(lengths),
+        torch.tensor([True, False]),
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

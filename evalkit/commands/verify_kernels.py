@@ -15,13 +15,24 @@ import time
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--launches", type=int, default=None,
-                        help="number of checked launches (default: 10000 on cuda, 20 on cpu)")
-    parser.add_argument("--device", choices=["cuda", "cpu"], default=None,
-                        help="cuda (compiled Triton) or cpu (Triton interpreter); default: cuda if available")
+    parser.add_argument(
+        "--launches",
+        type=int,
+        default=None,
+        help="number of checked launches (default: 10000 on cuda, 20 on cpu)",
+    )
+    parser.add_argument(
+        "--device",
+        choices=["cuda", "cpu"],
+        default=None,
+        help="cuda (compiled Triton) or cpu (Triton interpreter); default: cuda if available",
+    )
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: fresh)")
-    parser.add_argument("--self-test", action="store_true",
-                        help="also run a truncating (wrong) build and require every launch of it to fail")
+    parser.add_argument(
+        "--self-test",
+        action="store_true",
+        help="also run a truncating (wrong) build and require every launch of it to fail",
+    )
     parser.add_argument("--json", default=None, help="also write the counts to this JSON file")
 
 
@@ -43,7 +54,6 @@ def _shape(rng: random.Random, device: str) -> dict:
 def run_launches(n: int, device: str, *, seed: int | None, rounding: str = "rtne", progress=None):
     """Run n checked launches of random shapes; returns the TwinChecker with its counts."""
     import torch
-
     from evalkit.kernels import STATE_DTYPES
     from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool
     from evalkit.kernels.twin_check import TwinChecker
@@ -69,8 +79,14 @@ def run_launches(n: int, device: str, *, seed: int | None, rounding: str = "rtne
             slots = torch.randperm(N + 2, generator=gen)[:N].to(device=device, dtype=torch.int32)
             init = (torch.rand(N, generator=gen) < 0.5).to(device)
             intra = torch.bfloat16 if rng.random() < 0.25 else None
-            checker.kda_prefill(*x.args(), pool, slots, random_cu_seqlens(lengths, device=device), init,
-                                intra_chunk_dtype=intra)
+            checker.kda_prefill(
+                *x.args(),
+                pool,
+                slots,
+                random_cu_seqlens(lengths, device=device),
+                init,
+                intra_chunk_dtype=intra,
+            )
         if progress is not None:
             progress(i + 1)
     return checker
@@ -80,7 +96,9 @@ def _table(title: str, checker) -> str:
     rows = [f"{title}", f"  {'launch':<16}{'checked':>9}{'passed':>9}{'failed':>9}"]
     for key, st in sorted(checker.stats.items()):
         rows.append(f"  {key:<16}{st.checked:>9}{st.passed:>9}{st.failed:>9}")
-    rows.append(f"  {'total':<16}{checker.checked:>9}{checker.passed:>9}{checker.checked - checker.passed:>9}")
+    rows.append(
+        f"  {'total':<16}{checker.checked:>9}{checker.passed:>9}{checker.checked - checker.passed:>9}"
+    )
     return "\n".join(rows)
 
 
@@ -111,8 +129,14 @@ def main(args: argparse.Namespace) -> int:
     with tqdm(total=n, desc="twin check", unit="launch") as bar:
         checker = run_launches(n, device, seed=args.seed, progress=lambda i: bar.update(1))
     print(_table(f"fp32-twin check on {device} ({n} launches, {time.time() - t0:.1f} s)", checker))
-    result = {"device": device, "launches": n, "seed": args.seed, "summary": checker.summary(),
-              "checked": checker.checked, "passed": checker.passed}
+    result = {
+        "device": device,
+        "launches": n,
+        "seed": args.seed,
+        "summary": checker.summary(),
+        "checked": checker.checked,
+        "passed": checker.passed,
+    }
     ok = checker.passed == checker.checked
 
     if args.self_test:

@@ -7,7 +7,9 @@ import triton.language as tl
 
 
 @triton.jit
-def gated_rmsnorm_kernel(o, gate, weight, y, n_rows, eps, V: tl.constexpr, BR: tl.constexpr, BV: tl.constexpr):
+def gated_rmsnorm_kernel(
+    o, gate, weight, y, n_rows, eps, V: tl.constexpr, BR: tl.constexpr, BV: tl.constexpr
+):
     i_r = tl.program_id(0)
     o_r = (i_r * BR + tl.arange(0, BR)).to(tl.int64)
     o_v = tl.arange(0, BV)

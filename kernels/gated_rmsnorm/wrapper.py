@@ -24,6 +24,7 @@ def gated_rmsnorm(o, gate, weight, eps: float) -> torch.Tensor:
         return y
     BV = triton.next_power_of_2(V)
     BR = max(1, min(16, 4096 // BV))
-    gated_rmsnorm_kernel[(triton.cdiv(n_rows, BR),)](o, gate, weight.contiguous(), y, n_rows, float(eps),
-                                                     V=V, BR=BR, BV=BV)
+    gated_rmsnorm_kernel[(triton.cdiv(n_rows, BR),)](
+        o, gate, weight.contiguous(), y, n_rows, float(eps), V=V, BR=BR, BV=BV
+    )
     return y

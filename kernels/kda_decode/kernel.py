@@ -20,11 +20,25 @@ from ..triton_common import kda_gate, l2norm_vec, round_state
 
 @triton.jit
 def kda_decode_kernel(
-    q, k, v, g_raw, beta_raw, a_log, dt_bias, pool, slots, o,
+    q,
+    k,
+    v,
+    g_raw,
+    beta_raw,
+    a_log,
+    dt_bias,
+    pool,
+    slots,
+    o,
     scale,
-    H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    BK: tl.constexpr, BV: tl.constexpr, VEC: tl.constexpr,
-    STATE_DTYPE: tl.constexpr, ROUND_RTZ: tl.constexpr,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    VEC: tl.constexpr,
+    STATE_DTYPE: tl.constexpr,
+    ROUND_RTZ: tl.constexpr,
 ):
     i_v = tl.program_id(0)
     i_bh = tl.program_id(1).to(tl.int64)

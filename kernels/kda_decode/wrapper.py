@@ -21,8 +21,19 @@ def decode_config(pool_dtype: torch.dtype, V: int) -> tuple[int, int]:
 
 
 def kda_decode(
-    q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, *,
-    out: torch.Tensor | None = None, config: tuple[int, int] | None = None, rounding: str = "rtne",
+    q,
+    k,
+    v,
+    g_raw,
+    beta_raw,
+    A_log,
+    dt_bias,
+    state_pool,
+    slots,
+    *,
+    out: torch.Tensor | None = None,
+    config: tuple[int, int] | None = None,
+    rounding: str = "rtne",
 ) -> torch.Tensor:
     """One token per sequence; see `evalkit.kernels.kda_decode`. `config` = (BV, num_warps)
     overrides the tile (the twin check runs the fp32 twin with the 16-bit launch's tile);
@@ -40,10 +51,25 @@ def kda_decode(
     BK = triton.next_power_of_2(K)
     grid = (triton.cdiv(V, BV), B * H)
     kda_decode_kernel[grid](
-        q, k, v, g_raw, beta_raw, flat_a_log(A_log, H).contiguous(), dt_bias.contiguous(),
-        state_pool, slots.contiguous(), out, K**-0.5,
-        H=H, K=K, V=V, BK=BK, BV=BV, VEC=min(VEC, BV),
-        STATE_DTYPE=state_constexpr(state_pool), ROUND_RTZ=rounding_flag(rounding),
+        q,
+        k,
+        v,
+        g_raw,
+        beta_raw,
+        flat_a_log(A_log, H).contiguous(),
+        dt_bias.contiguous(),
+        state_pool,
+        slots.contiguous(),
+        out,
+        K**-0.5,
+        H=H,
+        K=K,
+        V=V,
+        BK=BK,
+        BV=BV,
+        VEC=min(VEC, BV),
+        STATE_DTYPE=state_constexpr(state_pool),
+        ROUND_RTZ=rounding_flag(rounding),
         num_warps=num_warps,
     )
     return out

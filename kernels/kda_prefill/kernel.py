@@ -62,8 +62,16 @@ def _load_row(base, t, t_end, H, i_h, D: tl.constexpr, BD: tl.constexpr):
 # ----------------------------------------------------------------------------------------- 1
 @triton.jit
 def gate_cumsum_kernel(
-    g_raw, a_log, dt_bias, G, chunk_start, chunk_end,
-    H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+    g_raw,
+    a_log,
+    dt_bias,
+    G,
+    chunk_start,
+    chunk_end,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
 ):
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
@@ -81,9 +89,20 @@ def gate_cumsum_kernel(
 # ----------------------------------------------------------------------------------------- 2
 @triton.jit
 def intra_kernel(
-    q, k, G, beta_raw, Akk, Aqk, chunk_start, chunk_end,
+    q,
+    k,
+    G,
+    beta_raw,
+    Akk,
+    Aqk,
+    chunk_start,
+    chunk_end,
     scale,
-    H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr, BK: tl.constexpr,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    BT: tl.constexpr,
+    BC: tl.constexpr,
+    BK: tl.constexpr,
     DOT_PREC: tl.constexpr,
 ):
     i_c = tl.program_id(0)
@@ -101,8 +120,9 @@ def intra_kernel(
         b_ki = l2norm_rows(_load_rows(k, r0, t1, H, i_h, K, BC, BK))
         b_gi = _load_rows(G, r0, t1, H, i_h, K, BC, BK)
         b_gr = _load_row(G, r0, t1, H, i_h, K, BK)
-        b_beta = tl.sigmoid(tl.load(beta_raw + (r0 + o_i).to(tl.int64) * H + i_h, mask=m_i, other=0.0).to(
-            tl.float32))
+        b_beta = tl.sigmoid(
+            tl.load(beta_raw + (r0 + o_i).to(tl.int64) * H + i_h, mask=m_i, other=0.0).to(tl.float32)
+        )
 
         # off-diagonal blocks: columns j < r0, through the reference row r0
         b_kall = l2norm_rows(_load_rows(k, t0, t1, H, i_h, K, BT, BK))
@@ -156,17 +176,41 @@ def _inv_unit_lower(Akk, t0, t1, H, i_h, I: tl.constexpr, BT: tl.constexpr, BC: 
 
 
 @triton.jit
-def _wy_rows(b_t0, b_t1, b_t2, b_t3, NJ: tl.constexpr, k, v, G, beta_raw, W, U, t0, t1, H, i_h,
-             I: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BC: tl.constexpr, BK: tl.constexpr,
-             BV: tl.constexpr, DOT_PREC: tl.constexpr):
+def _wy_rows(
+    b_t0,
+    b_t1,
+    b_t2,
+    b_t3,
+    NJ: tl.constexpr,
+    k,
+    v,
+    G,
+    beta_raw,
+    W,
+    U,
+    t0,
+    t1,
+    H,
+    i_h,
+    I: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BC: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+):
     """W rows of block I = sum_{J<=I} T_IJ (beta k e^G)_J and U rows = sum_J T_IJ (beta v)_J."""
     b_w = tl.zeros([BC, BK], dtype=tl.float32)
     b_u = tl.zeros([BC, BV], dtype=tl.float32)
     for J in tl.static_range(NJ):
         rJ = t0 + J * BC
         o_i = tl.arange(0, BC)
-        b_beta = tl.sigmoid(tl.load(beta_raw + (rJ + o_i).to(tl.int64) * H + i_h, mask=(rJ + o_i) < t1,
-                                    other=0.0).to(tl.float32))
+        b_beta = tl.sigmoid(
+            tl.load(beta_raw + (rJ + o_i).to(tl.int64) * H + i_h, mask=(rJ + o_i) < t1, other=0.0).to(
+                tl.float32
+            )
+        )
         b_x = l2norm_rows(_load_rows(k, rJ, t1, H, i_h, K, BC, BK))
         b_x = b_x * tl.exp(_load_rows(G, rJ, t1, H, i_h, K, BC, BK)) * b_beta[:, None]
         b_y = _load_rows(v, rJ, t1, H, i_h, V, BC, BV) * b_beta[:, None]
@@ -186,9 +230,23 @@ def _wy_rows(b_t0, b_t1, b_t2, b_t3, NJ: tl.constexpr, k, v, G, beta_raw, W, U, 
 
 @triton.jit
 def solve_wy_kernel(
-    k, v, G, beta_raw, Akk, W, U, chunk_start, chunk_end,
-    H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr,
-    BK: tl.constexpr, BV: tl.constexpr, DOT_PREC: tl.constexpr,
+    k,
+    v,
+    G,
+    beta_raw,
+    Akk,
+    W,
+    U,
+    chunk_start,
+    chunk_end,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BC: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    DOT_PREC: tl.constexpr,
 ):
     tl.static_assert(BT == 4 * BC, "the block solve is written for 4 sub-blocks per chunk")
     i_c = tl.program_id(0)
@@ -210,34 +268,128 @@ def solve_wy_kernel(
     b_a32 = _akk_block(Akk, t0, t1, H, i_h, 3, 2, BT, BC)
     b_t10 = -tl.dot(b_t11, tl.dot(b_a10, b_t00, input_precision=DOT_PREC), input_precision=DOT_PREC)
     b_t21 = -tl.dot(b_t22, tl.dot(b_a21, b_t11, input_precision=DOT_PREC), input_precision=DOT_PREC)
-    b_t20 = -tl.dot(b_t22, tl.dot(b_a20, b_t00, input_precision=DOT_PREC)
-                    + tl.dot(b_a21, b_t10, input_precision=DOT_PREC), input_precision=DOT_PREC)
+    b_t20 = -tl.dot(
+        b_t22,
+        tl.dot(b_a20, b_t00, input_precision=DOT_PREC) + tl.dot(b_a21, b_t10, input_precision=DOT_PREC),
+        input_precision=DOT_PREC,
+    )
     b_t32 = -tl.dot(b_t33, tl.dot(b_a32, b_t22, input_precision=DOT_PREC), input_precision=DOT_PREC)
-    b_t31 = -tl.dot(b_t33, tl.dot(b_a31, b_t11, input_precision=DOT_PREC)
-                    + tl.dot(b_a32, b_t21, input_precision=DOT_PREC), input_precision=DOT_PREC)
-    b_t30 = -tl.dot(b_t33, tl.dot(b_a30, b_t00, input_precision=DOT_PREC)
-                    + tl.dot(b_a31, b_t10, input_precision=DOT_PREC)
-                    + tl.dot(b_a32, b_t20, input_precision=DOT_PREC), input_precision=DOT_PREC)
+    b_t31 = -tl.dot(
+        b_t33,
+        tl.dot(b_a31, b_t11, input_precision=DOT_PREC) + tl.dot(b_a32, b_t21, input_precision=DOT_PREC),
+        input_precision=DOT_PREC,
+    )
+    b_t30 = -tl.dot(
+        b_t33,
+        tl.dot(b_a30, b_t00, input_precision=DOT_PREC)
+        + tl.dot(b_a31, b_t10, input_precision=DOT_PREC)
+        + tl.dot(b_a32, b_t20, input_precision=DOT_PREC),
+        input_precision=DOT_PREC,
+    )
 
-    _wy_rows(b_t00, b_t00, b_t00, b_t00, 1, k, v, G, beta_raw, W, U, t0, t1, H, i_h, 0, K, V, BC, BK, BV,
-             DOT_PREC)
+    _wy_rows(
+        b_t00, b_t00, b_t00, b_t00, 1, k, v, G, beta_raw, W, U, t0, t1, H, i_h, 0, K, V, BC, BK, BV, DOT_PREC
+    )
     if t0 + BC < t1:
-        _wy_rows(b_t10, b_t11, b_t11, b_t11, 2, k, v, G, beta_raw, W, U, t0, t1, H, i_h, 1, K, V, BC, BK, BV,
-                 DOT_PREC)
+        _wy_rows(
+            b_t10,
+            b_t11,
+            b_t11,
+            b_t11,
+            2,
+            k,
+            v,
+            G,
+            beta_raw,
+            W,
+            U,
+            t0,
+            t1,
+            H,
+            i_h,
+            1,
+            K,
+            V,
+            BC,
+            BK,
+            BV,
+            DOT_PREC,
+        )
     if t0 + 2 * BC < t1:
-        _wy_rows(b_t20, b_t21, b_t22, b_t22, 3, k, v, G, beta_raw, W, U, t0, t1, H, i_h, 2, K, V, BC, BK, BV,
-                 DOT_PREC)
+        _wy_rows(
+            b_t20,
+            b_t21,
+            b_t22,
+            b_t22,
+            3,
+            k,
+            v,
+            G,
+            beta_raw,
+            W,
+            U,
+            t0,
+            t1,
+            H,
+            i_h,
+            2,
+            K,
+            V,
+            BC,
+            BK,
+            BV,
+            DOT_PREC,
+        )
     if t0 + 3 * BC < t1:
-        _wy_rows(b_t30, b_t31, b_t32, b_t33, 4, k, v, G, beta_raw, W, U, t0, t1, H, i_h, 3, K, V, BC, BK, BV,
-                 DOT_PREC)
+        _wy_rows(
+            b_t30,
+            b_t31,
+            b_t32,
+            b_t33,
+            4,
+            k,
+            v,
+            G,
+            beta_raw,
+            W,
+            U,
+            t0,
+            t1,
+            H,
+            i_h,
+            3,
+            K,
+            V,
+            BC,
+            BK,
+            BV,
+            DOT_PREC,
+        )
 
 
 # ----------------------------------------------------------------------------------------- 4
 @triton.jit
 def state_pass_kernel(
-    k, G, W, U, Vn, Hs, pool, slots, cu_seqlens, chunk_offsets, has_initial_state,
-    H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
-    BV: tl.constexpr, DOT_PREC: tl.constexpr, STATE_DTYPE: tl.constexpr, ROUND_RTZ: tl.constexpr,
+    k,
+    G,
+    W,
+    U,
+    Vn,
+    Hs,
+    pool,
+    slots,
+    cu_seqlens,
+    chunk_offsets,
+    has_initial_state,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+    STATE_DTYPE: tl.constexpr,
+    ROUND_RTZ: tl.constexpr,
     INTRA_BF16: tl.constexpr,
 ):
     i_v = tl.program_id(0)
@@ -302,10 +454,22 @@ def _store_vblock(base, x, t0, t1, H, i_h, i_v, V: tl.constexpr, BT: tl.constexp
 # ----------------------------------------------------------------------------------------- 5
 @triton.jit
 def output_kernel(
-    q, G, Aqk, Vn, Hs, o, chunk_start, chunk_end,
+    q,
+    G,
+    Aqk,
+    Vn,
+    Hs,
+    o,
+    chunk_start,
+    chunk_end,
     scale,
-    H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
-    BV: tl.constexpr, DOT_PREC: tl.constexpr,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    DOT_PREC: tl.constexpr,
 ):
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
@@ -315,8 +479,9 @@ def output_kernel(
     o_k = tl.arange(0, BK)
     o_v = i_v * BV + tl.arange(0, BV)
     m_s = (o_k < K)[:, None] & (o_v < V)[None, :]
-    b_s = tl.load(Hs + (i_c.to(tl.int64) * H + i_h) * K * V + o_k[:, None] * V + o_v[None, :], mask=m_s,
-                  other=0.0)
+    b_s = tl.load(
+        Hs + (i_c.to(tl.int64) * H + i_h) * K * V + o_k[:, None] * V + o_v[None, :], mask=m_s, other=0.0
+    )
     b_q = l2norm_rows(_load_rows(q, t0, t1, H, i_h, K, BT, BK)) * scale
     b_qg = b_q * tl.exp(_load_rows(G, t0, t1, H, i_h, K, BT, BK))
     b_a = _load_rows(Aqk, t0, t1, H, i_h, BT, BT, BT)

@@ -33,9 +33,23 @@ def chunk_table(cu: list[int], device) -> tuple[torch.Tensor, torch.Tensor, torc
 
 
 def kda_prefill(
-    q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, cu_seqlens, has_initial_state,
-    *, chunk_size: int = CHUNK, intra_chunk_dtype: torch.dtype | None = None,
-    out: torch.Tensor | None = None, rounding: str = "rtne", dot_precision: str | None = None,
+    q,
+    k,
+    v,
+    g_raw,
+    beta_raw,
+    A_log,
+    dt_bias,
+    state_pool,
+    slots,
+    cu_seqlens,
+    has_initial_state,
+    *,
+    chunk_size: int = CHUNK,
+    intra_chunk_dtype: torch.dtype | None = None,
+    out: torch.Tensor | None = None,
+    rounding: str = "rtne",
+    dot_precision: str | None = None,
 ) -> torch.Tensor:
     """Packed variable-length prefill; see `evalkit.kernels.kda_prefill`. `rounding='rtz'` builds
     the deliberately wrong truncating variant (tests of the twin check only)."""
@@ -43,9 +57,13 @@ def kda_prefill(
     check_varlen(cu_seqlens, has_initial_state, slots, q.shape[0])
     check_triton_device(state_pass_kernel, q)
     if chunk_size != CHUNK:
-        raise KernelInputError(f"the Triton prefill uses chunks of {CHUNK} tokens, got chunk_size={chunk_size}")
+        raise KernelInputError(
+            f"the Triton prefill uses chunks of {CHUNK} tokens, got chunk_size={chunk_size}"
+        )
     if intra_chunk_dtype not in (None, torch.float32, torch.bfloat16):
-        raise KernelInputError(f"intra_chunk_dtype must be None, torch.float32 or torch.bfloat16, got {intra_chunk_dtype}")
+        raise KernelInputError(
+            f"intra_chunk_dtype must be None, torch.float32 or torch.bfloat16, got {intra_chunk_dtype}"
+        )
     T, H, K = q.shape
     V = v.shape[-1]
     if K > 256 or V > 256:
@@ -71,28 +89,94 @@ def kda_prefill(
     Hs = torch.empty(max(NC, 1), H, K, V, **f32)
 
     if NC > 0:
-        gate_cumsum_kernel[(NC, H)](g_raw, a_log, dt_bias.contiguous(), G, c_start, c_end,
-                                    H=H, K=K, BT=CHUNK, BK=BK)
-        intra_kernel[(NC, H, CHUNK // SUB)](q, k, G, beta_raw, Akk, Aqk, c_start, c_end, scale,
-                                            H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, DOT_PREC=prec,
-                                            num_warps=INTRA_WARPS)
-        solve_wy_kernel[(NC, H)](k, v, G, beta_raw, Akk, W, U, c_start, c_end,
-                                 H=H, K=K, V=V, BT=CHUNK, BC=SUB, BK=BK, BV=BVf, DOT_PREC=prec,
-                                 num_warps=SOLVE_WARPS)
+        gate_cumsum_kernel[(NC, H)](
+            g_raw, a_log, dt_bias.contiguous(), G, c_start, c_end, H=H, K=K, BT=CHUNK, BK=BK
+        )
+        intra_kernel[(NC, H, CHUNK // SUB)](
+            q,
+            k,
+            G,
+            beta_raw,
+            Akk,
+            Aqk,
+            c_start,
+            c_end,
+            scale,
+            H=H,
+            K=K,
+            BT=CHUNK,
+            BC=SUB,
+            BK=BK,
+            DOT_PREC=prec,
+            num_warps=INTRA_WARPS,
+        )
+        solve_wy_kernel[(NC, H)](
+            k,
+            v,
+            G,
+            beta_raw,
+            Akk,
+            W,
+            U,
+            c_start,
+            c_end,
+            H=H,
+            K=K,
+            V=V,
+            BT=CHUNK,
+            BC=SUB,
+            BK=BK,
+            BV=BVf,
+            DOT_PREC=prec,
+            num_warps=SOLVE_WARPS,
+        )
     bv, nw = STATE_PASS_TILE
     bv = min(bv, BVf)
     N = len(cu) - 1
     state_pass_kernel[(triton.cdiv(V, bv), N * H)](
-        k, G, W, U, Vn, Hs, state_pool, slots.contiguous(), cu_seqlens.to(torch.int32).contiguous(), c_off,
+        k,
+        G,
+        W,
+        U,
+        Vn,
+        Hs,
+        state_pool,
+        slots.contiguous(),
+        cu_seqlens.to(torch.int32).contiguous(),
+        c_off,
         has_initial_state.to(torch.int32).contiguous(),
-        H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=bv, DOT_PREC=prec,
-        STATE_DTYPE=state_constexpr(state_pool), ROUND_RTZ=rounding_flag(rounding),
-        INTRA_BF16=intra_chunk_dtype == torch.bfloat16, num_warps=nw,
+        H=H,
+        K=K,
+        V=V,
+        BT=CHUNK,
+        BK=BK,
+        BV=bv,
+        DOT_PREC=prec,
+        STATE_DTYPE=state_constexpr(state_pool),
+        ROUND_RTZ=rounding_flag(rounding),
+        INTRA_BF16=intra_chunk_dtype == torch.bfloat16,
+        num_warps=nw,
     )
     if NC > 0:
         bvo, nwo = OUTPUT_TILE
         bvo = min(bvo, BVf)
-        output_kernel[(NC, H, triton.cdiv(V, bvo))](q, G, Aqk, Vn, Hs, out, c_start, c_end, scale,
-                                                    H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=bvo, DOT_PREC=prec,
-                                                    num_warps=nwo)
+        output_kernel[(NC, H, triton.cdiv(V, bvo))](
+            q,
+            G,
+            Aqk,
+            Vn,
+            Hs,
+            out,
+            c_start,
+            c_end,
+            scale,
+            H=H,
+            K=K,
+            V=V,
+            BT=CHUNK,
+            BK=BK,
+            BV=bvo,
+            DOT_PREC=prec,
+            num_warps=nwo,
+        )
     return out

@@ -15,8 +15,21 @@ import triton.language as tl
 
 @triton.jit
 def conv_prefill_kernel(
-    x, weight, conv_pool, slots, has_initial_state, y, chunk_start, chunk_end, chunk_seq, cu_seqlens,
-    C: tl.constexpr, W: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr, BW: tl.constexpr,
+    x,
+    weight,
+    conv_pool,
+    slots,
+    has_initial_state,
+    y,
+    chunk_start,
+    chunk_end,
+    chunk_seq,
+    cu_seqlens,
+    C: tl.constexpr,
+    W: tl.constexpr,
+    BT: tl.constexpr,
+    BC: tl.constexpr,
+    BW: tl.constexpr,
 ):
     i_c = tl.program_id(0)
     i_cb = tl.program_id(1)
@@ -39,36 +52,52 @@ def conv_prefill_kernel(
     for j in tl.static_range(W):
         pos = o_t - (W - 1) + j
         in_seq = m_t & (pos >= bos)
-        xv = tl.load(x + pos.to(tl.int64)[:, None] * C + o_c[None, :], mask=in_seq[:, None] & m_c[None, :],
-                     other=0.0).to(tl.float32)
+        xv = tl.load(
+            x + pos.to(tl.int64)[:, None] * C + o_c[None, :], mask=in_seq[:, None] & m_c[None, :], other=0.0
+        ).to(tl.float32)
         from_pool = m_t & (pos < bos) & (pos >= lo)
         col = pos - bos + (W - 1)  # pool column of a position before the sequence
-        pv = tl.load(p_pool + o_c[None, :] * (W - 1) + col[:, None], mask=from_pool[:, None] & m_c[None, :],
-                     other=0.0).to(tl.float32)
+        pv = tl.load(
+            p_pool + o_c[None, :] * (W - 1) + col[:, None], mask=from_pool[:, None] & m_c[None, :], other=0.0
+        ).to(tl.float32)
         w_j = tl.load(weight + o_c * W + j, mask=m_c, other=0.0).to(tl.float32)
         acc += (xv + pv) * w_j[None, :]
     out = acc * tl.sigmoid(acc)
-    tl.store(y + o_t.to(tl.int64)[:, None] * C + o_c[None, :], out.to(y.dtype.element_ty),
-             mask=m_t[:, None] & m_c[None, :])
+    tl.store(
+        y + o_t.to(tl.int64)[:, None] * C + o_c[None, :],
+        out.to(y.dtype.element_ty),
+        mask=m_t[:, None] & m_c[None, :],
+    )
 
     if t0 == bos:  # the first chunk owns the pool row
         o_w = tl.arange(0, BW)
         m_w = o_w < (W - 1)
         pos = eos - (W - 1) + o_w  # positions of the new row's columns
         in_seq = m_w & (pos >= bos)
-        xv = tl.load(x + pos.to(tl.int64)[None, :] * C + o_c[:, None], mask=in_seq[None, :] & m_c[:, None],
-                     other=0.0)
+        xv = tl.load(
+            x + pos.to(tl.int64)[None, :] * C + o_c[:, None], mask=in_seq[None, :] & m_c[:, None], other=0.0
+        )
         from_pool = m_w & (pos < bos) & (pos >= lo)
-        pv = tl.load(p_pool + o_c[:, None] * (W - 1) + (pos - bos + (W - 1))[None, :],
-                     mask=from_pool[None, :] & m_c[:, None], other=0.0)
+        pv = tl.load(
+            p_pool + o_c[:, None] * (W - 1) + (pos - bos + (W - 1))[None, :],
+            mask=from_pool[None, :] & m_c[:, None],
+            other=0.0,
+        )
         new = tl.where(in_seq[None, :], xv.to(conv_pool.dtype.element_ty), pv)
         tl.store(p_pool + o_c[:, None] * (W - 1) + o_w[None, :], new, mask=m_w[None, :] & m_c[:, None])
 
 
 @triton.jit
 def conv_decode_kernel(
-    x, weight, conv_pool, slots, y,
-    C: tl.constexpr, W: tl.constexpr, BC: tl.constexpr, BW: tl.constexpr,
+    x,
+    weight,
+    conv_pool,
+    slots,
+    y,
+    C: tl.constexpr,
+    W: tl.constexpr,
+    BC: tl.constexpr,
+    BW: tl.constexpr,
 ):
     i_b = tl.program_id(0).to(tl.int64)
     i_cb = tl.program_id(1)

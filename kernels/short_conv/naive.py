@@ -13,4 +13,4 @@ def naive_conv_sequence(x: torch.Tensor, weight: torch.Tensor, prefix: torch.Ten
     W = weight.shape[-1]
     window = torch.cat([prefix, x.T.to(prefix.dtype)], dim=1)[None]  # [1, C, W-1+L]
     y = F.silu(F.conv1d(window, weight.reshape(C, 1, W).to(prefix.dtype), groups=C))[0].T
-    return y, window[0, :, window.shape[-1] - (W - 1):]
+    return y, window[0, :, window.shape[-1] - (W - 1) :]

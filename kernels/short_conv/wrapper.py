@@ -20,7 +20,9 @@ def _check(x, weight, conv_pool, slots, n_rows_name: str):
     if weight.numel() != C * W:
         raise KernelInputError(f"weight must be [C, W] = [{C}, W], got {tuple(weight.shape)}")
     if conv_pool.dim() != 3 or tuple(conv_pool.shape[1:]) != (C, W - 1) or not conv_pool.is_contiguous():
-        raise KernelInputError(f"conv_pool must be contiguous [S, C, W-1] = [S, {C}, {W - 1}], got {tuple(conv_pool.shape)}")
+        raise KernelInputError(
+            f"conv_pool must be contiguous [S, C, W-1] = [S, {C}, {W - 1}], got {tuple(conv_pool.shape)}"
+        )
     if slots.dim() != 1:
         raise KernelInputError("slots must be a 1-D integer tensor")
     return C, W
@@ -43,9 +45,21 @@ def causal_conv1d_prefill(x, weight, conv_pool, slots, cu_seqlens, has_initial_s
     dev = x.device
     as_t = lambda v: torch.tensor(v, dtype=torch.int32).to(dev)
     conv_prefill_kernel[(len(starts), triton.cdiv(C, BC))](
-        x, weight.contiguous(), conv_pool, slots.contiguous(), has_initial_state.to(torch.int32).contiguous(),
-        y, as_t(starts), as_t(ends), as_t(seqs), cu_seqlens.to(torch.int32).contiguous(),
-        C=C, W=W, BT=BT, BC=BC, BW=triton.next_power_of_2(max(W - 1, 1)),
+        x,
+        weight.contiguous(),
+        conv_pool,
+        slots.contiguous(),
+        has_initial_state.to(torch.int32).contiguous(),
+        y,
+        as_t(starts),
+        as_t(ends),
+        as_t(seqs),
+        cu_seqlens.to(torch.int32).contiguous(),
+        C=C,
+        W=W,
+        BT=BT,
+        BC=BC,
+        BW=triton.next_power_of_2(max(W - 1, 1)),
     )
     return y
 
@@ -58,7 +72,14 @@ def causal_conv1d_decode(x, weight, conv_pool, slots) -> torch.Tensor:
     if x.shape[0] == 0:
         return y
     conv_decode_kernel[(x.shape[0], triton.cdiv(C, BC))](
-        x, weight.contiguous(), conv_pool, slots.contiguous(), y,
-        C=C, W=W, BC=BC, BW=triton.next_power_of_2(max(W - 1, 1)),
+        x,
+        weight.contiguous(),
+        conv_pool,
+        slots.contiguous(),
+        y,
+        C=C,
+        W=W,
+        BC=BC,
+        BW=triton.next_power_of_2(max(W - 1, 1)),
     )
     return y
