@@ -4,8 +4,10 @@
     outs = engine.generate(["Question: ..."], SamplingParams(max_new_tokens=256, stop=["\\n\\n"]))
     outs[0].text, outs[0].finish_reason, outs[0].flags
 
-For a server loop: `rid = engine.add_request(prompt, params)`, then `engine.step()` (returns the
-outputs finished in that step) while `engine.has_unfinished()`."""
+For a server loop: `rid = engine.add_request(prompt, params)`, then `outputs, n = engine.step()`
+while `engine.has_unfinished()` (outputs: the requests finished in that step; n: prompt tokens of a
+prefill step, or minus the batch size of a decode step); `partial_token_ids(rid)` for streaming,
+`abort(rid)`, `reset()`."""
 
 from __future__ import annotations
 
@@ -65,6 +67,7 @@ class LLMEngine:
         if self.tokenizer is not None and self.tokenizer.eos_token_id is not None:
             self.eos_ids.add(int(self.tokenizer.eos_token_id))
         self._ids = itertools.count()
+        self._live: dict[int, Sequence] = {}  # unfinished requests by id
         self._decode_steps = 0
         self.stats = {
             "prefill_tokens": 0,
@@ -131,11 +134,9 @@ class LLMEngine:
             if self.tokenizer is None:
                 raise InputError("this engine has no tokenizer; pass token ids")
             return list(self.tokenizer.encode(prompt))
-        if prompt and isinstance(prompt[0], dict):
-            ids = self.tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True)
-            if isinstance(ids, dict) or hasattr(ids, "keys"):
-                ids = ids["input_ids"]
-            return [int(t) for t in ids]
+        if prompt and isinstance(prompt[0], dict):  # as evalkit.backends.local.encode_prompt does
+            text = self.tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+            return list(self.tokenizer.encode(text, add_special_tokens=False))
         return [int(t) for t in prompt]
 
     def add_request(
@@ -144,19 +145,43 @@ class LLMEngine:
         rid = next(self._ids) if request_id is None else request_id
         seq = Sequence(self.encode(prompt), params or SamplingParams(), request_id=rid)
         self.scheduler.add(seq)
+        self._live[rid] = seq
         return rid
 
     def has_unfinished(self) -> bool:
         return self.scheduler.has_unfinished()
 
     # -- one step ------------------------------------------------------------------------------
-    def step(self) -> list[Output]:
+    def step(self) -> tuple[list[Output], int]:
+        """One scheduler step. Returns (outputs finished in it, n) with n = prompt tokens processed
+        for a prefill step and -(sequences advanced) for a decode step (nano-vllm's convention)."""
         kind, work = self.scheduler.schedule()
         if kind == "prefill":
-            return self._prefill_step(work)
+            return self._prefill_step(work), sum(n for _, n in work)
         if kind == "decode":
-            return self._decode_step([s for s, _ in work])
-        return []
+            return self._decode_step([s for s, _ in work]), -len(work)
+        return [], 0
+
+    def partial_token_ids(self, request_id: int) -> list[int] | None:
+        """Tokens generated so far by an unfinished request (None when unknown or finished)."""
+        seq = self._live.get(request_id)
+        return None if seq is None else list(seq.generated)
+
+    def abort(self, request_id: int) -> bool:
+        """Drop an unfinished request and free its slot; False if it was not running."""
+        seq = self._live.pop(request_id, None)
+        if seq is None:
+            return False
+        if seq in self.scheduler.waiting:
+            self.scheduler.waiting.remove(seq)
+        else:
+            self.scheduler.finish(seq)
+        return True
+
+    def reset(self) -> None:
+        """Abort every unfinished request (e.g. after an error in a server loop)."""
+        for rid in list(self._live):
+            self.abort(rid)
 
     def _prefill_step(self, work: list[tuple[Sequence, int]]) -> list[Output]:
         t0 = time.perf_counter()
@@ -264,6 +289,7 @@ class LLMEngine:
         return any(s in tail for s in seq.params.stop)
 
     def _output(self, seq: Sequence) -> Output:
+        self._live.pop(seq.request_id, None)
         gen = seq.generated
         text = self.tokenizer.decode(gen, skip_special_tokens=True) if self.tokenizer is not None else ""
         if seq.finish_reason == "stop" and seq.params.stop:
@@ -294,10 +320,10 @@ class LLMEngine:
         prompts: Seq[Prompt],
         params: SamplingParams | Seq[SamplingParams] | None = None,
         use_tqdm: bool = True,
-        on_finish: Callable[[Output], None] | None = None,
+        on_finish: Callable[[int, Output], None] | None = None,
     ) -> list[Output]:
-        """Greedy generation for every prompt; outputs in prompt order. `on_finish(output)` is called
-        as soon as each one is done."""
+        """Greedy generation for every prompt; outputs in prompt order. `on_finish(index, output)` is
+        called as soon as each one is done (index: position in `prompts`)."""
         params = params or SamplingParams()
         plist = list(params) if isinstance(params, (list, tuple)) else [params] * len(prompts)
         if len(plist) != len(prompts):
@@ -321,6 +347,7 @@ class LLMEngine:
             rid = next(self._ids)
             seq = Sequence(ctx + cont, SamplingParams(max_new_tokens=0), request_id=rid, score_from=len(ctx))
             self.scheduler.add(seq)
+            self._live[rid] = seq
             rids.append(rid)
             seqs.append(seq)
         results: dict[int, Output] = {}
@@ -330,18 +357,19 @@ class LLMEngine:
     def _run(self, rids, results, on_finish, use_tqdm, desc) -> None:
         from tqdm.auto import tqdm
 
+        index = {r: i for i, r in enumerate(rids)}
         wanted = set(rids)
         bar = tqdm(total=len(rids), desc=desc, dynamic_ncols=True, disable=not use_tqdm)
         p0, d0 = self.stats["prefill_tokens"], self.stats["decode_tokens"]
         t0 = time.perf_counter()
         try:
             while wanted - results.keys() and self.has_unfinished():
-                for out in self.step():
+                for out in self.step()[0]:
                     if out.request_id in wanted:
                         results[out.request_id] = out
                         bar.update(1)
                         if on_finish is not None:
-                            on_finish(out)
+                            on_finish(index[out.request_id], out)
                 dt = max(time.perf_counter() - t0, 1e-9)
                 bar.set_postfix_str(
                     f"prefill {(self.stats['prefill_tokens'] - p0) / dt:,.0f} tok/s, "

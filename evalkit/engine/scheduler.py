@@ -47,7 +47,7 @@ class Scheduler:
                 f"more than max_model_len={self.config.max_model_len}"
             )
         need = self.state.blocks_needed(seq.max_len)
-        if need > self.state.num_blocks - 1:
+        if need and need > self.state.num_blocks - 1:
             raise InputError(
                 f"request needs {need * self.state.block_size} cache tokens; the MLA cache holds "
                 f"{(self.state.num_blocks - 1) * self.state.block_size}"

@@ -126,6 +126,8 @@ def build_tiny_checkpoint(
     marker = path / "evalkit_tiny.json"
     if marker.is_file() and json.loads(marker.read_text()) == stamp:
         return path
+    # build next to the target, then move it in: concurrent test sessions never see half a build
+    final, path = path, path.with_name(f"{path.name}.building-{os.getpid()}")
     if path.exists():
         shutil.rmtree(path)
     path.mkdir(parents=True)
@@ -142,5 +144,11 @@ def build_tiny_checkpoint(
             if name.endswith("norm.weight"):
                 p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=gen))
     model.save_pretrained(str(path))
-    marker.write_text(json.dumps(stamp))
-    return path
+    (path / marker.name).write_text(json.dumps(stamp))
+    if final.exists():
+        if marker.is_file() and json.loads(marker.read_text()) == stamp:  # someone else just built it
+            shutil.rmtree(path)
+            return final
+        shutil.rmtree(final)
+    os.replace(path, final)
+    return final
