@@ -9,6 +9,9 @@ from typing import ClassVar
 from scipy import stats
 
 from evalkit.stats._result import Result
+from evalkit.stats.stderr import lmeval_stderr
+
+__all__ = ["ProportionResult", "lmeval_stderr", "proportion", "wilson_ci", "z_value"]
 
 
 def z_value(confidence: float) -> float:
@@ -28,14 +31,6 @@ class ProportionResult(Result):
     ci_high: float
     confidence: float
     title: ClassVar[str] = "Accuracy with lm-eval stderr and Wilson CI"
-
-
-def lmeval_stderr(successes: int, n: int) -> float:
-    """lm-eval's `mean_stderr` for 0/1 scores: sample SD / sqrt(n) = sqrt(p(1-p)/(n-1)); nan if n <= 1."""
-    if n <= 1:
-        return math.nan
-    p = successes / n
-    return math.sqrt(p * (1.0 - p) / (n - 1))
 
 
 def wilson_ci(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:

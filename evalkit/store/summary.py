@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from evalkit.stats.proportion import lmeval_stderr
+from evalkit.stats.stderr import lmeval_stderr
 
 
 def _sd_stderr(values: list[float]) -> float:
