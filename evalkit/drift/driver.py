@@ -36,15 +36,16 @@ def tokens_sha256(tokens: torch.Tensor) -> str:
     return hashlib.sha256(tokens.to(torch.int64).cpu().numpy().tobytes()).hexdigest()
 
 
-def _manifest(model: DriftModel, cfg: DriftConfig, input_info: dict, command: str | None) -> dict:
+def _manifest(model: DriftModel, cfg: DriftConfig, input_info: dict, command: list[str] | None) -> dict:
+    command = list(command) if command else ["evalkit", "drift", *sys.argv[1:]]
     try:
-        from evalkit.store import base_manifest  # the shared manifest fields, when the store exists
+        from evalkit.store.manifest import base_manifest  # the fields every evalkit run records
 
-        m = dict(base_manifest(command or "drift"))
+        m = dict(base_manifest(command))
     except Exception:  # noqa: BLE001 - the drift run must not depend on the store being present
         from evalkit import __version__
 
-        m = {"evalkit_version": __version__, "command": command or " ".join(sys.argv),
+        m = {"evalkit_version": __version__, "command": command,
              "hardware": {"machine": platform.machine(), "python": platform.python_version(),
                           "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None},
              "libraries": {"torch": torch.__version__}}
@@ -56,7 +57,7 @@ def _manifest(model: DriftModel, cfg: DriftConfig, input_info: dict, command: st
 
 
 def run_drift(model: DriftModel, tokens: torch.Tensor, cfg: DriftConfig, out_dir: str | Path, *,
-              input_info: dict[str, Any] | None = None, command: str | None = None,
+              input_info: dict[str, Any] | None = None, command: list[str] | None = None,
               overwrite: bool = False, show_progress: bool = True, plots: bool = True) -> dict:
     """Measure, write the run directory, return the summary dict."""
     tokens = tokens.to(torch.long).reshape(-1).cpu()

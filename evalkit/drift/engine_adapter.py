@@ -1,0 +1,172 @@
+"""The drift drivers' `DriftModel` over evalkit's engine (`evalkit.engine.ModelRunner`).
+
+One session = one sequence with its own `StatePools` (KDA state pool in the arm's dtype, conv
+state and MLA cache) and its own `ModelRunner`, all over the same loaded weights, so the fp32
+arm and the arms under test can run side by side on the same chunk.
+
+Decode mode has two implementations that round the state identically (after every token):
+- "steps": the engine's real decode path, one forward per token (CUDA graphs on GPU). Exact,
+  but a 27-layer 48B model needs ~ms per token, too slow for 64k tokens × 3 arms;
+- "block" (default): the block of teacher-forced tokens runs as one prefill-shaped forward,
+  except that each KDA layer's recurrence steps token by token through `kernels.kda_decode`
+  (load, fp32 update, round-to-nearest-even store, every token). Teacher forcing makes this
+  legitimate: layer l sees all its inputs for the block once layer l-1 is done. The dense parts
+  (projections, MoE, MLA, conv) then run batched over the block, which changes their fp32
+  rounding only in the last bits and equally for every arm (`tests/test_drift_engine.py`
+  checks block == steps to 1e-4 on the tiny checkpoints).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+
+from evalkit.errors import InputError
+
+DECODE_IMPLS = ("block", "steps")
+
+
+class _PerTokenRecurrence:
+    """Stands in for `evalkit.kernels` inside the KDA layer: prefill steps token by token."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def kda_prefill(self, q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, cu_seqlens,
+                    has_initial_state, **_ignored):
+        out = torch.empty(q.shape[0], q.shape[1], v.shape[-1], dtype=q.dtype, device=q.device)
+        cu = cu_seqlens.tolist()
+        init = has_initial_state.tolist()
+        for i in range(len(cu) - 1):
+            slot = slots[i:i + 1]
+            if not init[i]:
+                state_pool[slot].zero_()
+            for t in range(cu[i], cu[i + 1]):
+                out[t] = self._real.kda_decode(q[t:t + 1], k[t:t + 1], v[t:t + 1], g_raw[t:t + 1],
+                                               beta_raw[t:t + 1], A_log, dt_bias, state_pool, slot)[0]
+        return out
+
+
+@contextlib.contextmanager
+def per_token_recurrence():
+    """While active, the model's KDA layers round their state after every token (see module doc)."""
+    from evalkit.model.layers import kda as kda_layer
+
+    real = getattr(kda_layer, "kernels", None)
+    if real is None or not hasattr(real, "kda_prefill"):
+        raise RuntimeError("evalkit.model.layers.kda no longer calls evalkit.kernels through a module "
+                           "attribute; drift's block decode needs updating (use decode_impl='steps')")
+    kda_layer.kernels = _PerTokenRecurrence(real)
+    try:
+        yield
+    finally:
+        kda_layer.kernels = real
+
+
+class EngineSession:
+    """One sequence in one state dtype (see `evalkit.drift.session.ArmSession`)."""
+
+    def __init__(self, owner: EngineDriftModel, state_dtype: str):
+        from evalkit.engine.config import EngineConfig
+        from evalkit.engine.model_runner import ModelRunner
+        from evalkit.engine.sampling import SamplingParams
+        from evalkit.engine.sequence import Sequence
+        from evalkit.engine.state import StatePools
+
+        self.owner, self.state_dtype = owner, state_dtype
+        m, arch = owner.model, owner.model.arch
+        block = owner.block_size
+        cfg = EngineConfig(state_dtype=state_dtype, device=str(m.device), max_num_seqs=1,
+                           max_num_batched_tokens=owner.chunk_size, prefill_chunk_size=owner.chunk_size,
+                           decode_width=1, max_model_len=owner.max_len, block_size=block,
+                           batch_invariant=False, enforce_eager=owner.enforce_eager,
+                           kda_chunk_size=owner.kda_chunk_size)
+        cfg = cfg.resolved(max(owner.max_len, arch.max_position_embeddings))
+        n_blocks = (-(-owner.max_len // block) + 1) if arch.mla_layers else 0
+        self.pools = StatePools(arch, 1, state_dtype, m.dtype, m.device, n_blocks, block,
+                                kda_chunk_size=owner.kda_chunk_size)
+        self.runner = ModelRunner(m, self.pools, cfg)
+        self.seq = Sequence([], SamplingParams(max_new_tokens=0))
+        self.runner.attach(self.seq, owner.max_len)
+        self.kda_layers = list(arch.kda_layers)
+
+    def _room(self, n: int) -> None:
+        if len(self.seq.token_ids) + n > self.owner.max_len:
+            raise InputError(f"drift session holds at most {self.owner.max_len} tokens")
+
+    @torch.inference_mode()
+    def prefill(self, tokens: torch.Tensor) -> torch.Tensor:
+        ids = tokens.reshape(-1).tolist()
+        self._room(len(ids))
+        self.seq.token_ids.extend(ids)
+        return self.runner.prefill([(self.seq, len(ids))], all_logits=True)[0]
+
+    @torch.inference_mode()
+    def decode(self, tokens: torch.Tensor) -> torch.Tensor:
+        ids = tokens.reshape(-1).tolist()
+        self._room(len(ids))
+        if self.owner.decode_impl == "block":
+            self.seq.token_ids.extend(ids)
+            with per_token_recurrence():
+                return self.runner.prefill([(self.seq, len(ids))], all_logits=True)[0]
+        rows = []
+        for t in ids:
+            self.seq.token_ids.append(t)
+            rows.append(self.runner.decode([self.seq])[0].clone())
+        return torch.stack(rows)
+
+    def states(self) -> list[torch.Tensor]:
+        return [self.pools.kda_state(layer, self.seq.slot) for layer in self.kda_layers]
+
+    def close(self) -> None:
+        if self.runner is not None:
+            self.runner.detach(self.seq)
+            self.runner = None
+            self.pools = None
+
+
+class EngineDriftModel:
+    """A loaded Kimi-Linear model opened for drift (see `evalkit.drift.session.DriftModel`)."""
+
+    def __init__(self, model, tokenizer=None, *, max_len: int, chunk_size: int = 1024,
+                 decode_impl: str = "block", enforce_eager: bool = False, kda_chunk_size: int = 64,
+                 block_size: int = 64, info: dict[str, Any] | None = None):
+        if decode_impl not in DECODE_IMPLS:
+            raise InputError(f"decode_impl must be one of {DECODE_IMPLS}, got {decode_impl!r}")
+        self.model, self.tokenizer = model, tokenizer
+        self.vocab_size = model.arch.vocab_size
+        self.device = model.device
+        self.max_len, self.chunk_size = int(max_len), int(chunk_size)
+        self.decode_impl, self.enforce_eager = decode_impl, enforce_eager
+        self.kda_chunk_size, self.block_size = kda_chunk_size, block_size
+        self.info = dict(info or {})
+
+    @classmethod
+    def load(cls, path: str, *, device: str | None = None, **kw) -> EngineDriftModel:
+        from evalkit.model import load_model
+
+        dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        loaded = load_model(path, device=dev)
+        return cls(loaded.model, loaded.tokenizer, info={"path": str(loaded.path)}, **kw)
+
+    def open_session(self, state_dtype: str) -> EngineSession:
+        return EngineSession(self, state_dtype)
+
+    def describe(self) -> dict[str, Any]:
+        a = self.model.arch
+        dtype = str(self.model.dtype).replace("torch.", "")
+        return {**self.info, "config_hash": a.config_hash, "dtype": dtype,
+                "device": str(self.device), "layers": a.num_hidden_layers, "kda_layers": len(a.kda_layers),
+                "mla_layers": len(a.mla_layers), "hidden_size": a.hidden_size, "vocab_size": a.vocab_size,
+                "kda_heads": a.linear_num_heads, "kda_head_dim": a.linear_head_dim,
+                "decode_impl": self.decode_impl, "kda_chunk_size": self.kda_chunk_size}
+
+    def tokenize(self, text: str) -> list[int]:
+        if self.tokenizer is None:
+            raise InputError("this model has no tokenizer; give token ids (--random-tokens) instead of text")
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])

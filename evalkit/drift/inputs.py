@@ -1,0 +1,78 @@
+"""The token sequence a drift run reads: a text or token file, GSM8K text, a task's prompt, or
+random ids (for random-weight models, which have no tokenizer and no notion of text)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evalkit.errors import InputError
+
+
+def _fit(ids: list[int], length: int | None, what: str) -> list[int]:
+    if length is None:
+        return ids
+    if len(ids) < length:
+        raise InputError(f"{what} has {len(ids)} tokens, fewer than --length {length}")
+    return ids[:length]
+
+
+def from_file(path: str, tokenize, length: int | None) -> tuple[list[int], dict[str, Any]]:
+    """A text file (tokenized), or a .json list of token ids."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"--input {path}: no such file")
+    if p.suffix == ".json":
+        try:
+            ids = [int(x) for x in json.loads(p.read_text())]
+        except (ValueError, TypeError) as exc:
+            raise InputError(f"--input {path}: a .json input must be a list of token ids ({exc})") from None
+        return _fit(ids, length, str(p)), {"source": f"token ids from {p.name}"}
+    text = p.read_text(encoding="utf-8", errors="replace")
+    return _fit(tokenize(text), length, str(p)), {"source": f"text file {p.name}"}
+
+
+def gsm8k_text(tokenize, length: int, data_dir: str | None = None) -> tuple[list[int], dict[str, Any]]:
+    """GSM8K train questions and worked solutions, in file order, until `length` tokens."""
+    from evalkit.tasks.data import load_rows
+    from evalkit.tasks.long_context.haystacks import clean_gsm8k_text
+
+    rows = load_rows("train", data_dir)
+    ids: list[int] = []
+    n = 0
+    step = 64
+    while len(ids) < length and n < len(rows):
+        n = min(len(rows), n + step)
+        ids = tokenize("\n\n".join(clean_gsm8k_text(r["question"], r["answer"]) for r in rows[:n]))
+        step *= 2
+    return _fit(ids, length, f"GSM8K train ({len(rows)} items)"), {"source": f"GSM8K train text ({n} items)"}
+
+
+def task_prompt(name: str, tokenizer, tokenize, length: int, seed: int | None,
+                data_dir: str | None = None) -> tuple[list[int], dict[str, Any]]:
+    """The first prompt of a long-context task built for `length` tokens (<= length, within 2%)."""
+    from evalkit.tasks.registry import get_task
+
+    if tokenizer is None:
+        raise InputError("--task needs the model's tokenizer; this model has none (use --random-tokens)")
+    task = get_task(name)
+    reqs = task.requests(tokenizer=tokenizer, lengths=[length], limit=1, seed=seed, data_dir=data_dir,
+                         apply_chat_template=False)
+    if not reqs:
+        raise InputError(f"task {name} built no prompt for length {length}")
+    prompt = reqs[0].prompt
+    if not isinstance(prompt, str):
+        raise InputError(f"task {name} builds chat prompts; drift needs a plain text prompt")
+    ids = tokenize(prompt)
+    return ids[:length], {"source": f"task {name} prompt (target {length}, seed {seed})",
+                          "task": name, "task_meta": {k: v for k, v in reqs[0].meta.items()
+                                                      if isinstance(v, (int, float, str, type(None)))}}
+
+
+def random_ids(vocab_size: int, length: int, seed: int = 0) -> tuple[list[int], dict[str, Any]]:
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab_size, (length,), generator=g).tolist()
+    return ids, {"source": f"uniform random token ids (seed {seed})"}

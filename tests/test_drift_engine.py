@@ -1,0 +1,150 @@
+"""`evalkit drift` on tiny transformers-built Kimi-Linear checkpoints through evalkit's engine.
+
+The done-when orderings, measured on real runs (not constants): an fp32 arm against the fp32
+baseline gives exactly zero; bf16 drifts more than fp16 on the same tokens; decode mode (state
+rounded every token) drifts more than prefill mode (rounded once per chunk).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from evalkit.cli import main as cli_main
+from evalkit.drift.engine_adapter import EngineDriftModel
+from evalkit.drift.teacher_forced import run_teacher_forced
+
+L, CHUNK = 256, 32
+
+
+def _tokens(model: EngineDriftModel, n: int) -> torch.Tensor:
+    from evalkit.drift.inputs import gsm8k_text
+    from evalkit.testing.tiny_models import gsm8k_dir
+
+    ids, _ = gsm8k_text(model.tokenize, n, str(gsm8k_dir()))
+    return torch.tensor(ids)
+
+
+@pytest.fixture(scope="module")
+def hybrid(tiny_hybrid_ckpt):
+    return EngineDriftModel.load(str(tiny_hybrid_ckpt), device="cpu", max_len=1024, chunk_size=CHUNK)
+
+
+@pytest.fixture(scope="module")
+def runs(hybrid):
+    toks = _tokens(hybrid, L)
+    return {mode: run_teacher_forced(hybrid, toks, ["fp32", "fp16", "bf16"], mode, chunk_size=CHUNK,
+                                     decode_block=128) for mode in ("prefill", "decode")}
+
+
+def _kl(res, arm):
+    b = res.traces[arm].buckets["kl"]
+    return b.total.sum() / b.count.sum()
+
+
+def _state_err(res, arm):
+    """Mean over KDA layers of the relative state error at the last position."""
+    rows = res.traces[arm].states
+    last = max(r["position"] for r in rows)
+    vals = [r["rel_fro"] for r in rows if r["position"] == last]
+    return sum(vals) / len(vals)
+
+
+def test_fp32_arm_against_fp32_is_exactly_zero(runs):
+    for res in runs.values():
+        tr = res.traces["fp32"]
+        assert tr.buckets["kl"].count.sum() == L and tr.buckets["kl"].total.sum() == 0.0
+        assert tr.buckets["kl"].maximum.max() == 0.0
+        assert tr.buckets["top1_disagree"].total.sum() == 0.0  # 100% top-1 agreement
+        assert tr.buckets["abs_dnll"].maximum.max() == 0.0
+        assert tr.states and all(r["rel_fro"] == 0.0 for r in tr.states)
+
+
+def test_bf16_drifts_more_than_fp16(runs):
+    for res in runs.values():
+        assert 0 < _kl(res, "fp16") < _kl(res, "bf16")
+        assert 0 < _state_err(res, "fp16") < _state_err(res, "bf16")
+
+
+def test_decode_rounds_more_than_prefill(runs):
+    for arm in ("fp16", "bf16"):
+        assert _state_err(runs["decode"], arm) > 2 * _state_err(runs["prefill"], arm)
+        assert _kl(runs["decode"], arm) > _kl(runs["prefill"], arm)
+    # prefill: the first chunk never reads a rounded state back, so it is exact
+    kl = runs["prefill"].traces["bf16"].buckets["kl"]
+    first_chunk = kl.edges[1:] - 1 <= CHUNK
+    assert kl.total[first_chunk].sum() == 0.0 and kl.total[~first_chunk].sum() > 0
+
+
+def test_block_decode_matches_engine_decode_steps(hybrid):
+    """The fast decode (per-token recurrence inside a batched forward) against the engine's own
+    decode steps: the same numbers in fp32, the same size of drift in bf16."""
+    toks = _tokens(hybrid, 96)
+    out = {}
+    for impl in ("block", "steps"):
+        hybrid.decode_impl = impl
+        try:
+            for arm in ("fp32", "bf16"):
+                s = hybrid.open_session(arm)
+                logits = torch.cat([s.prefill(toks[:32]), s.decode(toks[32:])])
+                out[impl, arm] = (logits, [x.float().clone() for x in s.states()])
+                s.close()
+        finally:
+            hybrid.decode_impl = "block"
+    a, b = out["block", "fp32"][0], out["steps", "fp32"][0]
+    assert (a - b).abs().max() <= 1e-4 * b.abs().max()
+
+    def err(impl):
+        ref, arm = out[impl, "fp32"][1], out[impl, "bf16"][1]
+        return sum(float((x - r).norm() / r.norm()) for x, r in zip(arm, ref)) / len(ref)
+
+    assert err("block") > 0 and err("steps") > 0
+    assert 1 / 3 < err("block") / err("steps") < 3
+
+
+def test_cli_writes_a_run_directory(tiny_hybrid_ckpt, tmp_path, capsys):
+    text = tmp_path / "in.txt"
+    text.write_text(" ".join(f"Item {i} costs {3 * i} dollars, weighs {i % 7} pounds." for i in range(200)))
+    out = tmp_path / "run"
+    rc = cli_main(["drift", "--model", str(tiny_hybrid_ckpt), "--input", str(text), "--length", "160",
+                   "--chunk-size", "32", "--generate", "12", "--prompt-length", "48", "--out", str(out),
+                   "--no-progress", "--device", "cpu"])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "drift vs the fp32 arm" in printed and "free running" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["kind"] == "drift" and set(summary["teacher_forced"]) == {"prefill", "decode"}
+    assert summary["config"]["input"]["length"] == 160
+    for f in ("kl.png", "top1.png", "nll.png", "state.png", "buckets.csv", "states.csv", "summary.md"):
+        assert (out / f).is_file()
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["model"]["kda_layers"] == 3 and man["model"]["mla_layers"] == 1
+    cmd = man["command"]
+    assert cmd[:2] == ["evalkit", "drift"] and cmd[cmd.index("--length") + 1] == "160"
+    fr = summary["free_running"]
+    assert fr["n_tokens"] == 12 and set(fr["arms"]) == {"fp16", "bf16"}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--arms", "fp8"], "--arms must list state dtypes"),
+    (["--arms", "fp16,fp16"], "lists an arm twice"),
+    (["--length", "4x"], "bad length"),
+    (["--length", "100k"], "fewer than --length"),
+])
+def test_cli_refuses_bad_input(tiny_hybrid_ckpt, tmp_path, capsys, argv, message):
+    text = tmp_path / "in.txt"
+    text.write_text("A short text. " * 20)
+    rc = cli_main(["drift", "--model", str(tiny_hybrid_ckpt), "--input", str(text), "--out",
+                   str(tmp_path / "r"), "--no-progress", *argv])
+    assert rc == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_without_model_or_reference_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "evalkit.reference_model", None)  # as if it were not shipped
+    assert cli_main(["drift", "--out", str(tmp_path / "r")]) == 2
+    assert "pass --model PATH" in capsys.readouterr().err
