@@ -191,6 +191,18 @@ def write_lmeval_samples(out: Path, data_dir: Path = DEFAULT_DATA, docs: list | 
     return paths
 
 
+def machine() -> str:
+    import platform
+
+    from evalkit.store import base_manifest
+
+    m = base_manifest([])
+    commit = (m["git_commit"] or "no git")[:10]
+    hw = m["hardware"]
+    return (f"{hw['cpu']} ({hw['cpu_count']} cores), Python {platform.python_version()}, "
+            f"evalkit {m['evalkit_version']} @ {commit}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=REPO / "results" / "compare-example")
@@ -217,8 +229,10 @@ def main() -> int:
             "reference table of statistics.md: GSM8K test, n = 1319, fp32 1276 right, fp16 1273 right, "
             "18 fp16-only / 21 fp32-only. Prompts are lm-eval's real 5-shot gsm8k prompts; responses are "
             "scored with lm-eval's gsm8k filters.\n\n"
-            f"Command: `evalkit compare {rel(runs['fp32'])} {rel(runs['fp16'])}` "
-            "(baseline fp32, candidate fp16).\n\n" + md)
+            f"Built with `python scripts/make_compare_example.py` (about 10 s, CPU only) on {machine()}; "
+            f"report from `evalkit compare {rel(runs['fp32'])} {rel(runs['fp16'])}` "
+            "(baseline fp32, candidate fp16; `--format json` gives report.json, `--plot` accuracy.png).\n\n"
+            + md)
     (args.out / "README.md").write_text(note, encoding="utf-8")
     print(md)
     return 0
