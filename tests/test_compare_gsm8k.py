@@ -144,3 +144,15 @@ def test_plot_and_out_file(runs, tmp_path):
     assert res.returncode == 0, res.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     assert out.read_text().startswith("### evalkit compare") and res.stdout == ""
+
+
+def test_committed_example_report_is_current(monkeypatch):
+    """results/compare-example/report.md is what `evalkit compare` prints for the committed run dirs."""
+    example = REPO / "results" / "compare-example"
+    if not (example / "report.md").exists():
+        pytest.skip("example not generated")
+    monkeypatch.chdir(REPO)
+    base, cand = "results/compare-example/fp32", "results/compare-example/fp16"
+    report = build_report(load_run(base), load_run(cand))
+    assert render_markdown(report) == (example / "report.md").read_text()
+    assert json.loads(render_json(report)) == json.loads((example / "report.json").read_text())
