@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,23 @@ def _quiet_lm_eval() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
+@lru_cache(maxsize=4)
+def scoring_task(name: str):
+    """lm-eval's task built over a one-row placeholder dataset: its filters and metric do not
+    depend on the data, so scoring works in any process without GSM8K present."""
+    import datasets
+
+    row = {"question": "placeholder", "answer": "placeholder\n#### 0"}
+
+    def placeholder(**_: Any):
+        return {s: datasets.Dataset.from_list([row]) for s in ("train", "test")}
+
+    cfg = lm_eval_yaml(name)
+    cfg.update(dataset_path=None, dataset_name=None, custom_dataset=placeholder)
+    cfg.pop("dataset_kwargs", None)
+    return GSM8KTask(name).build_lm_eval_task(cfg)
+
+
 class GSM8KTask:
     """`gsm8k` (5-shot, Question/Answer) or `gsm8k_cot` (8 fixed CoT shots, Q/A), via lm-eval."""
 
@@ -102,7 +120,6 @@ class GSM8KTask:
             if name == "gsm8k" else
             "GSM8K 8-shot chain of thought (Q:/A:, fixed exemplars), lm-eval's gsm8k_cot"
         )
-        self._scorer = None
 
     # -- contract ------------------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
@@ -174,21 +191,8 @@ class GSM8KTask:
 
     # -- scoring through lm-eval ----------------------------------------------------------------
     def scorer(self):
-        """lm-eval's task built over a one-row placeholder dataset: its filters and metric do
-        not depend on the data, so scoring works in any process without GSM8K present."""
-        if self._scorer is None:
-            import datasets
-
-            row = {"question": "placeholder", "answer": "placeholder\n#### 0"}
-
-            def placeholder(**_: Any):
-                return {s: datasets.Dataset.from_list([row]) for s in ("train", "test")}
-
-            cfg = lm_eval_yaml(self.name)
-            cfg.update(dataset_path=None, dataset_name=None, custom_dataset=placeholder)
-            cfg.pop("dataset_kwargs", None)
-            self._scorer = self.build_lm_eval_task(cfg)
-        return self._scorer
+        """lm-eval's task for scoring (see `scoring_task`)."""
+        return scoring_task(self.name)
 
     def score_doc(self, doc_id: int | str, doc: dict[str, Any], response: str,
                   gen_kwargs: dict[str, Any] | None = None) -> ScoredDoc:

@@ -36,7 +36,6 @@ def _tokenizer(name: str):
 
 def _dataset(task_name: str, **kwargs: Any):
     import datasets
-
     from evalkit.tasks.registry import get_task
 
     name = next((kwargs[k] for k in TOKENIZER_KEYS if isinstance(kwargs.get(k), str) and kwargs[k]), None)
@@ -44,8 +43,8 @@ def _dataset(task_name: str, **kwargs: Any):
         raise ValueError(f"evalkit_{task_name} sizes its docs in the model's tokens; pass a tokenizer with "
                          "--metadata '{\"tokenizer\": \"<name or path>\"}' or --model_args tokenizer=...")
     task = get_task(task_name)
-    rows = task.lm_eval_rows(tokenizer=_tokenizer(name), lengths=[int(x) for x in kwargs.get("max_seq_lengths",
-                                                                                            [4096])],
+    lengths = [int(x) for x in kwargs.get("max_seq_lengths", [4096])]
+    rows = task.lm_eval_rows(tokenizer=_tokenizer(name), lengths=lengths,
                              limit=kwargs.get("num_samples"), seed=kwargs.get("seed"),
                              data_dir=kwargs.get("data_dir"),
                              apply_chat_template=bool(kwargs.get("apply_chat_template", False)))

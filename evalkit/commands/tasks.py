@@ -76,7 +76,8 @@ def _show(args: argparse.Namespace) -> int:
 
     task = get_task(args.show)
     lengths = None if task.default_lengths is None else parse_lengths(args.length)
-    tokenizer = _load_tokenizer(args.tokenizer, args.data_dir)
+    needs_tokenizer = task.default_lengths is not None or args.apply_chat_template or args.tokenizer
+    tokenizer = _load_tokenizer(args.tokenizer, args.data_dir) if needs_tokenizer else None
     req = task.requests(tokenizer=tokenizer, lengths=lengths, limit=1, seed=None, data_dir=args.data_dir,
                         apply_chat_template=args.apply_chat_template)[0]
     prompt = req.prompt if isinstance(req.prompt, str) else json.dumps(req.prompt)

@@ -148,8 +148,9 @@ class SizedTask:
         ex, fit = self.build_example(view, target, seed, index, ctx, chat)
         return self.to_request(ex, view, target, seed, index, chat, fit.evaluations)
 
-    def lm_eval_rows(self, *, tokenizer: Any, lengths: list[int], limit: int | None = None, seed: int | None = None,
-                     data_dir: str | None = None, apply_chat_template: bool = False) -> list[dict[str, Any]]:
+    def lm_eval_rows(self, *, tokenizer: Any, lengths: list[int], limit: int | None = None,
+                     seed: int | None = None, data_dir: str | None = None,
+                     apply_chat_template: bool = False) -> list[dict[str, Any]]:
         """The docs as rows for an lm-eval dataset (RULER's fields: input, outputs, gen_prefix,
         length, max_length), fitted the way lm-eval will render them."""
         rows = []

@@ -13,6 +13,7 @@ once per tokenizer; every final length is an exact count.
 from __future__ import annotations
 
 import random
+import weakref
 from typing import Any
 
 from evalkit.tasks.base import DocRef, ScoredDoc, TaskRequest
@@ -29,6 +30,8 @@ from evalkit.tasks.long_context.base import (
 from evalkit.tasks.long_context.fitting import LengthError
 from evalkit.tasks.long_context.generators import Example, eval_rng
 from evalkit.tasks.tokenizer import TokenizerView
+
+_COSTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def shot_text(row: dict[str, str]) -> tuple[str, str]:
@@ -63,19 +66,22 @@ class ManyShotTask(SizedTask):
     def __init__(self, **options: Any):
         super().__init__(**options)
         self._gsm8k = GSM8KTask("gsm8k")
-        self._costs: dict[int, list[int]] = {}
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), "format": "lm-eval gsm8k (Question/Answer, full solutions)",
                 "scoring": self._gsm8k.config()["lm_eval_yaml"]["filter_list"]}
 
     def shot_costs(self, view: TokenizerView, train: tuple[dict[str, str], ...]) -> list[int]:
-        """Tokens each train shot adds (plain form; chat overhead is calibrated per doc)."""
-        key = (id(view.tokenizer), len(train))
-        if key not in self._costs:
+        """Tokens each train shot adds (plain form; chat overhead is calibrated per doc), counted
+        once per tokenizer object."""
+        try:
+            per_tok = _COSTS.setdefault(view.tokenizer, {})
+        except TypeError:  # not weak-referenceable: no cache
+            per_tok = {}
+        if len(train) not in per_tok:
             texts = [f"{u} {a}\n\n" for u, a in map(shot_text, train)]
-            self._costs[key] = view.count_many(texts, chat=True)  # chat=True: no BOS, it is counted once
-        return self._costs[key]
+            per_tok[len(train)] = view.count_many(texts, chat=True)  # chat=True: no BOS, counted once
+        return per_tok[len(train)]
 
     def requests(self, *, tokenizer: Any, lengths: list[int] | None = None, limit: int | None = None,
                  seed: int | None = None, data_dir: str | None = None,
