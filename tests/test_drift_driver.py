@@ -153,3 +153,15 @@ def test_run_drift_writes_a_complete_run_directory(tmp_path):
     assert {r["metric"] for r in rows} == {"kl", "top1_disagree", "abs_dnll"}
     n_kl = [r["n"] for r in rows if (r["metric"], r["mode"], r["arm"]) == ("kl", "decode", "fp16")]
     assert sum(n_kl) == 512
+
+
+def test_deadline_stops_early_and_says_so(tmp_path):
+    cfg = DriftConfig(arms=["bf16"], modes=["decode"], decode_block=32, generate=20, prompt_length=16)
+    s = run_drift(TOY, TOKENS[:400], cfg, tmp_path / "r", show_progress=False, plots=False,
+                  budgets={"decode": 0.0, "generate": 0.0})
+    tf = s["teacher_forced"]["decode"]
+    # decode blocks are cut at the state checkpoints 1, 2, 4, ...: the first block is one token
+    assert tf["stopped_early"] and tf["length"] == 1 and tf["requested_length"] == 400
+    assert tf["arms"]["bf16"]["kl"]["n"] == 1
+    assert max(r["position"] for r in json.loads((tmp_path / "r" / "states.json").read_text())) == 1
+    assert s["free_running"]["arms"]["bf16"]["n_generated"] == 1

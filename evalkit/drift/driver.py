@@ -58,8 +58,17 @@ def _manifest(model: DriftModel, cfg: DriftConfig, input_info: dict, command: li
 
 def run_drift(model: DriftModel, tokens: torch.Tensor, cfg: DriftConfig, out_dir: str | Path, *,
               input_info: dict[str, Any] | None = None, command: list[str] | None = None,
-              overwrite: bool = False, show_progress: bool = True, plots: bool = True) -> dict:
-    """Measure, write the run directory, return the summary dict."""
+              overwrite: bool = False, show_progress: bool = True, plots: bool = True,
+              budgets: dict[str, float] | None = None) -> dict:
+    """Measure, write the run directory, return the summary dict.
+
+    `budgets` caps the seconds of each phase ("prefill", "decode", "generate"): a phase that runs
+    out stops early and says so in the summary (`stopped_early`, the length reached)."""
+    budgets = budgets or {}
+
+    def deadline(phase: str) -> float | None:
+        return time.perf_counter() + budgets[phase] if phase in budgets else None
+
     tokens = tokens.to(torch.long).reshape(-1).cpu()
     out = rundir.prepare(out_dir, overwrite)
     input_info = {**(input_info or {}), "length": int(tokens.numel()), "sha256": tokens_sha256(tokens)}
@@ -76,7 +85,7 @@ def run_drift(model: DriftModel, tokens: torch.Tensor, cfg: DriftConfig, out_dir
         tick = (lambda n, _L, b=bar: b.update(n)) if bar else None
         res = run_teacher_forced(model, tokens, cfg.arms, mode, chunk_size=cfg.chunk_size,
                                  decode_block=cfg.decode_block, per_octave=cfg.per_octave,
-                                 max_bytes=cfg.max_bytes, progress=tick)
+                                 max_bytes=cfg.max_bytes, progress=tick, deadline=deadline(mode))
         if bar:
             bar.close()
         summary["teacher_forced"][mode] = teacher_forced_summary(res)
@@ -86,10 +95,12 @@ def run_drift(model: DriftModel, tokens: torch.Tensor, cfg: DriftConfig, out_dir
     if cfg.generate > 0:
         prompt = tokens[: max(1, min(cfg.prompt_length, tokens.numel()))]
         gens = {}
+        per_arm = budgets["generate"] / (1 + len(cfg.arms)) if "generate" in budgets else None
         for arm in ["fp32", *cfg.arms]:
             bar = _bar(show_progress, cfg.generate, f"generate {arm}")
+            stop = time.perf_counter() + per_arm if per_arm is not None else None
             gens[arm] = generate_greedy(model, prompt, arm, cfg.generate, chunk_size=cfg.chunk_size,
-                                        progress=bar.update if bar else None)
+                                        progress=bar.update if bar else None, deadline=stop)
             if bar:
                 bar.close()
         ref = gens["fp32"]

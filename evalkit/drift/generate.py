@@ -33,8 +33,10 @@ class Generation:
 
 
 def generate_greedy(model: DriftModel, prompt: torch.Tensor, arm: str, n_tokens: int, *,
-                    chunk_size: int = 1024, progress: Callable[[int], None] | None = None) -> Generation:
-    """Prefill `prompt` in chunks, then greedy-decode `n_tokens` tokens in state dtype `arm`."""
+                    chunk_size: int = 1024, progress: Callable[[int], None] | None = None,
+                    deadline: float | None = None) -> Generation:
+    """Prefill `prompt` in chunks, then greedy-decode `n_tokens` tokens in state dtype `arm`
+    (fewer if `deadline`, a `time.perf_counter()` value, passes first)."""
     prompt = prompt.to(torch.long).reshape(-1).to(model.device)
     if prompt.numel() == 0:
         raise ValueError("free-running generation needs a non-empty prompt")
@@ -57,6 +59,9 @@ def generate_greedy(model: DriftModel, prompt: torch.Tensor, arm: str, n_tokens:
                 _check_states(gen, sess.states(), i + 1)
             if progress is not None:
                 progress(1)
+            if deadline is not None and time.perf_counter() > deadline and i + 1 < n_tokens:
+                _check_states(gen, sess.states(), i + 1)
+                break
     finally:
         sess.close()
     gen.seconds = time.perf_counter() - t0

@@ -41,6 +41,10 @@ def drift_markdown(run_dir: str | Path, *, heading_level: int = 3, images: bool 
                if mode == "prefill" else "token-by-token decode (state rounded after every token)")
         lines.append(f"{h}# Teacher-forced, {mode}: {how}")
         lines.append("")
+        if tf.get("stopped_early"):
+            lines.append(f"**Stopped early by its time budget: {tf['length']} of {tf['requested_length']} "
+                         "tokens.**")
+            lines.append("")
         lines.append("| arm | mean KL | p99 KL | max KL | top-1 agreement | mean \\|ΔNLL\\| | ln PPL ratio "
                      "| state rel. error at end (mean / worst layer) | max \\|state\\| | non-finite |")
         lines.append("|---|---|---|---|---|---|---|---|---|---|")

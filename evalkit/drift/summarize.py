@@ -98,6 +98,8 @@ def arm_summary(res: TeacherForcedResult, tr: ArmTrace) -> dict:
 def teacher_forced_summary(res: TeacherForcedResult) -> dict:
     return {
         "length": res.length,
+        "requested_length": res.requested_length or res.length,
+        "stopped_early": bool(res.requested_length and res.length < res.requested_length),
         "chunk_size": res.chunk_size,
         "fit_from": fit_from(res.length, res.mode, res.chunk_size),
         "blocks": res.block_count,

@@ -54,6 +54,7 @@ class TeacherForcedResult:
     seconds_fp32: float = 0.0
     wall_seconds: float = 0.0
     block_count: int = 0
+    requested_length: int = 0  # > length when a deadline stopped the run early
 
 
 def _blocks(length: int, mode: str, chunk_size: int, decode_block: int, cps: list[int]) -> list[int]:
@@ -76,8 +77,13 @@ def state_checkpoints(length: int, mode: str, chunk_size: int, per_octave: int =
 def run_teacher_forced(model: DriftModel, tokens: torch.Tensor, arms: list[str], mode: str, *,
                        chunk_size: int = 1024, decode_block: int = 256, per_octave: int = 2,
                        state_per_octave: int = 1, max_bytes: int = 256 << 20,
-                       progress: Callable[[int, int], None] | None = None) -> TeacherForcedResult:
-    """Run the fp32 arm and every arm in `arms` over `tokens` [L] in `mode`; return the traces."""
+                       progress: Callable[[int, int], None] | None = None,
+                       deadline: float | None = None) -> TeacherForcedResult:
+    """Run the fp32 arm and every arm in `arms` over `tokens` [L] in `mode`; return the traces.
+
+    `deadline` (a `time.perf_counter()` value) stops after the first block that ends past it;
+    the result then covers the positions done (`length` < `requested_length`), and the state is
+    compared once more at the position where it stopped."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     tokens = tokens.to(torch.long).reshape(-1)
@@ -91,10 +97,14 @@ def run_teacher_forced(model: DriftModel, tokens: torch.Tensor, arms: list[str],
     ref = model.open_session("fp32")
     sessions = {a: model.open_session(a) for a in arms}
     seconds_fp32 = 0.0
+    done = 0
     try:
         start = 0
         dev_tokens = tokens.to(model.device)
         for end in ends:
+            late = deadline is not None and time.perf_counter() > deadline
+            if late and start > 0:
+                break
             block = dev_tokens[start:end]
             nxt = torch.full((end - start,), -1, dtype=torch.long, device=model.device)
             avail = min(end, L - 1) - start
@@ -105,7 +115,8 @@ def run_teacher_forced(model: DriftModel, tokens: torch.Tensor, arms: list[str],
             ref_logits = _feed(ref, mode, block)
             _sync(model.device)
             seconds_fp32 += time.perf_counter() - t0
-            ref_states = ref.states() if end in cp_set else None
+            last = end == L or (deadline is not None and time.perf_counter() > deadline)
+            ref_states = ref.states() if (end in cp_set or last) else None
             for a in arms:
                 t0 = time.perf_counter()
                 arm_logits = _feed(sessions[a], mode, block)
@@ -120,13 +131,14 @@ def run_teacher_forced(model: DriftModel, tokens: torch.Tensor, arms: list[str],
             del ref_logits, ref_states
             if progress is not None:
                 progress(end - start, L)
-            start = end
+            start = done = end
     finally:
         ref.close()
         for s in sessions.values():
             s.close()
-    return TeacherForcedResult(mode, L, chunk_size if mode == "prefill" else None, traces,
-                               seconds_fp32, time.perf_counter() - t_wall, len(ends))
+    n_blocks = sum(1 for e in ends if e <= done)
+    return TeacherForcedResult(mode, done, chunk_size if mode == "prefill" else None, traces,
+                               seconds_fp32, time.perf_counter() - t_wall, n_blocks, L)
 
 
 def _feed(session, mode: str, block: torch.Tensor) -> torch.Tensor:
