@@ -59,6 +59,9 @@ class LLMEngine:
         cfg.device = str(self.model.device)
         self.config = cfg.resolved(self.arch.max_position_embeddings)
         self.state = self._make_pools()
+        # the CPU KDA prefill vectorises over the sequences of a call, in a way that depends on
+        # their number; one call per sequence keeps each sequence's numerics its own
+        self.state.serial_prefill = self.config.batch_invariant and self.model.device.type == "cpu"
         self.runner = ModelRunner(self.model, self.state, self.config)
         self.scheduler = Scheduler(
             self.config, self.state, on_admit=self.runner.bind, on_release=self.runner.detach

@@ -42,6 +42,8 @@ class StatePools:
         self.block_size = block_size
         self.num_blocks = num_blocks if arch.mla_layers else 0
         self.chunk_size = kda_chunk_size
+        # one KDA prefill kernel call per sequence (set by the engine for the batch-invariant CPU path)
+        self.serial_prefill = False
         self.intra_chunk_dtype = None if intra_chunk_dtype is None else resolve_state_dtype(intra_chunk_dtype)
         H, K, W = arch.linear_num_heads, arch.linear_head_dim, arch.linear_conv_kernel_dim
         S = num_slots + 1

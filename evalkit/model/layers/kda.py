@@ -65,7 +65,19 @@ class KDAttention(nn.Module):
         if batch.is_decode:
             o = kernels.kda_decode(q, k, v, g_raw, beta_raw, self.A_log, self.dt_bias, kda_pool, batch.slots)
         else:
-            o = kernels.kda_prefill(
+            o = self._prefill(q, k, v, g_raw, beta_raw, kda_pool, batch, state)
+        o = kernels.gated_rmsnorm(o, gate, self.o_norm, self.eps).reshape(n, D)
+        if n < T:
+            o = F.pad(o, (0, 0, 0, T - n))
+        return F.linear(o, self.o_proj)
+
+    def _prefill(self, q, k, v, g_raw, beta_raw, pool, batch: ForwardBatch, state) -> torch.Tensor:
+        """Packed prefill; with `state.serial_prefill` one kernel call per sequence (the CPU path's
+        result for a sequence otherwise depends on how many sequences share the call)."""
+        args = dict(chunk_size=state.chunk_size, intra_chunk_dtype=state.intra_chunk_dtype)
+        n_seqs = batch.slots.numel()
+        if not getattr(state, "serial_prefill", False) or n_seqs == 1:
+            return kernels.kda_prefill(
                 q,
                 k,
                 v,
@@ -73,14 +85,31 @@ class KDAttention(nn.Module):
                 beta_raw,
                 self.A_log,
                 self.dt_bias,
-                kda_pool,
+                pool,
                 batch.slots,
                 batch.cu_seqlens,
                 batch.has_initial_state,
-                chunk_size=state.chunk_size,
-                intra_chunk_dtype=state.intra_chunk_dtype,
+                **args,
             )
-        o = kernels.gated_rmsnorm(o, gate, self.o_norm, self.eps).reshape(n, D)
-        if n < T:
-            o = F.pad(o, (0, 0, 0, T - n))
-        return F.linear(o, self.o_proj)
+        cu = batch.cu_seqlens.tolist()
+        outs = []
+        for i in range(n_seqs):
+            a, b = cu[i], cu[i + 1]
+            local = torch.tensor([0, b - a], dtype=batch.cu_seqlens.dtype, device=q.device)
+            outs.append(
+                kernels.kda_prefill(
+                    q[a:b],
+                    k[a:b],
+                    v[a:b],
+                    g_raw[a:b],
+                    beta_raw[a:b],
+                    self.A_log,
+                    self.dt_bias,
+                    pool,
+                    batch.slots[i : i + 1],
+                    local,
+                    batch.has_initial_state[i : i + 1],
+                    **args,
+                )
+            )
+        return torch.cat(outs)
