@@ -6,7 +6,6 @@ uses it too, which is what makes a run through the server equal an in-process ru
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from evalkit.backends.base import GenRequest, GenResult, OnResult, Prompt
@@ -32,11 +31,17 @@ def make_params(engine: Any, *, max_tokens: int, stop: list[str], ignore_eos: bo
                           min_tokens=min_tokens, temperature=0.0)
 
 
-def to_result(out: Any, finished_after_s: float | None = None) -> GenResult:
-    """`finished_after_s`: seconds from the batch's start (requests share one batch)."""
-    timings = {"finished_after_s": finished_after_s} if finished_after_s is not None else {}
+def to_result(out: Any) -> GenResult:
+    timings = {k: float(v) for k, v in (getattr(out, "timings", None) or {}).items()}
     return GenResult(text=out.text, n_prompt=out.n_prompt, n_generated=out.n_generated,
                      finish_reason=out.finish_reason, flags=list(out.flags or []), timings=timings)
+
+
+def engine_step(engine: Any) -> tuple[list[Any], int]:
+    """One engine step: (outputs finished in it, sequences advanced if it was a decode step)."""
+    res = engine.step()
+    outputs, n = res if isinstance(res, tuple) else (res, 0)
+    return list(outputs), (-n if n < 0 else 0)
 
 
 class LocalBackend:
@@ -60,16 +65,20 @@ class LocalBackend:
         return {**self.engine.describe(), "name": self.name}
 
     def generate(self, requests: list[GenRequest], on_result: OnResult) -> None:
-        """Engine failures propagate: completed results are stored, a re-run resumes the rest."""
-        prompts = [encode_prompt(self.tokenizer, r.prompt) for r in requests]
-        params = [make_params(self.engine, max_tokens=r.max_new_tokens, stop=r.stop,
-                              ignore_eos=r.ignore_eos, min_tokens=r.min_tokens) for r in requests]
-        start = time.perf_counter()
-
-        def on_finish(i: int, out: Any) -> None:
-            on_result(i, to_result(out, time.perf_counter() - start))
-
-        self.engine.generate(prompts, params, use_tqdm=False, on_finish=on_finish)
+        """All requests join the engine's continuous batch; each result is handed over the step it
+        finishes. Engine failures propagate: completed results are already stored, a re-run resumes."""
+        index: dict[int, int] = {}
+        for i, r in enumerate(requests):
+            params = make_params(self.engine, max_tokens=r.max_new_tokens, stop=r.stop,
+                                 ignore_eos=r.ignore_eos, min_tokens=r.min_tokens)
+            index[self.engine.add_request(encode_prompt(self.tokenizer, r.prompt), params)] = i
+        while index and self.engine.has_unfinished():
+            for out in engine_step(self.engine)[0]:
+                i = index.pop(out.request_id, None)
+                if i is not None:
+                    on_result(i, to_result(out))
+        if index:
+            raise RuntimeError(f"the engine stopped with {len(index)} requests unanswered")
 
     def close(self) -> None:
         pass

@@ -68,8 +68,8 @@ def local_setup(model: str | None, arm: str, note: str | None, device: str | Non
     backend = LocalBackend(model, state_dtype=arm, device=device, max_num_seqs=max_num_seqs)
     desc = backend.describe()
     model_info = {"path": model, **desc.get("model", {})}
-    arm_info = {"label": arm, "state_dtype": arm, "note": note, **desc.get("arm", {})}
-    arm_info["label"], arm_info["state_dtype"] = arm, arm
+    arm_info = {"label": arm, "state_dtype": desc.get("state_dtype", arm), "note": note,
+                "intra_chunk_dtype": desc.get("intra_chunk_dtype"), "kernel_build": desc.get("kernel_build")}
     return Setup(backend, backend.tokenizer, model_info, arm_info, default_tasks)
 
 

@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from evalkit import __version__
 from evalkit.backends.local import encode_prompt
+from evalkit.errors import EvalkitError
 from evalkit.serve.engine_loop import EngineLoop, Finished
 from evalkit.serve.protocol import DEFAULT_COMPLETION_TOKENS, APIError, ChatRequest, CompletionRequest
 
@@ -125,7 +126,7 @@ def create_app(loop: EngineLoop, tokenizer: Any, make_params: ParamsFactory, *, 
             return await loop.submit(ids, params).future
         except APIError:
             raise
-        except ValueError as exc:  # the engine refused the request (e.g. too long)
+        except (ValueError, EvalkitError) as exc:  # the engine refused the request (e.g. too long)
             raise APIError(400, str(exc)) from exc
         except Exception as exc:  # noqa: BLE001
             raise APIError(500, f"generation failed: {exc}", type_="server_error") from exc

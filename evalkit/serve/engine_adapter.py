@@ -1,18 +1,20 @@
-"""The one place that knows the engine's method names (add_request/step/has_unfinished),
-so the serving loop and the HTTP layer stay independent of the engine's internals."""
+"""The one place that knows the engine's serving surface (`add_request`, `step`,
+`has_unfinished`, its stats and scheduler), so the loop and the HTTP layer stay independent of
+the engine's internals."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from evalkit.backends.local import engine_step
 from evalkit.serve.engine_loop import Finished
 
 
 @dataclass
 class StepResult:
     finished: dict[Any, Finished]
-    decode_batch: int  # sequences advanced by a decode step (0 for a prefill step)
+    decode_batch: int  # sequences advanced by this step if it was a decode step, else 0
 
 
 class EngineAdapter:
@@ -26,19 +28,19 @@ class EngineAdapter:
         return bool(self.engine.has_unfinished())
 
     def step(self) -> StepResult:
-        outputs, num_tokens = self.engine.step()
+        outputs, decode_batch = engine_step(self.engine)
         finished = {
             o.request_id: Finished(text=o.text, token_ids=list(o.token_ids), finish_reason=o.finish_reason,
-                               n_prompt=o.n_prompt, n_generated=o.n_generated, flags=list(o.flags))
+                                   n_prompt=o.n_prompt, n_generated=o.n_generated, flags=list(o.flags))
             for o in outputs
         }
-        return StepResult(finished, -num_tokens if num_tokens < 0 else 0)
+        return StepResult(finished, decode_batch)
 
-    def partial_tokens(self, rid: Any) -> list[int] | None:
-        fn = getattr(self.engine, "partial_token_ids", None)
-        return fn(rid) if fn else None
-
-    def reset(self) -> None:
-        fn = getattr(self.engine, "reset", None)
-        if fn:
-            fn()
+    def partial_tokens(self, rids: set[Any]) -> dict[Any, list[int]]:
+        """Tokens generated so far by the still-running requests among `rids` (for streaming)."""
+        out = {}
+        for rid in rids:
+            toks = self.engine.partial_token_ids(rid)
+            if toks is not None:
+                out[rid] = list(toks)
+        return out

@@ -93,7 +93,17 @@ class EngineLoop:
     def submit(self, prompt_ids: list[int], params: Any, *, stream: bool = False) -> Handle:
         handle = Handle(asyncio.get_running_loop(), stream)
         self._inbox.put((prompt_ids, params, handle))
+        if not self.alive:
+            self._fail_queued("the engine loop is not running")
         return handle
+
+    def _fail_queued(self, why: str) -> None:
+        while True:
+            try:
+                _, _, handle = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            handle._deliver(RuntimeError(why))
 
     # ---- the engine thread -------------------------------------------------------------------
 
@@ -123,23 +133,22 @@ class EngineLoop:
                 continue
             try:
                 step = self.adapter.step()
-            except Exception as exc:  # noqa: BLE001 -- fail what is in flight, keep serving
+            except Exception as exc:  # noqa: BLE001 -- fail what is in flight; the engine is suspect
                 self.stats.failed += len(self._live)
                 for handle in self._live.values():
                     handle._deliver(RuntimeError(f"engine step failed: {exc!r}"))
                 self._live.clear()
-                self.adapter.reset()
-                continue
+                self._stop.set()  # /health turns 503: a supervisor should restart the server
+                break
             self.stats.steps += 1
             if step.decode_batch:
                 self.stats.decode_steps += 1
                 self.stats.decode_seqs += step.decode_batch
                 self.stats.max_batch = max(self.stats.max_batch, step.decode_batch)
-            for rid, handle in self._live.items():
-                if handle.stream is not None and rid not in step.finished:
-                    toks = self.adapter.partial_tokens(rid)
-                    if toks is not None:
-                        handle._snapshot(toks)
+            streaming = {rid for rid, h in self._live.items() if h.stream is not None}
+            if streaming:
+                for rid, toks in self.adapter.partial_tokens(streaming - step.finished.keys()).items():
+                    self._live[rid]._snapshot(toks)
             for rid, out in step.finished.items():
                 handle = self._live.pop(rid, None)
                 self.stats.finished += 1
@@ -148,3 +157,5 @@ class EngineLoop:
                     handle._deliver(out)
         for handle in self._live.values():
             handle._deliver(RuntimeError("server shutting down"))
+        self._live.clear()
+        self._fail_queued("server shutting down")

@@ -29,8 +29,8 @@ def bind(host: str, port: int) -> socket.socket:
 def build(engine: Any, model_name: str, aliases: tuple[str, ...] = ()) -> tuple[Any, EngineLoop]:
     loop = EngineLoop(EngineAdapter(engine)).start()
     app = create_app(loop, engine.tokenizer, functools.partial(make_params, engine), model_name=model_name,
-                     describe=engine.describe(), max_model_len=getattr(engine, "max_model_len", None),
-                     vocab_size=getattr(engine, "vocab_size", None), aliases=aliases)
+                     describe=engine.describe(), max_model_len=engine.config.max_model_len,
+                     vocab_size=engine.arch.vocab_size, aliases=aliases)
     return app, loop
 
 
