@@ -220,3 +220,15 @@ def test_conditional_trend_matches_newton_and_reports_separation():
     assert r.coef < 0
     same = st.conditional_logistic_trend([1, 1, 1, 1], [8, 16, 32, 64])
     assert np.isnan(same.pvalue) and "same way" in same.note
+
+
+def test_public_names_are_never_shadowed_by_submodules():
+    """Lazy loading: a submodule named like a public function would replace it once imported."""
+    import importlib
+    import pkgutil
+    import types
+
+    for info in pkgutil.iter_modules(st.__path__):
+        importlib.import_module(f"evalkit.stats.{info.name}")
+    for name in st.__all__:
+        assert not isinstance(getattr(st, name), types.ModuleType), name

@@ -15,14 +15,14 @@ from typing import Any
 
 _WHERE = {
     "cluster": ["ClusteredSE", "clustered_se"],
-    "mcnemar": ["McNemarAll", "McNemarResult", "mcnemar", "mcnemar_asymptotic", "mcnemar_exact",
+    "mcnemar_tests": ["McNemarAll", "McNemarResult", "mcnemar", "mcnemar_asymptotic", "mcnemar_exact",
                 "mcnemar_midp"],
     "multitest": ["MultitestResult", "benjamini_hochberg", "holm"],
     "noninferiority": ["NonInferiorityResult", "TostResult", "noninferiority_test", "tost"],
     "paired_ci": ["NewcombeCI", "PairedCI", "agresti_min_ci", "bonett_price_ci", "newcombe_ci", "tango_ci",
                   "tango_score", "wald_ci"],
     "power": ["MdeResult", "connor_mde", "connor_power", "connor_sample_size", "exact_power"],
-    "proportion": ["ProportionResult", "proportion", "wilson_ci", "z_value"],
+    "accuracy": ["ProportionResult", "proportion", "wilson_ci", "z_value"],
     "stderr": ["lmeval_stderr"],
     "trend": ["LogisticTrendResult", "TrendResult", "cochran_armitage", "conditional_logistic_trend",
               "linear_by_linear", "logistic_trend_clustered"],

@@ -16,7 +16,7 @@ from typing import ClassVar
 from scipy import optimize
 
 from evalkit.stats._result import Result
-from evalkit.stats.proportion import wilson_ci, z_value
+from evalkit.stats.accuracy import wilson_ci, z_value
 
 _EDGE = 1e-12  # distance from +-1 at which the score statistic is still finite
 
