@@ -41,10 +41,12 @@ class Scheduler:
         self.decoding: list[Sequence] = []
 
     def add(self, seq: Sequence) -> None:
+        if seq.n_prompt == 0:
+            raise InputError("empty prompt")
         if seq.max_len > self.config.max_model_len:
             raise InputError(
-                f"request needs {seq.max_len} tokens (prompt {seq.n_prompt} + max_new_tokens), "
-                f"more than max_model_len={self.config.max_model_len}"
+                f"request needs {seq.max_len} tokens (prompt {seq.n_prompt} + max_new_tokens "
+                f"{seq.max_len - seq.n_prompt}), more than max_model_len={self.config.max_model_len}"
             )
         need = self.state.blocks_needed(seq.max_len)
         if need and need > self.state.num_blocks - 1:
@@ -52,8 +54,6 @@ class Scheduler:
                 f"request needs {need * self.state.block_size} cache tokens; the MLA cache holds "
                 f"{(self.state.num_blocks - 1) * self.state.block_size}"
             )
-        if seq.n_prompt == 0:
-            raise InputError("empty prompt")
         self.waiting.append(seq)
 
     def has_unfinished(self) -> bool:
