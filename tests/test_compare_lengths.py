@@ -117,7 +117,7 @@ def test_clear_loss_is_worse_in_words(tmp_path):
 
 
 def test_small_real_loss_within_margin(tmp_path):
-    _, row = _pair(tmp_path, 60, 20, 20000, margin=0.01)
+    _, row = _pair(tmp_path, 30, 5, 5000, margin=0.01)
     assert row["verdict"] == "worse, within margin" and row["noninferior"]
 
 
