@@ -29,33 +29,32 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="evalkit", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"evalkit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        p.set_defaults(_module=module)
+    for name, (_module, help_text) in COMMANDS.items():
+        sub.add_parser(name, help=help_text, description=help_text)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    # Two passes: find the subcommand, then let its module add its own arguments.
-    known, _ = parser.parse_known_args(argv)
-    if not getattr(known, "command", None):
-        parser.print_help()
+    if not argv or argv[0] not in COMMANDS:
+        # No subcommand: top-level help, --version, or argparse's own "invalid choice" error.
+        build_parser().parse_args(argv)
+        build_parser().print_help()
         return 2
-    module = importlib.import_module(f"evalkit.commands.{known._module}")
-    sub_parser = argparse.ArgumentParser(
-        prog=f"evalkit {known.command}", description=COMMANDS[known.command][1]
-    )
+    # The subcommand's module adds its own arguments (so `evalkit compare --help` lists them).
+    command = argv[0]
+    module_name, help_text = COMMANDS[command]
+    module = importlib.import_module(f"evalkit.commands.{module_name}")
+    sub_parser = argparse.ArgumentParser(prog=f"evalkit {command}", description=help_text)
     module.add_arguments(sub_parser)
     args = sub_parser.parse_args(argv[1:])
     try:
         return int(module.main(args) or 0)
     except EvalkitError as exc:
-        print(f"evalkit {known.command}: error: {exc}", file=sys.stderr)
+        print(f"evalkit {command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print(f"evalkit {known.command}: interrupted; completed samples are on disk, re-run to resume",
+        print(f"evalkit {command}: interrupted; completed samples are on disk, re-run to resume",
               file=sys.stderr)
         return 130
 
