@@ -10,6 +10,7 @@ import argparse
 import importlib
 import sys
 
+import evalkit
 from evalkit import __version__
 from evalkit.errors import EvalkitError
 
@@ -26,7 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="evalkit", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="evalkit", description=evalkit.__doc__)
     parser.add_argument("--version", action="version", version=f"evalkit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_module, help_text) in COMMANDS.items():
