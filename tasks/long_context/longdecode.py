@@ -91,11 +91,12 @@ def score_answer(segment: str | None, gold: str) -> tuple[dict[str, bool], dict[
 class LongDecodeTask(SizedTask):
     name = "gsm8k_longdecode"
     description = ("K GSM8K test questions answered in one response (K = 10/25/50; LongGenBench-style), "
-                   "each answer scored separately; length axis = K")
+                   "each answer scored separately; length axis = K; max new tokens are per answer")
     metrics = ["exact_match,strict-match", "exact_match,flexible-extract"]
     default_lengths = DEFAULT_K
     num_docs = 20  # prompts per K
-    params: dict[str, Any] = {"tokens_per_answer": TOKENS_PER_ANSWER}
+    max_new_tokens = TOKENS_PER_ANSWER  # per answer: a request may generate K times this
+    params: dict[str, Any] = {}
 
     def requests(self, *, tokenizer: Any = None, lengths: list[int] | None = None, limit: int | None = None,
                  seed: int | None = None, data_dir: str | None = None,
@@ -121,7 +122,7 @@ class LongDecodeTask(SizedTask):
                         length = view.count(prompt, chat=apply_chat_template)
                     docs = [DocRef(doc_id=i, target=test[i]["answer"].split("####")[-1].strip(),
                                    meta={"position": n + 1}) for n, i in enumerate(ids)]
-                    max_new = k * int(self.params["tokens_per_answer"])
+                    max_new = k * self.max_new_tokens
                     out.append(TaskRequest(
                         task=self.name, prompt=prompt, max_new_tokens=max_new, until=[], docs=docs, length=k,
                         meta={"k": k, "prompt_index": j, "length": length, "chat": apply_chat_template,
