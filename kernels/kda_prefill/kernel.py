@@ -11,7 +11,9 @@
 3. `solve_wy_kernel`      per (chunk, head): T = (I + Akk)^-1 by 16x16 forward substitution plus
                           block products, then the WY factors W = T (beta k e^G), U = T (beta v).
 4. `state_pass_kernel`    per (sequence, head, V block), sequential over the sequence's chunks:
-                          v_new = U - W S;  S <- e^{G_last} S + (k e^{G_last - G})^T v_new.
+                          v_new = U - W S;  S <- e^{G_last} S + Kd^T v_new,  Kd = k e^{G_last - G}
+                          (Kd, e^{G_last} and q e^G are precomputed by kernel 1: the sequential
+                          kernel only streams W, U, Kd).
                           Stores each chunk's starting state (fp32) and v_new; the final state is
                           rounded once into the pool. With INTRA_BF16 the carried state is rounded
                           to bf16 at every chunk boundary (the production-engine arm).
@@ -62,17 +64,25 @@ def _load_row(base, t, t_end, H, i_h, D: tl.constexpr, BD: tl.constexpr):
 # ----------------------------------------------------------------------------------------- 1
 @triton.jit
 def gate_cumsum_kernel(
+    q,
+    k,
     g_raw,
     a_log,
     dt_bias,
     G,
+    Qg,
+    Kd,
+    EGl,
     chunk_start,
     chunk_end,
+    scale,
     H: tl.constexpr,
     K: tl.constexpr,
     BT: tl.constexpr,
     BK: tl.constexpr,
 ):
+    """G = within-chunk cumsum of the gate, and the decay-weighted operands of the later kernels:
+    Qg = q e^G (output), Kd = k e^(G_last - G) (state update), EGl = e^G_last (state decay)."""
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
     t0 = tl.load(chunk_start + i_c)
@@ -82,8 +92,16 @@ def gate_cumsum_kernel(
     b_gr = tl.load(ptr, mask=mask, other=0.0).to(tl.float32)
     b_bias = tl.load(dt_bias + i_h * K + o_k, mask=o_k < K, other=0.0).to(tl.float32)
     b_a = tl.load(a_log + i_h).to(tl.float32)
-    b_g = tl.where(mask, kda_gate(b_gr, b_bias[None, :], b_a), 0.0)
-    _store_rows(G, tl.cumsum(b_g, axis=0), t0, t1, H, i_h, K, BT, BK)
+    b_g = tl.cumsum(tl.where(mask, kda_gate(b_gr, b_bias[None, :], b_a), 0.0), axis=0)
+    _store_rows(G, b_g, t0, t1, H, i_h, K, BT, BK)
+    o_t = tl.arange(0, BT)
+    b_glast = tl.sum(tl.where((o_t == t1 - 1 - t0)[:, None], b_g, 0.0), axis=0)
+    m_t = (t0 + o_t < t1)[:, None]
+    b_q = l2norm_rows(_load_rows(q, t0, t1, H, i_h, K, BT, BK)) * scale
+    _store_rows(Qg, b_q * tl.exp(b_g), t0, t1, H, i_h, K, BT, BK)
+    b_k = l2norm_rows(_load_rows(k, t0, t1, H, i_h, K, BT, BK))
+    _store_rows(Kd, b_k * tl.exp(tl.where(m_t, b_glast[None, :] - b_g, 0.0)), t0, t1, H, i_h, K, BT, BK)
+    tl.store(EGl + (i_c.to(tl.int64) * H + i_h) * K + o_k, tl.exp(b_glast), mask=o_k < K)
 
 
 # ----------------------------------------------------------------------------------------- 2
@@ -370,8 +388,8 @@ def solve_wy_kernel(
 # ----------------------------------------------------------------------------------------- 4
 @triton.jit
 def state_pass_kernel(
-    k,
-    G,
+    Kd,
+    EGl,
     W,
     U,
     Vn,
@@ -387,6 +405,7 @@ def state_pass_kernel(
     BT: tl.constexpr,
     BK: tl.constexpr,
     BV: tl.constexpr,
+    BR: tl.constexpr,
     DOT_PREC: tl.constexpr,
     STATE_DTYPE: tl.constexpr,
     ROUND_RTZ: tl.constexpr,
@@ -413,16 +432,20 @@ def state_pass_kernel(
     for i_t in range(0, n_chunks):
         t0 = bos + i_t * BT
         t1 = tl.minimum(t0 + BT, eos)
-        tl.store(Hs + ((c_first + i_t) * H + i_h) * K * V + o_s, b_s, mask=m_s)
-        b_w = _load_rows(W, t0, t1, H, i_h, K, BT, BK)
-        b_vn = _load_vblock(U, t0, t1, H, i_h, i_v, V, BT, BV) - tl.dot(b_w, b_s, input_precision=DOT_PREC)
-        _store_vblock(Vn, b_vn, t0, t1, H, i_h, i_v, V, BT, BV)
-        b_glast = _load_row(G, t1 - 1, t1, H, i_h, K, BK)
-        b_g = _load_rows(G, t0, t1, H, i_h, K, BT, BK)
-        m_t = (t0 + tl.arange(0, BT)) < t1
-        b_k = l2norm_rows(_load_rows(k, t0, t1, H, i_h, K, BT, BK))
-        b_kd = tl.where(m_t[:, None], b_k * tl.exp(tl.where(m_t[:, None], b_glast[None, :] - b_g, 0.0)), 0.0)
-        b_s = b_s * tl.exp(b_glast)[:, None] + tl.dot(tl.trans(b_kd), b_vn, input_precision=DOT_PREC)
+        i_c = c_first + i_t
+        tl.store(Hs + (i_c * H + i_h) * K * V + o_s, b_s, mask=m_s)
+        # the chunk in blocks of BR rows, in a loop (not unrolled): keeps the live tiles small
+        b_acc = tl.zeros([BK, BV], dtype=tl.float32)
+        for r in range(0, BT, BR):
+            b_w = _load_rows(W, t0 + r, t1, H, i_h, K, BR, BK)
+            b_vn = _load_vblock(U, t0 + r, t1, H, i_h, i_v, V, BR, BV) - tl.dot(
+                b_w, b_s, input_precision=DOT_PREC
+            )
+            _store_vblock(Vn, b_vn, t0 + r, t1, H, i_h, i_v, V, BR, BV)
+            b_kd = _load_rows(Kd, t0 + r, t1, H, i_h, K, BR, BK)
+            b_acc = tl.dot(tl.trans(b_kd), b_vn, b_acc, input_precision=DOT_PREC)
+        b_el = tl.load(EGl + (i_c * H + i_h) * K + o_k, mask=o_k < K, other=0.0)
+        b_s = b_s * b_el[:, None] + b_acc
         if INTRA_BF16:
             if i_t + 1 < n_chunks:
                 b_s = round_to_bf16_bits(b_s, False).to(tl.float32)
@@ -454,15 +477,13 @@ def _store_vblock(base, x, t0, t1, H, i_h, i_v, V: tl.constexpr, BT: tl.constexp
 # ----------------------------------------------------------------------------------------- 5
 @triton.jit
 def output_kernel(
-    q,
-    G,
+    Qg,
     Aqk,
     Vn,
     Hs,
     o,
     chunk_start,
     chunk_end,
-    scale,
     H: tl.constexpr,
     K: tl.constexpr,
     V: tl.constexpr,
@@ -482,8 +503,7 @@ def output_kernel(
     b_s = tl.load(
         Hs + (i_c.to(tl.int64) * H + i_h) * K * V + o_k[:, None] * V + o_v[None, :], mask=m_s, other=0.0
     )
-    b_q = l2norm_rows(_load_rows(q, t0, t1, H, i_h, K, BT, BK)) * scale
-    b_qg = b_q * tl.exp(_load_rows(G, t0, t1, H, i_h, K, BT, BK))
+    b_qg = _load_rows(Qg, t0, t1, H, i_h, K, BT, BK)
     b_a = _load_rows(Aqk, t0, t1, H, i_h, BT, BT, BT)
     b_vn = _load_vblock(Vn, t0, t1, H, i_h, i_v, V, BT, BV)
     b_o = tl.dot(b_qg, b_s, input_precision=DOT_PREC) + tl.dot(b_a, b_vn, input_precision=DOT_PREC)

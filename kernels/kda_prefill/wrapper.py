@@ -12,10 +12,14 @@ from .kernel import gate_cumsum_kernel, intra_kernel, output_kernel, solve_wy_ke
 CHUNK = 64  # BT: the block solve is written for 4 sub-blocks of 16
 SUB = 16  # BC
 # (BV, num_warps) of the sequential state pass and of the output kernel; the benchmark sweeps them.
-STATE_PASS_TILE: tuple[int, int] = (32, 4)
-OUTPUT_TILE: tuple[int, int] = (64, 4)
-INTRA_WARPS = 4
-SOLVE_WARPS = 4
+# Launch shapes, chosen from register/spill counts of sm_90 builds (kernels/compile_check.py);
+# (BV, num_warps, num_stages[, BR rows per step]) for the V-blocked kernels: no register spills
+# at K = V = 128. The benchmark sweeps alternatives.
+STATE_PASS_TILE: tuple[int, int, int, int] = (32, 8, 2, 16)
+OUTPUT_TILE: tuple[int, int, int] = (64, 8, 2)
+GATE_WARPS = 8
+INTRA_WARPS = 8
+SOLVE_WARPS = 8
 DOT_PRECISION = "tf32x3"  # ~fp32 accuracy on tensor cores; "ieee" = exact fp32 FMA (slower)
 
 
@@ -81,6 +85,9 @@ def kda_prefill(
     f32 = dict(dtype=torch.float32, device=dev)
 
     G = torch.empty(T, H, K, **f32)
+    Qg = torch.empty(T, H, K, **f32)
+    Kd = torch.empty(T, H, K, **f32)
+    EGl = torch.empty(max(NC, 1), H, K, **f32)
     Akk = torch.empty(T, H, CHUNK, **f32)
     Aqk = torch.empty(T, H, CHUNK, **f32)
     W = torch.empty(T, H, K, **f32)
@@ -90,93 +97,32 @@ def kda_prefill(
 
     if NC > 0:
         gate_cumsum_kernel[(NC, H)](
-            g_raw, a_log, dt_bias.contiguous(), G, c_start, c_end, H=H, K=K, BT=CHUNK, BK=BK
-        )
+            q, k, g_raw, a_log, dt_bias.contiguous(), G, Qg, Kd, EGl, c_start, c_end, scale,
+            H=H, K=K, BT=CHUNK, BK=BK, num_warps=GATE_WARPS,
+        )  # fmt: skip
         intra_kernel[(NC, H, CHUNK // SUB)](
-            q,
-            k,
-            G,
-            beta_raw,
-            Akk,
-            Aqk,
-            c_start,
-            c_end,
-            scale,
-            H=H,
-            K=K,
-            BT=CHUNK,
-            BC=SUB,
-            BK=BK,
-            DOT_PREC=prec,
-            num_warps=INTRA_WARPS,
-        )
+            q, k, G, beta_raw, Akk, Aqk, c_start, c_end, scale,
+            H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, DOT_PREC=prec, num_warps=INTRA_WARPS,
+        )  # fmt: skip
         solve_wy_kernel[(NC, H)](
-            k,
-            v,
-            G,
-            beta_raw,
-            Akk,
-            W,
-            U,
-            c_start,
-            c_end,
-            H=H,
-            K=K,
-            V=V,
-            BT=CHUNK,
-            BC=SUB,
-            BK=BK,
-            BV=BVf,
-            DOT_PREC=prec,
-            num_warps=SOLVE_WARPS,
-        )
-    bv, nw = STATE_PASS_TILE
+            k, v, G, beta_raw, Akk, W, U, c_start, c_end,
+            H=H, K=K, V=V, BT=CHUNK, BC=SUB, BK=BK, BV=BVf, DOT_PREC=prec, num_warps=SOLVE_WARPS,
+        )  # fmt: skip
+    bv, nw, ns, br = STATE_PASS_TILE
     bv = min(bv, BVf)
     N = len(cu) - 1
     state_pass_kernel[(triton.cdiv(V, bv), N * H)](
-        k,
-        G,
-        W,
-        U,
-        Vn,
-        Hs,
-        state_pool,
-        slots.contiguous(),
-        cu_seqlens.to(torch.int32).contiguous(),
-        c_off,
+        Kd, EGl, W, U, Vn, Hs, state_pool, slots.contiguous(), cu_seqlens.to(torch.int32).contiguous(), c_off,
         has_initial_state.to(torch.int32).contiguous(),
-        H=H,
-        K=K,
-        V=V,
-        BT=CHUNK,
-        BK=BK,
-        BV=bv,
-        DOT_PREC=prec,
-        STATE_DTYPE=state_constexpr(state_pool),
-        ROUND_RTZ=rounding_flag(rounding),
-        INTRA_BF16=intra_chunk_dtype == torch.bfloat16,
-        num_warps=nw,
-    )
+        H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=bv, BR=br, DOT_PREC=prec,
+        STATE_DTYPE=state_constexpr(state_pool), ROUND_RTZ=rounding_flag(rounding),
+        INTRA_BF16=intra_chunk_dtype == torch.bfloat16, num_warps=nw, num_stages=ns,
+    )  # fmt: skip
     if NC > 0:
-        bvo, nwo = OUTPUT_TILE
+        bvo, nwo, nso = OUTPUT_TILE
         bvo = min(bvo, BVf)
         output_kernel[(NC, H, triton.cdiv(V, bvo))](
-            q,
-            G,
-            Aqk,
-            Vn,
-            Hs,
-            out,
-            c_start,
-            c_end,
-            scale,
-            H=H,
-            K=K,
-            V=V,
-            BT=CHUNK,
-            BK=BK,
-            BV=bvo,
-            DOT_PREC=prec,
-            num_warps=nwo,
-        )
+            Qg, Aqk, Vn, Hs, out, c_start, c_end,
+            H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=bvo, DOT_PREC=prec, num_warps=nwo, num_stages=nso,
+        )  # fmt: skip
     return out

@@ -72,18 +72,20 @@ def conv_prefill_kernel(
     if t0 == bos:  # the first chunk owns the pool row
         o_w = tl.arange(0, BW)
         m_w = o_w < (W - 1)
-        pos = eos - (W - 1) + o_w  # positions of the new row's columns
-        in_seq = m_w & (pos >= bos)
-        xv = tl.load(
-            x + pos.to(tl.int64)[None, :] * C + o_c[:, None], mask=in_seq[None, :] & m_c[:, None], other=0.0
-        )
-        from_pool = m_w & (pos < bos) & (pos >= lo)
-        pv = tl.load(
-            p_pool + o_c[:, None] * (W - 1) + (pos - bos + (W - 1))[None, :],
-            mask=from_pool[None, :] & m_c[:, None],
+        pos_w = eos - (W - 1) + o_w  # positions of the new row's columns
+        in_seq_w = m_w & (pos_w >= bos)
+        xv_w = tl.load(
+            x + pos_w.to(tl.int64)[None, :] * C + o_c[:, None],
+            mask=in_seq_w[None, :] & m_c[:, None],
             other=0.0,
         )
-        new = tl.where(in_seq[None, :], xv.to(conv_pool.dtype.element_ty), pv)
+        from_pool_w = m_w & (pos_w < bos) & (pos_w >= lo)
+        pv_w = tl.load(
+            p_pool + o_c[:, None] * (W - 1) + (pos_w - bos + (W - 1))[None, :],
+            mask=from_pool_w[None, :] & m_c[:, None],
+            other=0.0,
+        )
+        new = tl.where(in_seq_w[None, :], xv_w.to(conv_pool.dtype.element_ty), pv_w)
         tl.store(p_pool + o_c[:, None] * (W - 1) + o_w[None, :], new, mask=m_w[None, :] & m_c[:, None])
 
 

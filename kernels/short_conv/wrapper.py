@@ -9,7 +9,7 @@ from ..common import KernelInputError
 from ..triton_launch import check_triton_device
 from .kernel import conv_decode_kernel, conv_prefill_kernel
 
-BT, BC = 64, 64
+BT, BC = 32, 64
 
 
 def _check(x, weight, conv_pool, slots, n_rows_name: str):

@@ -1,0 +1,170 @@
+"""Compile every Triton kernel for an NVIDIA target without a GPU (Triton ships ptxas), to catch
+GPU-only compile errors on a CPU machine, read register/spill counts, and inspect the layouts.
+
+`python -m evalkit.kernels.compile_check` prints one line per kernel build. Used by
+tests/test_kernels_compile.py (the decode builds for fp16/bf16 pools must lay out the state tile
+exactly like the fp32 build, which is what makes the fp32-twin check bit-exact)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+POOL_PTR = {"fp32": "*fp32", "fp16": "*fp16", "bf16": "*bf16"}
+
+
+@dataclass
+class Build:
+    name: str
+    ttgir: str
+    ptx: str
+    cubin: bytes
+    shared: int
+
+    def resources(self) -> dict:
+        """Registers and spill bytes, read from the cubin with the bundled cuobjdump."""
+        tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(self.cubin)
+            f.flush()
+            out = subprocess.run(
+                [tool, "--dump-resource-usage", f.name], capture_output=True, text=True
+            ).stdout
+        reg = re.search(r"REG:(\d+)", out)
+        stack = re.search(r"STACK:(\d+)", out)
+        return {
+            "registers": int(reg.group(1)) if reg else None,
+            "stack": int(stack.group(1)) if stack else None,
+        }
+
+
+def compile_kernel(
+    fn, signature: dict, constexprs: dict, *, num_warps: int = 4, num_stages: int = 3, arch: int = 90
+) -> Build:
+    sig = dict(signature)
+    for k in constexprs:
+        sig[k] = "constexpr"
+    ptr_args = [i for i, (k, v) in enumerate(sig.items()) if v.startswith("*")]
+    attrs = {(i,): [["tt.divisibility", 16]] for i in ptr_args}
+    src = ASTSource(fn, sig, constexprs, attrs)
+    c = triton.compile(
+        src, target=GPUTarget("cuda", arch, 32), options={"num_warps": num_warps, "num_stages": num_stages}
+    )
+    return Build(fn.__name__, c.asm["ttgir"], c.asm["ptx"], c.asm["cubin"], c.metadata.shared)
+
+
+def decode_build(state: str, *, model="bf16", BV=64, num_warps=4, H=32, K=128, V=128, VEC=4) -> Build:
+    from .kda_decode.kernel import kda_decode_kernel
+
+    m = "*" + model
+    sig = {
+        "q": m, "k": m, "v": m, "g_raw": m, "beta_raw": m, "a_log": "*fp32", "dt_bias": "*fp32",
+        "pool": POOL_PTR[state], "slots": "*i32", "o": m, "scale": "fp32",
+    }  # fmt: skip
+    const = {"H": H, "K": K, "V": V, "BK": triton.next_power_of_2(K), "BV": BV, "VEC": VEC,
+             "STATE_DTYPE": state, "ROUND_RTZ": False}  # fmt: skip
+    return compile_kernel(kda_decode_kernel, sig, const, num_warps=num_warps)
+
+
+def prefill_builds(
+    state: str = "fp32", *, model="bf16", H=32, K=128, V=128, prec="tf32x3", tiles=None
+) -> list[Build]:
+    from .kda_prefill import kernel as kp
+    from .kda_prefill import wrapper as w
+
+    t = dict(
+        state_pass=w.STATE_PASS_TILE,
+        output=w.OUTPUT_TILE,
+        gate=w.GATE_WARPS,
+        intra=w.INTRA_WARPS,
+        solve=w.SOLVE_WARPS,
+    )
+    t.update(tiles or {})
+    m, f, i32 = "*" + model, "*fp32", "*i32"
+    BK, BV = triton.next_power_of_2(K), triton.next_power_of_2(V)
+    sp, op = t["state_pass"], t["output"]
+    return [
+        compile_kernel(kp.gate_cumsum_kernel,
+                       {"q": m, "k": m, "g_raw": m, "a_log": f, "dt_bias": f, "G": f, "Qg": f, "Kd": f, "EGl": f,
+                        "chunk_start": i32, "chunk_end": i32, "scale": "fp32"},
+                       {"H": H, "K": K, "BT": 64, "BK": BK}, num_warps=t["gate"]),
+        compile_kernel(kp.intra_kernel,
+                       {"q": m, "k": m, "G": f, "beta_raw": m, "Akk": f, "Aqk": f, "chunk_start": i32,
+                        "chunk_end": i32, "scale": "fp32"},
+                       {"H": H, "K": K, "BT": 64, "BC": 16, "BK": BK, "DOT_PREC": prec}, num_warps=t["intra"]),
+        compile_kernel(kp.solve_wy_kernel,
+                       {"k": m, "v": m, "G": f, "beta_raw": m, "Akk": f, "W": f, "U": f, "chunk_start": i32,
+                        "chunk_end": i32},
+                       {"H": H, "K": K, "V": V, "BT": 64, "BC": 16, "BK": BK, "BV": BV, "DOT_PREC": prec},
+                       num_warps=t["solve"]),
+        compile_kernel(kp.state_pass_kernel,
+                       {"Kd": f, "EGl": f, "W": f, "U": f, "Vn": f, "Hs": f, "pool": POOL_PTR[state], "slots": i32,
+                        "cu_seqlens": i32, "chunk_offsets": i32, "has_initial_state": i32},
+                       {"H": H, "K": K, "V": V, "BT": 64, "BK": BK, "BV": min(sp[0], BV), "BR": sp[3] if len(sp) > 3 else 32,
+                        "DOT_PREC": prec, "STATE_DTYPE": state, "ROUND_RTZ": False, "INTRA_BF16": False},
+                       num_warps=sp[1], num_stages=sp[2]),
+        compile_kernel(kp.output_kernel,
+                       {"Qg": f, "Aqk": f, "Vn": f, "Hs": f, "o": m, "chunk_start": i32, "chunk_end": i32},
+                       {"H": H, "K": K, "V": V, "BT": 64, "BK": BK, "BV": min(op[0], BV), "DOT_PREC": prec},
+                       num_warps=op[1], num_stages=op[2]),
+    ]  # fmt: skip
+
+
+def other_builds(model="bf16") -> list[Build]:
+    from .gated_rmsnorm.kernel import gated_rmsnorm_kernel
+    from .short_conv.kernel import conv_decode_kernel, conv_prefill_kernel
+
+    m, i32 = "*" + model, "*i32"
+    return [
+        compile_kernel(conv_prefill_kernel,
+                       {"x": m, "weight": m, "conv_pool": m, "slots": i32, "has_initial_state": i32, "y": m,
+                        "chunk_start": i32, "chunk_end": i32, "chunk_seq": i32, "cu_seqlens": i32},
+                       {"C": 12288, "W": 4, "BT": 32, "BC": 64, "BW": 4}),
+        compile_kernel(conv_decode_kernel, {"x": m, "weight": m, "conv_pool": m, "slots": i32, "y": m},
+                       {"C": 12288, "W": 4, "BC": 64, "BW": 4}),
+        compile_kernel(gated_rmsnorm_kernel,
+                       {"o": m, "gate": m, "weight": "*fp32", "y": m, "n_rows": "i32", "eps": "fp32"},
+                       {"V": 128, "BR": 16, "BV": 128}),
+    ]  # fmt: skip
+
+
+def layout_lines(ttgir: str) -> list[str]:
+    return sorted(set(re.findall(r"#\w+\d* = #ttg\.\w+<\{[^}]*\}>", ttgir)))
+
+
+def strip_pool_ops(ttgir: str) -> list[str]:
+    """TTGIR lines with locations dropped and the lines that mention the pool's 16-bit type removed:
+    what must be identical between the fp32 build and a 16-bit build."""
+    keep = []
+    for line in ttgir.splitlines():
+        if line.startswith("#loc") or "tt.func public" in line:
+            continue
+        line = re.sub(r"loc\([^)]*\)", "", line)
+        line = re.sub(r"%[\w.]+", "%v", line)
+        if re.search(
+            r"f16|bf16|i16|arith\.extf|arith\.truncf|tt\.bitcast|arith\.(shrui|andi|addi|select)", line
+        ):
+            continue
+        keep.append(line.strip())
+    return keep
+
+
+def main() -> None:
+    from .kda_decode.wrapper import DECODE_TILES
+
+    builds = [decode_build(s, BV=DECODE_TILES[s][0], num_warps=DECODE_TILES[s][1]) for s in POOL_PTR]
+    builds += prefill_builds() + other_builds()
+    for b in builds:
+        r = b.resources()
+        print(f"{b.name:<24} shared={b.shared:>6}  registers={r['registers']}  stack={r['stack']}")
+
+
+if __name__ == "__main__":
+    main()
