@@ -25,14 +25,14 @@ class EngineConfig:
     max_num_batched_tokens: int | None = None  # tokens per prefill forward; GPU 16384, CPU 512
     prefill_chunk_size: int | None = None  # a prompt is cut at multiples of this; GPU 8192, CPU 256
     decode_width: int | None = None  # rows of every decode forward when batch_invariant; GPU 256, CPU 8
-    max_model_len: int | None = None  # longest prompt + generation; default min(config, 262144)
+    max_model_len: int | None = None  # longest prompt + generation; default min(config, 136k)
     block_size: int = 64  # tokens per MLA cache block
     kv_cache_tokens: int | None = None  # MLA cache capacity in tokens; default: what memory allows
     gpu_memory_utilization: float = 0.92
     cpu_kv_cache_bytes: int = 256 << 20
     intra_chunk_dtype: str | None = None  # round the carried state inside prefill chunks (None: no)
     kda_chunk_size: int = 64  # the chunked prefill kernel's chunk
-    twin_check: bool = False  # run the kernels' fp32-twin self-check of the arm at start-up
+    twin_check: int = 0  # n > 0: check one 16-bit KDA launch in n against its fp32 twin (no CUDA graphs)
     enforce_eager: bool = False  # no CUDA graphs
     batch_invariant: bool = True
     health_interval: int | None = None  # decode steps between state-magnitude checks; GPU 16, CPU 1
@@ -53,7 +53,8 @@ class EngineConfig:
         c.max_num_batched_tokens = c.max_num_batched_tokens or (16384 if gpu else 512)
         c.prefill_chunk_size = c.prefill_chunk_size or min(8192 if gpu else 256, c.max_num_batched_tokens)
         c.decode_width = c.decode_width or (256 if gpu else 8)
-        c.max_model_len = c.max_model_len or min(max_position_embeddings, 262144)
+        c.max_model_len = c.max_model_len or min(max_position_embeddings, 139264)
+        c.twin_check = int(c.twin_check)
         c.health_interval = c.health_interval or (16 if gpu else 1)
         if c.state_dtype not in ("fp32", "fp16", "bf16"):
             raise InputError(f"state_dtype must be fp32, fp16 or bf16, got {c.state_dtype!r}")

@@ -79,8 +79,12 @@ class LLMEngine:
             "decode_s": 0.0,
             "max_batch": 0,
         }
-        if self.config.twin_check:
-            self.twin_check_result = self._twin_check()
+        self.twin = None
+        if self.config.twin_check and self.config.state_dtype != "fp32":
+            from evalkit.kernels.twin_check import TwinChecker
+
+            self.twin = TwinChecker(every=self.config.twin_check)
+            self.state.kda_ops = self.twin  # every n-th 16-bit KDA launch is checked
         if self.runner.use_graphs:
             self.runner.capture_graphs()
 
@@ -382,6 +386,17 @@ class LLMEngine:
         finally:
             bar.close()
 
+    def close(self) -> None:
+        """Free the pools and CUDA graphs (the loaded weights stay with `self.loaded`)."""
+        self.reset()
+        self.runner.release_graphs()
+        self.state = self.runner = self.scheduler = None
+        if torch.cuda.is_available():
+            import gc
+
+            gc.collect()
+            torch.cuda.empty_cache()
+
     # -- manifest ------------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
         c = self.config
@@ -404,18 +419,11 @@ class LLMEngine:
             "max_num_seqs": c.max_num_seqs,
             "max_model_len": c.max_model_len,
             "cuda_graphs": self.runner.use_graphs,
-            "twin_check": c.twin_check,
+            "twin_check": None
+            if self.twin is None
+            else {"every": c.twin_check, "summary": self.twin.summary()},
             "health": {"interval": c.health_interval, "overflow_threshold": c.overflow_threshold},
         }
-
-    def _twin_check(self) -> dict[str, Any]:
-        """The kernels' fp32-twin check of this arm (when the kernels package provides one)."""
-        from evalkit import kernels
-
-        fn = getattr(kernels, "twin_check", None)
-        if fn is None:
-            return {"ran": False, "why": "evalkit.kernels has no twin_check"}
-        return {"ran": True, "result": fn(state_dtype=self.config.state_dtype, device=str(self.model.device))}
 
 
 def kernel_build(device: torch.device) -> str:

@@ -46,7 +46,8 @@ class ModelRunner:
         )
         self._graphs: dict[int, tuple[torch.cuda.CUDAGraph, dict[str, torch.Tensor]]] = {}
         self._graph_pool = None
-        self.use_graphs = self.device.type == "cuda" and not config.enforce_eager
+        # the fp32-twin check compares on the host after every checked launch: not capturable
+        self.use_graphs = self.device.type == "cuda" and not config.enforce_eager and not config.twin_check
 
     # -- sequence lifetime ---------------------------------------------------------------------
     def attach(self, seq: Sequence, n_tokens: int | None = None) -> None:
@@ -168,7 +169,7 @@ class ModelRunner:
             static["slots"].copy_(slots, non_blocking=True)
             static["context_lens"].copy_(ctx, non_blocking=True)
             graph.replay()
-            return static["logits"][:B]
+            return static["logits"][:B].clone()  # the next replay overwrites the static buffer
         rows = [self._rows(s.slot, 0, s.num_computed + 1) for s in seqs] if self.has_mla else []
         return self._decode_forward(
             ids.to(self.device), slots.to(self.device), ctx.to(self.device), B, context_rows=rows
@@ -222,6 +223,10 @@ class ModelRunner:
         self._graph_pool = graph.pool()
         self._graphs[width] = (graph, static)
         return self._graphs[width]
+
+    def release_graphs(self) -> None:
+        self._graphs.clear()
+        self._graph_pool = None
 
     def capture_graphs(self, widths: list[int] | None = None) -> None:
         if not self.use_graphs:

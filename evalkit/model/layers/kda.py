@@ -63,7 +63,8 @@ class KDAttention(nn.Module):
             )
         q, k, v = (t.reshape(n, H, K).contiguous() for t in y.split(D, dim=-1))
         if batch.is_decode:
-            o = kernels.kda_decode(q, k, v, g_raw, beta_raw, self.A_log, self.dt_bias, kda_pool, batch.slots)
+            ops = getattr(state, "kda_ops", None) or kernels  # kda_ops: e.g. the fp32-twin checker
+            o = ops.kda_decode(q, k, v, g_raw, beta_raw, self.A_log, self.dt_bias, kda_pool, batch.slots)
         else:
             o = self._prefill(q, k, v, g_raw, beta_raw, kda_pool, batch, state)
         o = kernels.gated_rmsnorm(o, gate, self.o_norm, self.eps).reshape(n, D)
@@ -75,9 +76,10 @@ class KDAttention(nn.Module):
         """Packed prefill; with `state.serial_prefill` one kernel call per sequence (the CPU path's
         result for a sequence otherwise depends on how many sequences share the call)."""
         args = dict(chunk_size=state.chunk_size, intra_chunk_dtype=state.intra_chunk_dtype)
+        ops = getattr(state, "kda_ops", None) or kernels
         n_seqs = batch.slots.numel()
         if not getattr(state, "serial_prefill", False) or n_seqs == 1:
-            return kernels.kda_prefill(
+            return ops.kda_prefill(
                 q,
                 k,
                 v,
@@ -97,7 +99,7 @@ class KDAttention(nn.Module):
             a, b = cu[i], cu[i + 1]
             local = torch.tensor([0, b - a], dtype=batch.cu_seqlens.dtype, device=q.device)
             outs.append(
-                kernels.kda_prefill(
+                ops.kda_prefill(
                     q[a:b],
                     k[a:b],
                     v[a:b],

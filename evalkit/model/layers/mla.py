@@ -5,13 +5,16 @@ Per token the cache holds the normalised latent c [kv_lora_rank] and the shared 
 on CPU) expands the whole cached context with kv_b_proj and runs softmax attention per sequence,
 as transformers does. Decode on GPU absorbs kv_b_proj into the query and the output (exact: there
 is no RoPE) and runs `mla_decode_attention` (Triton) over the paged latents, so that a CUDA graph
-of fixed width can replay it whatever the context lengths."""
+of fixed width can replay it whatever the context lengths (on CPU under TRITON_INTERPRET=1 too,
+which is how the tests run this GPU path)."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from evalkit import kernels
 
 from ..batch import ForwardBatch
 from ..config import KimiArch
@@ -47,7 +50,7 @@ class MLAttention(nn.Module):
         pool = state.mla[self.layer_idx]
         pool.index_copy_(0, batch.mla_slot_mapping, latent.to(pool.dtype))
         q = q.view(n, self.H, self.qk)
-        if batch.is_decode and h.is_cuda:
+        if batch.is_decode and kernels.use_triton(h):
             o = self._decode_absorbed(q, pool, batch)
         else:
             o = self._attend_per_sequence(q, pool, batch)
@@ -82,8 +85,8 @@ class MLAttention(nn.Module):
                     pos = torch.arange(L - m, L, device=q.device)
                     mask = torch.arange(L, device=q.device)[None, :] <= pos[:, None]
             oi = F.scaled_dot_product_attention(
-                qi, k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask, scale=self.scale
-            )
+                qi[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None], attn_mask=mask, scale=self.scale
+            )[0]
             out[start : start + m] = oi.transpose(0, 1)
             start += m
         return out

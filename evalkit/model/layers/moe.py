@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from evalkit import kernels
+
 from ..config import KimiArch
 
 
@@ -75,7 +77,7 @@ class MoE(nn.Module):
         T = x.shape[0]
         n = T if n_routed is None else n_routed
         idx, w = self.route(x)
-        if x.is_cuda:
+        if x.is_cuda or kernels.use_triton(x):  # the GPU path (also under TRITON_INTERPRET=1)
             y = self._grouped(x[:n], idx[:n])  # [n, k, hidden]
         else:
             y = self._dense_all(x, idx)[:n]  # every expert on every row: fixed GEMM shapes
