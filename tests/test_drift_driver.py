@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 
 import torch
-from evalkit.kernels import STATE_DTYPES, kda_decode, kda_prefill
 
 from evalkit.drift.driver import DriftConfig, run_drift
 from evalkit.drift.generate import generate_greedy
 from evalkit.drift.report import drift_markdown
 from evalkit.drift.rundir import is_drift_run
 from evalkit.drift.teacher_forced import run_teacher_forced
+from evalkit.kernels import STATE_DTYPES, kda_decode, kda_prefill
 
 
 class ToyModel:

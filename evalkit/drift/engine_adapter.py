@@ -8,8 +8,10 @@ Decode mode has two implementations that round the state identically (after ever
 - "steps": the engine's real decode path, one forward per token (CUDA graphs on GPU). Exact,
   but a 27-layer 48B model needs ~ms per token, too slow for 64k tokens × 3 arms;
 - "block" (default): the block of teacher-forced tokens runs as one prefill-shaped forward,
-  except that each KDA layer's recurrence steps token by token through `kernels.kda_decode`
-  (load, fp32 update, round-to-nearest-even store, every token). Teacher forcing makes this
+  except that each KDA layer's recurrence steps token by token: load, fp32 update,
+  round-to-nearest-even store, every token; on the GPU in one launch per layer and block
+  (`evalkit.drift.recurrent_rounding`, tested against the decode kernel), on the CPU through
+  `kernels.kda_decode` per token. Teacher forcing makes this
   legitimate: layer l sees all its inputs for the block once layer l-1 is done. The dense parts
   (projections, MoE, MLA, conv) then run batched over the block, which changes their fp32
   rounding only in the last bits and equally for every arm (`tests/test_drift_engine.py`
@@ -29,10 +31,11 @@ DECODE_IMPLS = ("block", "steps")
 
 
 class _PerTokenRecurrence:
-    """Stands in for `evalkit.kernels` inside the KDA layer: prefill steps token by token."""
+    """Stands in for `evalkit.kernels` inside the KDA layer: prefill steps token by token, with
+    drift's one-launch kernel where Triton runs (`fused`), else `kernels.kda_decode` per token."""
 
-    def __init__(self, real):
-        self._real = real
+    def __init__(self, real, fused: bool):
+        self._real, self._fused = real, fused
 
     def __getattr__(self, name):
         return getattr(self._real, name)
@@ -42,8 +45,16 @@ class _PerTokenRecurrence:
         out = torch.empty(q.shape[0], q.shape[1], v.shape[-1], dtype=q.dtype, device=q.device)
         cu = cu_seqlens.tolist()
         init = has_initial_state.tolist()
+        fused = self._fused and self._real.use_triton(q)
+        if fused:
+            from evalkit.drift.recurrent_rounding import kda_recurrent_rounded
         for i in range(len(cu) - 1):
             slot = slots[i:i + 1]
+            if fused:
+                s, e = cu[i], cu[i + 1]
+                out[s:e] = kda_recurrent_rounded(q[s:e], k[s:e], v[s:e], g_raw[s:e], beta_raw[s:e], A_log,
+                                                 dt_bias, state_pool, int(slot.item()), bool(init[i]))
+                continue
             if not init[i]:
                 state_pool[slot].zero_()
             for t in range(cu[i], cu[i + 1]):
@@ -53,7 +64,7 @@ class _PerTokenRecurrence:
 
 
 @contextlib.contextmanager
-def per_token_recurrence():
+def per_token_recurrence(fused: bool = True):
     """While active, the model's KDA layers round their state after every token (see module doc)."""
     from evalkit.model.layers import kda as kda_layer
 
@@ -61,7 +72,7 @@ def per_token_recurrence():
     if real is None or not hasattr(real, "kda_prefill"):
         raise RuntimeError("evalkit.model.layers.kda no longer calls evalkit.kernels through a module "
                            "attribute; drift's block decode needs updating (use decode_impl='steps')")
-    kda_layer.kernels = _PerTokenRecurrence(real)
+    kda_layer.kernels = _PerTokenRecurrence(real, fused)
     try:
         yield
     finally:
@@ -112,7 +123,7 @@ class EngineSession:
         self._room(len(ids))
         if self.owner.decode_impl == "block":
             self.seq.token_ids.extend(ids)
-            with per_token_recurrence():
+            with per_token_recurrence(self.owner.fused_decode):
                 return self.runner.prefill([(self.seq, len(ids))], all_logits=True)[0]
         rows = []
         for t in ids:
@@ -135,7 +146,7 @@ class EngineDriftModel:
 
     def __init__(self, model, tokenizer=None, *, max_len: int, chunk_size: int = 1024,
                  decode_impl: str = "block", enforce_eager: bool = False, kda_chunk_size: int = 64,
-                 block_size: int = 64, info: dict[str, Any] | None = None):
+                 block_size: int = 64, fused_decode: bool = True, info: dict[str, Any] | None = None):
         if decode_impl not in DECODE_IMPLS:
             raise InputError(f"decode_impl must be one of {DECODE_IMPLS}, got {decode_impl!r}")
         self.model, self.tokenizer = model, tokenizer
@@ -144,6 +155,7 @@ class EngineDriftModel:
         self.max_len, self.chunk_size = int(max_len), int(chunk_size)
         self.decode_impl, self.enforce_eager = decode_impl, enforce_eager
         self.kda_chunk_size, self.block_size = kda_chunk_size, block_size
+        self.fused_decode = fused_decode
         self.info = dict(info or {})
 
     @classmethod
@@ -164,7 +176,9 @@ class EngineDriftModel:
                 "device": str(self.device), "layers": a.num_hidden_layers, "kda_layers": len(a.kda_layers),
                 "mla_layers": len(a.mla_layers), "hidden_size": a.hidden_size, "vocab_size": a.vocab_size,
                 "kda_heads": a.linear_num_heads, "kda_head_dim": a.linear_head_dim,
-                "decode_impl": self.decode_impl, "kda_chunk_size": self.kda_chunk_size}
+                "decode_impl": self.decode_impl, "kda_chunk_size": self.kda_chunk_size,
+                "decode_kernel": ("one-launch per block (evalkit.drift.recurrent_rounding) where Triton runs"
+                                  if self.fused_decode else "kernels.kda_decode per token")}
 
     def tokenize(self, text: str) -> list[int]:
         if self.tokenizer is None:
