@@ -139,21 +139,23 @@ def layout_lines(ttgir: str) -> list[str]:
     return sorted(set(re.findall(r"#\w+\d* = #ttg\.\w+<\{[^}]*\}>", ttgir)))
 
 
-def strip_pool_ops(ttgir: str) -> list[str]:
-    """TTGIR lines with locations dropped and the lines that mention the pool's 16-bit type removed:
-    what must be identical between the fp32 build and a 16-bit build."""
-    keep = []
-    for line in ttgir.splitlines():
-        if line.startswith("#loc") or "tt.func public" in line:
-            continue
-        line = re.sub(r"loc\([^)]*\)", "", line)
-        line = re.sub(r"%[\w.]+", "%v", line)
-        if re.search(
-            r"f16|bf16|i16|arith\.extf|arith\.truncf|tt\.bitcast|arith\.(shrui|andi|addi|select)", line
-        ):
-            continue
-        keep.append(line.strip())
-    return keep
+def summation_signature(ttgir: str) -> list[str]:
+    """The ops whose result depends on summation order (reductions and dots), each with its operand
+    types and the layouts spelled out. Two builds with equal signatures add in the same order;
+    everything else in these kernels is elementwise, so they compute bit-identical values."""
+    aliases = dict(re.findall(r"^(#\w+) = (#ttg\.\w+<\{.*?\}>)\s*$", ttgir, flags=re.M))
+
+    def resolve(text: str) -> str:
+        for _ in range(3):  # layouts nest (slice of blocked, dot_op of mma)
+            text = re.sub(r"#\w+\b(?!\.)", lambda m: aliases.get(m.group(0), m.group(0)), text)
+        return text
+
+    sig = []
+    for m in re.finditer(r'"tt\.reduce"\(.*?\}\) : \((.*?)\) ->', ttgir, flags=re.S):
+        sig.append("reduce " + resolve(m.group(1)))
+    for m in re.finditer(r"= (tt\.dot|ttng\.warp_group_dot) [^:]*: ([^\n]*?)(?: loc\(|$)", ttgir, flags=re.M):
+        sig.append(m.group(1) + " " + resolve(m.group(2)))
+    return sig
 
 
 def main() -> None:

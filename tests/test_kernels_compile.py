@@ -1,0 +1,58 @@
+"""Compile the Triton kernels for sm_90 (H100/H200) on this CPU machine (Triton ships ptxas):
+GPU-only compile errors, register spills, and the property that makes the fp32-twin check exact:
+16-bit builds sum in the same order as the fp32 build."""
+
+from __future__ import annotations
+
+import pytest
+
+compile_check = pytest.importorskip("evalkit.kernels.compile_check")
+
+
+@pytest.fixture(autouse=True)
+def _quiet(monkeypatch):
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+
+
+def test_every_kernel_compiles_for_sm90_without_spills():
+    from evalkit.kernels.kda_decode.wrapper import DECODE_TILES
+
+    builds = [compile_check.decode_build(s, BV=DECODE_TILES[s][0], num_warps=DECODE_TILES[s][1])
+              for s in ("fp32", "fp16", "bf16")]  # fmt: skip
+    builds += compile_check.prefill_builds() + compile_check.other_builds()
+    for b in builds:
+        r = b.resources()
+        assert r["registers"] is not None, b.name
+        assert r["stack"] == 0, f"{b.name} spills {r['stack']} bytes per thread"
+        assert b.shared <= 227 * 1024, f"{b.name} needs {b.shared} bytes of shared memory"
+
+
+@pytest.mark.parametrize("state", ["fp16", "bf16"])
+def test_16bit_builds_sum_in_the_fp32_order(state):
+    from evalkit.kernels.kda_decode.wrapper import DECODE_TILES
+
+    bv, nw = DECODE_TILES[state]
+    twin = compile_check.decode_build("fp32", model="fp32", BV=bv, num_warps=nw)
+    build = compile_check.decode_build(state, model="fp32", BV=bv, num_warps=nw)
+    sig = compile_check.summation_signature(twin.ttgir)
+    assert len(sig) == 4  # l2norm(q), l2norm(k), k.S, q.S
+    assert compile_check.summation_signature(build.ttgir) == sig
+    pf_twin = compile_check.prefill_builds("fp32", model="fp32")[3]
+    pf = compile_check.prefill_builds(state, model="fp32")[3]
+    assert compile_check.summation_signature(pf.ttgir) == compile_check.summation_signature(pf_twin.ttgir)
+
+
+def test_signature_check_sees_a_dtype_dependent_layout():
+    """Without the VEC contiguity cap the fp16 build lays out (and sums) the state differently:
+    the comparison above is able to fail."""
+    twin = compile_check.decode_build("fp32", model="fp32", BV=64, VEC=64)
+    build = compile_check.decode_build("fp16", model="fp32", BV=64, VEC=64)
+    assert compile_check.summation_signature(build.ttgir) != compile_check.summation_signature(twin.ttgir)
+
+
+def test_fp32_build_contains_no_16bit_code():
+    b = compile_check.decode_build("fp32", model="fp32", BV=32)
+    assert "f16" not in b.ttgir and "truncf" not in b.ttgir
+    sp = compile_check.prefill_builds("fp32", model="fp32")[3]
+    assert "f16" not in sp.ttgir and "truncf" not in sp.ttgir
