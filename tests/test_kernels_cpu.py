@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from evalkit.kernels import STATE_DTYPES, KernelInputError, cpu, reference
 from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool
 

@@ -12,6 +12,7 @@ import types
 
 import pytest
 import torch
+
 from evalkit.kernels import STATE_DTYPES, KernelInputError, reference
 from evalkit.kernels.kda_prefill.naive import naive_chunked_kda
 from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool

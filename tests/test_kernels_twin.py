@@ -7,6 +7,7 @@ import importlib
 
 import pytest
 import torch
+
 from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool
 from evalkit.kernels.twin_check import TwinChecker, TwinMismatch
 

@@ -54,6 +54,7 @@ def _shape(rng: random.Random, device: str) -> dict:
 def run_launches(n: int, device: str, *, seed: int | None, rounding: str = "rtne", progress=None):
     """Run n checked launches of random shapes; returns the TwinChecker with its counts."""
     import torch
+
     from evalkit.kernels import STATE_DTYPES
     from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool
     from evalkit.kernels.twin_check import TwinChecker
