@@ -6,11 +6,11 @@ import json
 from dataclasses import dataclass, field
 
 import pytest
-from evalkit.tasks.base import DocRef, ScoredDoc, TaskRequest
 
 from evalkit.backends.base import GenResult
 from evalkit.runner import RunSpec, run_evaluation
 from evalkit.store import load_run
+from evalkit.tasks.base import DocRef, ScoredDoc, TaskRequest
 
 
 @dataclass
@@ -131,3 +131,16 @@ def test_summary_table_lists_task_metric_length(tmp_path):
     text = render_summary(out.summary)
     assert "scripted" in text and "exact" in text
     assert "0.6250" in text and "0.1830" in text  # 5 of 8 right (lm-eval stderr), 1 error
+
+
+def test_task_options_reach_the_task_and_its_config_hash(tmp_path):
+    from evalkit.commands.run import parse_task_options
+    from evalkit.errors import InputError
+
+    opts = parse_task_options(["gsm8k:num_fewshot=0", "max_new_tokens=32", "passkey:note=a:b=c"],
+                              ["gsm8k", "passkey"])
+    assert opts == {"gsm8k": {"num_fewshot": 0, "max_new_tokens": 32},
+                    "passkey": {"max_new_tokens": 32, "note": "a:b=c"}}
+    for bad in (["nope:a=1"], ["novalue"]):
+        with pytest.raises(InputError):
+            parse_task_options(bad, ["gsm8k"])

@@ -8,9 +8,11 @@ asks OpenAI-compatible replicas. With neither, the embedded reference model runs
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from evalkit.errors import InputError
 
@@ -42,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     q.add_argument("--data-dir", help="local data folder (e.g. a GSM8K copy); also EVALKIT_DATA")
     q.add_argument("--apply-chat-template", action="store_true",
                    help="chat-formatted prompts (chat completions on a server)")
+    q.add_argument("--task-option", action="append", metavar="[TASK:]KEY=VALUE",
+                   help="a task's own option, e.g. gsm8k:num_fewshot=0 (without TASK: every task gets it; "
+                   "recorded in the task config and its hash)")
     q.add_argument("--max-new-tokens", type=int,
                    help="cap every task's generation length (smoke tests; recorded in the manifest)")
     o = parser.add_argument_group("output")
@@ -64,6 +69,27 @@ def default_out(model: str | None, servers: list[str], arm: str) -> Path:
         name = model or "reference"
     name = Path(name.rstrip("/")).name or "model"
     return Path("runs") / re.sub(r"[^A-Za-z0-9._-]+", "_", f"{name}-{arm}")
+
+
+def parse_task_options(items: list[str] | None, tasks: list[str]) -> dict[str, dict[str, Any]]:
+    """["gsm8k:num_fewshot=0", "max_new_tokens=32"] -> {task: {key: value}} (JSON values, else text)."""
+    out: dict[str, dict[str, Any]] = {t: {} for t in tasks}
+    for item in items or []:
+        target, sep, assignment = item.partition(":") if ":" in item.split("=", 1)[0] else ("", "", item)
+        key, eq, raw = assignment.partition("=")
+        if not eq or not key.strip():
+            raise InputError(f"--task-option {item!r}: expected [TASK:]KEY=VALUE")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        names = [target] if sep else tasks
+        for name in names:
+            if name not in out:
+                raise InputError(f"--task-option {item!r}: {name!r} is not among --tasks "
+                                 f"({', '.join(tasks)})")
+            out[name][key.strip()] = value
+    return out
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -103,7 +129,8 @@ def main(args: argparse.Namespace) -> int:
     manifest = su.base_manifest_fields(command)
     manifest.update(model=setup.model, arm=setup.arm, backend=setup.backend.describe(),
                     seeds={"task_seed": args.seed})
-    spec = RunSpec(tasks=tasks, out_dir=out, lengths=lengths, limit=args.limit, seed=args.seed,
+    spec = RunSpec(tasks=tasks, task_options=parse_task_options(args.task_option, tasks),
+                   out_dir=out, lengths=lengths, limit=args.limit, seed=args.seed,
                    data_dir=args.data_dir, apply_chat_template=args.apply_chat_template,
                    max_new_tokens=args.max_new_tokens, manifest=manifest)
     try:

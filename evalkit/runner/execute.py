@@ -20,6 +20,7 @@ from evalkit.runner.progress import RunProgress
 class RunSpec:
     tasks: list[Any]  # names (or Task objects, for programmatic use)
     out_dir: Path
+    task_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> the task's options
     lengths: list[int] | None = None
     limit: int | None = None
     seed: int | None = None
@@ -112,7 +113,8 @@ def run_evaluation(spec: RunSpec, backend: Backend, tokenizer: Any, *, progress:
     from evalkit.tasks.registry import get_task
 
     t0 = time.perf_counter()
-    tasks = list({(t if isinstance(t, str) else t.name): get_task(t) if isinstance(t, str) else t
+    tasks = list({(t if isinstance(t, str) else t.name):
+                  get_task(t, **spec.task_options.get(t, {})) if isinstance(t, str) else t
                   for t in spec.tasks}.values())  # each task once, in the order given
     lengths = {t.name: (spec.lengths or list(t.default_lengths)) if t.default_lengths else None
                for t in tasks}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import socket
 import threading
 from pathlib import Path
@@ -14,6 +15,8 @@ from evalkit.backends.local import make_params
 from evalkit.serve.app import create_app
 from evalkit.serve.engine_adapter import EngineAdapter
 from evalkit.serve.engine_loop import EngineLoop
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -60,9 +63,17 @@ class Server:
         os.replace(tmp, path)
 
     def run(self) -> None:
+        """Serve until SIGINT/SIGTERM, then shut down gracefully and return (exit status 0).
+
+        uvicorn re-raises the signal it caught once it has shut down; a no-op handler installed
+        here receives it, so the caller can still report and exit normally."""
+        main = threading.current_thread() is threading.main_thread()
+        previous = {sig: signal.signal(sig, lambda *_: None) for sig in STOP_SIGNALS} if main else {}
         try:
             self.uvicorn.run(sockets=[self.sock])
         finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             self.loop.stop()
 
     def start(self, timeout_s: float = 30.0) -> Server:
