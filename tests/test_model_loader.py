@@ -144,3 +144,31 @@ def test_tokenizer_and_pure_kda_load(tiny_pure_kda_ckpt):
     eng = LLMEngine(loaded, device="cpu")
     assert eng.state.mla == {} and eng.generate(["hello"], SamplingParams(max_new_tokens=4),
                                                  use_tqdm=False)[0].n_generated <= 4
+
+
+def test_transformers_bridge_shares_the_engine_weights(tiny_hybrid_ckpt):
+    """evalkit.model.hf_bridge (used by the GPU benchmark) gives transformers' exact logits."""
+    from transformers import KimiLinearForCausalLM
+
+    from evalkit.model.hf_bridge import transformers_model
+
+    lm = load_model(tiny_hybrid_ckpt, tokenizer=False).model
+    hf = transformers_model(lm)
+    assert hf.model.layers[0].self_attn.q_proj.weight.data_ptr() == lm.layers[0].attn.in_proj.data_ptr()
+    ref = KimiLinearForCausalLM.from_pretrained(tiny_hybrid_ckpt, dtype=torch.float32).eval()
+    ids = torch.randint(3, 512, (2, 40), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.equal(hf(ids, use_cache=False).logits, ref(ids, use_cache=False).logits)
+
+
+def test_random_model_runs_in_the_engine(tiny_hybrid_ckpt):
+    """Random weights made in place (the benchmark's real-size model, here at tiny size)."""
+    from evalkit.model import LoadedModel, random_model
+
+    arch = load_model(tiny_hybrid_ckpt, tokenizer=False).arch
+    lm = random_model(arch, "cpu", torch.float32, seed=1, std=0.08)
+    eng = LLMEngine(LoadedModel(lm, arch, None, Path("random"), {}), device="cpu")
+    outs = eng.generate([[5, 6, 7], list(range(3, 40))], SamplingParams(max_new_tokens=6, ignore_eos=True),
+                        use_tqdm=False)
+    assert [o.n_generated for o in outs] == [6, 6] and not any(o.flags for o in outs)
+    assert len(set(outs[1].token_ids)) > 1

@@ -26,6 +26,7 @@ from evalkit.errors import InputError
 from ..model.loader import LoadedModel, load_model
 from .config import EngineConfig
 from .health import is_repetition, logit_flags, state_flags
+from .memory import gpu_pool_budget
 from .model_runner import ModelRunner
 from .sampling import Output, SamplingParams
 from .scheduler import Scheduler
@@ -97,7 +98,7 @@ class LLMEngine:
         per_tok = max(StatePools.bytes_per_token(arch, mdt), 1)
         slots = c.max_num_seqs
         if self.model.device.type == "cuda":
-            budget = self._gpu_budget()
+            budget = gpu_pool_budget(arch, c, self.model.device)
             slots = min(slots, max(1, budget // per_slot - 1))
             if slots < c.max_num_seqs:
                 print(f"[evalkit] {c.max_num_seqs} state slots do not fit; using {slots}", flush=True)
@@ -118,22 +119,6 @@ class LLMEngine:
             kda_chunk_size=c.kda_chunk_size,
             intra_chunk_dtype=c.intra_chunk_dtype,
         )
-
-    def _gpu_budget(self) -> int:
-        """Bytes left for the pools after weights, the largest activation and CUDA-graph reserve."""
-        c, arch = self.config, self.arch
-        torch.cuda.synchronize()
-        free, total = torch.cuda.mem_get_info(self.model.device)
-        usable = int(total * c.gpu_memory_utilization) - (total - free)
-        hid, T = arch.hidden_size, c.max_num_batched_tokens
-        # activations of one padded prefill forward (MoE pairs dominate) + logits + graph buffers
-        act = T * (hid * 24 + arch.num_experts_per_tok * (hid * 4 + arch.moe_intermediate_size * 8))
-        act += 3 * max(arch.kda_dim * 2 * 4 * T, 0)
-        act += c.decode_width * arch.vocab_size * 8 + (2 << 30)
-        if arch.mla_layers:  # expanding the longest context in one prefill chunk
-            L = c.max_model_len
-            act += L * arch.num_attention_heads * (arch.qk_head_dim + arch.v_head_dim) * 2 * 3
-        return max(usable - act, 0)
 
     # -- requests ------------------------------------------------------------------------------
     def encode(self, prompt: Prompt) -> list[int]:
