@@ -165,3 +165,25 @@ def test_deadline_stops_early_and_says_so(tmp_path):
     assert tf["arms"]["bf16"]["kl"]["n"] == 1
     assert max(r["position"] for r in json.loads((tmp_path / "r" / "states.json").read_text())) == 1
     assert s["free_running"]["arms"]["bf16"]["n_generated"] == 1
+
+
+class _BrokenDecode(ToyModel):
+    """The bf16 arm fails in decode mode (as an out-of-memory would): the rest must survive."""
+
+    def open_session(self, state_dtype):
+        sess = ToySession(self, state_dtype)
+        if state_dtype == "bf16":
+            def fail(tokens):
+                raise RuntimeError("simulated device failure")
+            sess.decode = fail
+        return sess
+
+
+def test_a_failing_phase_is_recorded_and_the_others_kept(tmp_path, capsys):
+    cfg = DriftConfig(arms=["bf16"], chunk_size=32, decode_block=32, generate=4, prompt_length=8)
+    s = run_drift(_BrokenDecode(), TOKENS[:96], cfg, tmp_path / "r", show_progress=False, plots=False)
+    assert "prefill" in s["teacher_forced"] and "decode" not in s["teacher_forced"]
+    phases = [e["phase"] for e in s["errors"]]
+    assert phases == ["teacher-forced decode", "free running"]  # free running decodes too
+    assert "simulated device failure" in (tmp_path / "r" / "summary.md").read_text()
+    assert "simulated device failure" in capsys.readouterr().err

@@ -11,6 +11,7 @@ CSV/JSON per log-spaced position bucket, a summary with growth fits, PNG plots a
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -144,7 +145,9 @@ def main(args: argparse.Namespace) -> int:
                         command=_command_line(args),
                         overwrite=args.overwrite, show_progress=not args.no_progress, plots=not args.no_plots)
     print_summary(summary, out)
-    return 0
+    for err in summary.get("errors") or []:
+        print(f"evalkit drift: {err['error']}", file=sys.stderr)
+    return 1 if summary.get("errors") else 0
 
 
 def print_summary(summary: dict, out: Path) -> None:

@@ -17,6 +17,7 @@ from evalkit.drift.generate import compare_generations, generate_greedy
 from evalkit.drift.session import DriftModel
 from evalkit.drift.summarize import bucket_rows, state_rows, teacher_forced_summary
 from evalkit.drift.teacher_forced import MODES, run_teacher_forced
+from evalkit.errors import EvalkitError
 
 
 @dataclass
@@ -83,37 +84,29 @@ def run_drift(model: DriftModel, tokens: torch.Tensor, cfg: DriftConfig, out_dir
     for mode in cfg.modes:
         bar = _bar(show_progress, int(tokens.numel()), f"drift {mode}")
         tick = (lambda n, _L, b=bar: b.update(n)) if bar else None
-        res = run_teacher_forced(model, tokens, cfg.arms, mode, chunk_size=cfg.chunk_size,
-                                 decode_block=cfg.decode_block, per_octave=cfg.per_octave,
-                                 max_bytes=cfg.max_bytes, progress=tick, deadline=deadline(mode))
-        if bar:
-            bar.close()
+        try:
+            res = run_teacher_forced(model, tokens, cfg.arms, mode, chunk_size=cfg.chunk_size,
+                                     decode_block=cfg.decode_block, per_octave=cfg.per_octave,
+                                     max_bytes=cfg.max_bytes, progress=tick, deadline=deadline(mode))
+        except EvalkitError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - keep the other phases (e.g. out of memory in one mode)
+            _record_error(summary, f"teacher-forced {mode}", exc)
+            continue
+        finally:
+            if bar:
+                bar.close()
         summary["teacher_forced"][mode] = teacher_forced_summary(res)
         buckets += bucket_rows(res)
         states += state_rows(res)
         _write_partial(out, summary, buckets, states)
     if cfg.generate > 0:
-        prompt = tokens[: max(1, min(cfg.prompt_length, tokens.numel()))]
-        gens = {}
-        per_arm = budgets["generate"] / (1 + len(cfg.arms)) if "generate" in budgets else None
-        for arm in ["fp32", *cfg.arms]:
-            bar = _bar(show_progress, cfg.generate, f"generate {arm}")
-            stop = time.perf_counter() + per_arm if per_arm is not None else None
-            gens[arm] = generate_greedy(model, prompt, arm, cfg.generate, chunk_size=cfg.chunk_size,
-                                        progress=bar.update if bar else None, deadline=stop)
-            if bar:
-                bar.close()
-        ref = gens["fp32"]
-        fr_arms = {arm: compare_generations(ref, gens[arm]) for arm in cfg.arms}
-        summary["free_running"] = {
-            "prompt_tokens": int(prompt.numel()), "n_tokens": cfg.generate,
-            "reference": compare_generations(ref, ref), "arms": fr_arms,
-        }
-        rundir.write_json(out / "free_running.json", {
-            "prompt_tokens": int(prompt.numel()),
-            "tokens": {arm: g.tokens for arm, g in gens.items()},
-            "arms": fr_arms,
-        })
+        try:
+            _free_running(model, tokens, cfg, out, summary, show_progress, budgets.get("generate"))
+        except EvalkitError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            _record_error(summary, "free running", exc)
     _write_partial(out, summary, buckets, states)
     manifest["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     rundir.write_json(out / "manifest.json", manifest)
@@ -125,6 +118,41 @@ def run_drift(model: DriftModel, tokens: torch.Tensor, cfg: DriftConfig, out_dir
 
     (out / "summary.md").write_text(drift_markdown(out))
     return summary
+
+
+def _free_running(model: DriftModel, tokens: torch.Tensor, cfg: DriftConfig, out: Path, summary: dict,
+                  show_progress: bool, budget: float | None) -> None:
+    prompt = tokens[: max(1, min(cfg.prompt_length, tokens.numel()))]
+    gens = {}
+    per_arm = budget / (1 + len(cfg.arms)) if budget is not None else None
+    for arm in ["fp32", *cfg.arms]:
+        bar = _bar(show_progress, cfg.generate, f"generate {arm}")
+        stop = time.perf_counter() + per_arm if per_arm is not None else None
+        try:
+            gens[arm] = generate_greedy(model, prompt, arm, cfg.generate, chunk_size=cfg.chunk_size,
+                                        progress=bar.update if bar else None, deadline=stop)
+        finally:
+            if bar:
+                bar.close()
+    ref = gens["fp32"]
+    fr_arms = {arm: compare_generations(ref, gens[arm]) for arm in cfg.arms}
+    summary["free_running"] = {
+        "prompt_tokens": int(prompt.numel()), "n_tokens": cfg.generate,
+        "reference": compare_generations(ref, ref), "arms": fr_arms,
+    }
+    rundir.write_json(out / "free_running.json", {
+        "prompt_tokens": int(prompt.numel()),
+        "tokens": {arm: g.tokens for arm, g in gens.items()},
+        "arms": fr_arms,
+    })
+
+
+def _record_error(summary: dict, phase: str, exc: BaseException) -> None:
+    import traceback
+
+    msg = f"{phase}: {type(exc).__name__}: {exc}"
+    summary["errors"].append({"phase": phase, "error": msg, "traceback": traceback.format_exc()[-4000:]})
+    print(f"evalkit drift: {msg} (recorded in summary.json; continuing)", file=sys.stderr, flush=True)
 
 
 def _write_partial(out: Path, summary: dict, buckets: list[dict], states: list[dict]) -> None:

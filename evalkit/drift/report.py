@@ -89,6 +89,9 @@ def drift_markdown(run_dir: str | Path, *, heading_level: int = 3, images: bool 
                          f"| {', '.join(a.get('flags', [])) or 'none'} "
                          f"| {_g(a.get('tokens_per_second'), '.1f')} |")
         lines.append("")
+    for err in s.get("errors") or []:
+        lines.append(f"**Failed: {err['error']}** (traceback in summary.json)")
+        lines.append("")
     if images:
         pngs = [p for p in ("kl.png", "top1.png", "nll.png", "state.png") if (Path(run_dir) / p).is_file()]
         if pngs:
