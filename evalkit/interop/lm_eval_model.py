@@ -2,8 +2,10 @@
 recurrent state stored in `state_dtype` (fp32|fp16|bf16).
 
 model_args: pretrained (checkpoint dir or hub id; default the embedded reference model),
-state_dtype (fp32), device, max_num_seqs, max_gen_toks (256, lm-eval's default when a task sets
-none). lm-eval's `batch_size` is accepted and ignored: the engine batches continuously.
+state_dtype (fp32), max_num_seqs, max_gen_toks (256, lm-eval's default when a task sets none).
+The device comes from lm-eval's own `--device` (its default, cuda:0, falls back to the CPU when
+no GPU is present). lm-eval's `batch_size` is accepted and ignored: the engine batches
+continuously.
 Decoding is greedy; a task asking for sampling gets a warning and greedy output.
 """
 
@@ -22,6 +24,16 @@ from evalkit.backends.local import LocalBackend
 log = logging.getLogger(__name__)
 
 
+def _usable_device(device: str | None) -> str | None:
+    if device and device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            log.warning("device %s requested but no CUDA GPU is present: using the CPU", device)
+            return "cpu"
+    return device
+
+
 @register_model("evalkit")
 class EvalkitLM(LM):
     def __init__(self, pretrained: str | None = None, state_dtype: str = "fp32", device: str | None = None,
@@ -35,6 +47,7 @@ class EvalkitLM(LM):
 
             pretrained = default_model()[0]
         self.pretrained = str(pretrained) if pretrained is not None else "engine"
+        device = _usable_device(device)
         self.state_dtype = state_dtype
         self.max_gen_toks = int(max_gen_toks)
         self.backend = LocalBackend(pretrained, state_dtype=state_dtype, device=device,
