@@ -130,3 +130,9 @@ def test_manifest_description_records_models_and_version():
     assert d["model"] == "faulty-model"
     assert d["models"][srv.url]["data"][0]["id"] == "faulty-model"
     assert d["server_versions"][srv.url] == {"version": "faulty-1.0"}
+
+
+def test_replicas_serving_different_models_are_refused():
+    with FaultyServer(model="a") as a, FaultyServer(model="b") as b:
+        with pytest.raises(EvalkitError, match="replicas differ"):
+            _backend([a.url, b.url])

@@ -143,6 +143,10 @@ class OpenAIBackend:
         self._models_info = [self._fetch_models(i) for i in range(len(self.base_urls))]
         self.model_substituted = False
         self.model = self._choose_model(model)
+        for i, url in enumerate(self.base_urls[1:], start=1):
+            if self.model not in self.served_models(i):
+                raise EvalkitError(f"the replicas differ: {url} does not serve {self.model!r} "
+                                   f"(it serves {', '.join(self.served_models(i)) or 'nothing'})")
 
     # ---- discovery -----------------------------------------------------------------------
 

@@ -142,6 +142,11 @@ def main(args: argparse.Namespace) -> int:
     print(render_summary(outcome.summary, title=f"{setup.arm['label']}: {out}"))
     print(f"{outcome.stored} new samples ({outcome.skipped} already on disk), "
           f"{outcome.tokens_per_s:.1f} generated tok/s, {outcome.wall_s:.1f} s -> {out}")
+    run_info = getattr(setup.backend, "run_info", dict)()
+    fps = run_info.get("system_fingerprints") or []
+    if len(fps) > 1:
+        print(f"evalkit run: warning: the server(s) reported {len(fps)} different system_fingerprints "
+              f"({', '.join(fps)}): were all replicas started the same way?", file=sys.stderr)
     if outcome.errors:
         print(f"evalkit run: warning: {outcome.errors} questions ended with an error and are not scored "
               f"(see `error` in {out}/samples.jsonl); compare excludes them", file=sys.stderr)
