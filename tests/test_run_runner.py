@@ -144,3 +144,22 @@ def test_task_options_reach_the_task_and_its_config_hash(tmp_path):
     for bad in (["nope:a=1"], ["novalue"]):
         with pytest.raises(InputError):
             parse_task_options(bad, ["gsm8k"])
+
+
+def test_no_model_and_no_server_without_the_reference_model_is_a_clear_error(monkeypatch, capsys):
+    import sys
+
+    from evalkit.cli import main as cli
+
+    monkeypatch.setitem(sys.modules, "evalkit.reference_model", None)  # as if it did not exist
+    assert cli(["run", "--arm", "fp16", "--tasks", "gsm8k"]) == 2
+    err = capsys.readouterr().err
+    assert "the embedded reference model is not available yet; pass --model PATH or --server URL" in err
+    assert "Traceback" not in err
+
+
+def test_a_local_run_refuses_a_free_arm_label(capsys):
+    from evalkit.cli import main as cli
+
+    assert cli(["run", "--model", "x", "--arm", "vllm-fp16"]) == 2
+    assert "a local run's arm is the state dtype" in capsys.readouterr().err
