@@ -117,12 +117,18 @@ def main(args: argparse.Namespace) -> int:
                 raise InputError(f"--{flag} is for --server runs (a local model brings its own)")
         setup = su.local_setup(args.model, args.arm, args.arm_note, args.device, args.max_num_seqs)
 
-    tasks = _split([args.tasks]) if args.tasks else (setup.default_tasks or ["gsm8k"])
+    suite = setup.default_suite  # the reference model's suite fills what the command leaves out
+    tasks = _split([args.tasks]) if args.tasks else (list(suite.tasks) if suite else ["gsm8k"])
     lengths = None
     if args.lengths:
         from evalkit.tasks.registry import parse_lengths
 
         lengths = parse_lengths(args.lengths)
+    elif suite:
+        lengths = list(suite.lengths)
+    if suite:  # each option the command gives overrides the suite's, one by one
+        args.limit = args.limit if args.limit is not None else suite.limit
+        args.seed = args.seed if args.seed is not None else suite.seed
     out = Path(args.out) if args.out else default_out(args.model, servers, args.arm)
 
     command = ["evalkit", "run", *sys.argv[2:]] if sys.argv[1:2] == ["run"] else sys.argv

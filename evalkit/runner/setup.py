@@ -25,23 +25,24 @@ class Setup:
     tokenizer: Any
     model: dict[str, Any]
     arm: dict[str, Any]
-    default_tasks: list[str] | None = None
+    default_suite: Any = None  # the reference model's suite when no --model/--server is given
     after_generate: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def default_model() -> tuple[str, list[str] | None]:
-    """The embedded reference model's path (and its default task suite, if it names one)."""
+def default_model() -> tuple[str, Any]:
+    """The embedded reference model's path and its default suite (tasks, lengths, limit, seed)."""
     try:
         from evalkit import reference_model
     except ImportError as exc:
         raise EvalkitError(NO_REFERENCE_MODEL) from exc
     try:
         path = reference_model.default_model_path()
+    except EvalkitError:
+        raise  # its own message says what is missing and how to get it
     except (FileNotFoundError, NotImplementedError) as exc:
         raise EvalkitError(NO_REFERENCE_MODEL) from exc
-    tasks = getattr(reference_model, "default_tasks", None)
-    return str(path), (list(tasks() if callable(tasks) else tasks) if tasks else None)
+    return str(path), getattr(reference_model, "DEFAULT_SUITE", None)
 
 
 def load_tokenizer(name_or_path: str | None) -> Any:
@@ -62,15 +63,15 @@ def local_setup(model: str | None, arm: str, note: str | None, device: str | Non
     if arm not in STATE_DTYPES:
         raise InputError(f"--arm {arm!r}: a local run's arm is the state dtype, one of "
                          f"{', '.join(STATE_DTYPES)} (free labels are for --server runs)")
-    default_tasks = None
+    suite = None
     if model is None:
-        model, default_tasks = default_model()
+        model, suite = default_model()
     backend = LocalBackend(model, state_dtype=arm, device=device, max_num_seqs=max_num_seqs)
     desc = backend.describe()
     model_info = {"path": model, **desc.get("model", {})}
     arm_info = {"label": arm, "state_dtype": desc.get("state_dtype", arm), "note": note,
                 "intra_chunk_dtype": desc.get("intra_chunk_dtype"), "kernel_build": desc.get("kernel_build")}
-    return Setup(backend, backend.tokenizer, model_info, arm_info, default_tasks)
+    return Setup(backend, backend.tokenizer, model_info, arm_info, suite)
 
 
 def remote_setup(servers: list[str], model: str | None, tokenizer: str | None, arm: str,
