@@ -15,7 +15,8 @@ def activation_reserve(arch: KimiArch, c: EngineConfig) -> int:
     pairs dominate), the decode logits, CUDA-graph buffers, and expanding the longest MLA context."""
     hid, T, k = arch.hidden_size, c.max_num_batched_tokens, arch.num_experts_per_tok
     act = T * (hid * 24 + k * (hid * 8 + arch.moe_intermediate_size * 8))
-    act += 3 * arch.kda_dim * 2 * 4 * T
+    # the chunked KDA prefill's fp32 work buffers (~8 per-token rows of H*K, chunk states)
+    act += 8 * arch.kda_dim * 4 * T + (T // 64 + 1) * arch.linear_num_heads * arch.linear_head_dim**2 * 4
     act += c.decode_width * arch.vocab_size * 8 + (2 << 30)
     if arch.mla_layers:
         act += c.max_model_len * arch.num_attention_heads * (arch.qk_head_dim + arch.v_head_dim) * 2 * 3

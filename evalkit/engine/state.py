@@ -123,5 +123,9 @@ class StatePools:
         """Largest |state| per slot over every KDA layer, fp32 [len(slots)] (NaN if any is NaN)."""
         if not self.kda:
             return torch.zeros(slots.numel(), device=self.device)
-        per_layer = [t[slots].abs().amax(dim=(1, 2, 3)).float() for t in self.kda.values()]
-        return torch.stack(per_layer).amax(0)
+        out = torch.zeros(slots.numel(), device=self.device)
+        for t in self.kda.values():  # 32 slots at a time: a bounded temporary
+            for i in range(0, slots.numel(), 32):
+                part = t[slots[i : i + 32]].abs().amax(dim=(1, 2, 3)).float()
+                out[i : i + 32] = torch.maximum(out[i : i + 32], part)
+        return out

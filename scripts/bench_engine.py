@@ -1,0 +1,702 @@
+#!/usr/bin/env python
+"""Benchmark of evalkit's in-process engine at the real Kimi-Linear-48B-A3B size on one H200.
+
+    python scripts/bench_engine.py --out results/bench            # bounded: ~8 min (--budget-s)
+    python scripts/bench_engine.py --out results/bench --quick    # ~4 min
+    python scripts/bench_engine.py --out /tmp/b --arch tiny --device cpu --quick   # smoke test on CPU
+
+Random bf16 weights are made directly on the GPU (no checkpoint on disk, ~98 GB). Parts, each in
+its own try/except (a failure is recorded and the next part runs), each checking the time left:
+1. calibration: a short fp32 run measures prefill tokens/s and the decode step time; the number of
+   prompts for the arms is the requested one (--prompts, default 1319) or fewer if the budget
+   would be exceeded (the report then also gives the extrapolation to 1319);
+2. arms fp32 / fp16 / bf16: a GSM8K-shaped workload (prompts of ~900 random tokens, 256 generated
+   tokens, EOS ignored): wall time, prefill and decode tokens/s, peak memory, max batch, flags;
+3. batch invariance on the GPU (fp32, max batch 32 vs 5: identical tokens and bit-identical
+   log-likelihoods; the same requests twice) and what invariance costs (a non-invariant run);
+4. capacity: the most concurrent sequences per arm at 8k and 128k context (memory planner), each
+   checked by allocating the pools and running one decode step with every slot at that context;
+5. one 128k-token prompt (chunked prefill) + 16 decode tokens;
+6. transformers' KimiLinearForCausalLM.generate over the same weight tensors (hf_bridge), on a
+   small batch, scaled to the whole workload; the floor from shared/reference/anchors.md.
+Writes bench_engine.json and bench_engine.md to --out.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+
+import argparse  # noqa: E402
+import gc  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import platform  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import torch  # noqa: E402
+
+T0 = time.perf_counter()
+ARMS = ["fp32", "fp16", "bf16"]
+GSM8K_N = 1319
+# shared/reference/anchors.md: ~2 x 3.5 GFLOP per prompt token at ~790 TFLOP/s; a decode step at
+# large batch streams nearly every expert, ~95 GB at 4.3 TB/s = ~22 ms; batches of up to 512
+FLOOR_PREFILL_TOK_S = 110_000
+FLOOR_DECODE_STEP_S = 0.022
+FLOOR_WAVE = 512
+ANCHOR_FLOOR_S = 30.0
+
+REAL_CONFIG = {
+    "model_type": "kimi_linear",
+    "architectures": ["KimiLinearForCausalLM"],
+    "vocab_size": 163840,
+    "hidden_size": 2304,
+    "num_hidden_layers": 27,
+    "intermediate_size": 9216,
+    "moe_intermediate_size": 1024,
+    "num_experts": 256,
+    "num_experts_per_token": 8,
+    "num_shared_experts": 1,
+    "moe_renormalize": True,
+    "routed_scaling_factor": 2.446,
+    "num_expert_group": 1,
+    "topk_group": 1,
+    "first_k_dense_replace": 1,
+    "rms_norm_eps": 1e-5,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "q_lora_rank": None,
+    "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "model_max_length": 1048576,
+    "bos_token_id": 163584,
+    "eos_token_id": 163586,
+    "pad_token_id": 163839,
+    "linear_attn_config": {
+        "full_attn_layers": [4, 8, 12, 16, 20, 24, 27],
+        "kda_layers": [i for i in range(1, 28) if i not in (4, 8, 12, 16, 20, 24, 27)],
+        "num_heads": 32,
+        "head_dim": 128,
+        "short_conv_kernel_size": 4,
+    },
+}
+TINY_CONFIG = {
+    "model_type": "kimi_linear",
+    "architectures": ["KimiLinearForCausalLM"],
+    "vocab_size": 512,
+    "hidden_size": 128,
+    "num_hidden_layers": 4,
+    "intermediate_size": 256,
+    "moe_intermediate_size": 64,
+    "num_experts": 4,
+    "num_experts_per_token": 2,
+    "num_shared_experts": 1,
+    "num_attention_heads": 2,
+    "kv_lora_rank": 32,
+    "qk_nope_head_dim": 32,
+    "qk_rope_head_dim": 16,
+    "v_head_dim": 32,
+    "eos_token_id": 2,
+    "bos_token_id": 1,
+    "pad_token_id": 0,
+    "linear_attn_config": {
+        "full_attn_layers": [4],
+        "kda_layers": [1, 2, 3],
+        "num_heads": 2,
+        "head_dim": 32,
+        "short_conv_kernel_size": 4,
+    },
+}
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.perf_counter() - T0:7.1f}s] {msg}", flush=True)
+
+
+class Budget:
+    def __init__(self, seconds: float):
+        self.end = T0 + seconds
+
+    def left(self) -> float:
+        return self.end - time.perf_counter()
+
+
+def cuda(dev: torch.device) -> bool:
+    return dev.type == "cuda"
+
+
+def sync(dev: torch.device) -> None:
+    if cuda(dev):
+        torch.cuda.synchronize(dev)
+
+
+def gib(n: float) -> float:
+    return round(n / 2**30, 2)
+
+
+def free_memory(dev: torch.device) -> None:
+    gc.collect()
+    if cuda(dev):
+        torch.cuda.empty_cache()
+
+
+def make_prompts(n: int, vocab: int, mean: int, seed: int) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    spread = max(mean // 18, 1)
+    lens = torch.randint(mean - spread, mean + spread + 1, (n,), generator=g).tolist()
+    hi = min(vocab, 160000)
+    return [torch.randint(min(1000, hi // 4), hi, (k,), generator=g).tolist() for k in lens]
+
+
+def floor_s(n: int, mean_prompt: int, new_tokens: int) -> float:
+    return (
+        n * mean_prompt / FLOOR_PREFILL_TOK_S + math.ceil(n / FLOOR_WAVE) * new_tokens * FLOOR_DECODE_STEP_S
+    )
+
+
+# --------------------------------------------------------------------------------- parts
+def build_model(args, dev):
+    from evalkit.model import LoadedModel, parse_config, random_model
+
+    raw = REAL_CONFIG if args.arch == "real" else TINY_CONFIG
+    arch = parse_config(raw)
+    dtype = torch.bfloat16 if cuda(dev) else torch.float32
+    t = time.perf_counter()
+    lm = random_model(arch, dev, dtype, seed=0, std=0.02 if args.arch == "real" else 0.08)
+    sync(dev)
+    n_params = sum(p.numel() for p in lm.parameters())
+    info = {
+        "params_b": round(n_params / 1e9, 3),
+        "dtype": str(dtype),
+        "init_s": round(time.perf_counter() - t, 1),
+    }
+    if cuda(dev):
+        info["weights_gib"] = gib(torch.cuda.memory_allocated(dev))
+    log(f"random model: {info}")
+    return LoadedModel(lm, arch, None, Path(f"random-{args.arch}"), raw), info
+
+
+def engine_kwargs(args, dev, max_len: int) -> dict:
+    kw = dict(
+        device=str(dev), max_model_len=max_len, max_num_seqs=args.max_seqs, decode_width=args.decode_width
+    )
+    if cuda(dev):
+        kw.update(
+            max_num_batched_tokens=args.prefill_tokens, prefill_chunk_size=min(8192, args.prefill_tokens)
+        )
+    return kw
+
+
+def timed_generate(engine, prompts, new_tokens: int, dev, tqdm: bool = True) -> dict:
+    from evalkit.engine import SamplingParams
+
+    engine.stats.update(prefill_tokens=0, prefill_s=0.0, decode_tokens=0, decode_s=0.0, max_batch=0)
+    steps0 = engine._decode_steps
+    if cuda(dev):
+        torch.cuda.reset_peak_memory_stats(dev)
+    sync(dev)
+    t = time.perf_counter()
+    outs = engine.generate(prompts, SamplingParams(max_new_tokens=new_tokens, ignore_eos=True), use_tqdm=tqdm)
+    sync(dev)
+    wall = time.perf_counter() - t
+    st = engine.stats
+    flags: dict[str, int] = {}
+    for o in outs:
+        for f in o.flags:
+            flags[f] = flags.get(f, 0) + 1
+    res = {
+        "prompts": len(prompts),
+        "prompt_tokens": st["prefill_tokens"],
+        "generated_tokens": sum(o.n_generated for o in outs),
+        "wall_s": round(wall, 2),
+        "prefill_s": round(st["prefill_s"], 2),
+        "decode_s": round(st["decode_s"], 2),
+        "prefill_tok_s": round(st["prefill_tokens"] / max(st["prefill_s"], 1e-9)),
+        "decode_tok_s": round(st["decode_tokens"] / max(st["decode_s"], 1e-9)),
+        "decode_steps": engine._decode_steps - steps0,
+        "decode_step_ms": round(1000 * st["decode_s"] / max(engine._decode_steps - steps0, 1), 2),
+        "max_batch": st["max_batch"],
+        "max_num_seqs": engine.config.max_num_seqs,
+        "flags": flags,
+    }
+    if cuda(dev):
+        res["peak_mem_gib"] = gib(torch.cuda.max_memory_allocated(dev))
+    return res, outs
+
+
+def warm(engine, prompts, dev) -> None:
+    """Compile this pool dtype's kernels outside the timed region."""
+    from evalkit.engine import SamplingParams
+
+    engine.generate(prompts[:2], SamplingParams(max_new_tokens=3, ignore_eos=True), use_tqdm=False)
+    sync(dev)
+
+
+def extrapolate(res: dict, n_full: int, new_tokens: int) -> float:
+    """Wall time of n_full prompts from a run of res['prompts']: prefill scales with the prompts,
+    decode with the number of waves of max_num_seqs sequences."""
+    n = res["prompts"]
+    waves, waves_full = math.ceil(n / res["max_num_seqs"]), math.ceil(n_full / res["max_num_seqs"])
+    other = max(res["wall_s"] - res["prefill_s"] - res["decode_s"], 0.0)
+    return res["prefill_s"] * n_full / n + res["decode_s"] * waves_full / waves + other * n_full / n
+
+
+def part_arms(args, loaded, dev, budget, report) -> None:
+    from evalkit.engine import LLMEngine
+
+    prompts_all = make_prompts(args.prompts, loaded.arch.vocab_size, args.prompt_len, seed=0)
+    max_len = max(len(p) for p in prompts_all) + args.new_tokens + 8
+    kw = engine_kwargs(args, dev, max_len)
+
+    # 1. calibration on the fp32 engine (kept for the fp32 arm)
+    t = time.perf_counter()
+    eng = LLMEngine(loaded, state_dtype="fp32", **kw)
+    report["engine_init_s"] = round(time.perf_counter() - t, 1)
+    report["describe"] = {"fp32": eng.describe()}
+    warm(eng, prompts_all, dev)
+    n_cal = min(len(prompts_all), max(8, args.max_seqs // 8))
+    cal, _ = timed_generate(eng, prompts_all[:n_cal], min(16, args.new_tokens), dev, tqdm=False)
+    report["calibration"] = cal
+    log(f"calibration: {cal}")
+    prefill_rate = max(cal["prefill_tok_s"], 1)
+    step_s = cal["decode_step_ms"] / 1000
+
+    max_seqs = eng.config.max_num_seqs
+
+    def predict(n: int) -> float:
+        waves = math.ceil(n / max_seqs)
+        return n * args.prompt_len / prefill_rate + waves * args.new_tokens * step_s * 1.15
+
+    arms_budget = budget.left() - args.reserve_s
+    n = len(prompts_all)
+    while n > 16 and len(ARMS) * predict(n) > arms_budget:
+        n = int(n * 0.8)
+    report["arms_prompts"] = n
+    report["arms_predicted_s_each"] = round(predict(n), 1)
+    log(f"arms: {n} prompts each (requested {len(prompts_all)}), predicted {predict(n):.0f} s per arm")
+    prompts = prompts_all[:n]
+    results = report.setdefault("arms", {})
+    for arm in ARMS:
+        try:
+            if arm != "fp32":
+                eng.close()
+                del eng
+                free_memory(dev)
+                eng = LLMEngine(loaded, state_dtype=arm, **kw)
+                report["describe"][arm] = eng.describe()
+                warm(eng, prompts, dev)
+            log(f"arm {arm}: {n} prompts x {args.new_tokens} tokens, max_num_seqs {eng.config.max_num_seqs}")
+            res, _ = timed_generate(eng, prompts, args.new_tokens, dev)
+            res["extrapolated_1319_s"] = round(extrapolate(res, GSM8K_N, args.new_tokens), 1)
+            res["floor_s"] = round(floor_s(n, args.prompt_len, args.new_tokens), 1)
+            res["x_floor"] = round(res["wall_s"] / res["floor_s"], 2)
+            results[arm] = res
+            log(f"arm {arm}: {res}")
+        except Exception as exc:  # noqa: BLE001
+            results[arm] = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-3000:]}
+            log(f"arm {arm} FAILED: {exc}")
+    eng.close()
+    del eng
+    free_memory(dev)
+
+
+def part_invariance(args, loaded, dev, budget, report) -> None:
+    from evalkit.engine import LLMEngine, SamplingParams
+
+    if budget.left() < 60:
+        report["invariance"] = {"skipped": "no time left"}
+        return
+    prompts = make_prompts(32, loaded.arch.vocab_size, 300, seed=1)
+    max_len = 400 + 64
+    kw = engine_kwargs(args, dev, max_len)
+    sp = SamplingParams(max_new_tokens=48, ignore_eos=True)
+    out = {}
+    big = LLMEngine(loaded, state_dtype="fp32", **{**kw, "max_num_seqs": 32})
+    a = big.generate(prompts, sp, use_tqdm=False)
+    a2 = big.generate(prompts, sp, use_tqdm=False)
+    pairs = [(p[:200], p[200:]) for p in prompts[:16]]
+    la = big.loglikelihood(pairs)
+    big.close()
+    small = LLMEngine(loaded, state_dtype="fp32", **{**kw, "max_num_seqs": 5})
+    b = small.generate(prompts, sp, use_tqdm=False)
+    lb = small.loglikelihood(pairs)
+    small.close()
+    out["same_requests_twice_identical"] = [o.token_ids for o in a] == [o.token_ids for o in a2]
+    out["batch_32_vs_5_identical_tokens"] = [o.token_ids for o in a] == [o.token_ids for o in b]
+    out["batch_32_vs_5_bitwise_loglikelihood"] = la == lb
+    out["max_abs_loglik_diff"] = max(abs(x[0] - y[0]) for x, y in zip(la, lb))
+    out["first_divergence"] = next(
+        (i for i, (x, y) in enumerate(zip(a, b)) if x.token_ids != y.token_ids), None
+    )
+    log(f"invariance: {out}")
+    # what invariance costs: the same workload with and without it
+    if budget.left() > 90:
+        n = min(256, args.max_seqs)
+        prompts = make_prompts(n, loaded.arch.vocab_size, args.prompt_len, seed=2)
+        kw = engine_kwargs(args, dev, args.prompt_len + 200)
+        cost = {}
+        for mode in (True, False):
+            eng = LLMEngine(loaded, state_dtype="fp32", **{**kw, "batch_invariant": mode})
+            warm(eng, prompts, dev)
+            res, _ = timed_generate(eng, prompts, 64, dev, tqdm=False)
+            cost["invariant" if mode else "not_invariant"] = res
+            eng.close()
+            free_memory(dev)
+        cost["slowdown"] = round(cost["invariant"]["wall_s"] / max(cost["not_invariant"]["wall_s"], 1e-9), 3)
+        out["cost"] = cost
+        log(f"invariance cost: x{cost['slowdown']}")
+    report["invariance"] = out
+
+
+def part_capacity(args, loaded, dev, budget, report) -> None:
+    from evalkit.engine import EngineConfig, LLMEngine, SamplingParams, Sequence
+    from evalkit.engine.memory import gpu_pool_budget, max_concurrent
+
+    out = {}
+    contexts = [8192, 131072]
+    for arm in ARMS:
+        for ctx in contexts:
+            key = f"{arm}@{ctx}"
+            try:
+                cfg = EngineConfig(
+                    **{
+                        **engine_kwargs(args, dev, ctx + 64),
+                        "state_dtype": arm,
+                        "batch_invariant": False,
+                        "enforce_eager": True,
+                    }
+                )
+                cfg = cfg.resolved(loaded.arch.max_position_embeddings)
+                sdt = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[arm]
+                pool_budget = gpu_pool_budget(loaded.arch, cfg, dev) if cuda(dev) else 2 << 30
+                n = max_concurrent(loaded.arch, cfg, sdt, loaded.model.dtype, ctx, pool_budget)
+                row = {"max_concurrent": n, "pool_budget_gib": gib(pool_budget)}
+                if args.verify_capacity and n > 0 and budget.left() > 45 and not (ctx > 8192 and args.quick):
+                    t = time.perf_counter()
+                    eng = LLMEngine(
+                        loaded,
+                        state_dtype=arm,
+                        **{
+                            **engine_kwargs(args, dev, ctx + 64),
+                            "max_num_seqs": n,
+                            "kv_cache_tokens": n * (ctx + 64),
+                            "batch_invariant": False,
+                            "enforce_eager": True,
+                            "decode_width": n,
+                        },
+                    )
+                    seqs = []
+                    for _ in range(n):  # every slot holds a context of ctx tokens (cache contents: zeros)
+                        s = Sequence([1] * (ctx + 1), SamplingParams(max_new_tokens=1))
+                        eng.runner.attach(s, ctx + 1)
+                        s.num_computed = ctx
+                        seqs.append(s)
+                    sync(dev)
+                    t1 = time.perf_counter()
+                    eng.runner.decode(seqs)
+                    sync(dev)
+                    row.update(
+                        verified=True,
+                        decode_step_s=round(time.perf_counter() - t1, 3),
+                        setup_s=round(t1 - t, 1),
+                    )
+                    if cuda(dev):
+                        row["mem_allocated_gib"] = gib(torch.cuda.memory_allocated(dev))
+                    for s in seqs:
+                        eng.runner.detach(s)
+                    eng.close()
+                    del eng, seqs
+                    free_memory(dev)
+                out[key] = row
+                log(f"capacity {key}: {row}")
+            except Exception as exc:  # noqa: BLE001
+                out[key] = {"error": f"{type(exc).__name__}: {exc}"}
+                log(f"capacity {key} FAILED: {exc}")
+                free_memory(dev)
+    report["capacity"] = out
+
+
+def part_long(args, loaded, dev, budget, report) -> None:
+    from evalkit.engine import LLMEngine
+
+    if args.quick or budget.left() < 90:
+        report["long_128k"] = {"skipped": "quick mode or no time left"}
+        return
+    L = args.long_len
+    prompt = make_prompts(1, loaded.arch.vocab_size, L, seed=3)[0][:L]
+    eng = LLMEngine(
+        loaded,
+        state_dtype="fp32",
+        **{
+            **engine_kwargs(args, dev, L + 64),
+            "max_num_seqs": 2,
+            "decode_width": 1,
+            "batch_invariant": False,
+        },
+    )
+    res, outs = timed_generate(eng, [prompt], 16, dev, tqdm=False)
+    eng.close()
+    free_memory(dev)
+    res["prompt_len"] = len(prompt)
+    res["finish_reason"] = outs[0].finish_reason
+    report["long_128k"] = res
+    log(f"128k prompt: {res}")
+
+
+def part_transformers(args, loaded, dev, budget, report) -> None:
+    from evalkit.model.hf_bridge import transformers_model
+
+    if budget.left() < 60:
+        report["transformers"] = {"skipped": "no time left"}
+        return
+    out: dict = {}
+    try:
+        import fla  # noqa: F401
+
+        out["fla"] = getattr(fla, "__version__", "yes")
+    except ImportError:
+        out["fla"] = None
+    hf = transformers_model(loaded.model)
+    B, new = args.hf_batch, args.hf_new_tokens
+    prompts = make_prompts(B, loaded.arch.vocab_size, args.prompt_len, seed=4)
+    L = min(len(p) for p in prompts)
+    ids = torch.tensor([p[:L] for p in prompts], device=dev)
+    kw = dict(do_sample=False, pad_token_id=0, eos_token_id=None)
+
+    def gen(x, n):
+        sync(dev)
+        t = time.perf_counter()
+        with torch.inference_mode():
+            y = hf.generate(x, max_new_tokens=n, min_new_tokens=n, **kw)
+        sync(dev)
+        return time.perf_counter() - t, y
+
+    out["warmup_s"] = round(gen(ids[:1, :64], 2)[0], 1)  # FLA autotuning / compilation
+    log(f"transformers warm-up {out['warmup_s']} s")
+    t1, _ = gen(ids, 1)
+    tn, y = gen(ids, new)
+    step = max(tn - t1, 1e-9) / max(new - 1, 1)
+    out.update(
+        batch=B,
+        prompt_len=L,
+        new_tokens=new,
+        prefill_plus_1_s=round(t1, 2),
+        generate_s=round(tn, 2),
+        decode_step_s=round(step, 4),
+        prefill_tok_s=round(B * L / t1),
+        decode_tok_s=round(B / step),
+    )
+    # the whole workload at this batch size
+    out["estimated_1319_s"] = round(math.ceil(GSM8K_N / B) * (t1 + (args.new_tokens - 1) * step), 1)
+    # same weights, same greedy tokens? (bf16 numerics differ, so only the first tokens are expected to agree)
+    from evalkit.engine import LLMEngine, SamplingParams
+
+    eng = LLMEngine(
+        loaded, state_dtype="fp32", **{**engine_kwargs(args, dev, L + new + 8), "max_num_seqs": B}
+    )
+    mine = eng.generate(
+        [p[:L] for p in prompts], SamplingParams(max_new_tokens=new, ignore_eos=True), use_tqdm=False
+    )
+    eng.close()
+    theirs = y[:, L:].tolist()
+    agree = []
+    for a, b in zip(mine, theirs):
+        k = next((i for i, (u, v) in enumerate(zip(a.token_ids, b)) if u != v), len(b))
+        agree.append(k)
+    out["greedy_prefix_agreement_tokens"] = agree
+    hf = None  # noqa: F841 -- drop transformers' module tree (the weights belong to the engine model)
+    free_memory(dev)
+    report["transformers"] = out
+    log(f"transformers: {out}")
+
+
+# --------------------------------------------------------------------------------- report
+def write_markdown(report: dict, path: Path) -> None:
+    L = [
+        f"# Engine benchmark ({report.get('arch')}, {report.get('device_name')})",
+        "",
+        f"Command: `{report.get('command')}`  ",
+        f"Date: {report.get('date')}; total {report.get('total_s')} s",
+        "",
+    ]
+    m = report.get("model", {})
+    L.append(
+        f"Model: random weights, {m.get('params_b')} B parameters, {m.get('dtype')}, "
+        f"{m.get('weights_gib')} GiB on the device."
+    )
+    L.append("")
+    arms = report.get("arms", {})
+    if arms:
+        n = report.get("arms_prompts")
+        L += [
+            f"## GSM8K-shaped workload: {n} prompts x ~{report['args']['prompt_len']} tokens, "
+            f"{report['args']['new_tokens']} generated, EOS ignored",
+            "",
+            "| arm | wall s | prefill tok/s | decode tok/s | decode step ms | peak GiB | max batch | "
+            "floor s | x floor | est. 1319 prompts s | flags |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for arm, r in arms.items():
+            if "error" in r:
+                L.append(f"| {arm} | error: {r['error'][:80]} |||||||||")
+                continue
+            L.append(
+                f"| {arm} | {r['wall_s']} | {r['prefill_tok_s']:,} | {r['decode_tok_s']:,} | "
+                f"{r['decode_step_ms']} | {r.get('peak_mem_gib')} | {r['max_batch']} | {r['floor_s']} | "
+                f"{r['x_floor']} | {r['extrapolated_1319_s']} | {r['flags'] or '-'} |"
+            )
+        L += [
+            "",
+            f"Floor (anchors.md): ~{ANCHOR_FLOOR_S:.0f} s for 1319 prompts; per row: prompt tokens / "
+            f"{FLOOR_PREFILL_TOK_S:,} tok/s + waves of {FLOOR_WAVE} x new tokens x "
+            f"{FLOOR_DECODE_STEP_S * 1000:.0f} ms.",
+            "",
+        ]
+    hf = report.get("transformers", {})
+    if hf and "generate_s" in hf:
+        L += [
+            "## transformers (same weight tensors)",
+            "",
+            f"KimiLinearForCausalLM.generate, batch {hf['batch']} x {hf['prompt_len']} tokens, "
+            f"{hf['new_tokens']} new (FLA: {hf.get('fla')}): prefill {hf['prefill_tok_s']:,} tok/s, "
+            f"decode {hf['decode_tok_s']:,} tok/s; "
+            f"whole workload at this batch ~{hf['estimated_1319_s']} s.",
+            "",
+        ]
+        for arm, r in arms.items():
+            if "extrapolated_1319_s" in r:
+                L.append(
+                    f"- {arm}: x{hf['estimated_1319_s'] / max(r['extrapolated_1319_s'], 1e-9):.1f} faster "
+                    f"than transformers (1319 prompts, estimated both)"
+                )
+        L.append(
+            f"- greedy prefix agreement (engine fp32 state vs transformers, tokens): "
+            f"{hf.get('greedy_prefix_agreement_tokens')}"
+        )
+        L.append("")
+    elif hf:
+        L += ["## transformers", "", f"{hf}", ""]
+    inv = report.get("invariance", {})
+    if inv:
+        L += ["## Batch invariance (fp32 arm)", ""]
+        for k, v in inv.items():
+            if k == "cost":
+                L.append(
+                    f"- cost: invariant {v['invariant']['wall_s']} s vs not {v['not_invariant']['wall_s']} s "
+                    f"(x{v['slowdown']}) on {v['invariant']['prompts']} prompts x 64 tokens"
+                )
+            else:
+                L.append(f"- {k}: {v}")
+        L.append("")
+    cap = report.get("capacity", {})
+    if cap:
+        L += [
+            "## Most concurrent sequences",
+            "",
+            "| arm @ context | max concurrent | verified decode step s |",
+            "|---|---|---|",
+        ]
+        for k, v in cap.items():
+            L.append(f"| {k} | {v.get('max_concurrent', v.get('error'))} | {v.get('decode_step_s', '-')} |")
+        L.append("")
+    lg = report.get("long_128k", {})
+    if lg:
+        L += ["## One long prompt", "", f"{lg}", ""]
+    errs = {k: v for k, v in report.get("errors", {}).items()}
+    if errs:
+        L += ["## Errors", ""] + [f"- {k}: {v.splitlines()[-1] if v else v}" for k, v in errs.items()] + [""]
+    path.write_text("\n".join(L))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--quick", action="store_true", help="fewer prompts/tokens, skip the 128k parts (~4 min)")
+    ap.add_argument(
+        "--prompts", type=int, default=None, help=f"prompts per arm (default {GSM8K_N}; quick 256)"
+    )
+    ap.add_argument("--new-tokens", type=int, default=None, help="generated tokens (default 256; quick 128)")
+    ap.add_argument("--prompt-len", type=int, default=900)
+    ap.add_argument("--max-seqs", type=int, default=512)
+    ap.add_argument("--decode-width", type=int, default=512)
+    ap.add_argument("--prefill-tokens", type=int, default=16384)
+    ap.add_argument("--long-len", type=int, default=131072)
+    ap.add_argument("--hf-batch", type=int, default=8)
+    ap.add_argument("--hf-new-tokens", type=int, default=32)
+    ap.add_argument("--budget-s", type=float, default=480.0, help="stop starting new parts after this")
+    ap.add_argument("--reserve-s", type=float, default=None, help="time kept for the parts after the arms")
+    ap.add_argument("--arch", choices=["real", "tiny"], default="real")
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--parts", default="arms,invariance,capacity,long,transformers")
+    ap.add_argument("--no-verify-capacity", dest="verify_capacity", action="store_false")
+    args = ap.parse_args()
+    if args.prompts is None:
+        args.prompts = 256 if args.quick else GSM8K_N
+    if args.new_tokens is None:
+        args.new_tokens = 128 if args.quick else 256
+    if args.quick:
+        args.hf_batch, args.hf_new_tokens = min(args.hf_batch, 4), min(args.hf_new_tokens, 16)
+    if args.reserve_s is None:
+        args.reserve_s = 150.0 if args.quick else 220.0
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    dev = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if cuda(dev) and dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    budget = Budget(args.budget_s)
+    report: dict = {
+        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+        "args": vars(args),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "arch": args.arch,
+        "errors": {},
+        "device_name": torch.cuda.get_device_name(dev) if cuda(dev) else platform.processor() or "cpu",
+        "libraries": {"torch": torch.__version__, "python": platform.python_version()},
+    }
+    for mod in ("triton", "transformers"):
+        try:
+            report["libraries"][mod] = __import__(mod).__version__
+        except Exception:  # noqa: BLE001
+            report["libraries"][mod] = None
+
+    def save():
+        report["total_s"] = round(time.perf_counter() - T0, 1)
+        (out / "bench_engine.json").write_text(json.dumps(report, indent=2, default=str))
+        write_markdown(report, out / "bench_engine.md")
+
+    try:
+        loaded, report["model"] = build_model(args, dev)
+    except Exception:  # noqa: BLE001
+        report["errors"]["model"] = traceback.format_exc()
+        save()
+        log("could not build the model")
+        return 1
+    parts = {
+        "arms": part_arms,
+        "invariance": part_invariance,
+        "capacity": part_capacity,
+        "long": part_long,
+        "transformers": part_transformers,
+    }
+    for name in args.parts.split(","):
+        log(f"part {name} (time left {budget.left():.0f} s)")
+        try:
+            parts[name](args, loaded, dev, budget, report)
+        except Exception as exc:  # noqa: BLE001
+            report["errors"][name] = traceback.format_exc()[-4000:]
+            log(f"part {name} FAILED: {type(exc).__name__}: {exc}")
+            free_memory(dev)
+        save()
+    save()
+    log(f"wrote {out / 'bench_engine.json'} and {out / 'bench_engine.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
