@@ -55,7 +55,7 @@ def test_models_health_version(server):
         assert models["data"][0]["id"] == "tiny"
         root = server.url[: -len("/v1")]
         health = httpx.get(root + "/health").json()
-        assert health["status"] == "ok" and "mean_batch_size" in health
+        assert health["status"] == "ok" and "mean_batch_size" in health and health["state_dtype"] == "fp16"
         assert httpx.get(root + "/version").json()["system_fingerprint"].startswith("fp_")
 
 

@@ -208,7 +208,7 @@ def create_app(loop: EngineLoop, tokenizer: Any, make_params: ParamsFactory, *, 
     async def health() -> JSONResponse:
         ok = loop.alive
         body = {"status": "ok" if ok else "engine loop stopped", "model": model_name,
-                "arm": describe.get("arm", {}), **loop.stats.as_dict()}
+                "state_dtype": describe.get("state_dtype"), **loop.stats.as_dict()}
         return JSONResponse(body, status_code=200 if ok else 503)
 
     @app.get("/metrics")
