@@ -37,44 +37,25 @@ class KdaInputs:
 
 
 def kda_inputs(
-    n: int,
-    H: int,
-    K: int,
-    V: int,
-    *,
-    dtype=torch.float32,
-    device="cpu",
-    generator: torch.Generator | None = None,
-    strong_decay: float = 0.2,
+    n: int, H: int, K: int, V: int, *, dtype=torch.float32, device="cpu",
+    generator: torch.Generator | None = None, strong_decay: float = 0.2,
 ) -> KdaInputs:
     """n rows (tokens or sequences) of q/k/v/g_raw [n, H, K|V], beta_raw [n, H]; A_log [H], dt_bias [H*K].
 
+    Drawn directly on `device` (pass a generator of that device for reproducibility).
     `strong_decay` is the fraction of channels whose gate input is pushed up (fast forgetting)."""
+    f32 = dict(dtype=torch.float32, device=device, generator=generator)
 
     def rnd(*shape, scale=1.0):
-        return torch.randn(*shape, generator=generator, dtype=torch.float32) * scale
+        return torch.randn(*shape, **f32) * scale
 
-    g_raw = rnd(n, H, K, scale=2.0) - 3.0
-    boost = (torch.rand(n, H, K, generator=generator) < strong_decay).float() * 6.0
-    g_raw = g_raw + boost
-    A_log = torch.log(torch.rand(H, generator=generator) * 3.0 + 0.5)
+    g_raw = rnd(n, H, K, scale=2.0) - 3.0 + (torch.rand(n, H, K, **f32) < strong_decay).float() * 6.0
     t = KdaInputs(
-        q=rnd(n, H, K),
-        k=rnd(n, H, K),
-        v=rnd(n, H, V),
-        g_raw=g_raw,
-        beta_raw=rnd(n, H, scale=1.5),
-        A_log=A_log,
-        dt_bias=rnd(H * K, scale=0.5),
-    )
-    return KdaInputs(
-        *(
-            x.to(device=device, dtype=dtype)
-            if x is not t.A_log and x is not t.dt_bias
-            else x.to(device=device)
-            for x in t.args()
-        )
-    )
+        q=rnd(n, H, K).to(dtype), k=rnd(n, H, K).to(dtype), v=rnd(n, H, V).to(dtype), g_raw=g_raw.to(dtype),
+        beta_raw=rnd(n, H, scale=1.5).to(dtype),
+        A_log=torch.log(torch.rand(H, **f32) * 3.0 + 0.5), dt_bias=rnd(H * K, scale=0.5),
+    )  # fmt: skip
+    return t
 
 
 def random_pool(
@@ -89,7 +70,7 @@ def random_pool(
     scale: float = 0.5,
 ) -> torch.Tensor:
     """A state pool with random contents (as if earlier tokens had filled it), in `dtype`."""
-    return (torch.randn(S, H, K, V, generator=generator) * scale).to(device=device, dtype=dtype)
+    return (torch.randn(S, H, K, V, generator=generator, device=device) * scale).to(dtype)
 
 
 def random_cu_seqlens(lengths: list[int], device="cpu") -> torch.Tensor:

@@ -63,7 +63,7 @@ def run_launches(n: int, device: str, *, seed: int | None, rounding: str = "rtne
     from evalkit.kernels.twin_check import TwinChecker
 
     rng = random.Random(seed)
-    gen = torch.Generator().manual_seed(rng.randrange(2**31)) if seed is not None else None
+    gen = torch.Generator(device=device).manual_seed(rng.randrange(2**31)) if seed is not None else None
     checker = TwinChecker(rounding=rounding)
     for i in range(n):
         s = _shape(rng, device)
@@ -73,15 +73,15 @@ def run_launches(n: int, device: str, *, seed: int | None, rounding: str = "rtne
             B = s["B"]
             x = kda_inputs(B, H, K, V, dtype=mdt, device=device, generator=gen)
             pool = random_pool(B + 3, H, K, V, dt, device=device, generator=gen)
-            slots = torch.randperm(B + 3, generator=gen)[:B].to(device=device, dtype=torch.int32)
+            slots = torch.randperm(B + 3, generator=gen, device=device)[:B].to(torch.int32)
             checker.kda_decode(*x.args(), pool, slots)
         else:
             lengths = s["lengths"]
             N = len(lengths)
             x = kda_inputs(sum(lengths), H, K, V, dtype=mdt, device=device, generator=gen)
             pool = random_pool(N + 2, H, K, V, dt, device=device, generator=gen)
-            slots = torch.randperm(N + 2, generator=gen)[:N].to(device=device, dtype=torch.int32)
-            init = (torch.rand(N, generator=gen) < 0.5).to(device)
+            slots = torch.randperm(N + 2, generator=gen, device=device)[:N].to(torch.int32)
+            init = torch.rand(N, generator=gen, device=device) < 0.5
             intra = torch.bfloat16 if rng.random() < 0.25 else None
             checker.kda_prefill(
                 *x.args(),

@@ -1,0 +1,628 @@
+# ruff: noqa: E501
+"""Benchmark and GPU check of evalkit's KDA kernels side by side with FLA (fla-core 0.6.0), on one GPU.
+
+    python scripts/bench_kernels.py --out results/bench            # ~5 minutes on an H200
+
+Sections (each in try/except; JSON + Markdown rewritten after every section, so a crash or a
+timeout keeps what was measured):
+  1. correctness on the GPU vs the float64 reference (decode, prefill, conv, norm; FLA's error too)
+  2. copy bandwidth (4 GiB fp32 copy_, bytes read + written)
+  3. decode: H=32, K=V=128, B in {1, 8, 32, 128, 512}, pool fp32/fp16/bf16, ours vs FLA
+     fused_recurrent_kda (inplace_final_state + ssm_state_indices); eager and CUDA-graph timings;
+     effective state bandwidth 2*B*H*K*V*bytes / time as a fraction of copy bandwidth
+  4. decode tile sweep (BV, num_warps) at B=128, graph timings
+  5. prefill: B=1, H=32, K=V=128, T in {4k, 32k, 128k}: ours (fp32 chunk states, and bf16 chunk
+     states) vs FLA chunk_kda; per-kernel breakdown at 32k; state-pass tile sweep at 32k
+  6. fp32-twin check over >= 10^4 launches of random shapes (+ a truncating build that must fail)
+Timings: triton.testing.do_bench medians. Python 3.12, torch 2.11+cu130, triton 3.6, fla-core 0.6.0.
+
+`--smoke` runs every section on the CPU (Triton interpreter, tiny shapes, no FLA) to test this
+script's plumbing without a GPU; its numbers mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+
+H, K, V = 32, 128, 128
+DECODE_B = [1, 8, 32, 128, 512]
+PREFILL_T = [4096, 32768, 131072]
+POOLS = ["fp32", "fp16", "bf16"]
+DEV = "cuda"
+SMOKE = False
+
+
+def smoke_mode() -> None:
+    """Tiny shapes on the CPU interpreter: exercises the script, not the hardware."""
+    global H, K, V, DECODE_B, PREFILL_T, DEV, SMOKE
+    H, K, V, DECODE_B, PREFILL_T, DEV, SMOKE = 2, 16, 16, [1, 128], [70, 130], "cpu", True
+    os.environ["TRITON_INTERPRET"] = "1"
+
+
+def log(*a):
+    print(time.strftime("%H:%M:%S"), *a, flush=True)
+
+
+class Bench:
+    def __init__(self, out: Path, budget_s: float, twin_launches: int):
+        self.out = out
+        self.t0 = time.time()
+        self.budget_s = budget_s
+        self.twin_launches = twin_launches
+        self.res: dict = {"command": " ".join([sys.executable, *sys.argv]), "sections": {}, "errors": {}}
+
+    def left(self) -> float:
+        return self.budget_s - (time.time() - self.t0)
+
+    def section(self, name: str, fn) -> None:
+        if self.left() < 10:
+            self.res["errors"][name] = f"skipped: time budget exhausted ({self.budget_s:.0f} s)"
+            log("SKIP", name)
+            self.save()
+            return
+        log("==", name, f"({self.left():.0f} s left)")
+        t = time.time()
+        try:
+            self.res["sections"][name] = fn()
+        except Exception as exc:  # keep going: one section's failure must not lose the others
+            self.res["errors"][name] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-3000:]}"
+            log("ERROR in", name, exc)
+        self.res.setdefault("section_seconds", {})[name] = round(time.time() - t, 1)
+        self.save()
+
+    def save(self) -> None:
+        self.res["elapsed_s"] = round(time.time() - self.t0, 1)
+        self.res["goals"] = goals(self.res)
+        (self.out / "bench_kernels.json").write_text(json.dumps(self.res, indent=2, default=str))
+        (self.out / "bench_kernels.md").write_text(markdown(self.res))
+
+
+# ------------------------------------------------------------------------------------ helpers
+def bench_ms(fn, warmup=25, rep=100) -> float:
+    import triton
+
+    if SMOKE:
+        t = time.perf_counter()
+        fn()
+        return 1e3 * (time.perf_counter() - t)
+    return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
+
+
+def graph_ms(fn, warmup=10, rep=100) -> float:
+    """Median time of one replay of a CUDA graph that captured fn() once."""
+    import torch
+
+    if SMOKE:
+        return bench_ms(fn)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    torch.cuda.synchronize()
+    return bench_ms(g.replay, warmup, rep)
+
+
+def rel_err(a, b) -> float:
+    a, b = a.double().cpu(), b.double().cpu()
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
+
+
+def environment() -> dict:
+    import torch
+    import triton
+
+    env = {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
+           "host": platform.node(), "smoke": SMOKE}  # fmt: skip
+    if torch.cuda.is_available():
+        env["gpu"] = torch.cuda.get_device_name(0)
+        env["sm_count"] = torch.cuda.get_device_properties(0).multi_processor_count
+    try:
+        import fla
+
+        env["fla"] = getattr(fla, "__version__", "?")
+    except Exception as exc:
+        env["fla"] = f"unavailable: {exc}"
+    try:
+        env["driver"] = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version,memory.total,clocks.max.sm", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=10,
+        ).stdout.strip()  # fmt: skip
+    except Exception:
+        pass
+    try:
+        env["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                                           text=True, timeout=10).stdout.strip()  # fmt: skip
+    except Exception:
+        pass
+    return env
+
+
+def decode_case(B, pool_name):
+    import torch
+
+    from evalkit.kernels import STATE_DTYPES
+    from evalkit.kernels.testing import kda_inputs, random_pool
+
+    x = kda_inputs(B, H, K, V, dtype=torch.bfloat16, device=DEV)
+    S = 2 * B + 8
+    pool = random_pool(S, H, K, V, STATE_DTYPES[pool_name], device=DEV)
+    slots = torch.randperm(S, device=DEV)[:B].to(torch.int32)
+    return x, pool, slots
+
+
+def fla_decode_fn(x, pool, slots):
+    from fla.ops.kda.fused_recurrent import fused_recurrent_kda_fwd
+
+    q, k, v, g = (t[:, None] for t in (x.q, x.k, x.v, x.g_raw))  # [B, 1, H, *]
+    beta = x.beta_raw[:, None]
+    idx = slots.long()
+
+    def run():
+        return fused_recurrent_kda_fwd(
+            q=q, k=k, v=v, g=g, beta=beta, A_log=x.A_log, dt_bias=x.dt_bias, scale=K**-0.5,
+            initial_state=pool, inplace_final_state=True, ssm_state_indices=idx,
+            use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True,
+        )  # fmt: skip
+
+    return run
+
+
+def fla_chunk_fn(x, h0):
+    from fla.ops.kda import chunk_kda
+
+    q, k, v, g, beta = (t[None] for t in (x.q, x.k, x.v, x.g_raw, x.beta_raw))
+
+    def run():
+        return chunk_kda(
+            q=q, k=k, v=v, g=g, beta=beta, initial_state=h0, output_final_state=True,
+            use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True,
+            A_log=x.A_log, dt_bias=x.dt_bias,
+        )  # fmt: skip
+
+    return run
+
+
+# ------------------------------------------------------------------------------------ sections
+def sec_correctness() -> dict:
+    import torch
+
+    from evalkit.kernels import (
+        STATE_DTYPES,
+        causal_conv1d_decode,
+        causal_conv1d_prefill,
+        gated_rmsnorm,
+        kda_decode,
+        kda_prefill,
+        reference,
+    )  # fmt: skip
+    from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool
+
+    out = {}
+    # decode, every pool dtype, real head shape
+    for name, dt in STATE_DTYPES.items():
+        x, pool, slots = decode_case(4, name)
+        pool_ref = pool.double().cpu()
+        o = kda_decode(*x.args(), pool, slots)
+        x32 = kda_inputs(4, H, K, V)  # fp32 inputs: the fp32 error, free of bf16 output rounding
+        for t_name in ("q", "k", "v", "g_raw", "beta_raw"):
+            setattr(x32, t_name, getattr(x, t_name).float().cpu())
+        x32.A_log, x32.dt_bias = x.A_log.cpu(), x.dt_bias.cpu()
+        o_ref = reference.kda_decode(*x32.args(), pool_ref, slots.cpu())
+        touched = slots.long().cpu()
+        got = pool.cpu()[touched].double()
+        want = pool_ref[touched].to(dt).double()
+        out[f"decode_{name}"] = {
+            "out_rel_err_bf16_output": rel_err(o, o_ref),
+            "pool_rel_err": rel_err(pool.cpu()[touched], pool_ref[touched]),
+            "pool_elems_differing_from_reference_rounding": int((got != want).sum()),
+            "pool_elems": int(got.numel()),
+        }
+    # prefill (fp32 inputs, so the output error is the kernel's own), fp32 and bf16 pools, bf16 boundaries
+    lengths = [200, 1, 77]
+    xf = kda_inputs(sum(lengths), H, K, V, dtype=torch.float32, device=DEV)
+    cu = random_cu_seqlens(lengths, device=DEV)
+    init = torch.tensor([True, False, True], device=DEV)
+    xc = kda_inputs(1, H, K, V)
+    for a in ("q", "k", "v", "g_raw", "beta_raw", "A_log", "dt_bias"):
+        setattr(xc, a, getattr(xf, a).cpu())
+    for name, intra in (("fp32", None), ("bf16", None), ("fp32", torch.bfloat16)):
+        pool = random_pool(5, H, K, V, STATE_DTYPES[name], device=DEV)
+        slots = torch.tensor([4, 0, 2], dtype=torch.int32, device=DEV)
+        pool_ref = pool.double().cpu()
+        o = kda_prefill(*xf.args(), pool, slots, cu, init, intra_chunk_dtype=intra)
+        o_ref = reference.kda_prefill(*xc.args(), pool_ref, slots.cpu(), cu.cpu(), init.cpu(),
+                                      intra_chunk_dtype=intra)  # fmt: skip
+        key = f"prefill_{name}" + ("_bf16_chunk_states" if intra is not None else "")
+        out[key] = {"out_rel_err": rel_err(o, o_ref),
+                    "pool_rel_err": rel_err(pool.cpu()[slots.long().cpu()], pool_ref[slots.long().cpu()])}
+        if name == "fp32" and intra is None:
+            try:  # FLA's chunk_kda on the same fp32 inputs, fp32 state, for comparison
+                with torch.inference_mode():
+                    x1 = kda_inputs(1, H, K, V)
+                    for a in ("q", "k", "v", "g_raw", "beta_raw", "A_log", "dt_bias"):
+                        setattr(x1, a, getattr(xf, a)[:200] if a not in ("A_log", "dt_bias") else getattr(xf, a))
+                    h0 = torch.zeros(1, H, K, V, device=DEV)
+                    o_fla, ht = fla_chunk_fn(x1, h0)()
+                    pr = torch.zeros(1, H, K, V, dtype=torch.float64)
+                    x1c = kda_inputs(1, H, K, V)
+                    for a in ("q", "k", "v", "g_raw", "beta_raw", "A_log", "dt_bias"):
+                        setattr(x1c, a, getattr(x1, a).cpu())
+                    o1 = reference.kda_prefill(*x1c.args(), pr, torch.tensor([0]), random_cu_seqlens([200]),
+                                               torch.tensor([False]))  # fmt: skip
+                    out["fla_chunk_kda_fp32_inputs"] = {"out_rel_err": rel_err(o_fla[0], o1),
+                                                        "state_rel_err": rel_err(ht[0], pr[0])}  # fmt: skip
+            except Exception as exc:
+                out["fla_chunk_kda_fp32_inputs"] = f"failed: {exc}"
+    # conv + norm
+    C = 3 * H * K
+    lens = [5, 300, 1]
+    xcv = torch.randn(sum(lens), C, device=DEV, dtype=torch.bfloat16)
+    w = torch.randn(C, 4, device=DEV, dtype=torch.bfloat16)
+    cpool = torch.randn(4, C, 3, device=DEV, dtype=torch.bfloat16)
+    sl = torch.tensor([3, 0, 1], dtype=torch.int32, device=DEV)
+    ini = torch.tensor([True, False, True], device=DEV)
+    cref = cpool.cpu().clone()
+    y = causal_conv1d_prefill(xcv, w, cpool, sl, random_cu_seqlens(lens, device=DEV), ini)
+    y_ref = reference.causal_conv1d_prefill(xcv.cpu(), w.cpu(), cref, sl.cpu(), random_cu_seqlens(lens), ini.cpu())
+    xd = torch.randn(3, C, device=DEV, dtype=torch.bfloat16)
+    yd = causal_conv1d_decode(xd, w, cpool, sl)
+    yd_ref = reference.causal_conv1d_decode(xd.cpu(), w.cpu(), cref, sl.cpu())
+    out["conv"] = {"prefill_rel_err": rel_err(y, y_ref), "decode_rel_err": rel_err(yd, yd_ref),
+                   "pool_bit_equal": bool(torch.equal(cpool.cpu(), cref))}  # fmt: skip
+    o = torch.randn(64, H, V, device=DEV)
+    gt = torch.randn(64, H, V, device=DEV)
+    nw = torch.randn(V, device=DEV)
+    out["gated_rmsnorm"] = {"rel_err": rel_err(gated_rmsnorm(o, gt, nw, 1e-5),
+                                               reference.gated_rmsnorm(o.cpu(), gt.cpu(), nw.cpu(), 1e-5))}
+    return out
+
+
+def sec_copy() -> dict:
+    import torch
+
+    n = (4 << 30) // 4 if not SMOKE else 1 << 20
+    a = torch.empty(n, dtype=torch.float32, device=DEV).normal_()
+    b = torch.empty_like(a)
+    ms = bench_ms(lambda: b.copy_(a), warmup=5, rep=50)
+    return {"bytes": 2 * 4 * n, "ms": ms, "TBps": 2 * 4 * n / ms / 1e9}
+
+
+def sec_decode(res: dict) -> dict:
+    import torch
+
+    from evalkit.kernels import STATE_DTYPES
+    from evalkit.kernels.kda_decode.wrapper import kda_decode
+
+    copy_tbps = res["sections"].get("copy", {}).get("TBps")
+    rows = []
+    for B in DECODE_B:
+        for name in POOLS:
+            row = {"B": B, "pool": name}
+            x, pool, slots = decode_case(B, name)
+            state_bytes = 2 * B * H * K * V * STATE_DTYPES[name].itemsize
+            ours = lambda x=x, pool=pool, slots=slots: kda_decode(*x.args(), pool, slots)  # noqa: E731
+            for label, fn in (("ours", ours), ("fla", None)):
+                try:
+                    if fn is None:
+                        fn = fla_decode_fn(x, pool, slots)
+                    row[f"{label}_eager_us"] = 1e3 * bench_ms(fn)
+                    row[f"{label}_graph_us"] = 1e3 * graph_ms(fn)
+                    t = row[f"{label}_graph_us"] * 1e-6
+                    row[f"{label}_TBps"] = state_bytes / t / 1e12
+                    if copy_tbps:
+                        row[f"{label}_frac_copy"] = row[f"{label}_TBps"] / copy_tbps
+                except Exception as exc:
+                    row[f"{label}_error"] = f"{type(exc).__name__}: {exc}"
+            if "ours_graph_us" in row and "fla_graph_us" in row:
+                row["speedup_vs_fla"] = row["fla_graph_us"] / row["ours_graph_us"]
+            rows.append(row)
+            log("decode", {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()})
+    torch.cuda.empty_cache()
+    return {"H": H, "K": K, "V": V, "model_dtype": "bf16", "rows": rows}
+
+
+def sec_decode_sweep() -> dict:
+    from evalkit.kernels import STATE_DTYPES
+    from evalkit.kernels.kda_decode.wrapper import DECODE_TILES, kda_decode
+
+    B = 128
+    out = {"B": B, "defaults": {k: list(v) for k, v in DECODE_TILES.items()}, "rows": []}
+    for name in POOLS:
+        x, pool, slots = decode_case(B, name)
+        state_bytes = 2 * B * H * K * V * STATE_DTYPES[name].itemsize
+        for cfg in [(16, 4), (32, 4), (32, 8), (64, 4), (64, 8), (128, 8)]:
+            try:
+                fn = lambda cfg=cfg, x=x, pool=pool, slots=slots: kda_decode(*x.args(), pool, slots, config=cfg)  # noqa: E731,E501
+                us = 1e3 * graph_ms(fn)
+                out["rows"].append({"pool": name, "BV": cfg[0], "num_warps": cfg[1], "graph_us": us,
+                                    "TBps": state_bytes / (us * 1e-6) / 1e12})  # fmt: skip
+            except Exception as exc:
+                out["rows"].append({"pool": name, "BV": cfg[0], "num_warps": cfg[1], "error": str(exc)[:300]})
+        mine = [r for r in out["rows"] if r["pool"] == name and "graph_us" in r]
+        best = min(mine, key=lambda r: r["graph_us"], default=None)
+        out.setdefault("best", {})[name] = best
+        log("decode sweep best", name, best)
+    return out
+
+
+def prefill_inputs(T):
+    import torch
+
+    from evalkit.kernels.testing import kda_inputs, random_cu_seqlens
+
+    x = kda_inputs(T, H, K, V, dtype=torch.bfloat16, device=DEV)
+    return x, random_cu_seqlens([T], device=DEV)
+
+
+def sec_prefill() -> dict:
+    import torch
+
+    from evalkit.kernels.kda_prefill.wrapper import kda_prefill
+
+    rows = []
+    for T in PREFILL_T:
+        row = {"T": T}
+        x, cu = prefill_inputs(T)
+        pool = torch.zeros(1, H, K, V, device=DEV)
+        slot = torch.zeros(1, dtype=torch.int32, device=DEV)
+        init = torch.ones(1, dtype=torch.bool, device=DEV)
+        args = (*x.args(), pool, slot, cu, init)
+        cases = {
+            "ours_fp32_states": lambda args=args: kda_prefill(*args),
+            "ours_bf16_states": lambda args=args: kda_prefill(*args, intra_chunk_dtype=torch.bfloat16),
+        }
+        try:
+            h0 = torch.zeros(1, H, K, V, device=DEV)
+            cases["fla"] = fla_chunk_fn(x, h0)
+        except Exception as exc:
+            row["fla_error"] = str(exc)[:300]
+        rep = 100 if T <= 32768 else 60
+        for label, fn in cases.items():
+            try:
+                with torch.inference_mode():
+                    ms = bench_ms(fn, warmup=10, rep=rep)
+                row[f"{label}_ms"] = ms
+                row[f"{label}_Mtok_s"] = T / ms / 1e3
+            except Exception as exc:
+                row[f"{label}_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        if "fla_ms" in row and "ours_fp32_states_ms" in row:
+            row["fp32_states_vs_fla"] = row["fla_ms"] / row["ours_fp32_states_ms"]
+        rows.append(row)
+        log("prefill", {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()})
+        cases = args = None
+        torch.cuda.empty_cache()
+    return {"H": H, "K": K, "V": V, "B": 1, "model_dtype": "bf16", "rows": rows}
+
+
+def sec_prefill_detail() -> dict:
+    """Per-kernel CUDA time at T=32k (profiler), and a sweep of the sequential state pass tile."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from evalkit.kernels.kda_prefill import wrapper as pw
+
+    T = PREFILL_T[1]
+    x, cu = prefill_inputs(T)
+    pool = torch.zeros(1, H, K, V, device=DEV)
+    slot = torch.zeros(1, dtype=torch.int32, device=DEV)
+    init = torch.ones(1, dtype=torch.bool, device=DEV)
+    run = lambda: pw.kda_prefill(*x.args(), pool, slot, cu, init)  # noqa: E731
+    run()
+    kernels = {}
+    events = []
+    if not SMOKE:
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(5):
+                run()
+            torch.cuda.synchronize()
+        events = prof.key_averages()
+    for ev in events:
+        t = getattr(ev, "device_time_total", None) or getattr(ev, "cuda_time_total", 0)
+        if t:
+            kernels[ev.key] = round(t / 5 / 1e3, 4)  # ms per prefill
+    out = {"T": T, "kernel_ms": dict(sorted(kernels.items(), key=lambda kv: -kv[1])[:12]), "state_pass_sweep": []}
+    default = pw.STATE_PASS_TILE
+    for tile in [default, (16, 4, 1, 16), (32, 4, 1, 16), (64, 8, 1, 16), (32, 8, 1, 32), (16, 8, 2, 16)]:
+        pw.STATE_PASS_TILE = tile
+        try:
+            out["state_pass_sweep"].append({"tile": list(tile), "prefill_ms": bench_ms(run, warmup=5, rep=50)})
+        except Exception as exc:
+            out["state_pass_sweep"].append({"tile": list(tile), "error": str(exc)[:300]})
+        finally:
+            pw.STATE_PASS_TILE = default
+    try:
+        out["dot_precision_tf32_prefill_ms"] = bench_ms(
+            lambda: pw.kda_prefill(*x.args(), pool, slot, cu, init, dot_precision="tf32"), warmup=5, rep=50)
+    except Exception as exc:
+        out["dot_precision_tf32_error"] = str(exc)[:300]
+    log("prefill detail", out)
+    return out
+
+
+def sec_twin(bench: Bench) -> dict:
+    from evalkit.commands.verify_kernels import run_launches
+
+    n = bench.twin_launches
+    t = time.time()
+    done = {"n": 0}
+
+    def progress(i):
+        done["n"] = i
+        if i % 1000 == 0:
+            log(f"twin {i}/{n} ({time.time() - t:.0f} s)")
+
+    checker = run_launches(n, DEV, seed=None, progress=progress)
+    out = {"launches": n, "checked": checker.checked, "passed": checker.passed, "summary": checker.summary(),
+           "seconds": round(time.time() - t, 1)}  # fmt: skip
+    wrong = run_launches(50 if not SMOKE else 2, DEV, seed=None, rounding="rtz")
+    out["self_test_truncating_build"] = {"checked": wrong.checked, "caught": wrong.checked - wrong.passed}
+    log("twin", {k: v for k, v in out.items() if k != "summary"})
+    return out
+
+
+# ------------------------------------------------------------------------------------ report
+def goals(res: dict) -> dict:
+    g = {}
+    sec = res.get("sections", {})
+    rows = sec.get("decode", {}).get("rows", [])
+
+    def pick(B, pool, key):
+        for r in rows:
+            if r["B"] == B and r["pool"] == pool:
+                return r.get(key)
+        return None
+
+    big = [B for B in DECODE_B if B >= 128]
+    if rows:
+        for pool in ("fp32", "fp16"):
+            fr = [pick(B, pool, "ours_frac_copy") for B in big]
+            if all(f is not None for f in fr):
+                g[f"decode_{pool}_>=90pct_copy_bw"] = {"met": min(fr) >= 0.90, "measured": [round(f, 3) for f in fr]}
+        sp = [pick(B, "fp16", "speedup_vs_fla") for B in big]
+        if all(s is not None for s in sp):
+            g["decode_fp16_>=1.8x_fla_fp16"] = {"met": min(sp) >= 1.8, "measured": [round(s, 2) for s in sp]}
+        ratio = []
+        for B in big:
+            a, b = pick(B, "fp16", "ours_graph_us"), pick(B, "fp32", "ours_graph_us")
+            if a and b:
+                ratio.append(a / b)
+        if ratio:
+            g["decode_fp16/fp32_time_<=0.55"] = {"met": max(ratio) <= 0.55, "measured": [round(r, 3) for r in ratio]}
+    for r in sec.get("prefill", {}).get("rows", []):
+        if r["T"] == 32768 and "fp32_states_vs_fla" in r:
+            g["prefill_32k_fp32_states_>=_fla"] = {"met": r["fp32_states_vs_fla"] >= 1.0,
+                                                   "measured": round(r["fp32_states_vs_fla"], 3)}  # fmt: skip
+    tw = sec.get("twin")
+    if tw:
+        g["twin_check_>=1e4_launches_all_pass"] = {"met": tw["launches"] >= 10000 and tw["passed"] == tw["checked"],
+                                                   "measured": f"{tw['passed']}/{tw['checked']}"}  # fmt: skip
+    return g
+
+
+def _f(v, nd=1):
+    return "—" if v is None else (f"{v:.{nd}f}" if isinstance(v, float) else str(v))
+
+
+def _bw(r: dict, p: str) -> str:
+    frac = r.get(p + "_frac_copy")
+    return f"{_f(r.get(p + '_TBps'), 2)} ({_f(100 * frac, 0) if frac else '—'}%)"
+
+
+def _pf(r: dict, p: str) -> str:
+    return f"{_f(r.get(p + '_ms'), 2)} ms, {_f(r.get(p + '_Mtok_s'), 2)}"
+
+
+def markdown(res: dict) -> str:
+    env = res.get("sections", {}).get("environment", {})
+    L = ["# KDA kernels: benchmark and GPU check", "",
+         f"- machine: {env.get('gpu', '?')} ({env.get('sm_count', '?')} SMs), driver/mem/clock: {env.get('driver', '?')}",
+         f"- software: python {env.get('python')}, torch {env.get('torch')}, triton {env.get('triton')}, "
+         f"fla {env.get('fla')}; evalkit commit {env.get('git_commit', '?')}",
+         f"- command: `{res.get('command')}`", f"- wall time: {res.get('elapsed_s')} s", ""]  # fmt: skip
+    L += ["## Goals", "", "| goal | met | measured |", "|---|---|---|"]
+    for k, v in res.get("goals", {}).items():
+        L.append(f"| {k} | {'**yes**' if v['met'] else '**no**'} | {v['measured']} |")
+    sec = res.get("sections", {})
+    if "copy" in sec:
+        L += ["", f"Copy bandwidth (4 GiB fp32 copy_, read + write): **{sec['copy']['TBps']:.2f} TB/s**."]
+    if "decode" in sec:
+        L += ["", "## Decode (H=32, K=V=128, bf16 q/k/v, state pool updated in place at random slots)", "",
+              "Times in µs (do_bench median). *graph* = one CUDA-graph replay (kernel time; how the engine "
+              "launches). BW = 2·B·H·K·V·bytes / graph time.", "",
+              "| B | pool | ours eager | ours graph | ours BW TB/s (% copy) | FLA eager | FLA graph | FLA BW (% copy) | ours vs FLA |",
+              "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        for r in sec["decode"]["rows"]:
+            L.append(f"| {r['B']} | {r['pool']} | {_f(r.get('ours_eager_us'))} | {_f(r.get('ours_graph_us'))} | "
+                     f"{_bw(r, 'ours')} | {_f(r.get('fla_eager_us'))} | {_f(r.get('fla_graph_us'))} | "
+                     f"{_bw(r, 'fla')} | {_f(r.get('speedup_vs_fla'), 2)}× |")  # fmt: skip
+    if "decode_sweep" in sec:
+        L += ["", "### Decode tile sweep (B=128, graph µs)", "", "| pool | BV | warps | µs | TB/s |", "|---|---|---|---|---|"]
+        for r in sec["decode_sweep"]["rows"]:
+            L.append(f"| {r['pool']} | {r['BV']} | {r['num_warps']} | {_f(r.get('graph_us'))} | {_f(r.get('TBps'), 2)} |")
+    if "prefill" in sec:
+        L += ["", "## Prefill (B=1, H=32, K=V=128, bf16 inputs)", "",
+              "| T | ours, fp32 chunk states (ms, Mtok/s) | ours, bf16 chunk states | FLA chunk_kda | ours fp32 vs FLA |",
+              "|---|---|---|---|---|"]  # fmt: skip
+        for r in sec["prefill"]["rows"]:
+            L.append(f"| {r['T']} | {_pf(r, 'ours_fp32_states')} | {_pf(r, 'ours_bf16_states')} | {_pf(r, 'fla')} | "
+                     f"{_f(r.get('fp32_states_vs_fla'), 2)}× |")  # fmt: skip
+    if "prefill_detail" in sec:
+        d = sec["prefill_detail"]
+        L += ["", "### Prefill at T=32k: per-kernel time (ms per prefill)", ""]
+        L += [f"- `{k}`: {v}" for k, v in d.get("kernel_ms", {}).items()]
+        L += ["", "State-pass tile sweep (BV, warps, stages, rows): " + ", ".join(
+            f"{tuple(s['tile'])}: {_f(s.get('prefill_ms'), 2)} ms" for s in d.get("state_pass_sweep", []))]
+        if "dot_precision_tf32_prefill_ms" in d:
+            L.append(f"Same with single-pass tf32 dots (less accurate, for scale only): "
+                     f"{d['dot_precision_tf32_prefill_ms']:.2f} ms")
+    if "twin" in sec:
+        t = sec["twin"]
+        L += ["", "## fp32-twin check on the GPU", "",
+              f"{t['passed']} of {t['checked']} random-shape launches passed ({t['seconds']} s). "
+              f"Truncating build: caught {t['self_test_truncating_build']['caught']} of "
+              f"{t['self_test_truncating_build']['checked']}.", "", "| launch | checked | passed |", "|---|---|---|"]
+        for k, v in t["summary"].items():
+            L.append(f"| {k} | {v['checked']} | {v['passed']} |")
+    if "correctness" in sec:
+        L += ["", "## Correctness on the GPU vs the float64 reference (relative max error)", "", "```",
+              json.dumps(sec["correctness"], indent=1), "```"]  # fmt: skip
+    if res.get("errors"):
+        L += ["", "## Errors", ""]
+        for k, v in res["errors"].items():
+            L += [f"- **{k}**: `{v.splitlines()[0] if v else v}`"]
+    return "\n".join(L) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="directory for bench_kernels.json / bench_kernels.md")
+    ap.add_argument("--budget-s", type=float, default=340, help="stop starting new sections after this")
+    ap.add_argument("--twin-launches", type=int, default=10000)
+    ap.add_argument("--skip", default="", help="comma-separated section names to skip")
+    ap.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes: test the script only")
+    args = ap.parse_args()
+    if args.smoke:
+        smoke_mode()
+        args.twin_launches = min(args.twin_launches, 4)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    b = Bench(out, args.budget_s, args.twin_launches)
+    skip = set(filter(None, args.skip.split(",")))
+    plan = [
+        ("environment", environment),
+        ("correctness", sec_correctness),
+        ("copy", sec_copy),
+        ("decode", lambda: sec_decode(b.res)),
+        ("prefill", sec_prefill),
+        ("twin", lambda: sec_twin(b)),
+        ("decode_sweep", sec_decode_sweep),
+        ("prefill_detail", sec_prefill_detail),
+    ]
+    for name, fn in plan:
+        if name not in skip:
+            b.section(name, fn)
+    log("done", json.dumps(b.res["goals"], indent=1))
+    log("wrote", out / "bench_kernels.json", out / "bench_kernels.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
