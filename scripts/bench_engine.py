@@ -187,9 +187,7 @@ def engine_kwargs(args, dev, max_len: int) -> dict:
         device=str(dev), max_model_len=max_len, max_num_seqs=args.max_seqs, decode_width=args.decode_width
     )
     if cuda(dev):
-        kw.update(
-            max_num_batched_tokens=args.prefill_tokens, prefill_chunk_size=min(8192, args.prefill_tokens)
-        )
+        kw.update(max_num_batched_tokens=args.prefill_tokens, prefill_chunk_size=args.prefill_tokens)
     return kw
 
 

@@ -23,7 +23,9 @@ class EngineConfig:
     device: str | None = None  # "cuda" when available, else "cpu"
     max_num_seqs: int | None = None  # concurrent sequences (= state slots); GPU 256, CPU 16
     max_num_batched_tokens: int | None = None  # tokens per prefill forward; GPU 16384, CPU 512
-    prefill_chunk_size: int | None = None  # a prompt is cut at multiples of this; GPU 8192, CPU 256
+    prefill_chunk_size: int | None = (
+        None  # a prompt is cut at multiples of this; GPU = max_num_batched_tokens, CPU 256
+    )
     decode_width: int | None = None  # rows of every decode forward when batch_invariant; GPU 256, CPU 8
     max_model_len: int | None = None  # longest prompt + generation; default min(config, 136k)
     block_size: int = 64  # tokens per MLA cache block
@@ -51,7 +53,9 @@ class EngineConfig:
             raise InputError("device 'cuda' was requested but no CUDA GPU is available")
         c.max_num_seqs = c.max_num_seqs or (256 if gpu else 16)
         c.max_num_batched_tokens = c.max_num_batched_tokens or (16384 if gpu else 512)
-        c.prefill_chunk_size = c.prefill_chunk_size or min(8192 if gpu else 256, c.max_num_batched_tokens)
+        c.prefill_chunk_size = c.prefill_chunk_size or (
+            c.max_num_batched_tokens if gpu else min(256, c.max_num_batched_tokens)
+        )
         c.decode_width = c.decode_width or (256 if gpu else 8)
         c.max_model_len = c.max_model_len or min(max_position_embeddings, 139264)
         c.twin_check = int(c.twin_check)

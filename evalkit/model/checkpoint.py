@@ -25,6 +25,7 @@ _HUB_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "*.py", "*.tikto
 def resolve_model_path(model: str | os.PathLike) -> Path:
     """A local checkpoint directory for `model` (a path, or a hub id downloaded on demand)."""
     path = Path(model).expanduser()
+    path = path.resolve() if path.exists() else path
     if path.exists():
         if not path.is_dir():
             raise InputError(f"model path {path} is a file; give the checkpoint directory")
