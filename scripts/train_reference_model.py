@@ -742,6 +742,9 @@ def quick_eval(model_dir: Path, s: Settings, device, deadline: float, out: Path)
     from evalkit.tasks.registry import get_task
 
     os.environ.setdefault("TQDM_DISABLE", "1")  # the tasks' doc-building progress bars
+    if device.type == "cuda":  # true fp32 projections too, not TF32
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     fast_tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(device).eval()
     stop = {fast_tok.eos_token_id, fast_tok.convert_tokens_to_ids(IM_END)}
@@ -858,6 +861,12 @@ def train(s: Settings, out: Path, args: argparse.Namespace) -> None:
         (out / "recipe.json").write_text(json.dumps(recipe, indent=1, default=str))
 
     assert s.seed >= g.TRAIN_SEED_MIN, "training seeds must be >= 1_000_000 (evaluation uses lower ones)"
+    try:  # keep the log readable: no progress bars for every checkpoint write/load
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except Exception:  # noqa: BLE001
+        pass
     log(f"settings: {json.dumps(asdict(s), default=str)}")
 
     # -- text and tokenizer -------------------------------------------------------------------

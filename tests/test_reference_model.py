@@ -1,0 +1,197 @@
+"""The embedded reference model: how evalkit finds it, its default suite, and (once the trained
+weights are installed in evalkit/assets/reference-model/) that it really answers from its state:
+>= 90% passkey at 2k tokens with an fp32 state, and near chance when the state is zeroed right
+after the needle."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evalkit import reference_model as rm
+from evalkit.errors import EvalkitError
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "train_reference_model.py"
+RESULTS = REPO / "results" / "reference-model"
+WEIGHTS_ABSENT = (f"the trained reference model is not installed in {rm.ASSET_DIR} yet (it comes from the "
+                  "lead's GPU run of scripts/train_reference_model.py, then --install-from)")
+needs_weights = pytest.mark.skipif(not rm.has_reference_model(), reason=WEIGHTS_ABSENT)
+
+
+def load_script():
+    if "train_reference_model" in sys.modules:
+        return sys.modules["train_reference_model"]
+    spec = importlib.util.spec_from_file_location("train_reference_model", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["train_reference_model"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def fake_checkpoint(path: Path, weights_bytes: int = 8192, model_type: str = "kimi_linear") -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps({"model_type": model_type}))
+    (path / "model.safetensors").write_bytes(b"\0" * weights_bytes)
+    (path / "tokenizer.json").write_text("{}")
+    (path / "tokenizer_config.json").write_text("{}")
+    return path
+
+
+# -- locating the model --------------------------------------------------------------------------
+
+
+def test_missing_model_is_a_clear_user_error(tmp_path, monkeypatch):
+    monkeypatch.setenv(rm.ENV_VAR, str(tmp_path / "nowhere"))
+    with pytest.raises(rm.ReferenceModelMissing) as info:
+        rm.default_model_path()
+    err = info.value
+    assert isinstance(err, EvalkitError) and isinstance(err, FileNotFoundError)
+    msg = str(err)
+    assert "\n" not in msg and "config.json" in msg and "--install-from" in msg and "--model" in msg
+    assert not rm.has_reference_model()
+
+
+def test_lfs_pointer_and_wrong_model_type_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv(rm.ENV_VAR, str(fake_checkpoint(tmp_path / "lfs", weights_bytes=130)))
+    with pytest.raises(rm.ReferenceModelMissing, match="LFS"):
+        rm.default_model_path()
+    monkeypatch.setenv(rm.ENV_VAR, str(fake_checkpoint(tmp_path / "llama", model_type="llama")))
+    with pytest.raises(rm.ReferenceModelMissing, match="not the kimi_linear"):
+        rm.default_model_path()
+
+
+def test_environment_variable_points_at_another_copy(tmp_path, monkeypatch):
+    ckpt = fake_checkpoint(tmp_path / "copy")
+    monkeypatch.setenv(rm.ENV_VAR, str(ckpt))
+    assert rm.default_model_path() == ckpt and rm.has_reference_model()
+    monkeypatch.delenv(rm.ENV_VAR)
+    assert rm._location()[0] == rm.ASSET_DIR
+
+
+def test_runner_default_model_reports_a_missing_model_as_a_user_error(tmp_path, monkeypatch):
+    setup = pytest.importorskip("evalkit.runner.setup")
+    monkeypatch.setenv(rm.ENV_VAR, str(tmp_path / "nowhere"))
+    with pytest.raises(EvalkitError):
+        setup.default_model()
+
+
+# -- the default suite ---------------------------------------------------------------------------
+
+
+def test_default_suite_names_registered_download_free_tasks():
+    from evalkit.tasks.registry import get_task, parse_lengths, task_names
+
+    suite = rm.DEFAULT_SUITE
+    assert set(suite.tasks) <= set(task_names())
+    assert rm.default_tasks() == list(suite.tasks)
+    assert suite.limit >= 1 and all(n > 0 for n in suite.lengths)
+    args = suite.cli_args()
+    assert parse_lengths(args[args.index("--lengths") + 1]) == list(suite.lengths)
+    for name in suite.tasks:  # no essay haystack: a fresh machine has no GSM8K copy
+        assert get_task(name).config()["params"].get("haystack") != "essay"
+    # <= 3 minutes on 2 CPU cores: bounded prompt tokens (answers are short and stop at EOS)
+    assert suite.prompt_tokens() <= 100_000
+
+
+def test_default_suite_builds_at_its_lengths_with_a_small_tokenizer():
+    from evalkit.tasks.registry import get_task
+    from evalkit.tasks.testing import tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    for name in rm.DEFAULT_SUITE.tasks:
+        for length in rm.DEFAULT_SUITE.lengths:
+            (req,) = get_task(name).requests(tokenizer=tok, lengths=[length], limit=1)
+            assert 0.97 * length <= req.meta["length"] <= length
+
+
+# -- the shipped model (skipped until the GPU run's weights are installed) -----------------------
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = rm.default_model_path()
+    torch.set_num_threads(max(1, min(4, torch.get_num_threads())))
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    trm = load_script()
+    return trm, tok, model, trm.Decoder(model, torch.device("cpu"))
+
+
+@needs_weights
+def test_shipped_checkpoint_is_a_small_pure_kda_kimi_linear():
+    path = rm.default_model_path()
+    cfg = json.loads((path / "config.json").read_text())
+    n = cfg["num_hidden_layers"]
+    assert cfg["model_type"] == "kimi_linear" and 4 <= n <= 8
+    assert cfg["layer_types"] == ["linear_attention"] * n
+    assert cfg["linear_attn_config"]["full_attn_layers"] == []
+    assert cfg["mlp_layer_types"] == ["dense"] * n
+    assert 256 <= cfg["hidden_size"] <= 512 and 64 <= cfg["linear_attn_config"]["head_dim"] <= 128
+    assert (path / "model.safetensors").stat().st_size <= 25 * 1024 * 1024
+
+
+def _accuracy(shipped, n_docs: int, reset: bool) -> tuple[float, list[str]]:
+    from evalkit.tasks.registry import get_task
+
+    trm, tok, _, dec = shipped
+    task = get_task("passkey")
+    stop = {tok.eos_token_id, tok.convert_tokens_to_ids(trm.IM_END)}
+    correct, responses = 0, []
+    for req in task.requests(tokenizer=tok, lengths=[2048], limit=n_docs):
+        key = req.docs[0].meta["answers"][0]
+        reset_at = trm.passkey_needle_end(tok, req.prompt, key) if reset else None
+        text = trm.answer_of(tok, dec, req, stop, reset_at)
+        correct += task.score(req, text)[0].correct[task.metrics[0]]
+        responses.append(text)
+    return correct / n_docs, responses
+
+
+@needs_weights
+def test_passkey_at_2k_tokens_is_at_least_90_percent_with_an_fp32_state(shipped):
+    acc, responses = _accuracy(shipped, 20, reset=False)
+    assert acc >= 0.9, responses
+
+
+@needs_weights
+def test_zeroing_the_state_after_the_needle_drops_passkey_to_chance(shipped):
+    acc, responses = _accuracy(shipped, 10, reset=True)
+    assert acc <= 0.1, responses  # chance for a 5-digit key is ~1e-5
+
+
+@needs_weights
+def test_default_suite_has_room_below_saturation():
+    """From the training run's fp32 evaluation: some suite task sits between 30% and 90% at a
+    suite length, so a state-precision effect has room to show."""
+    path = RESULTS / "quick_eval.json"
+    if not path.is_file():
+        pytest.skip(f"{path} not recorded yet")
+    cells = json.loads(path.read_text())["cells"]
+    acc = {(c["task"], c["length"]): c["accuracy"] for c in cells
+           if not c.get("control") and c.get("accuracy") is not None and c.get("n", 0) >= 10}
+    in_range = [(t, n) for t in rm.DEFAULT_SUITE.tasks for n in rm.DEFAULT_SUITE.lengths
+                if acc.get((t, n)) is not None and 0.3 <= acc[(t, n)] <= 0.9]
+    assert in_range, {k: v for k, v in acc.items() if k[0] in rm.DEFAULT_SUITE.tasks}
+
+
+@needs_weights
+@pytest.mark.slow
+def test_evalkit_run_passkey_2k_fp32_through_the_engine(tmp_path):
+    """The same check through the real CLI and evalkit's own engine (slow on CPU)."""
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "evalkit", "run", "--arm", "fp32", "--tasks", "passkey",
+                           "--lengths", "2k", "--limit", "20", "--device", "cpu", "--out", str(out),
+                           "--no-progress"], capture_output=True, text=True, timeout=3600, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    cell = next(iter(summary["passkey"].values()))
+    by_len = {str(k): v for k, v in cell.items()}
+    assert by_len["2048"]["accuracy"] >= 0.9, by_len

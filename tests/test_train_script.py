@@ -1,0 +1,253 @@
+"""The reference-model training script, end to end at toy size on CPU (transformers' torch
+fallback, no FLA): the same code path the lead runs once on the H200, so it must work first time.
+
+One tiny run (module fixture, ~20-40 s on 2 cores) feeds the checks of its outputs; the data and
+decoding helpers are checked against independent oracles (the generator's own Example, Python's
+arithmetic, transformers' full forward)."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import math
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "train_reference_model.py"
+
+
+def load_script():
+    if "train_reference_model" in sys.modules:
+        return sys.modules["train_reference_model"]
+    spec = importlib.util.spec_from_file_location("train_reference_model", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["train_reference_model"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def trm():
+    return load_script()
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("refmodel")
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(out), "--device", "cpu", "--tiny", "--minutes", "0.4"],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def worker_globals(trm, tiny_run):
+    """The data-building globals as the training process sets them, with the run's tokenizer."""
+    from tokenizers import Tokenizer
+
+    s = trm.Settings.tiny_preset(tiny=True, chat_probability=0.0, bos_probability=1.0)
+    tok = Tokenizer.from_file(str(tiny_run / "model" / "tokenizer.json"))
+    g = trm.gens()
+    sentences = trm.essay_sentences_for_training(g.training_rng(s.seed + 3 * 10**9), 500)
+    saved = dict(trm._W)
+    trm._W.update(settings=s, tok=tok, sentences=sentences, calib=trm._calibrate(s, tok, sentences),
+                  bos_id=tok.token_to_id(trm.BOS), pad_id=tok.token_to_id(trm.PAD))
+    yield trm._W
+    trm._W.clear()
+    trm._W.update(saved)
+
+
+# -- the run's outputs --------------------------------------------------------------------------
+
+
+def test_tiny_run_writes_a_pure_kda_kimi_linear_checkpoint(tiny_run):
+    from safetensors import safe_open
+
+    model_dir = tiny_run / "model"
+    cfg = json.loads((model_dir / "config.json").read_text())
+    n = cfg["num_hidden_layers"]
+    assert cfg["model_type"] == "kimi_linear"
+    assert cfg["layer_types"] == ["linear_attention"] * n
+    assert cfg["linear_attn_config"]["full_attn_layers"] == []
+    assert cfg["linear_attn_config"]["kda_layers"] == list(range(1, n + 1))
+    assert cfg["mlp_layer_types"] == ["dense"] * n
+    assert cfg["use_cache"] is False  # a plain forward of a pure-KDA model fails with a cache
+    with safe_open(str(model_dir / "model.safetensors"), "pt") as f:
+        dtypes = {str(f.get_tensor(k).dtype) for k in f.keys()}
+    assert dtypes == {"torch.bfloat16"}
+    for name in ("tokenizer.json", "tokenizer_config.json", "generation_config.json"):
+        assert (model_dir / name).is_file(), name
+
+
+def test_checkpoint_loads_with_transformers_auto_classes(tiny_run):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model_dir = tiny_run / "model"
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    assert type(model).__name__ == "KimiLinearForCausalLM"
+    ids = tok("The pass key is 40213.", return_tensors="pt")["input_ids"]
+    assert ids[0, 0].item() == tok.bos_token_id  # plain text gets a BOS
+    assert tok.convert_ids_to_tokens(ids[0, -6:-1].tolist()) == list("40213")  # one token per digit
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits
+    assert logits.shape == (1, ids.shape[1], model.config.vocab_size)
+    assert torch.isfinite(logits).all()
+    assert tok.eos_token_id == 2 and tok.pad_token_id == 0 and tok.bos_token_id == 1
+
+
+def test_recipe_loss_curve_eval_and_card_are_recorded(tiny_run):
+    recipe = json.loads((tiny_run / "recipe.json").read_text())
+    assert recipe["status"] == "finished"
+    assert recipe["settings"]["seed"] >= 1_000_000
+    assert "training_rng" in recipe["seeds"]["rule"]
+    assert recipe["steps"] >= 1 and recipe["tokens"] >= recipe["steps"]
+    rows = list(csv.DictReader(open(tiny_run / "loss_curve.csv")))
+    assert rows and all(math.isfinite(float(r["loss_weighted"])) for r in rows)
+    assert int(rows[-1]["step"]) <= recipe["steps"]
+    evald = json.loads((tiny_run / "quick_eval.json").read_text())
+    done = {(c["task"], c["control"]) for c in evald["cells"] if c.get("n")}
+    assert ("passkey", None) in done and ("passkey", "reset_after_needle") in done
+    card = (tiny_run / "MODEL_CARD.md").read_text()
+    assert "pure-KDA" in card and "reset_after_needle" in card
+
+
+def test_install_copies_the_model_and_records(trm, tiny_run, tmp_path, monkeypatch):
+    assets, results = tmp_path / "assets", tmp_path / "results"
+    assert trm.main(["--install-from", str(tiny_run), "--assets-dir", str(assets),
+                     "--results-dir", str(results)]) == 0
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+        assert (assets / name).is_file(), name
+    for name in ("recipe.json", "loss_curve.csv", "quick_eval.json", "MODEL_CARD.md"):
+        assert (results / name).is_file(), name
+    from evalkit import reference_model
+
+    monkeypatch.setenv(reference_model.ENV_VAR, str(assets))
+    assert reference_model.default_model_path() == assets
+
+
+def test_install_refuses_a_folder_without_a_checkpoint(trm, tmp_path):
+    with pytest.raises(SystemExit, match="no finished checkpoint"):
+        trm.install(tmp_path, tmp_path / "a", tmp_path / "r")
+
+
+# -- data ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("family", ["passkey", "niah_single", "niah_distractors", "niah_needles",
+                                    "niah_multi", "niah_essay", "vt", "kv"])
+def test_task_rows_weight_exactly_the_answer(trm, worker_globals, monkeypatch, family):
+    built = []
+    real = trm.build_example
+    monkeypatch.setattr(trm, "build_example", lambda *a, **k: built.append(real(*a, **k)) or built[-1])
+    tok = worker_globals["tok"]
+    for seed in range(3):
+        row = trm._task_row(family, random.Random(seed), 2048)
+        assert row is not None
+        ids, w, _ = row
+        assert len(ids) == len(w) <= 2048
+        ex = built[-1]  # the example that fitted
+        answer = [t for t, x in zip(ids, w) if x == trm.ANSWER_WEIGHT]
+        context = [t for t, x in zip(ids, w) if x == trm.CONTEXT_WEIGHT]
+        assert tok.decode(answer, skip_special_tokens=False) == " " + ex.answer + trm.EOS
+        assert context[0] == worker_globals["bos_id"]
+        assert tok.decode(context[1:]) == ex.prompt
+        assert all(a in ex.answer for a in ex.answers)
+
+
+def test_batches_are_padded_rows_with_zero_pad_weight(trm, worker_globals):
+    batch = trm.make_batch((256, 6, 3))
+    ids, w = batch["ids"], batch["w"]
+    assert ids.shape == w.shape == (6, 256)
+    assert ((ids == worker_globals["pad_id"]) == (w == 0)).all()  # pads and only pads weigh 0
+    assert (w[:, 0] > 0).all() and sum(batch["counts"].values()) == 6
+    again = trm.make_batch((256, 6, 3))
+    assert (again["ids"] == ids).all()  # a batch is a function of its index (reproducible)
+
+
+def test_arithmetic_answers_are_right_in_gsm8k_format(trm):
+    strict = re.compile(r"#### (\-?[0-9\.\,]+)")  # lm-eval gsm8k's strict-match regex
+    for seed in range(400):
+        p = trm.arithmetic_problem(random.Random(seed))
+        context, target = p.text()
+        assert context.startswith("Question: ") and context.endswith("\nAnswer:")
+        assert int(strict.search(target).group(1)) == p.answer
+        expressions = re.findall(r"(\d+(?: [-+*/] \d+)+) = (\d+)", p.solution)
+        assert expressions, p.solution
+        for expr, value in expressions:
+            assert eval(expr) == int(value)  # noqa: S307 - digits and operators only
+        assert int(expressions[-1][1]) == p.answer
+
+
+def test_training_seeds_below_the_evaluation_range_are_refused(trm, tmp_path):
+    with pytest.raises(SystemExit):
+        trm.parse_args(["--out", str(tmp_path), "--seed", "999999"])
+    _, s = trm.parse_args(["--out", str(tmp_path)])
+    assert s.seed == 1_000_000
+
+
+def test_chat_rows_match_the_tokenizers_chat_template(trm, tiny_run):
+    from transformers import AutoTokenizer
+
+    from evalkit.tasks.long_context.base import render
+    from evalkit.tasks.tokenizer import TokenizerView
+
+    g = trm.gens()
+    view = TokenizerView(AutoTokenizer.from_pretrained(tiny_run / "model"))
+    for fam in ("passkey", "vt", "kv"):
+        ex = trm.build_example(fam, g.training_rng(1_000_123), 3, ["A sentence."] * 10)
+        assert trm.chat_prompt(ex) == render(ex, view, chat=True)
+
+
+# -- decoding ------------------------------------------------------------------------------------
+
+
+def test_cached_decoding_and_state_reset_match_full_forwards(trm, tiny_run):
+    """Prefill + single-token steps reproduce the full forward's logits, and zeroing the cache
+    after k tokens reproduces a fresh forward over the remaining tokens: the reset control
+    really removes everything the state held."""
+    import torch
+    from transformers import AutoModelForCausalLM, DynamicCache
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_run / "model", dtype=torch.float32).eval()
+    torch.manual_seed(0)
+    with torch.no_grad():  # larger weights than a 1-step model has, so differences would show
+        for p in model.parameters():
+            if p.ndim == 2:
+                p.normal_(0, 0.08)
+    dec = trm.Decoder(model, torch.device("cpu"))
+    ids = torch.randint(5, model.config.vocab_size, (1, 150)).tolist()[0]
+    with torch.no_grad():
+        full = model(input_ids=torch.tensor([ids]), use_cache=False).logits[0]
+        cache = DynamicCache(config=model.config)
+        got = [dec._forward(ids[:140], cache, 0)]
+        for t in range(140, 150):
+            got.append(dec._forward([ids[t]], cache, t))
+        torch.testing.assert_close(torch.stack(got[:-1]), full[139:149], atol=2e-4, rtol=1e-4)
+
+        cache = DynamicCache(config=model.config)
+        dec._forward(ids[:90], cache, 0)
+        assert trm.zero_state(cache) == 2 * model.config.num_hidden_layers
+        after_reset = dec._forward(ids[90:], cache, 90)
+        fresh = model(input_ids=torch.tensor([ids[90:]]), use_cache=False).logits[0, -1]
+        torch.testing.assert_close(after_reset, fresh, atol=2e-4, rtol=1e-4)
+        no_reset = model(input_ids=torch.tensor([ids]), use_cache=False).logits[0, -1]
+        assert (after_reset - no_reset).abs().max() > 1e-2  # the reset did change something
+
+    greedy, seq = [], list(ids[:120])
+    with torch.no_grad():
+        for _ in range(6):
+            t = int(model(input_ids=torch.tensor([seq]), use_cache=False).logits[0, -1].argmax())
+            greedy.append(t)
+            seq.append(t)
+    assert dec.generate(ids[:120], 6, stop_ids=set()) == greedy
