@@ -1102,7 +1102,13 @@ def train(s: Settings, out: Path, args: argparse.Namespace) -> None:
         final_loss_answer=ema_ans,
     )
     write_recipe()
-    model_dir = save_checkpoint(model, fast_tok, out, {"step": step, "tokens": tokens, "status": status})
+    finite = all(bool(torch.isfinite(p).all()) for p in model.parameters())
+    if finite or not (out / "model" / "config.json").is_file():
+        model_dir = save_checkpoint(model, fast_tok, out, {"step": step, "tokens": tokens, "status": status})
+    else:  # keep the last good checkpoint rather than overwrite it with non-finite weights
+        model_dir = out / "model"
+        log("weights are not finite: keeping the last checkpoint")
+        recipe["status"] = status + " (non-finite weights; model/ is the last finite checkpoint)"
     size = (model_dir / "model.safetensors").stat().st_size
     recipe["checkpoint_bytes"] = size
     write_recipe()
@@ -1256,6 +1262,20 @@ def install(src: Path, assets: Path, results: Path) -> None:
     for name in INSTALL_RESULT_FILES:
         if (src / name).is_file():
             shutil.copy2(src / name, results / name)
+    readme = results / "README.md"
+    if readme.is_file() and (src / "recipe.json").is_file():
+        import re
+
+        recipe = json.loads((src / "recipe.json").read_text())
+        env = recipe.get("environment", {})
+        status = (
+            f"Status: installed from `{src}`: {recipe.get('steps')} steps, "
+            f"{recipe.get('tokens', 0) / 1e6:.0f}M tokens in {recipe.get('train_seconds')} s on "
+            f"{env.get('gpu') or env.get('device')} (run status: {recipe.get('status')}); "
+            "numbers in `MODEL_CARD.md`."
+        )
+        text = re.sub(r"^Status:.*?(?=\n\n|\Z)", lambda _: status, readme.read_text(), flags=re.S | re.M)
+        readme.write_text(text)
     print(f"installed {model_dir} -> {assets} ({size / 2**20:.1f} MiB); records -> {results}")
 
 

@@ -124,12 +124,18 @@ def test_recipe_loss_curve_eval_and_card_are_recorded(tiny_run):
 
 def test_install_copies_the_model_and_records(trm, tiny_run, tmp_path, monkeypatch):
     assets, results = tmp_path / "assets", tmp_path / "results"
+    results.mkdir()
+    readme = (REPO / "results" / "reference-model" / "README.md").read_text()
+    (results / "README.md").write_text(readme.replace("Status: ", "Status: (before install) ", 1))
     assert trm.main(["--install-from", str(tiny_run), "--assets-dir", str(assets),
                      "--results-dir", str(results)]) == 0
     for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
         assert (assets / name).is_file(), name
     for name in ("recipe.json", "loss_curve.csv", "quick_eval.json", "MODEL_CARD.md"):
         assert (results / name).is_file(), name
+    status = [line for line in (results / "README.md").read_text().splitlines() if line.startswith("Status:")]
+    assert len(status) == 1 and "installed from" in status[0] and "before install" not in status[0]
+    assert "| file | what |" in (results / "README.md").read_text()  # the rest is kept
     from evalkit import reference_model
 
     monkeypatch.setenv(reference_model.ENV_VAR, str(assets))
