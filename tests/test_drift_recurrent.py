@@ -1,30 +1,30 @@
-"""Drift's one-launch decode-mode kernel (Triton, run in the CPU interpreter) against the
-engine's own decode step applied token by token: the same state rounding after every token."""
+"""Drift's one-launch decode-mode kernel against the engine's own decode step applied token by
+token: the same state rounding after every token.
+
+The Triton code runs in Triton's CPU interpreter, in a fresh subprocess: TRITON_INTERPRET must be
+set before any Triton kernel is defined, and a process that already built GPU kernels (other test
+modules) breaks interpreted calls to `tl` functions. `_all_checks` runs there and reports JSON;
+the tests below assert on it.
+"""
 
 from __future__ import annotations
 
-import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
-import torch
-
-from evalkit.kernels import STATE_DTYPES, cpu
 
 T, H, K, V = 24, 2, 16, 32
+CASES = [(arm, init) for arm in ("fp32", "fp16", "bf16") for init in (True, False)]
 
 
-@pytest.fixture(scope="module")
-def kern():
-    mp = pytest.MonkeyPatch()
-    mp.setenv("TRITON_INTERPRET", "1")
-    mod = importlib.import_module("evalkit.drift.recurrent_rounding")
-    if type(mod._recurrent_rounded_kernel).__name__ != "InterpretedFunction":
-        pytest.skip("Triton kernels were imported for the GPU earlier in this process")
-    yield mod
-    mp.undo()
-
-
+# ---- run inside the subprocess ------------------------------------------------------------------
 def _inputs(seed: int):
+    import torch
+
     g = torch.Generator().manual_seed(seed)
     q, k, gr = (torch.randn(T, H, K, generator=g) for _ in range(3))
     v = torch.randn(T, H, V, generator=g) * 3
@@ -39,78 +39,112 @@ def _fro(a, b) -> float:
     return float((a.float() - b.float()).norm() / b.float().norm())
 
 
-@pytest.mark.parametrize("arm", ["fp32", "fp16", "bf16"])
-@pytest.mark.parametrize("has_init", [True, False])
-def test_matches_decode_steps(kern, arm, has_init):
+def _case(kern, arm: str, has_init: bool) -> dict:
+    """The kernel and a per-token loop of the CPU decode step, from the same pool; plus the size
+    of the effect under study (rounding after every token vs never)."""
+    import torch
+
+    from evalkit.kernels import STATE_DTYPES, cpu
+
     q, k, v, gr, beta, A_log, dt_bias, init = _inputs(seed=3 * len(arm) + has_init)
     dt = STATE_DTYPES[arm]
     start = init.to(dt) if has_init else torch.zeros(1, H, K, V, dtype=dt)
     pool_loop = torch.cat([torch.full_like(start, float("nan")), start])  # slot 1; slot 0 must stay NaN
     pool_fused = pool_loop.clone()
-    outs = [cpu.kda_decode(q[t:t + 1], k[t:t + 1], v[t:t + 1], gr[t:t + 1], beta[t:t + 1], A_log, dt_bias,
-                           pool_loop, torch.tensor([1]))[0] for t in range(T)]
-    o_loop = torch.stack(outs)
+    slot = torch.tensor([1])
+    o_loop = torch.stack([cpu.kda_decode(q[t:t + 1], k[t:t + 1], v[t:t + 1], gr[t:t + 1], beta[t:t + 1],
+                                         A_log, dt_bias, pool_loop, slot)[0] for t in range(T)])
     o = kern.kda_recurrent_rounded(q, k, v, gr, beta, A_log, dt_bias, pool_fused, 1, has_init)
-    assert pool_fused.dtype == dt and torch.isnan(pool_fused[0].float()).all()
-    if arm == "fp32":
-        assert _fro(o, o_loop) < 1e-6 and _fro(pool_fused[1], pool_loop[1]) < 1e-6
-        return
-    # The size of the effect under study: rounding after every token vs once at the end.
-    exact = (init.to(dt).float() if has_init else torch.zeros(1, H, K, V)).clone()
+    exact = (init if has_init else torch.zeros(1, H, K, V)).to(dt).float().clone()
     o_exact = kern.kda_recurrent_rounded(q, k, v, gr, beta, A_log, dt_bias, exact, 0, True)  # never rounded
-    effect = _fro(pool_loop[1], exact[0].to(dt))
-    assert effect > 0
-    # fp32 summation order may flip an occasional rounding; it must stay far below the effect
-    assert _fro(pool_fused[1], pool_loop[1]) < 0.25 * effect
-    assert _fro(o, o_loop) < 0.25 * _fro(o_loop, o_exact)
+    untouched = bool(torch.isnan(pool_fused[0].float()).all())
+    return {"dtype_kept": pool_fused.dtype == dt, "other_slot_untouched": untouched,
+            "state_vs_loop": _fro(pool_fused[1], pool_loop[1]), "out_vs_loop": _fro(o, o_loop),
+            "state_effect": _fro(pool_loop[1], exact[0].to(dt)), "out_effect": _fro(o_loop, o_exact)}
 
 
-def test_self_check_passes_in_the_interpreter(kern):
-    rep = kern.check_against_decode_loop(H=2, K=16, V=32, T=20, device="cpu")
+def _engine(ckpt: str) -> dict:
+    """Through the engine: block decode with the one-launch kernel vs with kda_decode per token."""
+    import torch
+
+    from evalkit.drift.engine_adapter import EngineDriftModel
+
+    dm = EngineDriftModel.load(ckpt, device="cpu", max_len=128, chunk_size=16)
+    toks = torch.randint(0, dm.vocab_size, (32,), generator=torch.Generator().manual_seed(0))
+    res = {}
+    for fused in (True, False):
+        dm.fused_decode = fused
+        for arm in ("fp32", "bf16"):
+            s = dm.open_session(arm)
+            logits = torch.cat([s.prefill(toks[:8]), s.decode(toks[8:])])
+            res[fused, arm] = (logits, [x.float().clone() for x in s.states()])
+            s.close()
+    out = {}
+    for arm in ("fp32", "bf16"):
+        (la, sa), (lb, sb) = res[True, arm], res[False, arm]
+        out[arm] = {"logits_equal": bool(torch.equal(la, lb)),
+                    "states_equal": all(torch.equal(x, y) for x, y in zip(sa, sb))}
+    out["bf16_state_error"] = [_fro(x, r) for x, r in zip(res[True, "bf16"][1], res[True, "fp32"][1])]
+    return out
+
+
+def _all_checks(ckpt: str) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    kern = __import__("evalkit.drift.recurrent_rounding", fromlist=["x"])
+    assert type(kern._recurrent_rounded_kernel).__name__ == "InterpretedFunction"
+    out = {"cases": {f"{a}-{i}": _case(kern, a, i) for a, i in CASES}}
+    out["self_check"] = kern.check_against_decode_loop(H=2, K=16, V=32, T=20, device="cpu")
+    q, k, v, gr, beta, A_log, dt_bias, init = _inputs(seed=1)
+    try:
+        kern.kda_recurrent_rounded(q, k, v, gr, beta, A_log, dt_bias, init.double(), 0, True)
+        out["rejects_float64_pool"] = None
+    except ValueError as exc:
+        out["rejects_float64_pool"] = str(exc)
+    out["engine"] = _engine(ckpt)
+    return out
+
+
+# ---- the tests ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def results(tiny_pure_kda_ckpt):
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import test_drift_recurrent as t; "
+            "print('RESULT' + json.dumps(t._all_checks(sys.argv[2])))")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), str(tiny_pure_kda_ckpt)],
+                         capture_output=True, text=True, env=env, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT"))
+    return json.loads(line[len("RESULT"):])
+
+
+@pytest.mark.parametrize("arm, has_init", CASES)
+def test_matches_decode_steps(results, arm, has_init):
+    r = results["cases"][f"{arm}-{has_init}"]
+    assert r["dtype_kept"] and r["other_slot_untouched"]
+    if arm == "fp32":
+        assert r["state_vs_loop"] < 1e-6 and r["out_vs_loop"] < 1e-6
+        return
+    assert r["state_effect"] > 0 and r["out_effect"] > 0
+    # fp32 summation order may flip an occasional rounding; it must stay far below the effect itself
+    assert r["state_vs_loop"] < 0.25 * r["state_effect"]
+    assert r["out_vs_loop"] < 0.25 * r["out_effect"]
+
+
+def test_self_check_passes(results):
+    rep = results["self_check"]
     assert rep["ok"] and rep["bf16"]["effect"] > 0 and rep["fp32"]["state_vs_loop"] < 1e-5
 
 
-def test_rejects_unknown_pool_dtype(kern):
-    q, k, v, gr, beta, A_log, dt_bias, init = _inputs(seed=1)
-    with pytest.raises(ValueError, match="unsupported state pool dtype"):
-        kern.kda_recurrent_rounded(q, k, v, gr, beta, A_log, dt_bias, init.double(), 0, True)
+def test_rejects_unknown_pool_dtype(results):
+    assert "unsupported state pool dtype" in (results["rejects_float64_pool"] or "")
 
 
-SCRIPT = r"""
-import sys, torch
-torch.set_num_threads(1)
-from evalkit.drift.engine_adapter import EngineDriftModel
-dm = EngineDriftModel.load(sys.argv[1], device="cpu", max_len=128, chunk_size=16)
-toks = torch.randint(0, dm.vocab_size, (32,), generator=torch.Generator().manual_seed(0))
-res = {}
-for fused in (True, False):
-    dm.fused_decode = fused
+def test_engine_block_decode_fused_equals_decode_kernel_loop(results):
+    """All kernels in Triton's interpreter: the one-launch kernel gives bit-identical logits and
+    states to `kernels.kda_decode` called once per token, and bf16 does differ from fp32."""
+    e = results["engine"]
     for arm in ("fp32", "bf16"):
-        s = dm.open_session(arm)
-        logits = torch.cat([s.prefill(toks[:8]), s.decode(toks[8:])])
-        res[fused, arm] = (logits, [x.float().clone() for x in s.states()])
-        s.close()
-for arm in ("fp32", "bf16"):
-    (la, sa), (lb, sb) = res[True, arm], res[False, arm]
-    assert torch.equal(la, lb), (arm, (la - lb).abs().max())
-    assert all(torch.equal(x, y) for x, y in zip(sa, sb)), arm
-d = [float((x - r).norm() / r.norm()) for x, r in zip(res[True, "bf16"][1], res[True, "fp32"][1])]
-assert min(d) > 0, d
-print("OK", d)
-"""
-
-
-def test_engine_block_decode_fused_equals_decode_kernel_loop(tiny_pure_kda_ckpt, tmp_path):
-    """Through the engine (all kernels in Triton's interpreter): the one-launch kernel gives
-    bit-identical logits and states to `kernels.kda_decode` called once per token."""
-    import os
-    import subprocess
-    import sys
-
-    script = tmp_path / "fused.py"
-    script.write_text(SCRIPT)
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    out = subprocess.run([sys.executable, str(script), str(tiny_pure_kda_ckpt)], capture_output=True,
-                         text=True, env=env, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "OK" in out.stdout
+        assert e[arm]["logits_equal"] and e[arm]["states_equal"], (arm, e[arm])
+    assert min(e["bf16_state_error"]) > 0

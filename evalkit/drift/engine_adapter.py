@@ -31,21 +31,24 @@ DECODE_IMPLS = ("block", "steps")
 
 
 class _PerTokenRecurrence:
-    """Stands in for `evalkit.kernels` inside the KDA layer: prefill steps token by token, with
-    drift's one-launch kernel where Triton runs (`fused`), else `kernels.kda_decode` per token."""
+    """The KDA ops a block decode hands the model (`StatePools.kda_ops`): prefill steps the
+    recurrence token by token, with drift's one-launch kernel where Triton runs (`fused`), else
+    through `kda_decode` once per token; decode steps are passed through."""
 
-    def __init__(self, real, fused: bool):
-        self._real, self._fused = real, fused
+    def __init__(self, ops, fused: bool):
+        self._ops, self._fused = ops, fused
 
-    def __getattr__(self, name):
-        return getattr(self._real, name)
+    def kda_decode(self, *args, **kwargs):
+        return self._ops.kda_decode(*args, **kwargs)
 
     def kda_prefill(self, q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, cu_seqlens,
                     has_initial_state, **_ignored):
+        from evalkit import kernels
+
         out = torch.empty(q.shape[0], q.shape[1], v.shape[-1], dtype=q.dtype, device=q.device)
         cu = cu_seqlens.tolist()
         init = has_initial_state.tolist()
-        fused = self._fused and self._real.use_triton(q)
+        fused = self._fused and kernels.use_triton(q)
         if fused:
             from evalkit.drift.recurrent_rounding import kda_recurrent_rounded
         for i in range(len(cu) - 1):
@@ -58,25 +61,23 @@ class _PerTokenRecurrence:
             if not init[i]:
                 state_pool[slot].zero_()
             for t in range(cu[i], cu[i + 1]):
-                out[t] = self._real.kda_decode(q[t:t + 1], k[t:t + 1], v[t:t + 1], g_raw[t:t + 1],
-                                               beta_raw[t:t + 1], A_log, dt_bias, state_pool, slot)[0]
+                out[t] = self._ops.kda_decode(q[t:t + 1], k[t:t + 1], v[t:t + 1], g_raw[t:t + 1],
+                                              beta_raw[t:t + 1], A_log, dt_bias, state_pool, slot)[0]
         return out
 
 
 @contextlib.contextmanager
-def per_token_recurrence(fused: bool = True):
-    """While active, the model's KDA layers round their state after every token (see module doc)."""
-    from evalkit.model.layers import kda as kda_layer
+def per_token_recurrence(pools, fused: bool = True):
+    """While active, the model's KDA layers round the state of `pools` after every token, also
+    inside a prefill-shaped forward (see the module doc)."""
+    from evalkit import kernels
 
-    real = getattr(kda_layer, "kernels", None)
-    if real is None or not hasattr(real, "kda_prefill"):
-        raise RuntimeError("evalkit.model.layers.kda no longer calls evalkit.kernels through a module "
-                           "attribute; drift's block decode needs updating (use decode_impl='steps')")
-    kda_layer.kernels = _PerTokenRecurrence(real, fused)
+    previous = getattr(pools, "kda_ops", None)
+    pools.kda_ops = _PerTokenRecurrence(previous or kernels, fused)
     try:
         yield
     finally:
-        kda_layer.kernels = real
+        pools.kda_ops = previous
 
 
 class EngineSession:
@@ -123,7 +124,7 @@ class EngineSession:
         self._room(len(ids))
         if self.owner.decode_impl == "block":
             self.seq.token_ids.extend(ids)
-            with per_token_recurrence(self.owner.fused_decode):
+            with per_token_recurrence(self.pools, self.owner.fused_decode):
                 return self.runner.prefill([(self.seq, len(ids))], all_logits=True)[0]
         rows = []
         for t in ids:
