@@ -172,3 +172,21 @@ def test_random_model_runs_in_the_engine(tiny_hybrid_ckpt):
                         use_tqdm=False)
     assert [o.n_generated for o in outs] == [6, 6] and not any(o.flags for o in outs)
     assert len(set(outs[1].token_ids)) > 1
+
+
+def test_hub_ids_go_through_snapshot_download(monkeypatch, tiny_hybrid_ckpt):
+    import huggingface_hub
+
+    calls = []
+
+    def fake_download(repo_id, allow_patterns):
+        calls.append(repo_id)
+        if repo_id == "someorg/tiny":
+            return str(tiny_hybrid_ckpt)
+        raise OSError("Repository Not Found")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_download)
+    assert load_model("someorg/tiny", tokenizer=False).arch.mla_layers == [3]
+    with pytest.raises(EvalkitError, match="neither a local directory nor a downloadable hub id"):
+        load_model("someorg/missing")
+    assert calls == ["someorg/tiny", "someorg/missing"]

@@ -110,6 +110,34 @@ def _engine_tensors(lm: KimiLinearLM) -> dict[str, torch.Tensor]:
     return out
 
 
+def _alternate_spellings(lm: KimiLinearLM, t: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Checkpoint spellings too (other transformers versions): gate params directly under self_attn,
+    separate q/k/v convs, per-expert w1/w2/w3, and block_sparse_moe.* for every MLP."""
+    alt: dict[str, torch.Tensor] = {}
+    for key, val in t.items():
+        if ".forget_gate." in key:
+            alt[key.replace(".forget_gate.", ".")] = val
+        if ".mlp." in key:
+            alt[key.replace(".mlp.", ".block_sparse_moe.")] = val
+    for i, layer in enumerate(lm.layers):
+        p = f"model.layers.{i}"
+        if layer.is_kda:
+            D = layer.attn.D
+            for j, n in enumerate("qkv"):
+                alt[f"{p}.self_attn.{n}_conv1d.weight"] = layer.attn.conv_weight[
+                    j * D : (j + 1) * D
+                ].unsqueeze(1)
+        if layer.is_moe:
+            m = layer.mlp
+            inter = m.w2.shape[-1]
+            for e in range(m.E):
+                for pre in (f"{p}.mlp", f"{p}.block_sparse_moe"):
+                    alt[f"{pre}.experts.{e}.w1.weight"] = m.w13[e, :inter]
+                    alt[f"{pre}.experts.{e}.w3.weight"] = m.w13[e, inter:]
+                    alt[f"{pre}.experts.{e}.w2.weight"] = m.w2[e]
+    return {**alt, **t}
+
+
 def transformers_model(lm: KimiLinearLM, attn_implementation: str = "sdpa"):
     """A KimiLinearForCausalLM whose parameters are the engine's tensors (built on the meta device)."""
     from transformers import KimiLinearForCausalLM
@@ -118,15 +146,20 @@ def transformers_model(lm: KimiLinearLM, attn_implementation: str = "sdpa"):
     cfg._attn_implementation = attn_implementation
     with torch.device("meta"):
         hf = KimiLinearForCausalLM(cfg)
-    tensors = _engine_tensors(lm)
-    want = set(hf.state_dict())
-    missing, extra = want - set(tensors), set(tensors) - want
-    if missing or extra:
-        raise RuntimeError(
-            f"weight names differ from transformers': missing {sorted(missing)[:4]}, "
-            f"unexpected {sorted(extra)[:4]}"
-        )
-    hf.load_state_dict(tensors, strict=True, assign=True)
+    tensors = _alternate_spellings(lm, _engine_tensors(lm))
+    want = hf.state_dict()
+    missing = sorted(set(want) - set(tensors))
+    if missing:
+        raise RuntimeError(f"cannot map transformers' weights {missing[:4]} to the engine's")
+    chosen = {}
+    for name, meta in want.items():
+        val = tensors[name]
+        if val.numel() != meta.numel():
+            raise RuntimeError(
+                f"{name}: transformers wants {tuple(meta.shape)}, engine has {tuple(val.shape)}"
+            )
+        chosen[name] = val.view(meta.shape) if tuple(val.shape) != tuple(meta.shape) else val
+    hf.load_state_dict(chosen, strict=True, assign=True)
     left = [n for n, t in list(hf.named_parameters()) + list(hf.named_buffers()) if t.is_meta]
     if left:
         raise RuntimeError(f"transformers tensors still on the meta device: {left[:4]}")
