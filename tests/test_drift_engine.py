@@ -148,3 +148,22 @@ def test_cli_without_model_or_reference_is_a_clear_error(tmp_path, capsys, monke
     monkeypatch.setitem(sys.modules, "evalkit.reference_model", None)  # as if it were not shipped
     assert cli_main(["drift", "--out", str(tmp_path / "r")]) == 2
     assert "pass --model PATH" in capsys.readouterr().err
+
+
+def test_inputs_give_the_requested_tokens(hybrid, tmp_path):
+    from evalkit.drift import inputs
+    from evalkit.testing.tiny_models import gsm8k_dir
+
+    ids, info = inputs.gsm8k_text(hybrid.tokenize, 700, str(gsm8k_dir()))
+    assert len(ids) == 700 and "GSM8K" in info["source"]
+    text = hybrid.tokenizer.decode(ids[:50])
+    assert hybrid.tokenize(text)[:40] == ids[:40]  # real text, round-trips through the tokenizer
+    ids, info = inputs.task_prompt("passkey", hybrid.tokenizer, hybrid.tokenize, 400, seed=3)
+    # the task's own count of its prompt, in the same tokenizer (filler granularity: <= target)
+    assert len(ids) == info["task_meta"]["length"] <= 400 and len(ids) > 300 and info["task"] == "passkey"
+    f = tmp_path / "ids.json"
+    f.write_text(json.dumps(list(range(30))))
+    assert inputs.from_file(str(f), hybrid.tokenize, 20)[0] == list(range(20))
+    a, _ = inputs.random_ids(512, 50, seed=1)
+    b, _ = inputs.random_ids(512, 50, seed=1)
+    assert a == b and max(a) < 512 and len(set(a)) > 30

@@ -74,9 +74,11 @@ def _model_path(model: str | None) -> str:
         from evalkit import reference_model
 
         return str(reference_model.default_model_path())
-    except (ImportError, AttributeError, FileNotFoundError, NotImplementedError):
+    except (ImportError, AttributeError, NotImplementedError):
         raise InputError("no --model given and the embedded reference model is not available; "
                          "pass --model PATH") from None
+    except (EvalkitError, FileNotFoundError) as exc:  # it says what is missing and what to do
+        raise InputError(f"no --model given: {exc}") from None
 
 
 def _command_line(args: argparse.Namespace) -> list[str]:
