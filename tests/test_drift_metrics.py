@@ -188,6 +188,10 @@ def test_growth_flat_and_zero_and_insufficient():
     few = BucketStats.for_length(3)
     few.add(np.arange(1, 4), np.ones(3))
     assert fit_growth(few.position(), few.mean(), few.std(), few.count, metric="kl").verdict == "insufficient"
+    # many buckets but one octave of positions: no verdict either (a steep slope there is noise)
+    st = _bucketed(1 << 12, 0.7, 1.0, seed=9)
+    narrow = fit_growth(st.position(), st.mean(), st.std(), st.count, metric="kl", min_position=1500)
+    assert narrow.verdict == "insufficient" and "range of positions" in narrow.text
 
 
 def test_growth_leaves_zero_buckets_out_and_says_so():

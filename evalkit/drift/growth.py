@@ -23,6 +23,10 @@ from scipy import stats
 
 from evalkit.drift.positions import format_position
 
+# A slope needs a few points spread over at least two octaves of position to mean anything.
+MIN_BUCKETS = 4
+MIN_SPAN = 4.0
+
 
 @dataclass
 class GrowthFit:
@@ -61,9 +65,11 @@ def fit_growth(position: np.ndarray, mean: np.ndarray, std: np.ndarray, n: np.nd
         empty.verdict = "zero"
         empty.text = f"{label} is exactly 0 at every position from {format_position(min_position)}"
         return empty
-    if use.sum() < 3:
+    span = position[use].max() / position[use].min() if use.any() else 1.0
+    if use.sum() < MIN_BUCKETS or span < MIN_SPAN:
         empty.verdict = "insufficient"
-        empty.text = f"{label}: too few non-zero buckets to fit a trend ({int(use.sum())})"
+        empty.text = (f"{label}: too few non-zero buckets to fit a trend ({int(use.sum())} over a "
+                      f"{span:.1f}x range of positions; need {MIN_BUCKETS} over {MIN_SPAN:.0f}x)")
         return empty
     x = np.log(position[use])
     y = np.log(mean[use])
@@ -128,9 +134,11 @@ def fit_rate_growth(position: np.ndarray, events: np.ndarray, n: np.ndarray, *, 
         blank.verdict = "zero"
         blank.text = f"{label} is exactly 0 at every position from {format_position(min_position)}"
         return blank
-    if use.sum() < 3 or total < min_events:
+    span = position[use].max() / position[use].min() if use.any() else 1.0
+    if use.sum() < MIN_BUCKETS or span < MIN_SPAN or total < min_events:
         blank.verdict = "insufficient"
-        blank.text = f"{label}: too few events to fit a trend ({total:.0f} in {int(use.sum())} buckets)"
+        blank.text = (f"{label}: too few events to fit a trend ({total:.0f} in {int(use.sum())} buckets "
+                      f"over a {span:.1f}x range of positions)")
         return blank
     x, k, off = np.log(position[use]), events[use], np.log(n[use])
     X = np.column_stack([np.ones_like(x), x])
