@@ -154,3 +154,12 @@ def test_bad_requests_are_clear_errors(engine):
         small.add_request(list(range(3, 60)), SamplingParams(max_new_tokens=10))
     with pytest.raises(EvalkitError, match="empty prompt"):
         small.add_request([], SamplingParams())
+
+
+def test_cache_holds_every_slot_at_max_model_len(engine):
+    """Admission is limited by slots, not by a cache sized without block rounding."""
+    eng = LLMEngine(engine.loaded, device="cpu", max_num_seqs=4, max_model_len=79, block_size=64)
+    assert eng.state.num_blocks - 1 == 4 * 2
+    prompts = [list(range(3, 63))] * 8  # 60 + 8 tokens: two 64-token blocks each
+    eng.generate(prompts, SamplingParams(max_new_tokens=8, ignore_eos=True), use_tqdm=False)
+    assert eng.stats["max_batch"] == 4

@@ -104,10 +104,13 @@ class LLMEngine:
                 print(f"[evalkit] {c.max_num_seqs} state slots do not fit; using {slots}", flush=True)
                 c.max_num_seqs = slots
             left = budget - (slots + 1) * per_slot
-            kv_tokens = c.kv_cache_tokens or max(left // per_tok, c.block_size * 2)
-        else:
-            kv_tokens = c.kv_cache_tokens or min(c.cpu_kv_cache_bytes // per_tok, slots * c.max_model_len)
-        num_blocks = kv_tokens // c.block_size + 1
+            blocks = max(left // (per_tok * c.block_size), 2)
+        else:  # enough for every slot at max_model_len, within cpu_kv_cache_bytes
+            full = slots * -(-c.max_model_len // c.block_size)
+            blocks = min(c.cpu_kv_cache_bytes // (per_tok * c.block_size), full)
+        if c.kv_cache_tokens:
+            blocks = -(-c.kv_cache_tokens // c.block_size)
+        num_blocks = blocks + 1  # + the scratch block
         return StatePools(
             arch,
             slots,
