@@ -167,6 +167,25 @@ def test_deadline_stops_early_and_says_so(tmp_path):
     assert s["free_running"]["arms"]["bf16"]["n_generated"] == 1
 
 
+def test_stopping_between_checkpoints_compares_the_state_there(monkeypatch):
+    """Prefill chunks of 40 put checkpoints at 40, 120, 240, 400; a budget that ends after the
+    second chunk (position 80, no checkpoint) still compares the states at 80."""
+    import types
+
+    from evalkit.drift import teacher_forced
+
+    clock = [0.0]
+    monkeypatch.setattr(teacher_forced, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+
+    def tick(n, _L):
+        clock[0] += 10.0
+
+    res = run_teacher_forced(TOY, TOKENS[:400], ["fp16"], "prefill", chunk_size=40, deadline=15.0,
+                             progress=tick)
+    assert res.length == 80 and res.requested_length == 400
+    assert sorted({r["position"] for r in res.traces["fp16"].states}) == [40, 80]
+
+
 class _BrokenDecode(ToyModel):
     """The bf16 arm fails in decode mode (as an out-of-memory would): the rest must survive."""
 

@@ -161,13 +161,17 @@ def print_summary(summary: dict, out: Path) -> None:
         console = Console(width=150)
     t = Table(title=f"drift vs the fp32 arm ({summary['config']['input']['length']} tokens)")
     for col in ("mode", "arm", "mean KL", "p99 KL", "top-1 agree", "mean |ΔNLL|", "state rel. err (end)",
-                "max |state|", "KL trend"):
+                "max |state|", "KL trend (95% CI of the slope)"):
         t.add_column(col)
     for mode, tf in summary["teacher_forced"].items():
         for arm, a in tf["arms"].items():
             st = a.get("state") or {}
             g = a["growth"]["kl"]
-            trend = g["verdict"] if g["slope"] is None else f"{g['verdict']} (L^{g['slope']:.2f})"
+            trend = g["verdict"]
+            if g["slope"] is not None and g["verdict"] == "flat":
+                trend = f"flat [{g['ci_low']:.2f}, {g['ci_high']:.2f}]"
+            elif g["slope"] is not None:
+                trend = f"{g['verdict']} L^{g['slope']:.2f} [{g['ci_low']:.2f}, {g['ci_high']:.2f}]"
             t.add_row(mode, arm, _g(a["kl"]["mean"]), _g(a["kl"]["p99"]),
                       "–" if a["top1_agreement"] is None else f"{100 * a['top1_agreement']:.2f}%",
                       _g(a["abs_dnll"]["mean"]), _g(st.get("final_rel_fro_max")), _g(st.get("max_abs")),

@@ -115,8 +115,7 @@ def run_teacher_forced(model: DriftModel, tokens: torch.Tensor, arms: list[str],
             ref_logits = _feed(ref, mode, block)
             _sync(model.device)
             seconds_fp32 += time.perf_counter() - t0
-            last = end == L or (deadline is not None and time.perf_counter() > deadline)
-            ref_states = ref.states() if (end in cp_set or last) else None
+            ref_states = ref.states() if (end in cp_set or end == L) else None
             for a in arms:
                 t0 = time.perf_counter()
                 arm_logits = _feed(sessions[a], mode, block)
@@ -125,13 +124,14 @@ def run_teacher_forced(model: DriftModel, tokens: torch.Tensor, arms: list[str],
                 tr.seconds += time.perf_counter() - t0
                 _fold(tr, positions, token_metrics(ref_logits, arm_logits, nxt, max_bytes=max_bytes))
                 del arm_logits
-                if ref_states is not None:
-                    for row in compare_states(ref_states, sessions[a].states()):
-                        tr.states.append({"position": end, **row})
+            if ref_states is not None:
+                _compare(traces, ref_states, sessions, end)
             del ref_logits, ref_states
             if progress is not None:
                 progress(end - start, L)
             start = done = end
+        if 0 < done < L and done not in cp_set:  # stopped early: the state where it stopped
+            _compare(traces, ref.states(), sessions, done)
     finally:
         ref.close()
         for s in sessions.values():
@@ -139,6 +139,13 @@ def run_teacher_forced(model: DriftModel, tokens: torch.Tensor, arms: list[str],
     n_blocks = sum(1 for e in ends if e <= done)
     return TeacherForcedResult(mode, done, chunk_size if mode == "prefill" else None, traces,
                                seconds_fp32, time.perf_counter() - t_wall, n_blocks, L)
+
+
+def _compare(traces: dict[str, ArmTrace], ref_states: list[torch.Tensor], sessions: dict,
+             position: int) -> None:
+    for a, tr in traces.items():
+        for row in compare_states(ref_states, sessions[a].states()):
+            tr.states.append({"position": position, **row})
 
 
 def _feed(session, mode: str, block: torch.Tensor) -> torch.Tensor:
