@@ -53,8 +53,17 @@ def _manifest(model: DriftModel, cfg: DriftConfig, input_info: dict, command: li
     m["kind"] = "drift"
     m["model"] = model.describe()
     m["drift"] = {**asdict(cfg), "input": input_info}
-    m["started_at"] = m.get("started_at") or time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    m["started_at"] = m.get("started_at") or _now()
     return m
+
+
+def _now() -> str:
+    try:
+        from evalkit.store.manifest import now_utc
+
+        return now_utc()
+    except ImportError:
+        return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
 
 
 def run_drift(model: DriftModel, tokens: torch.Tensor, cfg: DriftConfig, out_dir: str | Path, *,
@@ -108,7 +117,7 @@ def run_drift(model: DriftModel, tokens: torch.Tensor, cfg: DriftConfig, out_dir
         except Exception as exc:  # noqa: BLE001
             _record_error(summary, "free running", exc)
     _write_partial(out, summary, buckets, states)
-    manifest["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    manifest["finished_at"] = _now()
     rundir.write_json(out / "manifest.json", manifest)
     if plots:
         from evalkit.drift.plots import plot_run

@@ -55,7 +55,7 @@ def plot_run(run: dict, out_dir: str | Path, prefix: str = "") -> list[Path]:
         rows = [r for r in buckets if r["metric"] == metric]
         if not rows or not modes:
             continue
-        fig, axes = plt.subplots(1, len(modes), figsize=(5.2 * len(modes), 3.9), squeeze=False, sharey=True)
+        fig, axes = plt.subplots(1, len(modes), figsize=(5.2 * len(modes), 3.9), squeeze=False)
         means, p99s = _series(rows, "mean"), _series(rows, "p99")
         for ax, mode in zip(axes[0], modes):
             for (m, arm), (xs, ys) in sorted(means.items()):
@@ -66,6 +66,11 @@ def plot_run(run: dict, out_dir: str | Path, prefix: str = "") -> list[Path]:
                 if metric != "top1_disagree" and (m, arm) in p99s:
                     px, py = p99s[(m, arm)]
                     ax.plot(px, py, ls=":", color=c, lw=1, label=f"{arm} p99")
+            arms_here = sorted({r["arm"] for r in rows if r["mode"] == mode})
+            zero = [a for a in arms_here if (mode, a) not in means]
+            if zero:  # nothing to draw on a log axis: say so instead of leaving the arm out silently
+                ax.text(0.02, 0.02, f"exactly 0 at every position: {', '.join(zero)}", transform=ax.transAxes,
+                        fontsize=8, color="0.3")
             _log_axes(ax, f"{mode}", ylabel)
         fig.suptitle(f"{what}{' — ' + title if title else ''}", fontsize=10)
         fig.tight_layout()

@@ -98,3 +98,38 @@ def drift_markdown(run_dir: str | Path, *, heading_level: int = 3, images: bool 
             lines.append("Plots: " + ", ".join(f"[{p}]({p})" for p in pngs) + ".")
             lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def drift_brief(run: str | Path | dict) -> dict:
+    """The headline numbers of a drift run (a run directory or its summary dict), per mode and
+    arm, plus free running and errors: what `compare --format json` and the GPU note quote."""
+    summary = run if isinstance(run, dict) else load_run(run)["summary"]
+    out: dict = {}
+    for mode, tf in (summary.get("teacher_forced") or {}).items():
+        out[mode] = {"length": tf["length"], "requested_length": tf.get("requested_length", tf["length"]),
+                     "stopped_early": tf.get("stopped_early", False), "chunk_size": tf.get("chunk_size"),
+                     "wall_seconds": tf["wall_seconds"], "seconds_fp32_arm": tf["seconds_fp32"], "arms": {}}
+        for arm, a in tf["arms"].items():
+            st = a.get("state") or {}
+            out[mode]["arms"][arm] = {
+                "mean_kl": a["kl"]["mean"], "p99_kl": a["kl"]["p99"], "max_kl": a["kl"]["max"],
+                "top1_agreement": a["top1_agreement"], "mean_abs_dnll": a["abs_dnll"]["mean"],
+                "ln_ppl_ratio": a["ln_ppl_ratio"], "state_rel_err_end_mean": st.get("final_rel_fro_mean"),
+                "state_rel_err_end_max": st.get("final_rel_fro_max"), "state_max_abs": st.get("max_abs"),
+                "state_n_over_fp16": st.get("n_over_fp16"),
+                "nonfinite": (a.get("nonfinite_logits") or 0) + (st.get("n_nonfinite") or 0),
+                "tokens_per_second": a.get("tokens_per_second"),
+                "growth": {m: {k: g.get(k) for k in ("slope", "ci_low", "ci_high", "verdict", "text")}
+                           for m, g in a.get("growth", {}).items()},
+            }
+    fr = summary.get("free_running")
+    if fr:
+        keys = ("n_generated", "first_divergence", "token_agreement", "agreement_after_divergence", "flags",
+                "tokens_per_second")
+        out["free_running"] = {"prompt_tokens": fr["prompt_tokens"], "n_tokens": fr["n_tokens"],
+                               "arms": {arm: {k: a.get(k) for k in keys} for arm, a in fr["arms"].items()},
+                               "fp32_flags": fr["reference"]["flags"],
+                               "fp32_tokens_per_second": fr["reference"].get("tokens_per_second")}
+    if summary.get("errors"):
+        out["errors"] = [e["error"] for e in summary["errors"]]
+    return out
