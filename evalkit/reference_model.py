@@ -100,14 +100,41 @@ class Suite:
 
 
 # Passkey is the sanity anchor (~100% on the trained model); the distractor-needle haystack
-# (niah_multikey_2), variable tracking and key-value retrieval at 2k tokens are the harder
-# retrieval the state must hold where accuracy sits below 100%, leaving room for a state-precision
-# effect. No task needs a data download. Cost: 4 tasks x 10 docs x 2k = 82k prompt tokens plus
-# short answers (<= 30 tokens each, stopped at EOS); sized for <= 3 minutes on 2 CPU cores.
-# Measured accuracies per task and length (fp32 state): results/reference-model/.
-DEFAULT_SUITE = Suite(tasks=("passkey", "niah_multikey_2", "vt", "kv_retrieval"), lengths=(2048,), limit=10)
+# (niah_multikey_2), variable tracking and key-value retrieval are the harder retrieval the state
+# must hold, where accuracy sits below 100% and a state-precision effect has room to show. No task
+# needs a data download. Cost: 4 tasks x 10 docs x 2k = 82k prompt tokens plus short answers
+# (<= 30 tokens each, stopped at EOS), sized for <= 3 minutes on 2 CPU cores.
+BUILTIN_SUITE = Suite(tasks=("passkey", "niah_multikey_2", "vt", "kv_retrieval"), lengths=(2048,), limit=10)
+SUITE_FILE = "suite.json"  # written by the training run from its own fp32 evaluation
+SUITE_TOKEN_BUDGET = 100_000  # prompt tokens: <= 3 minutes on 2 CPU cores
+
+
+def load_suite(model_dir: Path | None = None) -> Suite:
+    """The suite shipped with the model (`suite.json`: the training run picks the length where its
+    fp32 accuracies sit between 30% and 90%), else `BUILTIN_SUITE`."""
+    path = (model_dir if model_dir is not None else _location()[0]) / SUITE_FILE
+    try:
+        data = json.loads(path.read_text())
+        suite = Suite(
+            tasks=tuple(str(t) for t in data["tasks"]),
+            lengths=tuple(int(n) for n in data["lengths"]),
+            limit=int(data["limit"]),
+            seed=data.get("seed"),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return BUILTIN_SUITE
+    if not suite.tasks or not suite.lengths or suite.limit < 1 or suite.prompt_tokens() > SUITE_TOKEN_BUDGET:
+        return BUILTIN_SUITE
+    return suite
+
+
+def __getattr__(name: str):
+    # DEFAULT_SUITE is read when asked for, so it follows the model evalkit finds (and its suite.json)
+    if name == "DEFAULT_SUITE":
+        return load_suite()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def default_tasks() -> list[str]:
-    """The default suite's task names (what `evalkit.runner.setup.default_model` reads)."""
-    return list(DEFAULT_SUITE.tasks)
+    """The default suite's task names."""
+    return list(load_suite().tasks)

@@ -821,6 +821,43 @@ def quick_eval(model_dir: Path, s: Settings, device, deadline: float, out: Path)
     return results
 
 
+SUITE_CANDIDATES = ("niah_multikey_2", "vt", "kv_retrieval", "niah_single_1")  # harder than passkey
+
+
+def choose_suite(evald: dict[str, Any], budget: int = 90_000, min_docs: int = 10) -> dict[str, Any] | None:
+    """The default `evalkit run` suite for this model, from its own fp32 evaluation: the length
+    (<= 8k) where the most harder tasks score between 30% and 90% (room for a state-precision
+    effect either way), preferring passkey >= 90% there and then the shorter length; passkey plus
+    up to three such tasks, as many docs as `budget` prompt tokens allow (4-20). None when no task
+    is in range (evalkit then keeps its built-in suite)."""
+    acc = {
+        (c["task"], c["length"]): c["accuracy"]
+        for c in evald.get("cells", [])
+        if not c.get("control") and c.get("accuracy") is not None and c.get("n", 0) >= min_docs
+    }
+    best = None
+    for L in sorted({n for _, n in acc if n <= 8192}):
+        mid = [t for t in SUITE_CANDIDATES if (t, L) in acc and 0.3 <= acc[(t, L)] <= 0.9][:3]
+        while mid and budget // ((1 + len(mid)) * L) < 4:
+            mid = mid[:-1]
+        if not mid:
+            continue
+        key = (len(mid), acc.get(("passkey", L), 0.0) >= 0.9, -L)
+        if best is None or key > best[0]:
+            best = (key, L, mid)
+    if best is None:
+        return None
+    _, L, mid = best
+    tasks = ["passkey", *mid]
+    return {
+        "tasks": tasks,
+        "lengths": [L],
+        "limit": min(20, budget // (len(tasks) * L)),
+        "chosen_from": "fp32 accuracies of the training run's quick evaluation (quick_eval.json)",
+        "accuracy_fp32": {f"{t}@{L}": acc.get((t, L)) for t in tasks},
+    }
+
+
 # =============================================================================================
 # training
 
@@ -1127,6 +1164,13 @@ def train(s: Settings, out: Path, args: argparse.Namespace) -> None:
         log(f"quick eval failed: {type(exc).__name__}: {exc}")
         traceback.print_exc()
     recipe["quick_eval"] = "quick_eval.json"
+    suite = choose_suite(evald)
+    if suite:
+        (model_dir / "suite.json").write_text(json.dumps(suite, indent=1))
+        log(
+            f"default suite: {suite['tasks']} at {suite['lengths']}, {suite['limit']} docs each"
+        )
+    recipe["default_suite"] = suite or "none chosen (no task between 30% and 90%): evalkit's built-in suite"
     recipe["total_seconds"] = round(time.time() - T0, 1)
     write_recipe()
     write_card(out, recipe, evald)
@@ -1209,6 +1253,7 @@ def write_card(out: Path, recipe: dict[str, Any], evald: dict[str, Any]) -> None
         else:
             acc = f"{c['accuracy']:.0%}" if c.get("accuracy") is not None else "n/a"
             lines.append(f"{head} {c['correct']}/{c['n']} | {acc} |")
+    lines += ["", f"Default `evalkit run` suite (model/suite.json): {recipe.get('default_suite')}"]
     lines += [
         "",
         "The control `reset_after_needle` zeroes every recurrent and conv state right after the "

@@ -84,19 +84,35 @@ def test_runner_default_model_reports_a_missing_model_as_a_user_error(tmp_path, 
 # -- the default suite ---------------------------------------------------------------------------
 
 
-def test_default_suite_names_registered_download_free_tasks():
+def test_suite_json_next_to_the_model_sets_the_default_suite(tmp_path, monkeypatch):
+    ckpt = fake_checkpoint(tmp_path / "m")
+    monkeypatch.setenv(rm.ENV_VAR, str(ckpt))
+    assert rm.DEFAULT_SUITE == rm.BUILTIN_SUITE  # no suite.json
+    (ckpt / rm.SUITE_FILE).write_text(json.dumps({"tasks": ["passkey", "vt"], "lengths": [4096], "limit": 7}))
+    assert rm.DEFAULT_SUITE == rm.Suite(("passkey", "vt"), (4096,), 7)
+    assert rm.default_tasks() == ["passkey", "vt"]
+    setup = pytest.importorskip("evalkit.runner.setup")
+    assert setup.default_model() == (str(ckpt), rm.Suite(("passkey", "vt"), (4096,), 7))
+    for bad in ({"tasks": ["vt"], "lengths": [65536], "limit": 20}, {"tasks": []}, "not json"):
+        (ckpt / rm.SUITE_FILE).write_text(bad if isinstance(bad, str) else json.dumps(bad))
+        assert rm.DEFAULT_SUITE == rm.BUILTIN_SUITE  # over budget / malformed: the built-in suite
+    with pytest.raises(AttributeError):
+        rm.NO_SUCH_NAME  # noqa: B018
+
+
+@pytest.mark.parametrize("which", ["BUILTIN_SUITE", "DEFAULT_SUITE"])
+def test_default_suite_names_registered_download_free_tasks(which):
     from evalkit.tasks.registry import get_task, parse_lengths, task_names
 
-    suite = rm.DEFAULT_SUITE
+    suite = getattr(rm, which)
     assert set(suite.tasks) <= set(task_names())
-    assert rm.default_tasks() == list(suite.tasks)
     assert suite.limit >= 1 and all(n > 0 for n in suite.lengths)
     args = suite.cli_args()
     assert parse_lengths(args[args.index("--lengths") + 1]) == list(suite.lengths)
     for name in suite.tasks:  # no essay haystack: a fresh machine has no GSM8K copy
         assert get_task(name).config()["params"].get("haystack") != "essay"
     # <= 3 minutes on 2 CPU cores: bounded prompt tokens (answers are short and stop at EOS)
-    assert suite.prompt_tokens() <= 100_000
+    assert suite.prompt_tokens() <= rm.SUITE_TOKEN_BUDGET == 100_000
 
 
 def test_default_suite_builds_at_its_lengths_with_a_small_tokenizer():

@@ -195,6 +195,36 @@ def test_arithmetic_answers_are_right_in_gsm8k_format(trm):
         assert int(expressions[-1][1]) == p.answer
 
 
+def _cells(table: dict[tuple[str, int], float], n: int = 24) -> dict:
+    return {"cells": [{"task": t, "length": L, "control": None, "n": n, "accuracy": a}
+                      for (t, L), a in table.items()]
+            + [{"task": "passkey", "length": 2048, "control": "reset_after_needle", "n": n, "accuracy": 0.5}]}
+
+
+def test_choose_suite_picks_the_length_with_most_tasks_in_the_30_to_90_band(trm):
+    table = {("passkey", 2048): 1.0, ("niah_multikey_2", 2048): 0.95, ("vt", 2048): 1.0,
+             ("kv_retrieval", 2048): 0.6,
+             ("passkey", 4096): 1.0, ("niah_multikey_2", 4096): 0.7, ("vt", 4096): 0.85,
+             ("kv_retrieval", 4096): 0.2,
+             ("passkey", 8192): 0.8, ("niah_multikey_2", 8192): 0.4, ("vt", 8192): 0.5,
+             ("kv_retrieval", 8192): 0.05}
+    suite = trm.choose_suite(_cells(table), budget=90_000)
+    # 4096 and 8192 both have two tasks in band; 4096 has passkey >= 90%
+    assert suite["tasks"] == ["passkey", "niah_multikey_2", "vt"] and suite["lengths"] == [4096]
+    assert suite["limit"] == 90_000 // (3 * 4096) == 7
+    assert suite["accuracy_fp32"] == {"passkey@4096": 1.0, "niah_multikey_2@4096": 0.7, "vt@4096": 0.85}
+
+
+def test_choose_suite_ties_go_to_the_shorter_length_and_need_enough_docs(trm):
+    table = {("passkey", 1024): 1.0, ("vt", 1024): 0.5, ("passkey", 2048): 1.0, ("vt", 2048): 0.6}
+    assert trm.choose_suite(_cells(table))["lengths"] == [1024]
+    assert trm.choose_suite(_cells(table, n=5)) is None  # too few docs to trust the band
+    assert trm.choose_suite(_cells({("passkey", 2048): 1.0, ("vt", 2048): 1.0})) is None
+    # an 8k doc budget leaves room for passkey plus one task only
+    suite = trm.choose_suite(_cells({("vt", 8192): 0.5, ("kv_retrieval", 8192): 0.5}), budget=70_000)
+    assert suite["tasks"] == ["passkey", "vt"] and suite["limit"] == 4
+
+
 def test_training_seeds_below_the_evaluation_range_are_refused(trm, tmp_path):
     with pytest.raises(SystemExit):
         trm.parse_args(["--out", str(tmp_path), "--seed", "999999"])
