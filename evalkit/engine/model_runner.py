@@ -26,10 +26,12 @@ import torch
 
 from ..model.batch import ForwardBatch
 from ..model.kimi import KimiLinearLM
+from ..model.layers.mla import MLA_DECODE_SPLIT
 from .config import EngineConfig
 from .sequence import Sequence
 from .state import StatePools
 
+GRAPH_SPLITS = 4  # decode CUDA graphs serve contexts up to GRAPH_SPLITS * MLA_DECODE_SPLIT tokens
 _BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 192, 256, 320, 384, 448, 512, 768, 1024)
 
 
@@ -163,7 +165,7 @@ class ModelRunner:
         ids[:B] = torch.tensor([s.token_ids[s.num_computed] for s in seqs], dtype=torch.long)
         slots[:B] = torch.tensor([s.slot for s in seqs], dtype=torch.long)
         ctx[:B] = torch.tensor([s.num_computed + 1 for s in seqs], dtype=torch.int32)
-        if self.use_graphs:
+        if self.use_graphs and int(ctx[:B].max()) <= GRAPH_SPLITS * MLA_DECODE_SPLIT:
             graph, static = self._graph(width)
             static["input_ids"].copy_(ids, non_blocking=True)
             static["slots"].copy_(slots, non_blocking=True)
@@ -171,11 +173,27 @@ class ModelRunner:
             graph.replay()
             return static["logits"][:B].clone()  # the next replay overwrites the static buffer
         rows = [self._rows(s.slot, 0, s.num_computed + 1) for s in seqs] if self.has_mla else []
+        splits = -(-int(ctx[:B].max()) // MLA_DECODE_SPLIT)  # longer contexts: eager, grid to fit
         return self._decode_forward(
-            ids.to(self.device), slots.to(self.device), ctx.to(self.device), B, context_rows=rows
+            ids.to(self.device),
+            slots.to(self.device),
+            ctx.to(self.device),
+            B,
+            context_rows=rows,
+            mla_splits=splits,
+            rows=B,
         )[:B]
 
-    def _decode_forward(self, input_ids, slots, context_lens, num_real: int, context_rows=()) -> torch.Tensor:
+    def _decode_forward(
+        self,
+        input_ids,
+        slots,
+        context_lens,
+        num_real: int,
+        context_rows=(),
+        mla_splits: int = 0,
+        rows: int | None = None,
+    ) -> torch.Tensor:
         """The fixed-shape decode pass (also what a CUDA graph captures): device ops only."""
         for pool in self.state.kda.values():
             pool[self.state.scratch_slot].zero_()
@@ -188,6 +206,8 @@ class ModelRunner:
             slots=slots,
             block_size=self.state.block_size,
             logits_block=input_ids.shape[0],
+            mla_splits=mla_splits,
+            decode_rows=rows,
         )
         if self.has_mla:
             bs = self.state.block_size
@@ -213,12 +233,18 @@ class ModelRunner:
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for _ in range(2):  # compile / autotune outside the capture
-                self._decode_forward(static["input_ids"], static["slots"], static["context_lens"], width)
+                self._decode_forward(
+                    static["input_ids"],
+                    static["slots"],
+                    static["context_lens"],
+                    width,
+                    mla_splits=GRAPH_SPLITS,
+                )
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self._graph_pool):
             static["logits"] = self._decode_forward(
-                static["input_ids"], static["slots"], static["context_lens"], width
+                static["input_ids"], static["slots"], static["context_lens"], width, mla_splits=GRAPH_SPLITS
             )
         self._graph_pool = graph.pool()
         self._graphs[width] = (graph, static)

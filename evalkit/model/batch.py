@@ -29,6 +29,8 @@ class ForwardBatch:
     block_tables: torch.Tensor | None = None  # [N, max_blocks] int32
     context_lens: torch.Tensor | None = None  # [N] int32: cached tokens after this pass (incl. new ones)
     block_size: int = 0  # tokens per cache block
+    mla_splits: int = 0  # decode: split-KV grid size (0: from the longest context, a host sync)
+    decode_rows: int | None = None  # decode: MLA attention only for the first rows (eager; None: all)
     context_rows: list[torch.Tensor] = field(default_factory=list)  # per real sequence: pool rows, in order
     new_lens: list[int] = field(default_factory=list)  # per real sequence: new tokens in this pass
     # logits

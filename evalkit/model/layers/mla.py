@@ -20,6 +20,7 @@ from ..batch import ForwardBatch
 from ..config import KimiArch
 from .norm import rms_norm
 
+MLA_DECODE_SPLIT = 2048  # tokens per split of the split-KV decode kernel
 KV_A_EPS = 1e-6  # transformers builds kv_a_layernorm without eps: its default 1e-6, not rms_norm_eps
 
 
@@ -97,6 +98,7 @@ class MLAttention(nn.Module):
         w = self.kv_b.view(self.H, self.nope + self.vdim, self.R)
         q_nope, q_rot = q.split([self.nope, self.rope], dim=-1)
         q_lat = torch.bmm(q_nope.transpose(0, 1), w[:, : self.nope]).transpose(0, 1)  # [B, H, R]
+        splits = batch.mla_splits or -(-int(batch.context_lens.max()) // MLA_DECODE_SPLIT)  # host sync
         o_lat = mla_decode_attention(
             q_lat.contiguous(),
             q_rot.contiguous(),
@@ -105,6 +107,8 @@ class MLAttention(nn.Module):
             batch.context_lens,
             self.scale,
             batch.block_size,
+            splits,
+            rows=batch.decode_rows,
         )
         o = torch.bmm(o_lat.to(q.dtype).transpose(0, 1), w[:, self.nope :].transpose(1, 2))  # [H, B, v]
         return o.transpose(0, 1)
