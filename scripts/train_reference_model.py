@@ -1167,9 +1167,7 @@ def train(s: Settings, out: Path, args: argparse.Namespace) -> None:
     suite = choose_suite(evald)
     if suite:
         (model_dir / "suite.json").write_text(json.dumps(suite, indent=1))
-        log(
-            f"default suite: {suite['tasks']} at {suite['lengths']}, {suite['limit']} docs each"
-        )
+        log(f"default suite: {suite['tasks']} at {suite['lengths']}, {suite['limit']} docs each")
     recipe["default_suite"] = suite or "none chosen (no task between 30% and 90%): evalkit's built-in suite"
     recipe["total_seconds"] = round(time.time() - T0, 1)
     write_recipe()
@@ -1365,7 +1363,15 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Setti
         kw["stages"] = tuple(int(x) for x in args.stages.split(","))
         kw["stage_weights"] = tuple(1.0 for _ in kw["stages"])
     if args.mixture:
-        kw["mixture"] = {k: float(v) for k, v in (item.split("=") for item in args.mixture.split(","))}
+        try:
+            kw["mixture"] = {
+                k.strip(): float(v) for k, v in (item.split("=") for item in args.mixture.split(","))
+            }
+        except ValueError:
+            p.error(f"--mixture takes name=weight pairs, e.g. passkey=1,kv=0.5; got {args.mixture!r}")
+        unknown = set(kw["mixture"]) - set(Settings().mixture)
+        if unknown or not any(w > 0 for w in kw["mixture"].values()):
+            p.error(f"--mixture: unknown {sorted(unknown)} (known: {', '.join(Settings().mixture)})")
     for name in ("layers", "hidden", "eval_seconds", "tokens_per_step"):
         if getattr(args, name) is not None:
             kw[name] = getattr(args, name)

@@ -230,6 +230,11 @@ def test_training_seeds_below_the_evaluation_range_are_refused(trm, tmp_path):
         trm.parse_args(["--out", str(tmp_path), "--seed", "999999"])
     _, s = trm.parse_args(["--out", str(tmp_path)])
     assert s.seed == 1_000_000
+    for bad in ("foo=1", "passkey", "passkey=0"):
+        with pytest.raises(SystemExit):
+            trm.parse_args(["--out", str(tmp_path), "--mixture", bad])
+    _, s = trm.parse_args(["--out", str(tmp_path), "--mixture", "passkey=1,kv=0.5"])
+    assert s.mixture == {"passkey": 1.0, "kv": 0.5}
 
 
 def test_chat_rows_match_the_tokenizers_chat_template(trm, tiny_run):
