@@ -355,8 +355,14 @@ class LLMEngine:
         index = {r: i for i, r in enumerate(rids)}
         wanted = set(rids)
         bar = tqdm(total=len(rids), desc=desc, dynamic_ncols=True, disable=not use_tqdm)
-        p0, d0 = self.stats["prefill_tokens"], self.stats["decode_tokens"]
-        t0 = time.perf_counter()
+        st = self.stats
+        base = {k: st[k] for k in ("prefill_tokens", "prefill_s", "decode_tokens", "decode_s")}
+
+        def rate(kind: str) -> float:  # tokens per second spent in that phase
+            return (st[f"{kind}_tokens"] - base[f"{kind}_tokens"]) / max(
+                st[f"{kind}_s"] - base[f"{kind}_s"], 1e-9
+            )
+
         try:
             while wanted - results.keys() and self.has_unfinished():
                 for out in self.step()[0]:
@@ -365,10 +371,8 @@ class LLMEngine:
                         bar.update(1)
                         if on_finish is not None:
                             on_finish(index[out.request_id], out)
-                dt = max(time.perf_counter() - t0, 1e-9)
                 bar.set_postfix_str(
-                    f"prefill {(self.stats['prefill_tokens'] - p0) / dt:,.0f} tok/s, "
-                    f"decode {(self.stats['decode_tokens'] - d0) / dt:,.0f} tok/s",
+                    f"prefill {rate('prefill'):,.0f} tok/s, decode {rate('decode'):,.0f} tok/s",
                     refresh=False,
                 )
         finally:
