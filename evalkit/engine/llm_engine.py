@@ -411,6 +411,7 @@ class LLMEngine:
             "max_num_seqs": c.max_num_seqs,
             "max_model_len": c.max_model_len,
             "cuda_graphs": self.runner.use_graphs,
+            "cuda_graph_error": self.runner.graph_error,
             "twin_check": None
             if self.twin is None
             else {"every": c.twin_check, "summary": self.twin.summary()},

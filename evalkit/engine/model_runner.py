@@ -50,6 +50,7 @@ class ModelRunner:
         self._graph_pool = None
         # the fp32-twin check compares on the host after every checked launch: not capturable
         self.use_graphs = self.device.type == "cuda" and not config.enforce_eager and not config.twin_check
+        self.graph_error: str | None = None
 
     # -- sequence lifetime ---------------------------------------------------------------------
     def attach(self, seq: Sequence, n_tokens: int | None = None) -> None:
@@ -166,7 +167,9 @@ class ModelRunner:
         slots[:B] = torch.tensor([s.slot for s in seqs], dtype=torch.long)
         ctx[:B] = torch.tensor([s.num_computed + 1 for s in seqs], dtype=torch.int32)
         if self.use_graphs and int(ctx[:B].max()) <= GRAPH_SPLITS * MLA_DECODE_SPLIT:
-            graph, static = self._graph(width)
+            self.capture_graphs([width])  # no-op when captured; on failure: eager from now on
+        if self.use_graphs and int(ctx[:B].max()) <= GRAPH_SPLITS * MLA_DECODE_SPLIT:
+            graph, static = self._graphs[width]
             static["input_ids"].copy_(ids, non_blocking=True)
             static["slots"].copy_(slots, non_blocking=True)
             static["context_lens"].copy_(ctx, non_blocking=True)
@@ -255,7 +258,14 @@ class ModelRunner:
         self._graph_pool = None
 
     def capture_graphs(self, widths: list[int] | None = None) -> None:
+        """Capture the decode graphs now; if capture fails, fall back to eager decode (and say why)."""
         if not self.use_graphs:
             return
-        for w in widths or [self.decode_width(self.config.max_num_seqs)]:
-            self._graph(w)
+        try:
+            for w in widths or [self.decode_width(self.config.max_num_seqs)]:
+                self._graph(w)
+        except Exception as exc:  # noqa: BLE001 -- eager decode is slower but correct
+            self.release_graphs()
+            self.use_graphs = False
+            self.graph_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            print(f"[evalkit] CUDA graph capture failed, decoding eagerly: {self.graph_error}", flush=True)
