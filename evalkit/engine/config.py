@@ -66,6 +66,10 @@ class EngineConfig:
             raise InputError(
                 f"intra_chunk_dtype must be fp32, fp16, bf16 or None, got {c.intra_chunk_dtype!r}"
             )
+        if gpu and c.intra_chunk_dtype == "fp16":
+            raise InputError("on the GPU the prefill kernel rounds intra-chunk states to fp32 or bf16 only")
+        if gpu and c.kda_chunk_size != 64:
+            raise InputError("on the GPU the chunked prefill kernel uses kda_chunk_size 64")
         if c.prefill_chunk_size > c.max_num_batched_tokens:
             raise InputError(
                 f"prefill_chunk_size ({c.prefill_chunk_size}) must not exceed "
