@@ -41,6 +41,7 @@ from pathlib import Path  # noqa: E402
 import torch  # noqa: E402
 
 T0 = time.perf_counter()
+REPO = Path(__file__).resolve().parents[1]
 ARMS = ["fp32", "fp16", "bf16"]
 GSM8K_N = 1319
 # shared/reference/anchors.md: ~2 x 3.5 GFLOP per prompt token at ~790 TFLOP/s; a decode step at
@@ -113,6 +114,31 @@ TINY_CONFIG = {
         "short_conv_kernel_size": 4,
     },
 }
+
+
+def bootstrap_evalkit() -> None:
+    """Import evalkit from this checkout when it is not installed (the GPU image): `kernels/`
+    becomes `evalkit.kernels`, as setup.py maps it."""
+    try:
+        import evalkit.kernels  # noqa: F401
+
+        return
+    except ImportError:
+        pass
+    import importlib.util
+
+    sys.path.insert(0, str(REPO))
+    import evalkit
+
+    spec = importlib.util.spec_from_file_location(
+        "evalkit.kernels",
+        REPO / "kernels" / "__init__.py",
+        submodule_search_locations=[str(REPO / "kernels")],
+    )
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["evalkit.kernels"] = mod
+    spec.loader.exec_module(mod)
+    evalkit.kernels = mod
 
 
 def log(msg: str) -> None:
@@ -668,6 +694,7 @@ def main() -> int:
         (out / "bench_engine.json").write_text(json.dumps(report, indent=2, default=str))
         write_markdown(report, out / "bench_engine.md")
 
+    bootstrap_evalkit()
     try:
         loaded, report["model"] = build_model(args, dev)
     except Exception:  # noqa: BLE001
