@@ -306,12 +306,20 @@ def part_arms(args, loaded, dev, budget, report) -> None:
     log(f"arms: {n} prompts each (requested {len(prompts_all)}), predicted {predict(n):.0f} s per arm")
     prompts = prompts_all[:n]
     results = report.setdefault("arms", {})
+
+    def drop(engine) -> None:
+        try:
+            if engine is not None:
+                engine.close()
+        except Exception:  # noqa: BLE001 -- a broken engine must not stop the next arm
+            pass
+        free_memory(dev)
+
     for arm in ARMS:
         try:
-            if arm != "fp32":
-                eng.close()
-                del eng
-                free_memory(dev)
+            if arm != "fp32" or eng is None:
+                drop(eng)
+                eng = None
                 eng = LLMEngine(loaded, state_dtype=arm, **kw)
                 report["describe"][arm] = eng.describe()
                 warm(eng, prompts, dev)
@@ -325,9 +333,9 @@ def part_arms(args, loaded, dev, budget, report) -> None:
         except Exception as exc:  # noqa: BLE001
             results[arm] = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-3000:]}
             log(f"arm {arm} FAILED: {exc}")
-    eng.close()
-    del eng
-    free_memory(dev)
+            drop(eng)
+            eng = None
+    drop(eng)
 
 
 def part_invariance(args, loaded, dev, budget, report) -> None:
