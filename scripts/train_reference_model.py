@@ -19,14 +19,15 @@ What it does, in one bounded run (`--minutes` is the wall budget of the WHOLE sc
      plus a state-reset control, and writes a model card.
 
 GPU (H200, transformers 5.17 + fla-core 0.6.0):
-    python scripts/train_reference_model.py --out $OUT/refmodel --minutes 8.5
+    python scripts/train_reference_model.py --out /tmp/refmodel --bundle $OUT/refmodel.tar.gz --minutes 8.5
 CPU smoke test (torch fallback, toy sizes, < 1 min):
     python scripts/train_reference_model.py --out /tmp/refmodel --device cpu --tiny --minutes 0.3
 Install a finished run into the package and the results folder:
-    python scripts/train_reference_model.py --install-from DIR
+    python scripts/train_reference_model.py --install-from DIR_OR_BUNDLE
 
 Outputs under --out: model/ (the checkpoint), recipe.json, loss_curve.csv, loss_curve.png,
-quick_eval.json, MODEL_CARD.md, train.log.
+quick_eval.json, MODEL_CARD.md, train.log. `--bundle FILE.tar.gz` also packs all of them into one
+file, rewritten at every checkpoint (the device returns at most 8 files from $OUT).
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ def log(msg: str) -> None:
 
 
 _LOG_FILE = None
+_BUNDLE: Path | None = None  # --bundle: one tar.gz of the checkpoint and records, kept current
 
 
 # =============================================================================================
@@ -613,6 +615,7 @@ def save_checkpoint(model, fast_tok, out: Path, meta: dict[str, Any]) -> Path:
         final.rename(old)
     tmp.rename(final)
     shutil.rmtree(old, ignore_errors=True)
+    write_bundle(out)
     return final
 
 
@@ -1172,6 +1175,7 @@ def train(s: Settings, out: Path, args: argparse.Namespace) -> None:
     recipe["total_seconds"] = round(time.time() - T0, 1)
     write_recipe()
     write_card(out, recipe, evald)
+    write_bundle(out)
     log(f"done in {time.time() - T0:.0f}s: {out}")
 
 
@@ -1278,12 +1282,55 @@ INSTALL_RESULT_FILES = (
 )
 
 
+def write_bundle(out: Path) -> None:
+    """Pack out/model/* and the records into the --bundle file (atomically replaced)."""
+    if _BUNDLE is None:
+        return
+    import tarfile
+
+    tmp = _BUNDLE.with_name(_BUNDLE.name + ".tmp")
+    with tarfile.open(tmp, "w:gz", compresslevel=1) as tar:
+        for f in sorted((out / "model").glob("*")):
+            if f.is_file():
+                tar.add(f, arcname=f"model/{f.name}")
+        for name in INSTALL_RESULT_FILES:
+            if (out / name).is_file():
+                tar.add(out / name, arcname=name)
+    tmp.replace(_BUNDLE)
+
+
+def unpack_bundle(bundle: Path, dest: Path) -> Path:
+    """Extract a --bundle file (plain files only, no paths outside `dest`)."""
+    import tarfile
+
+    with tarfile.open(bundle) as tar:
+        for m in tar.getmembers():
+            parts = Path(m.name).parts
+            if not m.isfile() or Path(m.name).is_absolute() or ".." in parts or len(parts) > 2:
+                raise SystemExit(f"{bundle}: unexpected member {m.name!r}")
+            target = dest.joinpath(*parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(tar.extractfile(m).read())
+    return dest
+
+
 def install(src: Path, assets: Path, results: Path) -> None:
-    """Copy a finished run into the package (model) and the results folder (card, recipe, curve)."""
+    """Copy a finished run (its --out folder or --bundle file) into the package (model) and the
+    results folder (card, recipe, loss curve, quick eval, log)."""
+    if src.is_file():
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            _install_dir(unpack_bundle(src, Path(tmp)), assets, results, shown=src)
+        return
+    _install_dir(src, assets, results, shown=src)
+
+
+def _install_dir(src: Path, assets: Path, results: Path, shown: Path) -> None:
     model_dir = src / "model" if (src / "model" / "config.json").is_file() else src
     if not (model_dir / "config.json").is_file() or not (model_dir / "model.safetensors").is_file():
         raise SystemExit(
-            f"{src} holds no finished checkpoint (expected model/config.json and model.safetensors)"
+            f"{shown} holds no finished checkpoint (expected model/config.json and model.safetensors)"
         )
     cfg = json.loads((model_dir / "config.json").read_text())
     if cfg.get("model_type") != "kimi_linear":
@@ -1311,14 +1358,14 @@ def install(src: Path, assets: Path, results: Path) -> None:
         recipe = json.loads((src / "recipe.json").read_text())
         env = recipe.get("environment", {})
         status = (
-            f"Status: installed from `{src}`: {recipe.get('steps')} steps, "
+            f"Status: installed from `{shown}`: {recipe.get('steps')} steps, "
             f"{recipe.get('tokens', 0) / 1e6:.0f}M tokens in {recipe.get('train_seconds')} s on "
             f"{env.get('gpu') or env.get('device')} (run status: {recipe.get('status')}); "
             "numbers in `MODEL_CARD.md`."
         )
         text = re.sub(r"^Status:.*?(?=\n\n|\Z)", lambda _: status, readme.read_text(), flags=re.S | re.M)
         readme.write_text(text)
-    print(f"installed {model_dir} -> {assets} ({size / 2**20:.1f} MiB); records -> {results}")
+    print(f"installed {shown} -> {assets} ({size / 2**20:.1f} MiB); records -> {results}")
 
 
 # =============================================================================================
@@ -1331,6 +1378,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Setti
         epilog=__doc__,
     )
     p.add_argument("--out", type=Path, help="output directory (checkpoint, recipe, loss curve, eval)")
+    p.add_argument("--bundle", type=Path, default=None, help="also keep everything in this one .tar.gz file")
     p.add_argument("--minutes", type=float, default=None, help="wall budget of the whole script (default 8)")
     p.add_argument("--device", default="auto", help="auto | cuda | cpu")
     p.add_argument("--tiny", action="store_true", help="toy sizes for a CPU smoke test")
@@ -1349,7 +1397,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Setti
         "--eval-seconds", type=float, default=None, help="time kept for the final quick evaluation"
     )
     p.add_argument(
-        "--install-from", type=Path, default=None, help="copy a finished --out DIR into the package"
+        "--install-from", type=Path, default=None, help="install a finished --out DIR or --bundle file"
     )
     p.add_argument("--assets-dir", type=Path, default=REPO / "evalkit" / "assets" / "reference-model")
     p.add_argument("--results-dir", type=Path, default=REPO / "results" / "reference-model")
@@ -1388,6 +1436,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.install_from is not None:
         install(args.install_from, args.assets_dir, args.results_dir)
         return 0
+    global _BUNDLE
+    _BUNDLE = args.bundle
     train(s, args.out, args)
     return 0
 

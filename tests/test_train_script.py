@@ -38,11 +38,19 @@ def trm():
     return load_script()
 
 
+def bundle_of(out: Path) -> Path:
+    """Where the tiny run's --bundle goes (a stand-in for the device's $OUT)."""
+    return out.parent / f"{out.name}-device-out" / "refmodel.tar.gz"
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("refmodel")
+    bundle = bundle_of(out)
+    bundle.parent.mkdir()
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--out", str(out), "--device", "cpu", "--tiny", "--minutes", "0.4"],
+        [sys.executable, str(SCRIPT), "--out", str(out), "--bundle", str(bundle), "--device", "cpu", "--tiny",
+         "--minutes", "0.4"],
         capture_output=True, text=True, timeout=600, cwd=REPO,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
@@ -122,12 +130,27 @@ def test_recipe_loss_curve_eval_and_card_are_recorded(tiny_run):
     assert "pure-KDA" in card and "reset_after_needle" in card
 
 
-def test_install_copies_the_model_and_records(trm, tiny_run, tmp_path, monkeypatch):
+def test_bundle_holds_the_checkpoint_and_records_in_one_file(trm, tiny_run, tmp_path):
+    import tarfile
+
+    bundle = bundle_of(tiny_run)
+    with tarfile.open(bundle) as tar:
+        names = set(tar.getnames())
+    model_files = {f"model/{f.name}" for f in (tiny_run / "model").iterdir()}
+    assert model_files <= names and {"recipe.json", "quick_eval.json", "MODEL_CARD.md", "train.log"} <= names
+    trm.unpack_bundle(bundle, tmp_path / "x")
+    assert (tmp_path / "x" / "model" / "model.safetensors").read_bytes() == \
+        (tiny_run / "model" / "model.safetensors").read_bytes()
+
+
+@pytest.mark.parametrize("source", ["dir", "bundle"])
+def test_install_copies_the_model_and_records(trm, tiny_run, tmp_path, monkeypatch, source):
+    src = tiny_run if source == "dir" else bundle_of(tiny_run)
     assets, results = tmp_path / "assets", tmp_path / "results"
     results.mkdir()
     readme = (REPO / "results" / "reference-model" / "README.md").read_text()
     (results / "README.md").write_text(readme.replace("Status: ", "Status: (before install) ", 1))
-    assert trm.main(["--install-from", str(tiny_run), "--assets-dir", str(assets),
+    assert trm.main(["--install-from", str(src), "--assets-dir", str(assets),
                      "--results-dir", str(results)]) == 0
     for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
         assert (assets / name).is_file(), name
