@@ -37,8 +37,15 @@ class KdaInputs:
 
 
 def kda_inputs(
-    n: int, H: int, K: int, V: int, *, dtype=torch.float32, device="cpu",
-    generator: torch.Generator | None = None, strong_decay: float = 0.2,
+    n: int,
+    H: int,
+    K: int,
+    V: int,
+    *,
+    dtype=torch.float32,
+    device="cpu",
+    generator: torch.Generator | None = None,
+    strong_decay: float = 0.2,
 ) -> KdaInputs:
     """n rows (tokens or sequences) of q/k/v/g_raw [n, H, K|V], beta_raw [n, H]; A_log [H], dt_bias [H*K].
 
@@ -78,3 +85,41 @@ def random_cu_seqlens(lengths: list[int], device="cpu") -> torch.Tensor:
     for n in lengths:
         cu.append(cu[-1] + n)
     return torch.tensor(cu, dtype=torch.int32, device=device)
+
+
+def run_module_under_interpreter(path: str, timeout: int = 900) -> tuple[int, str]:
+    """Run one pytest module in a fresh process with TRITON_INTERPRET=1 from the start.
+
+    Triton's CPU interpreter only works when the variable is set before `triton` is first imported
+    (its standard library is built at that import), which a shared test process cannot promise."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", path],
+        env=env, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    return r.returncode, (r.stdout[-6000:] + "\n" + r.stderr[-3000:])
+
+
+def check_rounded_like_reference(
+    stored: torch.Tensor, exact: torch.Tensor, *, rel_tol: float = 1e-5
+) -> float:  # noqa: E501
+    """A 16-bit pool against the float64 reference state: every element within half a 16-bit ulp
+    of the exact value plus the fp32 computation error (rel_tol x max|exact|), and nearly all of
+    them equal to the exact value rounded to nearest even (a truncating store matches only about
+    half). Returns the fraction equal to RTNE(exact); raises AssertionError otherwise."""
+    exact = exact.double()
+    dt = stored.dtype
+    mant = {torch.float16: 10, torch.bfloat16: 7}[dt]
+    mag = exact.abs().clamp_min(torch.finfo(dt).tiny)
+    ulp = torch.exp2(torch.floor(torch.log2(mag)) - mant)
+    bound = 0.5 * ulp + rel_tol * exact.abs().max()
+    err = (stored.double() - exact).abs()
+    worst = float((err / bound).max())
+    assert worst <= 1.0 + 1e-9, f"stored state off by {worst:.2f}x the allowed bound"
+    same = float((stored == exact.to(dt)).double().mean())
+    assert same >= 0.98, f"only {same:.3f} of the stored elements equal RTNE(reference)"
+    return same

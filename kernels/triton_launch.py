@@ -14,14 +14,17 @@ def interpreting() -> bool:
 
 
 def check_triton_device(kernel, t: torch.Tensor) -> None:
-    """CPU tensors need the kernel to have been built by Triton's interpreter (TRITON_INTERPRET=1
-    at first import); say so plainly instead of failing deep inside Triton."""
+    """CPU tensors need Triton's interpreter, which only works when TRITON_INTERPRET=1 was set before
+    `triton` was first imported (the standard library's own jit functions are built at that import).
+    Say so plainly instead of failing deep inside Triton."""
     if t.is_cuda:
         return
-    if type(kernel).__name__ != "InterpretedFunction":
+    import triton.language as tl
+
+    if type(kernel).__name__ != "InterpretedFunction" or type(tl.sum).__name__ != "InterpretedFunction":
         raise KernelInputError(
-            "Triton kernels got CPU tensors but were built for the GPU: set TRITON_INTERPRET=1 before "
-            "the first kernel call, or use evalkit.kernels.cpu"
+            "Triton kernels got CPU tensors, but Triton was imported for the GPU: set TRITON_INTERPRET=1 in "
+            "the environment before anything imports triton, or use evalkit.kernels.cpu"
         )
 
 

@@ -1,28 +1,36 @@
 """The fp32-twin check passes on the real kernels and FAILS on a deliberately wrong (truncating)
-build: a check that cannot fail is no check. Triton runs in the CPU interpreter."""
+build: a check that cannot fail is no check. Triton runs in the CPU interpreter, in a fresh process
+(see tests/test_kernels_triton.py for why)."""
 
 from __future__ import annotations
 
 import importlib
+import os
 
 import pytest
 import torch
 
-from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool
+from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool, run_module_under_interpreter
 from evalkit.kernels.twin_check import TwinChecker, TwinMismatch
 
 H, K, V = 2, 16, 32
 
 
-@pytest.fixture(scope="module", autouse=True)
-def interpreter():
-    mp = pytest.MonkeyPatch()
-    mp.setenv("TRITON_INTERPRET", "1")
+INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+@pytest.mark.skipif(INTERPRETING, reason="this process is the interpreter run")
+def test_module_under_triton_interpreter():
+    rc, out = run_module_under_interpreter(__file__)
+    assert rc == 0, out
+
+
+@pytest.fixture
+def interp():
+    if not INTERPRETING:
+        pytest.skip("runs inside test_module_under_triton_interpreter")
     w = importlib.import_module("evalkit.kernels.kda_decode.wrapper")
-    if type(w.kda_decode_kernel).__name__ != "InterpretedFunction":
-        pytest.skip("Triton kernels were imported for the GPU earlier in this process")
-    yield
-    mp.undo()
+    assert type(w.kda_decode_kernel).__name__ == "InterpretedFunction"
 
 
 def _decode_launch(checker: TwinChecker, dtype):
@@ -47,7 +55,7 @@ def _prefill_launch(checker: TwinChecker, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_twin_passes_on_real_kernels(dtype):
+def test_twin_passes_on_real_kernels(interp, dtype):
     checker = TwinChecker(raise_on_mismatch=True)
     _decode_launch(checker, dtype)
     _decode_launch(checker, dtype)
@@ -56,7 +64,7 @@ def test_twin_passes_on_real_kernels(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_twin_fails_on_truncating_kernel(dtype):
+def test_twin_fails_on_truncating_kernel(interp, dtype):
     checker = TwinChecker(rounding="rtz")
     _decode_launch(checker, dtype)
     _prefill_launch(checker, dtype)
@@ -66,7 +74,7 @@ def test_twin_fails_on_truncating_kernel(dtype):
         _decode_launch(TwinChecker(rounding="rtz", raise_on_mismatch=True), dtype)
 
 
-def test_twin_skips_fp32_pools_and_samples():
+def test_twin_skips_fp32_pools_and_samples(interp):
     checker = TwinChecker(every=2)
     _decode_launch(checker, torch.float32)
     assert checker.checked == 0
@@ -75,7 +83,7 @@ def test_twin_skips_fp32_pools_and_samples():
     assert checker.checked == 2 and checker.passed == 2
 
 
-def test_twin_detects_an_output_difference(monkeypatch):
+def test_twin_detects_an_output_difference(interp, monkeypatch):
     """A kernel whose outputs move (not just its stored state) is caught by the output comparison."""
     from evalkit.kernels.kda_decode import wrapper
 
