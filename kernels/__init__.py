@@ -25,10 +25,13 @@ from . import kda_decode as _kda_decode_pkg  # noqa: F401
 from . import kda_prefill as _kda_prefill_pkg  # noqa: F401
 from . import short_conv as _short_conv_pkg  # noqa: F401
 from .common import STATE_DTYPES, KernelInputError, resolve_state_dtype, state_dtype_name
+from .twin_check import TwinChecker, TwinMismatch
 
 __all__ = [
     "STATE_DTYPES",
     "KernelInputError",
+    "TwinChecker",
+    "TwinMismatch",
     "causal_conv1d_decode",
     "causal_conv1d_prefill",
     "gated_rmsnorm",

@@ -1,4 +1,4 @@
-"""Triton KDA decode step: one program per (sequence, head, block of BV value columns).
+"""Triton KDA decode step: one program per (sequence x head, block of BV value columns).
 
 Each program streams its [K, BV] slice of the state once in and once out (the state is the only
 large operand), so the kernel is bound by memory bandwidth; q/k/gate/beta for the head are tiny and
@@ -40,8 +40,8 @@ def kda_decode_kernel(
     STATE_DTYPE: tl.constexpr,
     ROUND_RTZ: tl.constexpr,
 ):
-    i_v = tl.program_id(0)
-    i_bh = tl.program_id(1).to(tl.int64)
+    i_bh = tl.program_id(0).to(tl.int64)  # B*H can exceed the 65535 limit of grid axes 1 and 2
+    i_v = tl.program_id(1)
     i_b = i_bh // H
     i_h = i_bh % H
 

@@ -49,7 +49,7 @@ def kda_decode(
         return out
     BV, num_warps = config if config is not None else decode_config(state_pool.dtype, V)
     BK = triton.next_power_of_2(K)
-    grid = (triton.cdiv(V, BV), B * H)
+    grid = (B * H, triton.cdiv(V, BV))
     kda_decode_kernel[grid](
         q,
         k,

@@ -411,8 +411,8 @@ def state_pass_kernel(
     ROUND_RTZ: tl.constexpr,
     INTRA_BF16: tl.constexpr,
 ):
-    i_v = tl.program_id(0)
-    i_nh = tl.program_id(1)
+    i_nh = tl.program_id(0)  # N*H can exceed the 65535 limit of grid axes 1 and 2
+    i_v = tl.program_id(1)
     i_n = i_nh // H
     i_h = i_nh % H
     bos = tl.load(cu_seqlens + i_n).to(tl.int32)

@@ -111,7 +111,7 @@ def kda_prefill(
     bv, nw, ns, br = STATE_PASS_TILE
     bv = min(bv, BVf)
     N = len(cu) - 1
-    state_pass_kernel[(triton.cdiv(V, bv), N * H)](
+    state_pass_kernel[(N * H, triton.cdiv(V, bv))](
         Kd, EGl, W, U, Vn, Hs, state_pool, slots.contiguous(), cu_seqlens.to(torch.int32).contiguous(), c_off,
         has_initial_state.to(torch.int32).contiguous(),
         H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=bv, BR=br, DOT_PREC=prec,
