@@ -165,3 +165,30 @@ def test_unknown_pool_dtype_is_refused():
     pool = torch.zeros(2, H, K, V, dtype=torch.float64)
     with pytest.raises(KernelInputError, match="fp32.*fp16.*bf16"):
         cpu.kda_decode(*x.args(), pool, torch.tensor([0, 1]))
+
+
+def test_naive_forms_match_reference():
+    """The plain-torch forms in each op folder (naive.py) agree with the token-by-token reference."""
+    from evalkit.kernels.gated_rmsnorm.naive import naive_gated_rmsnorm
+    from evalkit.kernels.kda_decode.naive import naive_decode_step
+    from evalkit.kernels.short_conv.naive import naive_conv_sequence
+
+    x = kda_inputs(1, H, K, V)
+    S = torch.randn(H, K, V, dtype=torch.float64)
+    qn, kn = reference.l2norm(x.q[0]) * K**-0.5, reference.l2norm(x.k[0])
+    g, beta = reference.gate(x.g_raw, x.A_log, x.dt_bias)[0], torch.sigmoid(x.beta_raw[0].double())
+    S_n, o_n = naive_decode_step(S, qn, kn, x.v[0].double(), g, beta)
+    for h in range(H):
+        S_r, o_r = reference.step(S[h], qn[h], kn[h], x.v[0, h].double(), g[h], beta[h])
+        assert rel_err(S_n[h], S_r) < 1e-12 and rel_err(o_n[h], o_r) < 1e-12
+
+    C, W, L = 6, 4, 9
+    xs, w, prefix = torch.randn(L, C), torch.randn(C, W), torch.randn(C, W - 1)
+    y_n, new_prefix = naive_conv_sequence(xs, w, prefix)
+    pool = prefix[None].double().clone()
+    one = (torch.tensor([0]), random_cu_seqlens([L]), torch.tensor([True]))
+    y_r = reference.causal_conv1d_prefill(xs, w, pool, *one)
+    assert rel_err(y_n, y_r) < 1e-6 and torch.equal(new_prefix.double(), pool[0])
+
+    o, gt, nw = torch.randn(3, H, V), torch.randn(3, H, V), torch.randn(V)
+    assert rel_err(naive_gated_rmsnorm(o, gt, nw, 1e-5), reference.gated_rmsnorm(o, gt, nw, 1e-5)) < 1e-6
