@@ -35,6 +35,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
+
+def import_kernels_from_checkout() -> None:
+    """`kernels/` installs as `evalkit.kernels` (setup.py maps it); without an install, map it here."""
+    try:
+        import evalkit.kernels  # noqa: F401
+
+        return
+    except ImportError:
+        pass
+    import importlib.util
+
+    import evalkit
+
+    spec = importlib.util.spec_from_file_location(
+        "evalkit.kernels", ROOT / "kernels" / "__init__.py", submodule_search_locations=[str(ROOT / "kernels")]
+    )
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["evalkit.kernels"] = mod
+    spec.loader.exec_module(mod)
+    evalkit.kernels = mod
+
 H, K, V = 32, 128, 128
 DECODE_B = [1, 8, 32, 128, 512]
 PREFILL_T = [4096, 32768, 131072]
@@ -604,6 +625,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    import_kernels_from_checkout()
     b = Bench(out, args.budget_s, args.twin_launches)
     skip = set(filter(None, args.skip.split(",")))
     plan = [
