@@ -163,3 +163,17 @@ def test_cache_holds_every_slot_at_max_model_len(engine):
     prompts = [list(range(3, 63))] * 8  # 60 + 8 tokens: two 64-token blocks each
     eng.generate(prompts, SamplingParams(max_new_tokens=8, ignore_eos=True), use_tqdm=False)
     assert eng.stats["max_batch"] == 4
+
+
+def test_resolved_config_never_copies_a_loaded_model():
+    """A loaded model holds the weights: resolving the config must share it, not deep-copy it
+    (a deep copy doubled GPU memory and ran a 48B model out of memory on the H200)."""
+    from evalkit.engine.config import EngineConfig
+
+    class NoCopy:
+        def __deepcopy__(self, memo):
+            raise AssertionError("the loaded model was deep-copied")
+
+    model = NoCopy()
+    resolved = EngineConfig(model=model, state_dtype="fp16", device="cpu").resolved(4096)
+    assert resolved.model is model and resolved.state_dtype == "fp16"

@@ -8,7 +8,8 @@ on which other sequences share its batch, nor on `max_num_seqs`."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import copy
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -44,7 +45,10 @@ class EngineConfig:
 
     def resolved(self, max_position_embeddings: int) -> EngineConfig:
         """A copy with every device-dependent default filled in and the values checked."""
-        c = EngineConfig(**{k: v for k, v in asdict(self).items() if k != "model"})
+        # Shallow on purpose: `model` may be a loaded model holding the weights (asdict would
+        # deep-copy them: a second copy of a 98 GB model).
+        kept = {f.name: copy.copy(getattr(self, f.name)) for f in fields(self) if f.name != "model"}
+        c = EngineConfig(**kept)
         c.model = self.model
         if c.device is None:
             c.device = "cuda" if torch.cuda.is_available() else "cpu"
