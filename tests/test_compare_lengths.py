@@ -145,3 +145,18 @@ def test_ruler_style_lm_eval_files_become_length_rows(tmp_path):
     report = build_report(a, b)
     assert [r["length"] for r in report["rows"]] == [4096, 8192]
     assert sum(r["baseline_only"] + r["candidate_only"] for r in report["rows"]) > 0
+
+
+def test_plot_survives_saturated_rows(tmp_path):
+    """At 100% (or 0%) a Wilson limit equals the estimate up to rounding; the error bar must not
+    go negative (a saturated reference-model run crashed `--plot`)."""
+    from evalkit.compare.plot import render_plot
+
+    row = {"task": "passkey", "metric": "string_match_all", "length": 2048,
+           "acc_baseline": 1.0, "acc_candidate": 1.0,
+           "wilson_baseline": (0.7575, 1.0 - 1e-16), "wilson_candidate": (0.7575, 1.0 - 1e-16)}
+    report = {"rows": [row, {**row, "length": 8192}],
+              "baseline": {"label": "fp32"}, "candidate": {"label": "bf16"}}
+    out = tmp_path / "acc.png"
+    render_plot(report, out)
+    assert out.stat().st_size > 1000

@@ -27,8 +27,9 @@ def render_plot(report: dict[str, Any], path: str | Path) -> None:
         with_len = rows[0]["length"] is not None
         for i, (side, label, colour) in enumerate(arms):
             acc = [100 * r[f"acc_{side}"] for r in rows]
-            lo = [a - 100 * r[f"wilson_{side}"][0] for a, r in zip(acc, rows)]
-            hi = [100 * r[f"wilson_{side}"][1] - a for a, r in zip(acc, rows)]
+            # clamped: at 0% or 100% a Wilson limit equals the estimate up to rounding
+            lo = [max(a - 100 * r[f"wilson_{side}"][0], 0.0) for a, r in zip(acc, rows)]
+            hi = [max(100 * r[f"wilson_{side}"][1] - a, 0.0) for a, r in zip(acc, rows)]
             x = [r["length"] * (0.97 if i == 0 else 1.03) for r in rows] if with_len else [i]
             ax.errorbar(x, acc, yerr=[lo, hi], fmt="o-" if with_len else "o", color=colour, capsize=4,
                         label=label)
