@@ -20,7 +20,11 @@ except ImportError:  # pragma: no cover
 def _tiny(request: pytest.FixtureRequest, kind: str) -> Path:
     from evalkit.testing import build_tiny_checkpoint
 
-    root = Path(request.config.cache.mkdir("evalkit-tiny-checkpoints"))
+    cache = getattr(request.config, "cache", None)  # absent under `-p no:cacheprovider`
+    if cache is not None:
+        root = Path(cache.mkdir("evalkit-tiny-checkpoints"))
+    else:
+        root = request.getfixturevalue("tmp_path_factory").mktemp("evalkit-tiny-checkpoints")
     return build_tiny_checkpoint(root / kind, kind=kind)
 
 
