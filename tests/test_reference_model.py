@@ -184,18 +184,20 @@ def test_zeroing_the_state_after_the_needle_drops_passkey_to_chance(shipped):
 
 
 @needs_weights
-def test_default_suite_has_room_below_saturation():
-    """From the training run's fp32 evaluation: some suite task sits between 30% and 90% at a
-    suite length, so a state-precision effect has room to show."""
-    path = RESULTS / "quick_eval.json"
-    if not path.is_file():
-        pytest.skip(f"{path} not recorded yet")
-    cells = json.loads(path.read_text())["cells"]
-    acc = {(c["task"], c["length"]): c["accuracy"] for c in cells
-           if not c.get("control") and c.get("accuracy") is not None and c.get("n", 0) >= 10}
-    in_range = [(t, n) for t in rm.DEFAULT_SUITE.tasks for n in rm.DEFAULT_SUITE.lengths
-                if acc.get((t, n)) is not None and 0.3 <= acc[(t, n)] <= 0.9]
-    assert in_range, {k: v for k, v in acc.items() if k[0] in rm.DEFAULT_SUITE.tasks}
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 8 goal not met by the shipped model: its measured fp32 accuracies (H200 runs in "
+    "results/reference-model/runs/h200-fp32) are 100% (passkey), 92-100% (niah_single_1) or 0% "
+    "(niah_multikey_2, vt, kv_retrieval) at 2k/8k/32k; no cell sits in 30-90%. Strict: a model "
+    "that meets it makes this pass, and the marker must then go."))
+def test_measured_fp32_accuracy_has_room_below_saturation():
+    """From the committed fp32 runs of the shipped model: some task x length scores between 30%
+    and 90%, so a state-precision effect has room to show."""
+    summary = json.loads((RESULTS / "runs" / "h200-fp32" / "summary.json").read_text())
+    cells = {(task, length): cell["accuracy"]
+             for task, metrics in summary.items() for metric in metrics.values()
+             for length, cell in metric.items() if length != "all" and cell["n"] >= 10}
+    assert cells, "no measured cells"
+    assert any(0.3 <= acc <= 0.9 for acc in cells.values()), cells
 
 
 @needs_weights

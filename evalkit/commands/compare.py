@@ -23,6 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--intersection", action="store_true",
                         help="compare only the questions (and tasks) both runs have")
     parser.add_argument("--out", metavar="FILE", help="write the report to FILE instead of stdout")
+    parser.add_argument("--drift", metavar="DRIFT_RUN", action="append", default=[],
+                        help="append the summary of an `evalkit drift` run directory (repeatable)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -35,7 +37,19 @@ def main(args: argparse.Namespace) -> int:
     candidate = load_run(args.candidate)
     report = build_report(baseline, candidate, margin=args.margin, intersection=args.intersection,
                           allow_prompt_mismatch=args.allow_prompt_mismatch)
-    text = render_json(report) if args.format == "json" else render_markdown(report)
+    drift_runs = [_drift_run(path) for path in args.drift]
+    if args.format == "json":
+        if drift_runs:
+            from evalkit.drift.report import drift_brief
+
+            report = {**report, "drift": [drift_brief(path) for path in drift_runs]}
+        text = render_json(report)
+    else:
+        text = render_markdown(report)
+        if drift_runs:
+            from evalkit.drift.report import drift_markdown
+
+            text += "".join("\n" + drift_markdown(path, images=False) for path in drift_runs)
     if args.plot:
         render_plot(report, args.plot)
     if args.out:
@@ -47,3 +61,11 @@ def main(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _drift_run(path: str) -> Path:
+    from evalkit.drift.rundir import is_drift_run
+
+    if not is_drift_run(path):
+        raise InputError(f"{path} is not an `evalkit drift` run directory (no drift summary.json)")
+    return Path(path)
