@@ -20,11 +20,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from evalkit.errors import InputError
 from evalkit.tasks.base import DocRef, ScoredDoc, TaskRequest
 from evalkit.tasks.data import HUB_CONFIG, HUB_DATASET, GSM8KSource, locate_gsm8k
 from evalkit.tasks.tokenizer import TokenizerView
-
-from evalkit.errors import InputError
 
 FEWSHOT_SEED = 1234  # simple_evaluate's default fewshot_random_seed
 DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's default for HF and API models when the YAML sets none

@@ -36,6 +36,7 @@ def _tokenizer(name: str):
 
 def _dataset(task_name: str, **kwargs: Any):
     import datasets
+
     from evalkit.tasks.registry import get_task
 
     name = next((kwargs[k] for k in TOKENIZER_KEYS if isinstance(kwargs.get(k), str) and kwargs[k]), None)

@@ -8,9 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from evalkit.tasks.base import Task
-
 from evalkit.errors import InputError
+from evalkit.tasks.base import Task
 
 
 @dataclass(frozen=True)

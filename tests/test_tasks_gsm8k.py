@@ -10,6 +10,7 @@ import logging
 from pathlib import Path
 
 import pytest
+
 from evalkit.tasks.data import DataNotFoundError, locate_gsm8k
 from evalkit.tasks.gsm8k import GSM8KTask
 

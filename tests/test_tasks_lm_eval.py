@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 
 import pytest
+
 from evalkit.tasks import lm_eval_dir
 from evalkit.tasks.registry import get_task
 

@@ -9,10 +9,10 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from evalkit.tasks.long_context import generators as g
-from evalkit.tasks.registry import get_task
 
 from evalkit.errors import InputError
+from evalkit.tasks.long_context import generators as g
+from evalkit.tasks.registry import get_task
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "gsm8k"
 pytestmark = pytest.mark.skipif(not (DATA / "train.jsonl").is_file(), reason="shared GSM8K copy missing")

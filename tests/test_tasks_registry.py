@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import pytest
-from evalkit.tasks.registry import get_task, list_tasks, parse_lengths
 
 from evalkit.errors import InputError
+from evalkit.tasks.registry import get_task, list_tasks, parse_lengths
 
 EXPECTED = ["gsm8k", "gsm8k_cot", "gsm8k_manyshot", "gsm8k_longdecode", "passkey", "niah_single_1",
             "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2", "niah_multikey_3",

@@ -17,13 +17,12 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from evalkit.errors import InputError
 from evalkit.tasks.base import DocRef, ScoredDoc, TaskRequest
 from evalkit.tasks.long_context.fitting import Fit, LengthError, fit_units
 from evalkit.tasks.long_context.generators import EVAL_SEED_DEFAULT, Example, eval_rng
 from evalkit.tasks.long_context.scoring import found
 from evalkit.tasks.tokenizer import TokenizerView
-
-from evalkit.errors import InputError
 
 DEFAULT_LENGTHS = [4096, 16384, 32768, 65536, 131072]
 TOLERANCE = 0.02

@@ -12,13 +12,12 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from evalkit.errors import InputError
 from evalkit.tasks.base import DocRef, ScoredDoc, TaskRequest
 from evalkit.tasks.data import load_rows
 from evalkit.tasks.long_context.base import SizedTask, progress, render, resolve_seed
 from evalkit.tasks.long_context.generators import Example
 from evalkit.tasks.tokenizer import TokenizerView
-
-from evalkit.errors import InputError
 
 DEFAULT_K = [10, 25, 50]
 MAX_K = 200
