@@ -146,16 +146,15 @@ def test_task_options_reach_the_task_and_its_config_hash(tmp_path):
             parse_task_options(bad, ["gsm8k"])
 
 
-def test_no_model_and_no_server_without_the_reference_model_is_a_clear_error(monkeypatch, capsys):
-    import sys
-
+def test_no_model_and_no_server_without_the_reference_model_is_a_clear_error(monkeypatch, capsys, tmp_path):
     from evalkit.cli import main as cli
 
-    monkeypatch.setitem(sys.modules, "evalkit.reference_model", None)  # as if it did not exist
-    assert cli(["run", "--arm", "fp16", "--tasks", "gsm8k"]) == 2
+    # the reference model's files are not where evalkit looks (an empty copy location)
+    monkeypatch.setenv("EVALKIT_REFERENCE_MODEL", str(tmp_path / "no-model-here"))
+    assert cli(["run", "--arm", "fp16", "--tasks", "passkey", "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
-    assert "the embedded reference model is not available yet; pass --model PATH or --server URL" in err
-    assert "Traceback" not in err
+    assert err.startswith("evalkit run: error: the reference model is not in") and "--model PATH" in err
+    assert "Traceback" not in err and err.count("\n") == 1
 
 
 def test_a_local_run_refuses_a_free_arm_label(capsys):
