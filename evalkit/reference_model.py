@@ -106,7 +106,9 @@ class Suite:
 # prompt tokens plus short answers, sized for <= 3 minutes on 2 CPU cores (measured in README).
 BUILTIN_SUITE = Suite(tasks=("passkey", "niah_single_1", "kv_retrieval"), lengths=(2048, 8192), limit=8)
 SUITE_FILE = "suite.json"  # written by the training run from its own fp32 evaluation
-SUITE_TOKEN_BUDGET = 100_000  # prompt tokens: <= 3 minutes on 2 CPU cores
+# Prompt tokens that fit in <= 3 minutes on 2 CPU cores: the built-in suite (240k tokens) took
+# 117-124 s per arm there (README); 250k tokens at that rate is ~130 s, a quarter under the limit.
+SUITE_TOKEN_BUDGET = 250_000
 
 
 def load_suite(model_dir: Path | None = None) -> Suite:
