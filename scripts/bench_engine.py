@@ -51,42 +51,6 @@ FLOOR_DECODE_STEP_S = 0.022
 FLOOR_WAVE = 512
 ANCHOR_FLOOR_S = 30.0
 
-REAL_CONFIG = {
-    "model_type": "kimi_linear",
-    "architectures": ["KimiLinearForCausalLM"],
-    "vocab_size": 163840,
-    "hidden_size": 2304,
-    "num_hidden_layers": 27,
-    "intermediate_size": 9216,
-    "moe_intermediate_size": 1024,
-    "num_experts": 256,
-    "num_experts_per_token": 8,
-    "num_shared_experts": 1,
-    "moe_renormalize": True,
-    "routed_scaling_factor": 2.446,
-    "num_expert_group": 1,
-    "topk_group": 1,
-    "first_k_dense_replace": 1,
-    "rms_norm_eps": 1e-5,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 32,
-    "q_lora_rank": None,
-    "kv_lora_rank": 512,
-    "qk_nope_head_dim": 128,
-    "qk_rope_head_dim": 64,
-    "v_head_dim": 128,
-    "model_max_length": 1048576,
-    "bos_token_id": 163584,
-    "eos_token_id": 163586,
-    "pad_token_id": 163839,
-    "linear_attn_config": {
-        "full_attn_layers": [4, 8, 12, 16, 20, 24, 27],
-        "kda_layers": [i for i in range(1, 28) if i not in (4, 8, 12, 16, 20, 24, 27)],
-        "num_heads": 32,
-        "head_dim": 128,
-        "short_conv_kernel_size": 4,
-    },
-}
 TINY_CONFIG = {
     "model_type": "kimi_linear",
     "architectures": ["KimiLinearForCausalLM"],
@@ -188,9 +152,9 @@ def floor_s(n: int, mean_prompt: int, new_tokens: int) -> float:
 
 # --------------------------------------------------------------------------------- parts
 def build_model(args, dev):
-    from evalkit.model import LoadedModel, parse_config, random_model
+    from evalkit.model import LoadedModel, kimi_linear_48b_config, parse_config, random_model
 
-    raw = REAL_CONFIG if args.arch == "real" else TINY_CONFIG
+    raw = kimi_linear_48b_config() if args.arch == "real" else TINY_CONFIG
     arch = parse_config(raw)
     dtype = torch.bfloat16 if cuda(dev) else torch.float32
     t = time.perf_counter()

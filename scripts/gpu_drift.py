@@ -79,14 +79,13 @@ def bootstrap_evalkit() -> None:
 
 
 def kimi_48b_raw(num_layers: int = 27, smoke: bool = False) -> dict:
-    """config.json of Kimi-Linear-48B-A3B (kimi-linear.md §1), optionally cut to its first layers
-    (the MLA layers stay where they are: 1-indexed 4, 8, ..., 24 and the last). `smoke` shrinks
-    every width (a CPU check of this script, not a measurement)."""
-    full = [i for i in (4, 8, 12, 16, 20, 24) if i <= num_layers] + ([27] if num_layers == 27 else [])
-    if not full:
-        full = [num_layers]  # keep one MLA layer so the hybrid path runs
-    kda = [i for i in range(1, num_layers + 1) if i not in full]
+    """Kimi-Linear-48B-A3B's config cut to its first layers (`kimi_linear_48b_config`); `smoke`
+    shrinks every width, keeping the layer pattern (a CPU check of this script, not a measurement)."""
+    from evalkit.model import kimi_linear_48b_config
+
+    real = kimi_linear_48b_config(num_layers)
     if smoke:
+        layers = real["linear_attn_config"]
         return {
             "model_type": "kimi_linear",
             "vocab_size": 512,
@@ -102,47 +101,14 @@ def kimi_48b_raw(num_layers: int = 27, smoke: bool = False) -> dict:
             "qk_rope_head_dim": 16,
             "v_head_dim": 16,
             "linear_attn_config": {
-                "full_attn_layers": full,
-                "kda_layers": kda,
+                "full_attn_layers": layers["full_attn_layers"],
+                "kda_layers": layers["kda_layers"],
                 "num_heads": 2,
                 "head_dim": 32,
                 "short_conv_kernel_size": 4,
             },
         }
-    return {
-        "model_type": "kimi_linear",
-        "architectures": ["KimiLinearForCausalLM"],
-        "vocab_size": 163840,
-        "hidden_size": 2304,
-        "num_hidden_layers": num_layers,
-        "intermediate_size": 9216,
-        "moe_intermediate_size": 1024,
-        "num_experts": 256,
-        "num_experts_per_token": 8,
-        "num_shared_experts": 1,
-        "moe_renormalize": True,
-        "routed_scaling_factor": 2.446,
-        "num_expert_group": 1,
-        "topk_group": 1,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 32,
-        "q_lora_rank": None,
-        "kv_lora_rank": 512,
-        "qk_nope_head_dim": 128,
-        "qk_rope_head_dim": 64,
-        "v_head_dim": 128,
-        "rms_norm_eps": 1e-5,
-        "first_k_dense_replace": 1,
-        "model_max_length": 1048576,
-        "tie_word_embeddings": False,
-        "linear_attn_config": {
-            "full_attn_layers": full,
-            "kda_layers": kda,
-            "num_heads": 32,
-            "head_dim": 128,
-            "short_conv_kernel_size": 4,
-        },
-    }
+    return real
 
 
 def random_48b(args, num_layers: int, seed: int = 0):

@@ -10,7 +10,7 @@ from .batch import ForwardBatch
 from .config import KimiArch, UnsupportedModelError, parse_config
 from .kimi import KimiLinearLM
 from .loader import LoadedModel, default_dtype, load_model
-from .random_init import random_model
+from .random_init import kimi_linear_48b_config, random_model
 
 __all__ = [
     "ForwardBatch",
@@ -21,5 +21,6 @@ __all__ = [
     "default_dtype",
     "load_model",
     "parse_config",
+    "kimi_linear_48b_config",
     "random_model",
 ]

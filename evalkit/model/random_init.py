@@ -11,6 +11,52 @@ import torch
 from .config import KimiArch
 from .kimi import KimiLinearLM
 
+_MLA_LAYERS_48B = (4, 8, 12, 16, 20, 24, 27)  # 1-indexed, as the checkpoint's linear_attn_config lists them
+
+
+def kimi_linear_48b_config(num_layers: int = 27) -> dict:
+    """config.json of Kimi-Linear-48B-A3B (../shared/reference/kimi-linear.md §1), optionally cut to
+    its first `num_layers` layers: the MLA layers stay where they are (4, 8, ..., 24, and 27 only when
+    all 27 are kept); a cut with no MLA layer keeps its last layer as MLA so the hybrid path runs."""
+    full = [i for i in _MLA_LAYERS_48B if i <= num_layers and (i != 27 or num_layers == 27)] or [num_layers]
+    return {
+        "model_type": "kimi_linear",
+        "architectures": ["KimiLinearForCausalLM"],
+        "vocab_size": 163840,
+        "hidden_size": 2304,
+        "num_hidden_layers": num_layers,
+        "intermediate_size": 9216,
+        "moe_intermediate_size": 1024,
+        "num_experts": 256,
+        "num_experts_per_token": 8,
+        "num_shared_experts": 1,
+        "moe_renormalize": True,
+        "routed_scaling_factor": 2.446,
+        "num_expert_group": 1,
+        "topk_group": 1,
+        "first_k_dense_replace": 1,
+        "rms_norm_eps": 1e-5,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "q_lora_rank": None,
+        "kv_lora_rank": 512,
+        "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 128,
+        "model_max_length": 1048576,
+        "tie_word_embeddings": False,
+        "bos_token_id": 163584,
+        "eos_token_id": 163586,
+        "pad_token_id": 163839,
+        "linear_attn_config": {
+            "full_attn_layers": full,
+            "kda_layers": [i for i in range(1, num_layers + 1) if i not in full],
+            "num_heads": 32,
+            "head_dim": 128,
+            "short_conv_kernel_size": 4,
+        },
+    }
+
 
 @torch.no_grad()
 def random_model(
