@@ -12,11 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.errors import EvalkitError, InputError
+from evalkit.errors import InputError
 
 STATE_DTYPES = ("fp32", "fp16", "bf16")
-NO_REFERENCE_MODEL = ("the embedded reference model is not available yet; "
-                      "pass --model PATH or --server URL")
 
 
 @dataclass
@@ -31,18 +29,11 @@ class Setup:
 
 
 def default_model() -> tuple[str, Any]:
-    """The embedded reference model's path and its default suite (tasks, lengths, limit, seed)."""
-    try:
-        from evalkit import reference_model
-    except ImportError as exc:
-        raise EvalkitError(NO_REFERENCE_MODEL) from exc
-    try:
-        path = reference_model.default_model_path()
-    except EvalkitError:
-        raise  # its own message says what is missing and how to get it
-    except (FileNotFoundError, NotImplementedError) as exc:
-        raise EvalkitError(NO_REFERENCE_MODEL) from exc
-    return str(path), getattr(reference_model, "DEFAULT_SUITE", None)
+    """The embedded reference model's path and its default suite (tasks, lengths, limit, seed).
+    A missing model raises `ReferenceModelMissing`, whose message says what to do."""
+    from evalkit import reference_model
+
+    return str(reference_model.default_model_path()), reference_model.load_suite()
 
 
 def load_tokenizer(name_or_path: str | None) -> Any:
