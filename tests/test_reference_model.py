@@ -5,33 +5,22 @@ after the needle."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers.train_script import load_script
 
 from evalkit import reference_model as rm
 from evalkit.errors import EvalkitError
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "scripts" / "train_reference_model.py"
 RESULTS = REPO / "results" / "reference-model"
 WEIGHTS_ABSENT = (f"the trained reference model is not installed in {rm.ASSET_DIR} yet (it comes from the "
                   "lead's GPU run of scripts/train_reference_model.py, then --install-from)")
 needs_weights = pytest.mark.skipif(not rm.has_reference_model(), reason=WEIGHTS_ABSENT)
-
-
-def load_script():
-    if "train_reference_model" in sys.modules:
-        return sys.modules["train_reference_model"]
-    spec = importlib.util.spec_from_file_location("train_reference_model", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["train_reference_model"] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def fake_checkpoint(path: Path, weights_bytes: int = 8192, model_type: str = "kimi_linear") -> Path:

@@ -8,7 +8,6 @@ arithmetic, transformers' full forward)."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import math
 import random
@@ -18,19 +17,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.train_script import SCRIPT, load_script
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "scripts" / "train_reference_model.py"
-
-
-def load_script():
-    if "train_reference_model" in sys.modules:
-        return sys.modules["train_reference_model"]
-    spec = importlib.util.spec_from_file_location("train_reference_model", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["train_reference_model"] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")
