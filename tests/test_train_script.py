@@ -119,6 +119,53 @@ def test_recipe_loss_curve_eval_and_card_are_recorded(tiny_run):
     assert "pure-KDA" in card and "reset_after_needle" in card
 
 
+def test_curriculum_clock_starts_after_the_kernel_warm_up_and_no_stage_is_skipped(trm, tiny_run):
+    recipe = json.loads((tiny_run / "recipe.json").read_text())
+    s = trm.Settings.tiny_preset(tiny=True)
+    warm = recipe["kernel_warmup"]
+    assert [tuple(x) for x in warm["shapes"]] == [(s.tokens_per_step // L, L) for L in s.stages]
+    stages = recipe["stages"]
+    assert [st["stage"] for st in stages] == list(range(len(s.stages)))
+    assert stages[0]["start_s"] >= warm["ended_at_s"]
+    assert all(st["end_step"] > st["start_step"] for st in stages)
+
+
+def test_warm_up_helpers_start_at_different_autotune_configs(trm, monkeypatch):
+    """Each helper rank benchmarks (so compiles) the same configs from its own offset."""
+    import triton
+    from triton.runtime import autotuner
+
+    original = autotuner.Autotuner.prune_configs
+
+    @triton.jit
+    def kernel(x_ptr, BLOCK: triton.language.constexpr):
+        pass
+
+    configs = [triton.Config({"BLOCK": b}) for b in (16, 32, 64, 128, 256, 512)]
+    tuner = triton.autotune(configs=configs, key=[])(kernel)
+    firsts = []
+    for rank in range(3):
+        monkeypatch.setattr(autotuner.Autotuner, "prune_configs", original)  # restored after the test
+        trm.rotate_autotune_configs(rank, 3)
+        order = [c.kwargs["BLOCK"] for c in tuner.prune_configs({})]
+        assert sorted(order) == [16, 32, 64, 128, 256, 512]  # the same configs, rotated
+        firsts.append(order[0])
+    assert firsts == [16, 64, 256]
+
+
+def test_a_warm_up_helper_runs_the_training_and_evaluation_shapes(trm):
+    """The helper's own entry point, on the CPU at toy sizes (on a GPU it compiles the kernels)."""
+    s = trm.Settings.tiny_preset(tiny=True)
+    spec = {"vocab": 256, "stages": list(s.stages), "device": "cpu"}
+    spec.update({k: getattr(s, k) for k in trm.WARM_FIELDS})
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), trm.WARM_WORKER_FLAG, "1/3", json.dumps(spec)],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "training shapes compiled" in proc.stdout and "evaluation path compiled" in proc.stdout
+
+
 def test_bundle_holds_the_checkpoint_and_records_in_one_file(trm, tiny_run, tmp_path):
     import tarfile
 
