@@ -172,21 +172,51 @@ def test_zeroing_the_state_after_the_needle_drops_passkey_to_chance(shipped):
     assert acc <= 0.1, responses  # chance for a 5-digit key is ~1e-5
 
 
+def _fp32_cells() -> dict[tuple[str, int], tuple[float, int]]:
+    """(task, length) -> (accuracy, n) over every committed H200 fp32 run of the reference model."""
+    cells = {}
+    for run in sorted((RESULTS / "runs").glob("h200-fp32*")):
+        summary = json.loads((run / "summary.json").read_text())
+        for task, metrics in summary.items():
+            for metric in metrics.values():
+                for length, cell in metric.items():
+                    if length != "all" and cell["n"] >= cells.get((task, int(length)), (0, 0))[1]:
+                        cells[(task, int(length))] = (cell["accuracy"], cell["n"])
+    return cells
+
+
 @needs_weights
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 8 goal not met by the shipped model: its measured fp32 accuracies (H200 runs in "
-    "results/reference-model/runs/h200-fp32) are 100% (passkey), 92-100% (niah_single_1) or 0% "
-    "(niah_multikey_2, vt, kv_retrieval) at 2k/8k/32k; no cell sits in 30-90%. Strict: a model "
-    "that meets it makes this pass, and the marker must then go."))
+def test_committed_h200_runs_are_of_the_shipped_model(shipped):
+    """The measured accuracies belong to these weights (the H200 runs predate the weights
+    fingerprint in the manifest): decoded here on the CPU by transformers, the shipped model gives
+    the committed fp32 run's WRONG answers, which are specific to one set of weights. The H200 ran
+    bf16 projections, so near-ties may flip a late digit: a shared 4-digit prefix counts."""
+    from evalkit.tasks.registry import get_task
+
+    trm, tok, _, dec = shipped
+    stop = {tok.eos_token_id, tok.convert_tokens_to_ids(trm.IM_END)}
+    committed = {}
+    for line in open(RESULTS / "runs" / "h200-fp32" / "samples.jsonl"):
+        r = json.loads(line)
+        committed[(r["task"], r["length"], r["doc_id"])] = r
+    pairs = []
+    for name in ("niah_multikey_2", "kv_retrieval"):  # tasks the model gets wrong
+        for doc, req in enumerate(get_task(name).requests(tokenizer=tok, lengths=[2048], limit=6)):
+            theirs = committed[(name, 2048, doc)]
+            assert not any(theirs["correct"].values())
+            pairs.append((trm.answer_of(tok, dec, req, stop).strip(), theirs["response"].strip()))
+    agree = sum(a[:4] == b[:4] and len(a) >= 4 for a, b in pairs)
+    assert agree >= 8, pairs  # measured 11/12; the previous model's wrong answers share none
+
+
+@needs_weights
 def test_measured_fp32_accuracy_has_room_below_saturation():
     """From the committed fp32 runs of the shipped model: some task x length scores between 30%
-    and 90%, so a state-precision effect has room to show."""
-    summary = json.loads((RESULTS / "runs" / "h200-fp32" / "summary.json").read_text())
-    cells = {(task, length): cell["accuracy"]
-             for task, metrics in summary.items() for metric in metrics.values()
-             for length, cell in metric.items() if length != "all" and cell["n"] >= 10}
-    assert cells, "no measured cells"
-    assert any(0.3 <= acc <= 0.9 for acc in cells.values()), cells
+    and 90% on >= 50 questions, so a state-precision effect has room to show (issue 8)."""
+    cells = _fp32_cells()
+    assert len(cells) >= 30, cells  # ten tasks x 2k/8k/32k, plus the long cells
+    in_band = {k: v for k, v in cells.items() if 0.3 <= v[0] <= 0.9 and v[1] >= 50}
+    assert in_band, cells
 
 
 @needs_weights

@@ -5,6 +5,7 @@ import json
 import threading
 
 import pytest
+import torch
 
 from evalkit import stats as st
 from evalkit.errors import InputError, MismatchError
@@ -149,6 +150,35 @@ def test_resume_refuses_a_different_identity_naming_the_field(tmp_path, override
     RunWriter.open(out, manifest()).close()
     with pytest.raises(MismatchError, match=rf"{field.replace('.', '[.]')} is .* there but .* now"):
         RunWriter.open(out, manifest(**override))
+
+
+def test_resume_refuses_other_weights_of_the_same_config(tmp_path):
+    """A retrained checkpoint keeps its config hash; the weights fingerprint tells it apart."""
+    out = tmp_path / "r"
+    RunWriter.open(out, manifest(model__weights_fingerprint="a" * 64)).close()
+    with pytest.raises(MismatchError, match=r"model[.]weights_fingerprint is .* there but .* now"):
+        RunWriter.open(out, manifest(model__weights_fingerprint="b" * 64))
+
+
+def test_a_run_written_before_weights_were_fingerprinted_still_resumes(tmp_path):
+    out = tmp_path / "r"
+    RunWriter.open(out, manifest()).close()
+    RunWriter.open(out, manifest(model__weights_fingerprint="a" * 64)).close()
+
+
+def test_weights_fingerprint_tells_same_size_checkpoints_apart(tmp_path):
+    from safetensors.torch import save_file
+
+    from evalkit.model.checkpoint import weights_fingerprint
+
+    prints = []
+    for seed in (0, 0, 1):
+        d = tmp_path / f"ckpt{len(prints)}"
+        d.mkdir()
+        g = torch.Generator().manual_seed(seed)
+        save_file({"w": torch.randn(300, 1000, generator=g)}, str(d / "model.safetensors"))
+        prints.append(weights_fingerprint(d))
+    assert prints[0] == prints[1] != prints[2]
 
 
 def test_provenance_changes_do_not_block_resume(tmp_path):

@@ -390,12 +390,25 @@ class LLMEngine:
             torch.cuda.empty_cache()
 
     # -- manifest ------------------------------------------------------------------------------
+    def _weights_fingerprint(self) -> str | None:
+        """Of the checkpoint on disk; None for a model built in memory (benchmarks, tests)."""
+        from evalkit.model.checkpoint import weights_fingerprint
+
+        try:
+            return weights_fingerprint(Path(self.loaded.path))
+        except Exception:  # noqa: BLE001 - no directory or no safetensors files
+            return None
+
     def describe(self) -> dict[str, Any]:
         c = self.config
         dev = self.model.device
         return {
             "engine": "evalkit-local",
-            "model": {"path": str(self.loaded.path), "config_hash": self.arch.config_hash},
+            "model": {
+                "path": str(self.loaded.path),
+                "config_hash": self.arch.config_hash,
+                "weights_fingerprint": self._weights_fingerprint(),
+            },
             "state_dtype": c.state_dtype,
             "intra_chunk_dtype": c.intra_chunk_dtype,
             "kernel_build": kernel_build(dev),

@@ -75,6 +75,24 @@ def safetensors_files(path: Path) -> list[Path]:
     return files
 
 
+def weights_fingerprint(path: Path, block: int = 1 << 16, samples: int = 16) -> str:
+    """A cheap fingerprint of a checkpoint's weights: sha256 over each shard's name, size and
+    `samples` blocks spread over the file (first and last included), so two checkpoints of the
+    same config (e.g. a retrained model) are told apart in a run's identity without reading a
+    100 GB model. Not a full hash: a change confined to unsampled bytes goes unnoticed."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in safetensors_files(path):
+        size = f.stat().st_size
+        h.update(f"{f.name}:{size};".encode())
+        with open(f, "rb") as fh:
+            for i in range(samples):
+                fh.seek(max(0, (size - block) * i // max(samples - 1, 1)))
+                h.update(fh.read(block))
+    return h.hexdigest()
+
+
 class TensorSource:
     """Memory-mapped access to every tensor of a checkpoint by name (tensors are read on `get`)."""
 

@@ -100,11 +100,17 @@ def _get(manifest: dict[str, Any], dotted: str) -> Any:
     return cur
 
 
+# recorded since a later version (or only by some backends): a run directory written before it
+# still resumes, but two values that differ are refused like any other identity field
+_CHECKED_WHEN_BOTH_HAVE_IT = ("model.weights_fingerprint",)
+
+
 def identity_fields(manifest: dict[str, Any]) -> dict[str, Any]:
     """The fields that define what a run measures, flattened to dotted names."""
     out: dict[str, Any] = {}
     for name in ("model.path", "model.config_hash", "backend.name", "seeds", "lengths"):
         out[name] = _get(manifest, name)
+    out["model.weights_fingerprint"] = _get(manifest, "model.weights_fingerprint")
     arm = manifest.get("arm") or {}
     if isinstance(arm, dict):
         for key in sorted(arm):
@@ -127,6 +133,8 @@ def first_identity_difference(on_disk: dict[str, Any], new: dict[str, Any]) -> t
     a, b = identity_fields(on_disk), identity_fields(new)
     for name in list(a) + [k for k in b if k not in a]:
         va, vb = a.get(name, _MISSING), b.get(name, _MISSING)
+        if name in _CHECKED_WHEN_BOTH_HAVE_IT and (va is _MISSING or vb is _MISSING):
+            continue
         if va != vb:
             show = lambda v: "absent" if v is _MISSING else repr(v)
             return name, show(va), show(vb)
