@@ -21,7 +21,7 @@ What it does, in one bounded run (`--minutes` is the wall budget of the WHOLE sc
      plus a state-reset control, and writes a model card.
 
 GPU (H200, transformers 5.17 + fla-core 0.6.0):
-    python scripts/train_reference_model.py --out /tmp/refmodel --bundle $OUT/refmodel.tar.gz --minutes 8.5
+    python scripts/train_reference_model.py --out /tmp/refmodel --bundle $OUT/refmodel.tar.gz --minutes 9.25
 CPU smoke test (torch fallback, toy sizes, < 1 min):
     python scripts/train_reference_model.py --out /tmp/refmodel --device cpu --tiny --minutes 0.3
 Install a finished run into the package and the results folder:
