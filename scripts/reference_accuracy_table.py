@@ -50,7 +50,8 @@ def table(runs: Path) -> str:
             n_docs = max(v[1] for v in vals if v)
             row.append(("/".join(pcts) if len(set(pcts)) > 1 else pcts[0]) + f" (n={n_docs})")
         rows.append("| " + " | ".join(row) + " |")
-    return "\n".join(rows) + "\n\nCells: accuracy % of fp32 (one figure when all three arms agree, else fp32/fp16/bf16).\n"
+    legend = "Cells: accuracy % (one figure when all three arms agree, else fp32/fp16/bf16)."
+    return "\n".join(rows) + "\n\n" + legend + "\n"
 
 
 if __name__ == "__main__":

@@ -125,11 +125,17 @@ def run_evaluation(spec: RunSpec, backend: Backend, tokenizer: Any, *, progress:
     manifest["limit"] = spec.limit
     manifest["apply_chat_template"] = spec.apply_chat_template
 
+    from evalkit.tasks.long_context import base as long_context_base
+
     requests_by_task = {}
-    for t in tasks:
-        requests_by_task[t.name] = t.requests(
-            tokenizer=tokenizer, lengths=lengths[t.name], limit=spec.limit, seed=spec.seed,
-            data_dir=spec.data_dir, apply_chat_template=spec.apply_chat_template)
+    shown, long_context_base.SHOW_PROGRESS = long_context_base.SHOW_PROGRESS, progress
+    try:
+        for t in tasks:
+            requests_by_task[t.name] = t.requests(
+                tokenizer=tokenizer, lengths=lengths[t.name], limit=spec.limit, seed=spec.seed,
+                data_dir=spec.data_dir, apply_chat_template=spec.apply_chat_template)
+    finally:
+        long_context_base.SHOW_PROGRESS = shown
 
     writer = RunWriter.open(spec.out_dir, manifest, resume=True)
     plan: Plan = build_plan(tasks, requests_by_task, set(writer.done_keys))

@@ -52,10 +52,15 @@ def render(ex: Example, view: TokenizerView | None, chat: bool) -> str | list[di
     return view.render_chat(messages, add_generation_prompt=add_gen)
 
 
+SHOW_PROGRESS = True  # `evalkit run --no-progress` turns the document-building bars off too
+
+
 def progress(total: int, desc: str):
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit="doc", leave=False, dynamic_ncols=True)
+    return tqdm(
+        total=total, desc=desc, unit="doc", leave=False, dynamic_ncols=True, disable=not SHOW_PROGRESS
+    )
 
 
 def resolve_seed(seed: int | None) -> int:
