@@ -162,3 +162,24 @@ def test_a_local_run_refuses_a_free_arm_label(capsys):
 
     assert cli(["run", "--model", "x", "--arm", "vllm-fp16"]) == 2
     assert "a local run's arm is the state dtype" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("progress", [False, True])
+def test_no_progress_also_silences_the_document_building_bars(tmp_path, progress):
+    """Long-context tasks show a bar while they build documents; progress=False turns it off
+    (it filled run logs written to files) and the switch is restored afterwards."""
+    from evalkit.tasks.long_context import base
+
+    seen = []
+
+    class BuildingTask(ScriptedTask):
+        def requests(self, **kw):
+            seen.append(base.SHOW_PROGRESS)
+            bar = base.progress(1, "building")
+            seen.append(bar.disable)
+            bar.close()
+            return super().requests(**kw)
+
+    run_evaluation(_spec(tmp_path, BuildingTask()), ScriptedBackend(), None, progress=progress)
+    assert seen == [progress, not progress]
+    assert base.SHOW_PROGRESS is True
