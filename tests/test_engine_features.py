@@ -128,6 +128,9 @@ def test_health_helpers():
 def test_describe_for_the_manifest(engine, tiny_hybrid_ckpt):
     d = engine.describe()
     assert d["model"]["path"] == str(tiny_hybrid_ckpt) and len(d["model"]["config_hash"]) == 64
+    from evalkit.model.checkpoint import weights_fingerprint
+
+    assert d["model"]["weights_fingerprint"] == weights_fingerprint(tiny_hybrid_ckpt)
     assert d["state_dtype"] == "fp32" and d["intra_chunk_dtype"] is None
     assert d["kernel_build"] and d["device"] == "cpu" and d["batch_invariant"] is True
     fp16 = LLMEngine(engine.loaded, device="cpu", state_dtype="fp16", intra_chunk_dtype="bf16")

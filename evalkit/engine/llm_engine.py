@@ -11,6 +11,7 @@ prefill step, or minus the batch size of a decode step); `partial_token_ids(rid)
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import time
@@ -390,8 +391,10 @@ class LLMEngine:
             torch.cuda.empty_cache()
 
     # -- manifest ------------------------------------------------------------------------------
+    @functools.cached_property
     def _weights_fingerprint(self) -> str | None:
-        """Of the checkpoint on disk; None for a model built in memory (benchmarks, tests)."""
+        """Of the checkpoint on disk, read once per engine (describe() is called more than once per
+        run); None for a model built in memory (benchmarks, tests)."""
         from evalkit.model.checkpoint import weights_fingerprint
 
         try:
@@ -407,7 +410,7 @@ class LLMEngine:
             "model": {
                 "path": str(self.loaded.path),
                 "config_hash": self.arch.config_hash,
-                "weights_fingerprint": self._weights_fingerprint(),
+                "weights_fingerprint": self._weights_fingerprint,
             },
             "state_dtype": c.state_dtype,
             "intra_chunk_dtype": c.intra_chunk_dtype,
