@@ -630,6 +630,15 @@ def stage_shapes(s: Settings) -> list[tuple[int, int]]:
     return [(max(1, s.tokens_per_step // L), L) for L in dict.fromkeys(s.stages)]
 
 
+def training_autocast(device):
+    """bf16 autocast on a GPU (as the training steps run), none on the CPU."""
+    import torch
+
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return torch.autocast("cpu", enabled=False)
+
+
 def warm_kernels(model, s: Settings, vocab: int, device, autocast) -> None:
     """One forward+backward per stage shape on random ids; gradients are discarded."""
     import torch
@@ -694,11 +703,7 @@ def warm_worker_main(rank_of: str, spec_json: str) -> int:
     device = torch.device(spec.pop("device", "cuda"))
     s = Settings(stages=tuple(spec.pop("stages")), **spec)
     model = KimiLinearForCausalLM(model_config(s, vocab)).to(device)
-    autocast = (
-        torch.autocast("cuda", dtype=torch.bfloat16)
-        if device.type == "cuda"
-        else torch.autocast("cpu", enabled=False)
-    )
+    autocast = training_autocast(device)
     t = time.time()
     warm_kernels(model, s, vocab, device, autocast)
     print(f"helper {rank}/{n}: training shapes compiled in {time.time() - t:.1f}s", flush=True)
@@ -1124,11 +1129,7 @@ def train(s: Settings, out: Path, args: argparse.Namespace) -> None:
         **opt_kw,
     )
 
-    autocast = (
-        torch.autocast("cuda", dtype=torch.bfloat16)
-        if device.type == "cuda"
-        else torch.autocast("cpu", enabled=False)
-    )
+    autocast = training_autocast(device)
     t_warm = time.time()
     try:
         warm_kernels(model, s, cfg_vocab, device, autocast)
