@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.train_script import load_script
+from helpers.scripts import load_script
 
 from evalkit import reference_model as rm
 from evalkit.errors import EvalkitError
@@ -172,19 +172,6 @@ def test_zeroing_the_state_after_the_needle_drops_passkey_to_chance(shipped):
     assert acc <= 0.1, responses  # chance for a 5-digit key is ~1e-5
 
 
-def _fp32_cells() -> dict[tuple[str, int], tuple[float, int]]:
-    """(task, length) -> (accuracy, n) over every committed H200 fp32 run of the reference model."""
-    cells = {}
-    for run in sorted((RESULTS / "runs").glob("h200-fp32*")):
-        summary = json.loads((run / "summary.json").read_text())
-        for task, metrics in summary.items():
-            for metric in metrics.values():
-                for length, cell in metric.items():
-                    if length != "all" and cell["n"] >= cells.get((task, int(length)), (0, 0))[1]:
-                        cells[(task, int(length))] = (cell["accuracy"], cell["n"])
-    return cells
-
-
 @needs_weights
 def test_committed_h200_runs_are_of_the_shipped_model(shipped):
     """The measured accuracies belong to these weights (the H200 runs predate the weights
@@ -213,7 +200,9 @@ def test_committed_h200_runs_are_of_the_shipped_model(shipped):
 def test_measured_fp32_accuracy_has_room_below_saturation():
     """From the committed fp32 runs of the shipped model: some task x length scores between 30%
     and 90% on >= 50 questions, so a state-precision effect has room to show (issue 8)."""
-    cells = _fp32_cells()
+    table = load_script("reference_accuracy_table")  # the model card's table reads the same cells
+    cells = {(t, n): (c / m, m) for (t, n, arm), (c, m) in table.cells(RESULTS / "runs").items()
+             if arm == "fp32"}
     assert len(cells) >= 30, cells  # ten tasks x 2k/8k/32k, plus the long cells
     in_band = {k: v for k, v in cells.items() if 0.3 <= v[0] <= 0.9 and v[1] >= 50}
     assert in_band, cells

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.train_script import SCRIPT, load_script
+from helpers.scripts import SCRIPT, load_script
 
 REPO = Path(__file__).resolve().parents[1]
 

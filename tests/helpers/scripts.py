@@ -1,5 +1,5 @@
-"""`scripts/train_reference_model.py` imported as a module (once per test session), for the tests
-of the script and of the model it produced."""
+"""Scripts under `scripts/` imported as modules (once per test session), for the tests of the
+scripts and of what they produced."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "train_reference_model.py"
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+SCRIPT = SCRIPTS / "train_reference_model.py"
 
 
-def load_script() -> ModuleType:
-    if "train_reference_model" in sys.modules:
-        return sys.modules["train_reference_model"]
-    spec = importlib.util.spec_from_file_location("train_reference_model", SCRIPT)
+def load_script(name: str = "train_reference_model") -> ModuleType:
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
-    sys.modules["train_reference_model"] = mod
+    sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
