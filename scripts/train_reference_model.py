@@ -677,9 +677,8 @@ def start_warm_helpers(s: Settings, vocab: int, n: int, log_dir: Path) -> list[A
     return procs
 
 
-def stop_warm_helpers(procs: list[Any]) -> int:
-    """Stop the helpers (they may still be benchmarking); returns how many had finished."""
-    done = sum(p.poll() == 0 for p in procs)
+def stop_warm_helpers(procs: list[Any]) -> None:
+    """Stop the helpers (they may still be benchmarking)."""
     for p in procs:
         if p.poll() is None:
             p.terminate()
@@ -688,7 +687,6 @@ def stop_warm_helpers(procs: list[Any]) -> int:
             p.wait(timeout=10)
         except Exception:  # noqa: BLE001
             p.kill()
-    return done
 
 
 def warm_worker_main(rank_of: str, spec_json: str) -> int:
