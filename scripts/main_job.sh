@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The README's main job (evalkit run --arm fp16, --arm fp32, compare) with wall times, its output
+# kept under OUT_DIR (default results/main-job-cpu): run directories, console output, timings.
+# Usage: bash scripts/main_job.sh [OUT_DIR]   (from the repository root, evalkit installed)
+set -eu
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+OUT_DIR=$(realpath -m "${1:-results/main-job-cpu}")
+rm -rf "$OUT_DIR" && mkdir -p "$OUT_DIR"
+cd "$OUT_DIR"
+for arm in fp16 fp32; do
+  start=$(date +%s.%N)
+  evalkit run --arm "$arm" --no-progress > "run-$arm.txt"
+  printf 'evalkit run --arm %s: %.1f s wall\n' "$arm" "$(echo "$(date +%s.%N) - $start" | bc)" >> timings.txt
+done
+evalkit compare runs/reference-fp32 runs/reference-fp16 > compare.md
+{ echo "machine: $(nproc) CPU cores, $(python3 -c 'import platform; print(platform.processor() or platform.machine())')"
+  echo "evalkit commit: $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)"; } >> timings.txt
+cat timings.txt
