@@ -55,8 +55,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"evalkit {command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print(f"evalkit {command}: interrupted; completed samples are on disk, re-run to resume",
-              file=sys.stderr)
+        print(
+            f"evalkit {command}: interrupted; completed samples are on disk, re-run to resume",
+            file=sys.stderr,
+        )
         return 130
 
 

@@ -49,12 +49,15 @@ def import_kernels_from_checkout() -> None:
     import evalkit
 
     spec = importlib.util.spec_from_file_location(
-        "evalkit.kernels", ROOT / "kernels" / "__init__.py", submodule_search_locations=[str(ROOT / "kernels")]
+        "evalkit.kernels",
+        ROOT / "kernels" / "__init__.py",
+        submodule_search_locations=[str(ROOT / "kernels")],
     )
     mod = importlib.util.module_from_spec(spec)
     sys.modules["evalkit.kernels"] = mod
     spec.loader.exec_module(mod)
     evalkit.kernels = mod
+
 
 H, K, V = 32, 128, 128
 DECODE_B = [1, 8, 32, 128, 512]
@@ -270,14 +273,18 @@ def sec_correctness() -> dict:
         o_ref = reference.kda_prefill(*xc.args(), pool_ref, slots.cpu(), cu.cpu(), init.cpu(),
                                       intra_chunk_dtype=intra)  # fmt: skip
         key = f"prefill_{name}" + ("_bf16_chunk_states" if intra is not None else "")
-        out[key] = {"out_rel_err": rel_err(o, o_ref),
-                    "pool_rel_err": rel_err(pool.cpu()[slots.long().cpu()], pool_ref[slots.long().cpu()])}
+        out[key] = {
+            "out_rel_err": rel_err(o, o_ref),
+            "pool_rel_err": rel_err(pool.cpu()[slots.long().cpu()], pool_ref[slots.long().cpu()]),
+        }
         if name == "fp32" and intra is None:
             try:  # FLA's chunk_kda on the same fp32 inputs, fp32 state, for comparison
                 with torch.inference_mode():
                     x1 = kda_inputs(1, H, K, V)
                     for a in ("q", "k", "v", "g_raw", "beta_raw", "A_log", "dt_bias"):
-                        setattr(x1, a, getattr(xf, a)[:200] if a not in ("A_log", "dt_bias") else getattr(xf, a))
+                        setattr(
+                            x1, a, getattr(xf, a)[:200] if a not in ("A_log", "dt_bias") else getattr(xf, a)
+                        )
                     h0 = torch.zeros(1, H, K, V, device=DEV)
                     o_fla, ht = fla_chunk_fn(x1, h0)()
                     pr = torch.zeros(1, H, K, V, dtype=torch.float64)
@@ -300,7 +307,9 @@ def sec_correctness() -> dict:
     ini = torch.tensor([True, False, True], device=DEV)
     cref = cpool.cpu().clone()
     y = causal_conv1d_prefill(xcv, w, cpool, sl, random_cu_seqlens(lens, device=DEV), ini)
-    y_ref = reference.causal_conv1d_prefill(xcv.cpu(), w.cpu(), cref, sl.cpu(), random_cu_seqlens(lens), ini.cpu())
+    y_ref = reference.causal_conv1d_prefill(
+        xcv.cpu(), w.cpu(), cref, sl.cpu(), random_cu_seqlens(lens), ini.cpu()
+    )
     xd = torch.randn(3, C, device=DEV, dtype=torch.bfloat16)
     yd = causal_conv1d_decode(xd, w, cpool, sl)
     yd_ref = reference.causal_conv1d_decode(xd.cpu(), w.cpu(), cref, sl.cpu())
@@ -309,8 +318,11 @@ def sec_correctness() -> dict:
     o = torch.randn(64, H, V, device=DEV)
     gt = torch.randn(64, H, V, device=DEV)
     nw = torch.randn(V, device=DEV)
-    out["gated_rmsnorm"] = {"rel_err": rel_err(gated_rmsnorm(o, gt, nw, 1e-5),
-                                               reference.gated_rmsnorm(o.cpu(), gt.cpu(), nw.cpu(), 1e-5))}
+    out["gated_rmsnorm"] = {
+        "rel_err": rel_err(
+            gated_rmsnorm(o, gt, nw, 1e-5), reference.gated_rmsnorm(o.cpu(), gt.cpu(), nw.cpu(), 1e-5)
+        )
+    }
     return out
 
 
@@ -369,7 +381,9 @@ def sec_decode_sweep() -> dict:
         state_bytes = 2 * B * H * K * V * STATE_DTYPES[name].itemsize
         for cfg in [(16, 4), (32, 4), (32, 8), (64, 4), (64, 8), (128, 8)]:
             try:
-                fn = lambda cfg=cfg, x=x, pool=pool, slots=slots: kda_decode(*x.args(), pool, slots, config=cfg)  # noqa: E731,E501
+                fn = lambda cfg=cfg, x=x, pool=pool, slots=slots: kda_decode(
+                    *x.args(), pool, slots, config=cfg
+                )  # noqa: E731,E501
                 us = 1e3 * graph_ms(fn)
                 out["rows"].append({"pool": name, "BV": cfg[0], "num_warps": cfg[1], "graph_us": us,
                                     "TBps": state_bytes / (us * 1e-6) / 1e12})  # fmt: skip
@@ -458,19 +472,26 @@ def sec_prefill_detail() -> dict:
         t = getattr(ev, "device_time_total", None) or getattr(ev, "cuda_time_total", 0)
         if t:
             kernels[ev.key] = round(t / 5 / 1e3, 4)  # ms per prefill
-    out = {"T": T, "kernel_ms": dict(sorted(kernels.items(), key=lambda kv: -kv[1])[:12]), "state_pass_sweep": []}
+    out = {
+        "T": T,
+        "kernel_ms": dict(sorted(kernels.items(), key=lambda kv: -kv[1])[:12]),
+        "state_pass_sweep": [],
+    }
     default = pw.STATE_PASS_TILE
     for tile in [default, (16, 4, 1, 16), (32, 4, 1, 16), (64, 8, 1, 16), (32, 8, 1, 32), (16, 8, 2, 16)]:
         pw.STATE_PASS_TILE = tile
         try:
-            out["state_pass_sweep"].append({"tile": list(tile), "prefill_ms": bench_ms(run, warmup=5, rep=50)})
+            out["state_pass_sweep"].append(
+                {"tile": list(tile), "prefill_ms": bench_ms(run, warmup=5, rep=50)}
+            )
         except Exception as exc:
             out["state_pass_sweep"].append({"tile": list(tile), "error": str(exc)[:300]})
         finally:
             pw.STATE_PASS_TILE = default
     try:
         out["dot_precision_tf32_prefill_ms"] = bench_ms(
-            lambda: pw.kda_prefill(*x.args(), pool, slot, cu, init, dot_precision="tf32"), warmup=5, rep=50)
+            lambda: pw.kda_prefill(*x.args(), pool, slot, cu, init, dot_precision="tf32"), warmup=5, rep=50
+        )
     except Exception as exc:
         out["dot_precision_tf32_error"] = str(exc)[:300]
     log("prefill detail", out)
@@ -515,7 +536,10 @@ def goals(res: dict) -> dict:
         for pool in ("fp32", "fp16"):
             fr = [pick(B, pool, "ours_frac_copy") for B in big]
             if all(f is not None for f in fr):
-                g[f"decode_{pool}_>=90pct_copy_bw"] = {"met": min(fr) >= 0.90, "measured": [round(f, 3) for f in fr]}
+                g[f"decode_{pool}_>=90pct_copy_bw"] = {
+                    "met": min(fr) >= 0.90,
+                    "measured": [round(f, 3) for f in fr],
+                }
         sp = [pick(B, "fp16", "speedup_vs_fla") for B in big]
         if all(s is not None for s in sp):
             g["decode_fp16_>=1.8x_fla_fp16"] = {"met": min(sp) >= 1.8, "measured": [round(s, 2) for s in sp]}
@@ -525,7 +549,10 @@ def goals(res: dict) -> dict:
             if a and b:
                 ratio.append(a / b)
         if ratio:
-            g["decode_fp16/fp32_time_<=0.55"] = {"met": max(ratio) <= 0.55, "measured": [round(r, 3) for r in ratio]}
+            g["decode_fp16/fp32_time_<=0.55"] = {
+                "met": max(ratio) <= 0.55,
+                "measured": [round(r, 3) for r in ratio],
+            }
     for r in sec.get("prefill", {}).get("rows", []):
         if r["T"] == 32768 and "fp32_states_vs_fla" in r:
             g["prefill_32k_fp32_states_>=_fla"] = {"met": r["fp32_states_vs_fla"] >= 1.0,
@@ -574,9 +601,17 @@ def markdown(res: dict) -> str:
                      f"{_bw(r, 'ours')} | {_f(r.get('fla_eager_us'))} | {_f(r.get('fla_graph_us'))} | "
                      f"{_bw(r, 'fla')} | {_f(r.get('speedup_vs_fla'), 2)}× |")  # fmt: skip
     if "decode_sweep" in sec:
-        L += ["", "### Decode tile sweep (B=128, graph µs)", "", "| pool | BV | warps | µs | TB/s |", "|---|---|---|---|---|"]
+        L += [
+            "",
+            "### Decode tile sweep (B=128, graph µs)",
+            "",
+            "| pool | BV | warps | µs | TB/s |",
+            "|---|---|---|---|---|",
+        ]
         for r in sec["decode_sweep"]["rows"]:
-            L.append(f"| {r['pool']} | {r['BV']} | {r['num_warps']} | {_f(r.get('graph_us'))} | {_f(r.get('TBps'), 2)} |")
+            L.append(
+                f"| {r['pool']} | {r['BV']} | {r['num_warps']} | {_f(r.get('graph_us'))} | {_f(r.get('TBps'), 2)} |"
+            )
     if "prefill" in sec:
         L += ["", "## Prefill (B=1, H=32, K=V=128, bf16 inputs)", "",
               "| T | ours, fp32 chunk states (ms, Mtok/s) | ours, bf16 chunk states | FLA chunk_kda | ours fp32 vs FLA |",
@@ -588,17 +623,31 @@ def markdown(res: dict) -> str:
         d = sec["prefill_detail"]
         L += ["", "### Prefill at T=32k: per-kernel time (ms per prefill)", ""]
         L += [f"- `{k}`: {v}" for k, v in d.get("kernel_ms", {}).items()]
-        L += ["", "State-pass tile sweep (BV, warps, stages, rows): " + ", ".join(
-            f"{tuple(s['tile'])}: {_f(s.get('prefill_ms'), 2)} ms" for s in d.get("state_pass_sweep", []))]
+        L += [
+            "",
+            "State-pass tile sweep (BV, warps, stages, rows): "
+            + ", ".join(
+                f"{tuple(s['tile'])}: {_f(s.get('prefill_ms'), 2)} ms" for s in d.get("state_pass_sweep", [])
+            ),
+        ]
         if "dot_precision_tf32_prefill_ms" in d:
-            L.append(f"Same with single-pass tf32 dots (less accurate, for scale only): "
-                     f"{d['dot_precision_tf32_prefill_ms']:.2f} ms")
+            L.append(
+                f"Same with single-pass tf32 dots (less accurate, for scale only): "
+                f"{d['dot_precision_tf32_prefill_ms']:.2f} ms"
+            )
     if "twin" in sec:
         t = sec["twin"]
-        L += ["", "## fp32-twin check on the GPU", "",
-              f"{t['passed']} of {t['checked']} random-shape launches passed ({t['seconds']} s). "
-              f"Truncating build: caught {t['self_test_truncating_build']['caught']} of "
-              f"{t['self_test_truncating_build']['checked']}.", "", "| launch | checked | passed |", "|---|---|---|"]
+        L += [
+            "",
+            "## fp32-twin check on the GPU",
+            "",
+            f"{t['passed']} of {t['checked']} random-shape launches passed ({t['seconds']} s). "
+            f"Truncating build: caught {t['self_test_truncating_build']['caught']} of "
+            f"{t['self_test_truncating_build']['checked']}.",
+            "",
+            "| launch | checked | passed |",
+            "|---|---|---|",
+        ]
         for k, v in t["summary"].items():
             L.append(f"| {k} | {v['checked']} | {v['passed']} |")
     if "correctness" in sec:

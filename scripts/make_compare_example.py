@@ -26,8 +26,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from evalkit.tasks.data import BUNDLED_DIR
+
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "gsm8k"
+DEFAULT_DATA = BUNDLED_DIR
 
 N_BOTH, N_FP16_ONLY, N_FP32_ONLY = 1255, 18, 21  # the rest (25) both wrong
 N_STRICT_MISS = 10  # both-right docs whose answer lacks "####": strict-match wrong in both arms
@@ -107,35 +109,51 @@ def build_docs(data_dir: Path) -> list[dict[str, Any]]:
         for arm in ("fp32", "fp16"):
             resp = response_for(doc["answer"], plan[arm][i], plan["format_miss"][i], arm)
             ext = extract(resp)
-            arms[arm] = {"response": resp, "extracted": ext,
-                         "correct": {k: exact_match(v, doc["answer"]) for k, v in ext.items()}}
+            arms[arm] = {
+                "response": resp,
+                "extracted": ext,
+                "correct": {k: exact_match(v, doc["answer"]) for k, v in ext.items()},
+            }
         docs.append({"doc_id": i, "doc": doc, "prompt": prompt, "arms": arms})
     return docs
 
 
-TASK_CONFIG = {"task": "gsm8k", "num_fewshot": 5, "fewshot_seed": 1234, "split": "test",
-               "doc_to_text": "Question: {{question}}\nAnswer:", "generation_kwargs": GEN_KWARGS,
-               "filters": ["strict-match", "flexible-extract"], "metric": "exact_match"}
+TASK_CONFIG = {
+    "task": "gsm8k",
+    "num_fewshot": 5,
+    "fewshot_seed": 1234,
+    "split": "test",
+    "doc_to_text": "Question: {{question}}\nAnswer:",
+    "generation_kwargs": GEN_KWARGS,
+    "filters": ["strict-match", "flexible-extract"],
+    "metric": "exact_match",
+}
 
 
 def run_manifest(arm: str) -> dict[str, Any]:
     from evalkit.store import base_manifest, config_hash
 
     m = base_manifest([sys.executable, "scripts/make_compare_example.py"])
-    m.update({
-        "model": {"path": "example/planted-outcomes", "config_hash": None},
-        "backend": {"name": "local"},
-        "arm": {"label": arm, "state_dtype": {"fp32": "float32", "fp16": "float16"}[arm],
+    m.update(
+        {
+            "model": {"path": "example/planted-outcomes", "config_hash": None},
+            "backend": {"name": "local"},
+            "arm": {
+                "label": arm,
+                "state_dtype": {"fp32": "float32", "fp16": "float16"}[arm],
                 "note": "SYNTHETIC example: outcomes planted by scripts/make_compare_example.py, "
-                        "no model ran"},
-        "tasks": {"gsm8k": {"config": TASK_CONFIG, "hash": config_hash(TASK_CONFIG)}},
-        "seeds": {"fewshot": 1234, "outcomes": 2024},
-    })
+                "no model ran",
+            },
+            "tasks": {"gsm8k": {"config": TASK_CONFIG, "hash": config_hash(TASK_CONFIG)}},
+            "seeds": {"fewshot": 1234, "outcomes": 2024},
+        }
+    )
     return m
 
 
-def build_runs(out: Path, data_dir: Path = DEFAULT_DATA, docs: list | None = None,
-               durable: bool = True) -> dict[str, Path]:
+def build_runs(
+    out: Path, data_dir: Path = DEFAULT_DATA, docs: list | None = None, durable: bool = True
+) -> dict[str, Path]:
     """Write fp32/ and fp16/ run directories under `out` through RunWriter (durable=False: no fsync)."""
     from evalkit.store import RunWriter, prompt_hash
 
@@ -149,10 +167,21 @@ def build_runs(out: Path, data_dir: Path = DEFAULT_DATA, docs: list | None = Non
             if ("gsm8k", str(d["doc_id"]), None) in done:
                 continue
             a = d["arms"][arm]
-            writer.append({"task": "gsm8k", "doc_id": d["doc_id"], "length": None,
-                           "prompt_hash": prompt_hash(d["prompt"]), "target": d["doc"]["answer"],
-                           "response": a["response"], "correct": a["correct"], "extracted": a["extracted"],
-                           "error": None, "finish_reason": "stop", "flags": []})
+            writer.append(
+                {
+                    "task": "gsm8k",
+                    "doc_id": d["doc_id"],
+                    "length": None,
+                    "prompt_hash": prompt_hash(d["prompt"]),
+                    "target": d["doc"]["answer"],
+                    "response": a["response"],
+                    "correct": a["correct"],
+                    "extracted": a["extracted"],
+                    "error": None,
+                    "finish_reason": "stop",
+                    "flags": [],
+                }
+            )
         writer.finish()
         paths[arm] = path
     return paths
@@ -162,8 +191,12 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def write_lmeval_samples(out: Path, data_dir: Path = DEFAULT_DATA, docs: list | None = None,
-                         date_id: str = "2026-11-29T09-00-00.000000") -> dict[str, Path]:
+def write_lmeval_samples(
+    out: Path,
+    data_dir: Path = DEFAULT_DATA,
+    docs: list | None = None,
+    date_id: str = "2026-11-29T09-00-00.000000",
+) -> dict[str, Path]:
     """The same runs as lm-eval 0.4.13 `--log_samples` files, one line per (doc, filter), all
     strict-match lines first, keys in lm-eval's order:
     <out>/lmeval-<arm>/<model>/samples_gsm8k_<date>.jsonl."""
@@ -178,12 +211,17 @@ def write_lmeval_samples(out: Path, data_dir: Path = DEFAULT_DATA, docs: list | 
                 for d in docs:
                     a, target = d["arms"][arm], d["doc"]["answer"]
                     line = {
-                        "doc_id": d["doc_id"], "doc": d["doc"], "target": target,
+                        "doc_id": d["doc_id"],
+                        "doc": d["doc"],
+                        "target": target,
                         "arguments": {"gen_args_0": {"arg_0": d["prompt"], "arg_1": GEN_KWARGS}},
-                        "resps": [[a["response"]]], "filtered_resps": [a["extracted"][filt]],
-                        "filter": filt, "metrics": ["exact_match"],
+                        "resps": [[a["response"]]],
+                        "filtered_resps": [a["extracted"][filt]],
+                        "filter": filt,
+                        "metrics": ["exact_match"],
                         "doc_hash": _sha(json.dumps(d["doc"], indent=2, ensure_ascii=False)),
-                        "prompt_hash": _sha(d["prompt"]), "target_hash": _sha(str(target)),
+                        "prompt_hash": _sha(d["prompt"]),
+                        "target_hash": _sha(str(target)),
                         "exact_match": 1.0 if a["correct"][filt] else 0.0,
                     }
                     fh.write(json.dumps(line, ensure_ascii=False) + "\n")
@@ -199,8 +237,10 @@ def machine() -> str:
     m = base_manifest([])
     commit = (m["git_commit"] or "no git")[:10]
     hw = m["hardware"]
-    return (f"{hw['cpu']} ({hw['cpu_count']} cores), Python {platform.python_version()}, "
-            f"evalkit {m['evalkit_version']} @ {commit}")
+    return (
+        f"{hw['cpu']} ({hw['cpu_count']} cores), Python {platform.python_version()}, "
+        f"evalkit {m['evalkit_version']} @ {commit}"
+    )
 
 
 def main() -> int:
@@ -218,21 +258,24 @@ def main() -> int:
         print(f"wrote {files['fp32']} and {files['fp16']}", flush=True)
     rel = lambda p: str(p.relative_to(REPO)) if p.is_relative_to(REPO) else str(p)
     cmd = [sys.executable, "-m", "evalkit", "compare", rel(runs["fp32"]), rel(runs["fp16"])]
-    md = subprocess.run(cmd + ["--plot", rel(args.out / "accuracy.png")], cwd=REPO, capture_output=True,
-                        text=True, check=True).stdout
-    js = subprocess.run(cmd + ["--format", "json"], cwd=REPO, capture_output=True, text=True,
-                        check=True).stdout
+    md = subprocess.run(
+        cmd + ["--plot", rel(args.out / "accuracy.png")], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    js = subprocess.run(
+        cmd + ["--format", "json"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
     (args.out / "report.md").write_text(md, encoding="utf-8")
     (args.out / "report.json").write_text(js, encoding="utf-8")
-    note = ("# evalkit compare: worked example (synthetic)\n\n"
-            "Outcomes are PLANTED by `scripts/make_compare_example.py` (no model ran) to reproduce the "
-            "reference table of statistics.md: GSM8K test, n = 1319, fp32 1276 right, fp16 1273 right, "
-            "18 fp16-only / 21 fp32-only. Prompts are lm-eval's real 5-shot gsm8k prompts; responses are "
-            "scored with lm-eval's gsm8k filters.\n\n"
-            f"Built with `python scripts/make_compare_example.py` (about 10 s, CPU only) on {machine()}; "
-            f"report from `evalkit compare {rel(runs['fp32'])} {rel(runs['fp16'])}` "
-            "(baseline fp32, candidate fp16; `--format json` gives report.json, `--plot` accuracy.png).\n\n"
-            + md)
+    note = (
+        "# evalkit compare: worked example (synthetic)\n\n"
+        "Outcomes are PLANTED by `scripts/make_compare_example.py` (no model ran) to reproduce the "
+        "reference table of statistics.md: GSM8K test, n = 1319, fp32 1276 right, fp16 1273 right, "
+        "18 fp16-only / 21 fp32-only. Prompts are lm-eval's real 5-shot gsm8k prompts; responses are "
+        "scored with lm-eval's gsm8k filters.\n\n"
+        f"Built with `python scripts/make_compare_example.py` (about 10 s, CPU only) on {machine()}; "
+        f"report from `evalkit compare {rel(runs['fp32'])} {rel(runs['fp16'])}` "
+        "(baseline fp32, candidate fp16; `--format json` gives report.json, `--plot` accuracy.png).\n\n" + md
+    )
     (args.out / "README.md").write_text(note, encoding="utf-8")
     print(md)
     return 0

@@ -50,9 +50,15 @@ class Task(Protocol):
     def config(self) -> dict[str, Any]:
         """Everything that defines the questions and scoring (JSON-able; hashed into the manifest)."""
 
-    def requests(self, *, tokenizer: Any, lengths: list[int] | None, limit: int | None,
-                 seed: int | None, data_dir: str | None, apply_chat_template: bool) -> list[TaskRequest]:
-        ...
+    def requests(
+        self,
+        *,
+        tokenizer: Any,
+        lengths: list[int] | None,
+        limit: int | None,
+        seed: int | None,
+        data_dir: str | None,
+        apply_chat_template: bool,
+    ) -> list[TaskRequest]: ...
 
-    def score(self, request: TaskRequest, response: str) -> list[ScoredDoc]:
-        ...
+    def score(self, request: TaskRequest, response: str) -> list[ScoredDoc]: ...

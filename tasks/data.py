@@ -1,5 +1,6 @@
 """Where GSM8K comes from: a local folder (`--data-dir`, or `$EVALKIT_DATA`) holding
-`train.jsonl` and `test.jsonl`, else the Hugging Face hub (`openai/gsm8k`, config `main`).
+`train.jsonl` and `test.jsonl`, else the Hugging Face hub (`openai/gsm8k`, config `main`), else
+the pinned copy shipped in `evalkit/assets/gsm8k/` (the same rows; MIT), so an offline clone works.
 
 Local copies are checked first and the hub is only tried when it is reachable (offline
 variables unset, and a 3-second connection test passes), so an offline machine fails at once
@@ -17,12 +18,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import evalkit
 from evalkit.errors import InputError
 
 HUB_DATASET = "openai/gsm8k"
 HUB_CONFIG = "main"
 ENV_VAR = "EVALKIT_DATA"
 SPLITS = ("train", "test")
+# evalkit/assets/gsm8k: found through the evalkit package, since tasks/ installs as evalkit.tasks
+# but lives beside evalkit/ in a checkout.
+BUNDLED_DIR = Path(evalkit.__file__).resolve().parent / "assets" / "gsm8k"
 
 
 class DataNotFoundError(InputError):
@@ -60,23 +65,32 @@ def _hub_offline_reason() -> str | None:
 
 
 def locate_gsm8k(data_dir: str | os.PathLike | None = None, *, allow_hub: bool = True) -> GSM8KSource:
-    """Find GSM8K: `data_dir`, then `$EVALKIT_DATA`, then the hub. Raises DataNotFoundError."""
+    """Find GSM8K: `data_dir`, then `$EVALKIT_DATA`, then the hub, then the bundled pinned copy."""
     looked = []
+    named = False  # a folder the user named that lacks the files is an error, never a fallback
     for label, value in (("--data-dir", data_dir), (f"${ENV_VAR}", os.environ.get(ENV_VAR))):
         if not value:
             looked.append(f"{label} (not set)")
             continue
+        named = True
         files = _folder_files(Path(value).expanduser())
         if files:
             return GSM8KSource("local", files)
         looked.append(f"{label}={value} (no train.jsonl/test.jsonl there or in its gsm8k/)")
-    if allow_hub:
+    if allow_hub and not named:
         reason = _hub_offline_reason()
         if reason is None:
             return GSM8KSource("hub")
         looked.append(f"hub {HUB_DATASET} ({reason})")
+    bundled = _folder_files(BUNDLED_DIR)
+    if bundled and not named:
+        return GSM8KSource("local", bundled)
+    looked.append(
+        f"the bundled copy {BUNDLED_DIR} ({'not used: a folder was named' if named else 'missing'})"
+    )
     raise DataNotFoundError(
-        "GSM8K not found; looked in " + "; ".join(looked)
+        "GSM8K not found; looked in "
+        + "; ".join(looked)
         + f". Put train.jsonl and test.jsonl (rows with 'question' and 'answer', as in {HUB_DATASET}) "
         + f"in a folder and pass --data-dir DIR or set {ENV_VAR}=DIR"
     )

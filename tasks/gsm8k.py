@@ -103,9 +103,16 @@ class GSM8KTask:
     metrics = ["exact_match,strict-match", "exact_match,flexible-extract"]
     default_lengths = None
 
-    def __init__(self, name: str = "gsm8k", *, num_fewshot: int | None = None,
-                 fewshot_seed: int = FEWSHOT_SEED, max_new_tokens: int = DEFAULT_MAX_GEN_TOKS,
-                 system_instruction: str | None = None, fewshot_as_multiturn: bool = True):
+    def __init__(
+        self,
+        name: str = "gsm8k",
+        *,
+        num_fewshot: int | None = None,
+        fewshot_seed: int = FEWSHOT_SEED,
+        max_new_tokens: int = DEFAULT_MAX_GEN_TOKS,
+        system_instruction: str | None = None,
+        fewshot_as_multiturn: bool = True,
+    ):
         if name not in YAML_FILES:
             raise InputError(f"unknown GSM8K variant {name!r}; known: {', '.join(YAML_FILES)}")
         self.name = name
@@ -116,18 +123,28 @@ class GSM8KTask:
         self.fewshot_as_multiturn = fewshot_as_multiturn
         self.description = (
             "GSM8K 5-shot (Question:/Answer:), lm-eval's gsm8k prompts, filters and exact_match"
-            if name == "gsm8k" else
-            "GSM8K 8-shot chain of thought (Q:/A:, fixed exemplars), lm-eval's gsm8k_cot"
+            if name == "gsm8k"
+            else "GSM8K 8-shot chain of thought (Q:/A:, fixed exemplars), lm-eval's gsm8k_cot"
         )
 
     # -- contract ------------------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
-        yaml_cfg = {k: v for k, v in lm_eval_yaml(self.name).items()
-                    if k not in ("dataset_path", "dataset_name", "dataset_kwargs")}
-        return {"task": self.name, "family": "lm_eval", "lm_eval_version": lm_eval_version(),
-                "lm_eval_yaml": yaml_cfg, "num_fewshot": self.num_fewshot, "fewshot_seed": self.fewshot_seed,
-                "max_new_tokens": self.max_new_tokens, "system_instruction": self.system_instruction,
-                "fewshot_as_multiturn": self.fewshot_as_multiturn}
+        yaml_cfg = {
+            k: v
+            for k, v in lm_eval_yaml(self.name).items()
+            if k not in ("dataset_path", "dataset_name", "dataset_kwargs")
+        }
+        return {
+            "task": self.name,
+            "family": "lm_eval",
+            "lm_eval_version": lm_eval_version(),
+            "lm_eval_yaml": yaml_cfg,
+            "num_fewshot": self.num_fewshot,
+            "fewshot_seed": self.fewshot_seed,
+            "max_new_tokens": self.max_new_tokens,
+            "system_instruction": self.system_instruction,
+            "fewshot_as_multiturn": self.fewshot_as_multiturn,
+        }
 
     def lm_eval_config(self, data_dir: str | None = None) -> dict[str, Any]:
         """The lm-eval task config evalkit runs (lm-eval's YAML with the data located)."""
@@ -146,9 +163,16 @@ class GSM8KTask:
         task.set_fewshot_seed(seed=self.fewshot_seed)
         return task
 
-    def requests(self, *, tokenizer: Any = None, lengths: list[int] | None = None, limit: int | None = None,
-                 seed: int | None = None, data_dir: str | None = None,
-                 apply_chat_template: bool = False) -> list[TaskRequest]:
+    def requests(
+        self,
+        *,
+        tokenizer: Any = None,
+        lengths: list[int] | None = None,
+        limit: int | None = None,
+        seed: int | None = None,
+        data_dir: str | None = None,
+        apply_chat_template: bool = False,
+    ) -> list[TaskRequest]:
         """One request per test doc (the first `limit`). `seed`, when given, replaces lm-eval's
         few-shot seed 1234 (lm-eval's --seed 4th slot); `lengths` does not apply."""
         source = locate_gsm8k(data_dir)
@@ -160,9 +184,15 @@ class GSM8KTask:
         if apply_chat_template:
             chat_template = hf_chat_template(view) if view is not None else _messages_template
         task.build_all_requests(
-            limit=limit, rank=0, world_size=1, cache_requests=False, rewrite_requests_cache=False,
-            system_instruction=self.system_instruction, apply_chat_template=bool(apply_chat_template),
-            fewshot_as_multiturn=self.fewshot_as_multiturn, chat_template=chat_template,
+            limit=limit,
+            rank=0,
+            world_size=1,
+            cache_requests=False,
+            rewrite_requests_cache=False,
+            system_instruction=self.system_instruction,
+            apply_chat_template=bool(apply_chat_template),
+            fewshot_as_multiturn=self.fewshot_as_multiturn,
+            chat_template=chat_template,
             tokenizer_name=view.fingerprint()["name"] if (view is not None and apply_chat_template) else "",
         )
         out = []
@@ -173,15 +203,23 @@ class GSM8KTask:
                 prompt = json.loads(context)["messages"]
             doc = dict(inst.doc)
             target = task.doc_to_target(doc)
-            out.append(TaskRequest(
-                task=self.name, prompt=prompt,
-                max_new_tokens=int(gen_kwargs.get("max_gen_toks", self.max_new_tokens)),
-                until=list(gen_kwargs.get("until", [])),
-                docs=[DocRef(doc_id=inst.doc_id, target=str(target), meta={"doc": doc})],
-                length=None,
-                meta={"gen_kwargs": gen_kwargs, "chat": bool(apply_chat_template), "data": source.describe(),
-                      "num_fewshot": task.get_config("num_fewshot"), "fewshot_seed": self.fewshot_seed},
-            ))
+            out.append(
+                TaskRequest(
+                    task=self.name,
+                    prompt=prompt,
+                    max_new_tokens=int(gen_kwargs.get("max_gen_toks", self.max_new_tokens)),
+                    until=list(gen_kwargs.get("until", [])),
+                    docs=[DocRef(doc_id=inst.doc_id, target=str(target), meta={"doc": doc})],
+                    length=None,
+                    meta={
+                        "gen_kwargs": gen_kwargs,
+                        "chat": bool(apply_chat_template),
+                        "data": source.describe(),
+                        "num_fewshot": task.get_config("num_fewshot"),
+                        "fewshot_seed": self.fewshot_seed,
+                    },
+                )
+            )
         return out
 
     def score(self, request: TaskRequest, response: str) -> list[ScoredDoc]:
@@ -193,13 +231,19 @@ class GSM8KTask:
         """lm-eval's task for scoring (see `scoring_task`)."""
         return scoring_task(self.name)
 
-    def score_doc(self, doc_id: int | str, doc: dict[str, Any], response: str,
-                  gen_kwargs: dict[str, Any] | None = None) -> ScoredDoc:
+    def score_doc(
+        self, doc_id: int | str, doc: dict[str, Any], response: str, gen_kwargs: dict[str, Any] | None = None
+    ) -> ScoredDoc:
         from lm_eval.api.instance import Instance
 
         task = self.scorer()
-        inst = Instance(request_type="generate_until", doc=doc, arguments=("", gen_kwargs or {}), idx=0,
-                        metadata=(self.name, doc_id, 1))
+        inst = Instance(
+            request_type="generate_until",
+            doc=doc,
+            arguments=("", gen_kwargs or {}),
+            idx=0,
+            metadata=(self.name, doc_id, 1),
+        )
         inst.resps.append(response)
         for pipeline in task._filters:
             pipeline.apply([inst])

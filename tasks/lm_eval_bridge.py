@@ -41,14 +41,20 @@ def _dataset(task_name: str, **kwargs: Any):
 
     name = next((kwargs[k] for k in TOKENIZER_KEYS if isinstance(kwargs.get(k), str) and kwargs[k]), None)
     if not name:
-        raise ValueError(f"evalkit_{task_name} sizes its docs in the model's tokens; pass a tokenizer with "
-                         "--metadata '{\"tokenizer\": \"<name or path>\"}' or --model_args tokenizer=...")
+        raise ValueError(
+            f"evalkit_{task_name} sizes its docs in the model's tokens; pass a tokenizer with "
+            '--metadata \'{"tokenizer": "<name or path>"}\' or --model_args tokenizer=...'
+        )
     task = get_task(task_name)
     lengths = [int(x) for x in kwargs.get("max_seq_lengths", [4096])]
-    rows = task.lm_eval_rows(tokenizer=_tokenizer(name), lengths=lengths,
-                             limit=kwargs.get("num_samples"), seed=kwargs.get("seed"),
-                             data_dir=kwargs.get("data_dir"),
-                             apply_chat_template=bool(kwargs.get("apply_chat_template", False)))
+    rows = task.lm_eval_rows(
+        tokenizer=_tokenizer(name),
+        lengths=lengths,
+        limit=kwargs.get("num_samples"),
+        seed=kwargs.get("seed"),
+        data_dir=kwargs.get("data_dir"),
+        apply_chat_template=bool(kwargs.get("apply_chat_template", False)),
+    )
     return {"test": datasets.Dataset.from_list(rows, split=datasets.Split.TEST)}
 
 
@@ -66,17 +72,57 @@ def aggregate(values: list[float]) -> float:
     return sum(kept) / len(kept) if kept else -1
 
 
-def passkey(**kw): return _dataset("passkey", **kw)  # noqa: E704
-def niah_single_1(**kw): return _dataset("niah_single_1", **kw)  # noqa: E704
-def niah_single_2(**kw): return _dataset("niah_single_2", **kw)  # noqa: E704
-def niah_single_3(**kw): return _dataset("niah_single_3", **kw)  # noqa: E704
-def niah_multikey_1(**kw): return _dataset("niah_multikey_1", **kw)  # noqa: E704
-def niah_multikey_2(**kw): return _dataset("niah_multikey_2", **kw)  # noqa: E704
-def niah_multikey_3(**kw): return _dataset("niah_multikey_3", **kw)  # noqa: E704
-def niah_multivalue(**kw): return _dataset("niah_multivalue", **kw)  # noqa: E704
-def niah_multiquery(**kw): return _dataset("niah_multiquery", **kw)  # noqa: E704
-def vt(**kw): return _dataset("vt", **kw)  # noqa: E704
-def cwe(**kw): return _dataset("cwe", **kw)  # noqa: E704
-def fwe(**kw): return _dataset("fwe", **kw)  # noqa: E704
-def kv_retrieval(**kw): return _dataset("kv_retrieval", **kw)  # noqa: E704
-def kv_retrieval_uuid(**kw): return _dataset("kv_retrieval_uuid", **kw)  # noqa: E704
+def passkey(**kw):
+    return _dataset("passkey", **kw)  # noqa: E704
+
+
+def niah_single_1(**kw):
+    return _dataset("niah_single_1", **kw)  # noqa: E704
+
+
+def niah_single_2(**kw):
+    return _dataset("niah_single_2", **kw)  # noqa: E704
+
+
+def niah_single_3(**kw):
+    return _dataset("niah_single_3", **kw)  # noqa: E704
+
+
+def niah_multikey_1(**kw):
+    return _dataset("niah_multikey_1", **kw)  # noqa: E704
+
+
+def niah_multikey_2(**kw):
+    return _dataset("niah_multikey_2", **kw)  # noqa: E704
+
+
+def niah_multikey_3(**kw):
+    return _dataset("niah_multikey_3", **kw)  # noqa: E704
+
+
+def niah_multivalue(**kw):
+    return _dataset("niah_multivalue", **kw)  # noqa: E704
+
+
+def niah_multiquery(**kw):
+    return _dataset("niah_multiquery", **kw)  # noqa: E704
+
+
+def vt(**kw):
+    return _dataset("vt", **kw)  # noqa: E704
+
+
+def cwe(**kw):
+    return _dataset("cwe", **kw)  # noqa: E704
+
+
+def fwe(**kw):
+    return _dataset("fwe", **kw)  # noqa: E704
+
+
+def kv_retrieval(**kw):
+    return _dataset("kv_retrieval", **kw)  # noqa: E704
+
+
+def kv_retrieval_uuid(**kw):
+    return _dataset("kv_retrieval_uuid", **kw)  # noqa: E704

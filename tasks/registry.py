@@ -89,9 +89,16 @@ def list_tasks() -> list[TaskInfo]:
     out = []
     for name, (family, make) in _factories().items():
         task = make()
-        out.append(TaskInfo(name, task.description, list(task.metrics),
-                            list(task.default_lengths) if task.default_lengths else None, family,
-                            getattr(task, "max_new_tokens", None)))
+        out.append(
+            TaskInfo(
+                name,
+                task.description,
+                list(task.metrics),
+                list(task.default_lengths) if task.default_lengths else None,
+                family,
+                getattr(task, "max_new_tokens", None),
+            )
+        )
     return out
 
 

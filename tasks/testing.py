@@ -48,17 +48,27 @@ def tiny_tokenizer(vocab_size: int = 1024, data_dir: str | None = None, rows: in
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS, show_progress=False,
-                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=SPECIALS,
+            show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        )
         tok.train_from_iterator(_training_text(data_dir, rows), trainer=trainer)
-        tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A $B",
-                                                           special_tokens=[("<s>", tok.token_to_id("<s>"))])
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A", pair="<s> $A $B", special_tokens=[("<s>", tok.token_to_id("<s>"))]
+        )
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
         tok.save(str(tmp))
         tmp.replace(cache)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
-                                   additional_special_tokens=["<|im_start|>", "<|im_end|>"])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        additional_special_tokens=["<|im_start|>", "<|im_end|>"],
+    )
     fast.chat_template = CHATML
     fast.name_or_path = f"evalkit-tiny-bpe-{vocab_size}"
     return fast

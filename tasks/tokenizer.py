@@ -28,8 +28,9 @@ class TokenizerView:
         self._bare = not callable(tokenizer) and hasattr(tokenizer, "encode_batch")
 
     # -- counting ---------------------------------------------------------------------------
-    def _encode(self, text: str, special: bool,
-                offsets: bool) -> tuple[list[int], list[tuple[int, int]] | None]:
+    def _encode(
+        self, text: str, special: bool, offsets: bool
+    ) -> tuple[list[int], list[tuple[int, int]] | None]:
         tok = self.tokenizer
         if self._bare:
             enc = tok.encode(text, add_special_tokens=special)
@@ -79,7 +80,9 @@ class TokenizerView:
         if not self.has_chat_template:
             raise InputError("--apply-chat-template needs a tokenizer with a chat template")
         return self.tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=add_generation_prompt,
+            messages,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
             continue_final_message=not add_generation_prompt,
         )
 

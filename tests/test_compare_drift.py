@@ -11,8 +11,12 @@ DRIFT = REPO / "results" / "drift" / "h200" / "runs" / "ref"
 
 
 def _compare(*extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "evalkit", "compare", str(RUNS / "fp32"), str(RUNS / "fp16"),
-                           *extra], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "evalkit", "compare", str(RUNS / "fp32"), str(RUNS / "fp16"), *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_markdown_report_appends_the_drift_section():

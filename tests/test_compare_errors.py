@@ -16,8 +16,12 @@ N = 20
 
 def _manifest(arm, task_config=None, tasks=("gsm8k",)):
     cfg = task_config or {"shots": 5}
-    return {"model": {"path": "m"}, "backend": {"name": "local"}, "arm": {"label": arm},
-            "tasks": {t: {"config": cfg, "hash": config_hash(cfg)} for t in tasks}}
+    return {
+        "model": {"path": "m"},
+        "backend": {"name": "local"},
+        "arm": {"label": arm},
+        "tasks": {t: {"config": cfg, "hash": config_hash(cfg)} for t in tasks},
+    }
 
 
 def _write(path, arm, *, n=N, task="gsm8k", prompt_salt="", error_all=False, task_config=None):
@@ -25,9 +29,17 @@ def _write(path, arm, *, n=N, task="gsm8k", prompt_salt="", error_all=False, tas
     for i in range(n):
         right = (i * 7 + (arm == "b")) % 5 != 0
         prompt = f"Q{i}{prompt_salt if i % 3 else ''}"
-        w.append({"task": task, "doc_id": i, "prompt_hash": prompt_hash(prompt),
-                  "target": "1", "response": "1", "correct": {} if error_all else {"em": right},
-                  "error": "HTTP 500" if error_all else None})
+        w.append(
+            {
+                "task": task,
+                "doc_id": i,
+                "prompt_hash": prompt_hash(prompt),
+                "target": "1",
+                "response": "1",
+                "correct": {} if error_all else {"em": right},
+                "error": "HTTP 500" if error_all else None,
+            }
+        )
     w.close()
     return path
 
@@ -38,12 +50,24 @@ def _lmeval_file(folder, n=N):
     lines = []
     for filt in ("strict-match", "flexible-extract"):
         for i in range(n):
-            lines.append(json.dumps({"doc_id": i, "doc": {"q": i}, "target": "1",
-                                     "arguments": {"gen_args_0": {"arg_0": f"Q{i}", "arg_1": {}}},
-                                     "resps": [["1"]], "filtered_resps": ["1"], "filter": filt,
-                                     "metrics": ["exact_match"], "doc_hash": "x",
-                                     "prompt_hash": prompt_hash(f"Q{i}"), "target_hash": "y",
-                                     "exact_match": float(i % 4 != 0)}))
+            lines.append(
+                json.dumps(
+                    {
+                        "doc_id": i,
+                        "doc": {"q": i},
+                        "target": "1",
+                        "arguments": {"gen_args_0": {"arg_0": f"Q{i}", "arg_1": {}}},
+                        "resps": [["1"]],
+                        "filtered_resps": ["1"],
+                        "filter": filt,
+                        "metrics": ["exact_match"],
+                        "doc_hash": "x",
+                        "prompt_hash": prompt_hash(f"Q{i}"),
+                        "target_hash": "y",
+                        "exact_match": float(i % 4 != 0),
+                    }
+                )
+            )
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -87,8 +111,10 @@ def _build(root: Path) -> dict[str, tuple[list[str], str]]:
     salted = _write(root / "salted", "b", prompt_salt="!")
     cases["prompt_mismatch"] = ([good_a, salted], "paired questions were asked with different prompts")
     other = _write(root / "other", "b", task="passkey")
-    cases["different_tasks"] = ([good_a, other],
-                                "runs of different tasks: baseline has gsm8k; candidate has passkey")
+    cases["different_tasks"] = (
+        [good_a, other],
+        "runs of different tasks: baseline has gsm8k; candidate has passkey",
+    )
     short = _write(root / "short", "b", n=N - 2)
     cases["missing_questions"] = ([good_a, short], f"baseline {N}, candidate {N - 2}, shared {N - 2}")
     cfg = _write(root / "cfg", "b", task_config={"shots": 8})
@@ -96,8 +122,10 @@ def _build(root: Path) -> dict[str, tuple[list[str], str]]:
     errs = _write(root / "errs", "b", error_all=True)
     cases["all_errored"] = ([good_a, errs], "no pair left to compare")
     cases["bad_margin"] = ([good_a, good_b, "--margin", "5"], "--margin must be a fraction")
-    cases["unwritable_plot"] = ([good_a, good_b, "--plot", root / "no" / "dir" / "x.png"],
-                                "cannot write the plot")
+    cases["unwritable_plot"] = (
+        [good_a, good_b, "--plot", root / "no" / "dir" / "x.png"],
+        "cannot write the plot",
+    )
     lm_a = _lmeval_file(root / "lm_a")
     lm_trunc = _lmeval_file(root / "lm_trunc")
     lm_trunc.write_bytes(lm_trunc.read_bytes()[:-30])
@@ -117,11 +145,20 @@ def outcomes(tmp_path_factory):
     root = tmp_path_factory.mktemp("bad")
     cases = _build(root)
     cases["ok_intersection"] = ([str(root / "a"), str(root / "short"), "--intersection"], "")
-    cases["ok_allow_prompt_mismatch"] = ([str(root / "a"), str(root / "salted"), "--allow-prompt-mismatch"],
-                                         "")
-    procs = {name: subprocess.Popen([sys.executable, "-m", "evalkit", "compare", *args], cwd=REPO, text=True,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for name, (args, _) in cases.items()}
+    cases["ok_allow_prompt_mismatch"] = (
+        [str(root / "a"), str(root / "salted"), "--allow-prompt-mismatch"],
+        "",
+    )
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", "evalkit", "compare", *args],
+            cwd=REPO,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for name, (args, _) in cases.items()
+    }
     results = {}
     for name, proc in procs.items():
         out, err = proc.communicate(timeout=300)
@@ -129,10 +166,25 @@ def outcomes(tmp_path_factory):
     return results
 
 
-BAD = ["truncated_line", "malformed_line", "missing_field", "duplicate_sample", "empty_run", "empty_dir",
-       "no_such_path", "not_a_run", "prompt_mismatch", "different_tasks", "missing_questions",
-       "config_hash_mismatch", "all_errored", "bad_margin", "unwritable_plot", "lmeval_truncated",
-       "lmeval_missing_field"]
+BAD = [
+    "truncated_line",
+    "malformed_line",
+    "missing_field",
+    "duplicate_sample",
+    "empty_run",
+    "empty_dir",
+    "no_such_path",
+    "not_a_run",
+    "prompt_mismatch",
+    "different_tasks",
+    "missing_questions",
+    "config_hash_mismatch",
+    "all_errored",
+    "bad_margin",
+    "unwritable_plot",
+    "lmeval_truncated",
+    "lmeval_missing_field",
+]
 
 
 @pytest.mark.parametrize("case", BAD)

@@ -11,9 +11,10 @@ import pytest
 
 from evalkit.compare import JSON_KEYS, build_report, render_json, render_markdown
 from evalkit.store import load_run
+from evalkit.tasks.data import BUNDLED_DIR
 
 REPO = Path(__file__).resolve().parent.parent
-DATA = REPO.parent / "shared" / "data" / "gsm8k"
+DATA = BUNDLED_DIR
 
 
 def _example_module():
@@ -44,8 +45,13 @@ def runs(tmp_path_factory):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "evalkit", "compare", *map(str, args)], capture_output=True,
-                          text=True, cwd=REPO, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "evalkit", "compare", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
 
 
 def _row(report, metric="flexible-extract"):
@@ -67,7 +73,8 @@ def test_cli_json_reproduces_reference_values_candidate_fp16(dirs_json):
     assert set(JSON_KEYS) <= set(row)
     assert (row["n"], row["baseline_only"], row["candidate_only"]) == (1319, 21, 18)
     assert round(row["acc_baseline"], 6) == round(1276 / 1319, 6) and round(row["acc_candidate"], 6) == round(
-        1273 / 1319, 6)
+        1273 / 1319, 6
+    )
     assert round(row["mcnemar_exact_p"], 6) == 0.749259
     assert round(row["mcnemar_midp"], 6) == 0.635828
     # candidate (fp16, the 1273 side) - baseline: the reference interval as statistics.md states it
@@ -92,17 +99,36 @@ def test_lm_eval_files_follow_lm_eval_scoring(runs):
     from lm_eval.api.metrics import exact_match_hf_evaluate
     from lm_eval.filters.extraction import RegexFilter
 
-    filters = {"strict-match": RegexFilter(r"#### (\-?[0-9\.\,]+)"),
-               "flexible-extract": RegexFilter(r"(-?[$0-9.,]{2,})|(-?[0-9]+)", group_select=-1)}
+    filters = {
+        "strict-match": RegexFilter(r"#### (\-?[0-9\.\,]+)"),
+        "flexible-extract": RegexFilter(r"(-?[$0-9.,]{2,})|(-?[0-9]+)", group_select=-1),
+    }
     lines = [json.loads(x) for x in runs["files"]["fp16"].read_text().split("\n") if x]
     assert len(lines) == 2 * 1319 and [x["filter"] for x in lines[:1319]] == ["strict-match"] * 1319
-    assert list(lines[0]) == ["doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "filter",
-                              "metrics", "doc_hash", "prompt_hash", "target_hash", "exact_match"]
+    assert list(lines[0]) == [
+        "doc_id",
+        "doc",
+        "target",
+        "arguments",
+        "resps",
+        "filtered_resps",
+        "filter",
+        "metrics",
+        "doc_hash",
+        "prompt_hash",
+        "target_hash",
+        "exact_match",
+    ]
     for x in lines[::37]:
         picked = filters[x["filter"]].apply([x["resps"][0]], [x["doc"]])[0][0]
         assert x["filtered_resps"] == [picked]
-        em = exact_match_hf_evaluate([picked], [x["target"]], ignore_case=True, ignore_punctuation=False,
-                                     regexes_to_ignore=[",", "\\$", "(?s).*#### ", "\\.$"])["exact_match"]
+        em = exact_match_hf_evaluate(
+            [picked],
+            [x["target"]],
+            ignore_case=True,
+            ignore_punctuation=False,
+            regexes_to_ignore=[",", "\\$", "(?s).*#### ", "\\.$"],
+        )["exact_match"]
         assert x["exact_match"] == em
     assert lines[0]["prompt_hash"].startswith("32680f26")  # lm-eval's hash of doc 0's 5-shot prompt
 
@@ -110,8 +136,11 @@ def test_lm_eval_files_follow_lm_eval_scoring(runs):
 def test_lm_eval_files_give_the_same_report(runs, dirs_json):
     from_files = _cli(runs["files"]["fp32"], runs["files"]["fp16"], "--format", "json")
     assert from_files.returncode == 0, from_files.stderr
-    from_folders = render_json(build_report(load_run(runs["files"]["fp32"].parent.parent),
-                                            load_run(runs["files"]["fp16"].parent.parent)))
+    from_folders = render_json(
+        build_report(
+            load_run(runs["files"]["fp32"].parent.parent), load_run(runs["files"]["fp16"].parent.parent)
+        )
+    )
     a, b, c = dirs_json, json.loads(from_files.stdout), json.loads(from_folders)
     for key in ("rows", "trends", "excluded", "notes", "verdict"):
         assert a[key] == b[key] == c[key], key
@@ -129,12 +158,14 @@ def test_markdown_is_a_pasteable_table_with_collapsible_ids(runs):
     assert res.returncode == 0, res.stderr
     md = res.stdout
     assert md == render_markdown(build_report(load_run(runs["dirs"]["fp32"]), load_run(runs["dirs"]["fp16"])))
-    assert ("| gsm8k | flexible-extract | 1319 | 96.74 ± 0.49 | 96.51 ± 0.51 | -0.23 [-1.21, +0.73] "
-            "| 21 / 18 |") in md
+    assert (
+        "| gsm8k | flexible-extract | 1319 | 96.74 ± 0.49 | 96.51 ± 0.51 | -0.23 [-1.21, +0.73] | 21 / 18 |"
+    ) in md
     assert "0.636" in md and "0.749" in md and "0.058" in md and "| 1.33 |" in md
     assert "**Verdict:** Inconclusive" in md
-    assert ("<details><summary>Discordant questions, gsm8k flexible-extract: 21 baseline-only, "
-            "18 candidate-only") in md
+    assert (
+        "<details><summary>Discordant questions, gsm8k flexible-extract: 21 baseline-only, 18 candidate-only"
+    ) in md
     assert "not worse by more than 1.21 pp" in md
 
 

@@ -17,16 +17,29 @@ LENGTHS = [1024, 4096, 16384, 65536]
 
 def _manifest(arm):
     cfg = {"lengths": LENGTHS}
-    return {"model": {"path": "m"}, "backend": {"name": "local"}, "arm": {"label": arm, "state_dtype": arm},
-            "tasks": {"niah": {"config": cfg, "hash": config_hash(cfg)}}}
+    return {
+        "model": {"path": "m"},
+        "backend": {"name": "local"},
+        "arm": {"label": arm, "state_dtype": arm},
+        "tasks": {"niah": {"config": cfg, "hash": config_hash(cfg)}},
+    }
 
 
 def _write(path, arm, outcomes):
     w = RunWriter.open(path, _manifest(arm), durable=False)
     for (doc, length), right in outcomes.items():
-        w.append({"task": "niah", "doc_id": doc, "length": length,
-                  "prompt_hash": prompt_hash(f"{doc}@{length}"), "target": "x",
-                  "response": "x" if right else "y", "correct": {"string_match": right}, "error": None})
+        w.append(
+            {
+                "task": "niah",
+                "doc_id": doc,
+                "length": length,
+                "prompt_hash": prompt_hash(f"{doc}@{length}"),
+                "target": "x",
+                "response": "x" if right else "y",
+                "correct": {"string_match": right},
+                "error": None,
+            }
+        )
     w.close()
     return load_run(path)
 
@@ -95,8 +108,9 @@ def _pair(tmp_path, b_only, c_only, n, margin=0.01):
     for i in range(n):
         base[(i, 1024)] = i >= b_only + c_only or i < b_only
         cand[(i, 1024)] = i >= b_only + c_only or b_only <= i < b_only + c_only
-    report = build_report(_write(tmp_path / "b", "fp32", base), _write(tmp_path / "c", "fp16", cand),
-                          margin=margin)
+    report = build_report(
+        _write(tmp_path / "b", "fp32", base), _write(tmp_path / "c", "fp16", cand), margin=margin
+    )
     (row,) = report["rows"]
     return report, row
 
@@ -123,18 +137,30 @@ def test_small_real_loss_within_margin(tmp_path):
 
 def test_ruler_style_lm_eval_files_become_length_rows(tmp_path):
     """lm-eval RULER: metric keys are lengths; a doc scores under its own length and -1 elsewhere."""
+
     def write(folder, flip):
         folder.mkdir()
         lines = []
         for doc in range(40):
             length = (4096, 8192)[doc % 2]
             value = 1.0 if (doc % 5 != 0) != (flip and doc % 7 == 0) else 0.5
-            lines.append({"doc_id": doc, "doc": {}, "target": "['x']",
-                          "arguments": {"gen_args_0": {"arg_0": f"p{doc}", "arg_1": {}}},
-                          "resps": [["x"]], "filtered_resps": ["x"], "filter": "none",
-                          "metrics": ["4096", "8192"],
-                          "doc_hash": "h", "prompt_hash": prompt_hash(f"p{doc}"), "target_hash": "t",
-                          "4096": value if length == 4096 else -1, "8192": value if length == 8192 else -1})
+            lines.append(
+                {
+                    "doc_id": doc,
+                    "doc": {},
+                    "target": "['x']",
+                    "arguments": {"gen_args_0": {"arg_0": f"p{doc}", "arg_1": {}}},
+                    "resps": [["x"]],
+                    "filtered_resps": ["x"],
+                    "filter": "none",
+                    "metrics": ["4096", "8192"],
+                    "doc_hash": "h",
+                    "prompt_hash": prompt_hash(f"p{doc}"),
+                    "target_hash": "t",
+                    "4096": value if length == 4096 else -1,
+                    "8192": value if length == 8192 else -1,
+                }
+            )
         path = folder / "samples_niah_single_1_2026-02-03T04-05-06.789012.jsonl"
         path.write_text("".join(json.dumps(x) + "\n" for x in lines))
         return load_run(path)
@@ -152,11 +178,20 @@ def test_plot_survives_saturated_rows(tmp_path):
     go negative (a saturated reference-model run crashed `--plot`)."""
     from evalkit.compare.plot import render_plot
 
-    row = {"task": "passkey", "metric": "string_match_all", "length": 2048,
-           "acc_baseline": 1.0, "acc_candidate": 1.0,
-           "wilson_baseline": (0.7575, 1.0 - 1e-16), "wilson_candidate": (0.7575, 1.0 - 1e-16)}
-    report = {"rows": [row, {**row, "length": 8192}],
-              "baseline": {"label": "fp32"}, "candidate": {"label": "bf16"}}
+    row = {
+        "task": "passkey",
+        "metric": "string_match_all",
+        "length": 2048,
+        "acc_baseline": 1.0,
+        "acc_candidate": 1.0,
+        "wilson_baseline": (0.7575, 1.0 - 1e-16),
+        "wilson_candidate": (0.7575, 1.0 - 1e-16),
+    }
+    report = {
+        "rows": [row, {**row, "length": 8192}],
+        "baseline": {"label": "fp32"},
+        "candidate": {"label": "bf16"},
+    }
     out = tmp_path / "acc.png"
     render_plot(report, out)
     assert out.stat().st_size > 1000

@@ -60,8 +60,19 @@ class ToySession:
 
     def prefill(self, tokens):
         q, k, v, gr, b = self._inputs(tokens)
-        o = kda_prefill(q, k, v, gr, b, self.m.A_log, self.m.dt_bias, self.pool, torch.tensor([0]),
-                        torch.tensor([0, len(tokens)], dtype=torch.int32), torch.tensor([self.started]))
+        o = kda_prefill(
+            q,
+            k,
+            v,
+            gr,
+            b,
+            self.m.A_log,
+            self.m.dt_bias,
+            self.pool,
+            torch.tensor([0]),
+            torch.tensor([0, len(tokens)], dtype=torch.int32),
+            torch.tensor([self.started]),
+        )
         self.started = True
         return self._logits(o)
 
@@ -70,8 +81,20 @@ class ToySession:
         if not self.started:  # a fresh sequence: the pool slot is zero, as the engine guarantees
             self.pool.zero_()
             self.started = True
-        outs = [kda_decode(q[t:t + 1], k[t:t + 1], v[t:t + 1], gr[t:t + 1], b[t:t + 1], self.m.A_log,
-                           self.m.dt_bias, self.pool, torch.tensor([0]))[0] for t in range(len(tokens))]
+        outs = [
+            kda_decode(
+                q[t : t + 1],
+                k[t : t + 1],
+                v[t : t + 1],
+                gr[t : t + 1],
+                b[t : t + 1],
+                self.m.A_log,
+                self.m.dt_bias,
+                self.pool,
+                torch.tensor([0]),
+            )[0]
+            for t in range(len(tokens))
+        ]
         return self._logits(torch.stack(outs))
 
     def states(self):
@@ -126,13 +149,27 @@ def test_free_running_fp32_twice_is_identical():
 
 
 def test_run_drift_writes_a_complete_run_directory(tmp_path):
-    cfg = DriftConfig(arms=["fp16", "bf16"], chunk_size=64, decode_block=128, generate=40, prompt_length=32,
-                      title="toy")
-    summary = run_drift(TOY, TOKENS[:512], cfg, tmp_path / "run", input_info={"source": "random"},
-                        show_progress=False)
+    cfg = DriftConfig(
+        arms=["fp16", "bf16"], chunk_size=64, decode_block=128, generate=40, prompt_length=32, title="toy"
+    )
+    summary = run_drift(
+        TOY, TOKENS[:512], cfg, tmp_path / "run", input_info={"source": "random"}, show_progress=False
+    )
     d = tmp_path / "run"
-    for f in ("manifest.json", "summary.json", "buckets.csv", "buckets.json", "states.csv", "states.json",
-              "free_running.json", "summary.md", "kl.png", "top1.png", "nll.png", "state.png"):
+    for f in (
+        "manifest.json",
+        "summary.json",
+        "buckets.csv",
+        "buckets.json",
+        "states.csv",
+        "states.json",
+        "free_running.json",
+        "summary.md",
+        "kl.png",
+        "top1.png",
+        "nll.png",
+        "state.png",
+    ):
         assert (d / f).is_file(), f
     assert is_drift_run(d) and not is_drift_run(tmp_path)
     man = json.loads((d / "manifest.json").read_text())
@@ -157,8 +194,15 @@ def test_run_drift_writes_a_complete_run_directory(tmp_path):
 
 def test_deadline_stops_early_and_says_so(tmp_path):
     cfg = DriftConfig(arms=["bf16"], modes=["decode"], decode_block=32, generate=20, prompt_length=16)
-    s = run_drift(TOY, TOKENS[:400], cfg, tmp_path / "r", show_progress=False, plots=False,
-                  budgets={"decode": 0.0, "generate": 0.0})
+    s = run_drift(
+        TOY,
+        TOKENS[:400],
+        cfg,
+        tmp_path / "r",
+        show_progress=False,
+        plots=False,
+        budgets={"decode": 0.0, "generate": 0.0},
+    )
     tf = s["teacher_forced"]["decode"]
     # decode blocks are cut at the state checkpoints 1, 2, 4, ...: the first block is one token
     assert tf["stopped_early"] and tf["length"] == 1 and tf["requested_length"] == 400
@@ -180,8 +224,9 @@ def test_stopping_between_checkpoints_compares_the_state_there(monkeypatch):
     def tick(n, _L):
         clock[0] += 10.0
 
-    res = run_teacher_forced(TOY, TOKENS[:400], ["fp16"], "prefill", chunk_size=40, deadline=15.0,
-                             progress=tick)
+    res = run_teacher_forced(
+        TOY, TOKENS[:400], ["fp16"], "prefill", chunk_size=40, deadline=15.0, progress=tick
+    )
     assert res.length == 80 and res.requested_length == 400
     assert sorted({r["position"] for r in res.traces["fp16"].states}) == [40, 80]
 
@@ -192,8 +237,10 @@ class _BrokenDecode(ToyModel):
     def open_session(self, state_dtype):
         sess = ToySession(self, state_dtype)
         if state_dtype == "bf16":
+
             def fail(tokens):
                 raise RuntimeError("simulated device failure")
+
             sess.decode = fail
         return sess
 

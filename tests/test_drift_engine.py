@@ -35,8 +35,12 @@ def hybrid(tiny_hybrid_ckpt):
 @pytest.fixture(scope="module")
 def runs(hybrid):
     toks = _tokens(hybrid, L)
-    return {mode: run_teacher_forced(hybrid, toks, ["fp32", "fp16", "bf16"], mode, chunk_size=CHUNK,
-                                     decode_block=128) for mode in ("prefill", "decode")}
+    return {
+        mode: run_teacher_forced(
+            hybrid, toks, ["fp32", "fp16", "bf16"], mode, chunk_size=CHUNK, decode_block=128
+        )
+        for mode in ("prefill", "decode")
+    }
 
 
 def _kl(res, arm):
@@ -108,9 +112,28 @@ def test_cli_writes_a_run_directory(tiny_hybrid_ckpt, tmp_path, capsys):
     text = tmp_path / "in.txt"
     text.write_text(" ".join(f"Item {i} costs {3 * i} dollars, weighs {i % 7} pounds." for i in range(200)))
     out = tmp_path / "run"
-    rc = cli_main(["drift", "--model", str(tiny_hybrid_ckpt), "--input", str(text), "--length", "160",
-                   "--chunk-size", "32", "--generate", "12", "--prompt-length", "48", "--out", str(out),
-                   "--no-progress", "--device", "cpu"])
+    rc = cli_main(
+        [
+            "drift",
+            "--model",
+            str(tiny_hybrid_ckpt),
+            "--input",
+            str(text),
+            "--length",
+            "160",
+            "--chunk-size",
+            "32",
+            "--generate",
+            "12",
+            "--prompt-length",
+            "48",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--device",
+            "cpu",
+        ]
+    )
     assert rc == 0
     printed = capsys.readouterr().out
     assert "drift vs the fp32 arm" in printed and "free running" in printed
@@ -127,17 +150,31 @@ def test_cli_writes_a_run_directory(tiny_hybrid_ckpt, tmp_path, capsys):
     assert fr["n_tokens"] == 12 and set(fr["arms"]) == {"fp16", "bf16"}
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--arms", "fp8"], "--arms must list state dtypes"),
-    (["--arms", "fp16,fp16"], "lists an arm twice"),
-    (["--length", "4x"], "bad length"),
-    (["--length", "100k"], "fewer than --length"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--arms", "fp8"], "--arms must list state dtypes"),
+        (["--arms", "fp16,fp16"], "lists an arm twice"),
+        (["--length", "4x"], "bad length"),
+        (["--length", "100k"], "fewer than --length"),
+    ],
+)
 def test_cli_refuses_bad_input(tiny_hybrid_ckpt, tmp_path, capsys, argv, message):
     text = tmp_path / "in.txt"
     text.write_text("A short text. " * 20)
-    rc = cli_main(["drift", "--model", str(tiny_hybrid_ckpt), "--input", str(text), "--out",
-                   str(tmp_path / "r"), "--no-progress", *argv])
+    rc = cli_main(
+        [
+            "drift",
+            "--model",
+            str(tiny_hybrid_ckpt),
+            "--input",
+            str(text),
+            "--out",
+            str(tmp_path / "r"),
+            "--no-progress",
+            *argv,
+        ]
+    )
     assert rc == 2
     assert message in capsys.readouterr().err
 

@@ -50,7 +50,7 @@ def test_bucket_stats_match_numpy():
     vals = rng.lognormal(-6, 2, size=L) * (rng.random(L) > 0.1)  # ~10% exact zeros
     st = BucketStats.for_length(L)
     for s in range(0, L, 173):  # arbitrary chunking must not matter
-        st.add(pos[s:s + 173], vals[s:s + 173])
+        st.add(pos[s : s + 173], vals[s : s + 173])
     b = bucket_of(pos, st.edges)
     for k in range(len(st.count)):
         v = vals[b == k]
@@ -153,7 +153,9 @@ def test_repeated_loop_detection():
     assert lp["period"] == 3 and lp["length"] >= 60
     assert repeated_loop(varied[:50] + [0] * 20) is None  # too short to call a loop
     assert health_flags(bang, nonfinite_logits=False, state_max_abs=70000.0, state_nonfinite=False) == [
-        "overflow", "repetition"]
+        "overflow",
+        "repetition",
+    ]
     assert health_flags(varied, nonfinite_logits=True, state_max_abs=1.0, state_nonfinite=False) == ["nan"]
 
 
@@ -171,8 +173,17 @@ def _bucketed(L, slope, noise, seed, zero_until=0):
 @pytest.mark.parametrize("slope", [0.9, 0.5, -0.4])
 def test_growth_recovers_power_law(slope):
     st = _bucketed(1 << 15, slope, 0.5, seed=4)
-    f = fit_growth(st.position(), st.mean(), st.std(), st.count, metric="kl", label="KL", min_position=256,
-                   pos_lo=st.edges[:-1], pos_hi=st.edges[1:] - 1)
+    f = fit_growth(
+        st.position(),
+        st.mean(),
+        st.std(),
+        st.count,
+        metric="kl",
+        label="KL",
+        min_position=256,
+        pos_lo=st.edges[:-1],
+        pos_hi=st.edges[1:] - 1,
+    )
     assert f.ci_low < slope < f.ci_high and f.se < 0.05
     assert f.verdict == ("grows" if slope > 0 else "shrinks")
     assert f.text.startswith(f"KL {f.verdict} ∝ L^{f.slope:.2f} from 256 to 32k (95% CI")
@@ -214,8 +225,9 @@ def test_growth_se_matches_statsmodels_wls():
     assert f.slope == pytest.approx(scaled.params[1], rel=1e-9)
     assert f.se == pytest.approx(max(scaled.bse[1], fixed.bse[1]), rel=1e-9)
     # points without within-bucket spread: plain OLS
-    g = fit_growth(pos[use], mean[use], np.full(use.sum(), np.nan), np.ones(use.sum()), metric="s",
-                   min_count=1)
+    g = fit_growth(
+        pos[use], mean[use], np.full(use.sum(), np.nan), np.ones(use.sum()), metric="s", min_count=1
+    )
     ols = sm.OLS(y, X).fit()
     assert g.slope == pytest.approx(ols.params[1], rel=1e-9) and g.se == pytest.approx(ols.bse[1], rel=1e-9)
     lo, hi = ols.conf_int()[1]
@@ -231,8 +243,16 @@ def test_rate_growth_matches_statsmodels_poisson_glm():
     st = BucketStats.for_length(L)
     st.add(pos, flips)
     use = st.position() >= 128
-    f = fit_rate_growth(st.position(), st.total, st.count, metric="top1", label="flips", min_position=128,
-                        pos_lo=st.edges[:-1], pos_hi=st.edges[1:] - 1)
+    f = fit_rate_growth(
+        st.position(),
+        st.total,
+        st.count,
+        metric="top1",
+        label="flips",
+        min_position=128,
+        pos_lo=st.edges[:-1],
+        pos_hi=st.edges[1:] - 1,
+    )
     X = sm.add_constant(np.log(st.position()[use]))
     glm = sm.GLM(st.total[use], X, family=sm.families.Poisson(), offset=np.log(st.count[use])).fit()
     assert f.slope == pytest.approx(glm.params[1], rel=1e-8)

@@ -52,15 +52,34 @@ def _case(kern, arm: str, has_init: bool) -> dict:
     pool_loop = torch.cat([torch.full_like(start, float("nan")), start])  # slot 1; slot 0 must stay NaN
     pool_fused = pool_loop.clone()
     slot = torch.tensor([1])
-    o_loop = torch.stack([cpu.kda_decode(q[t:t + 1], k[t:t + 1], v[t:t + 1], gr[t:t + 1], beta[t:t + 1],
-                                         A_log, dt_bias, pool_loop, slot)[0] for t in range(T)])
+    o_loop = torch.stack(
+        [
+            cpu.kda_decode(
+                q[t : t + 1],
+                k[t : t + 1],
+                v[t : t + 1],
+                gr[t : t + 1],
+                beta[t : t + 1],
+                A_log,
+                dt_bias,
+                pool_loop,
+                slot,
+            )[0]
+            for t in range(T)
+        ]
+    )
     o = kern.kda_recurrent_rounded(q, k, v, gr, beta, A_log, dt_bias, pool_fused, 1, has_init)
     exact = (init if has_init else torch.zeros(1, H, K, V)).to(dt).float().clone()
     o_exact = kern.kda_recurrent_rounded(q, k, v, gr, beta, A_log, dt_bias, exact, 0, True)  # never rounded
     untouched = bool(torch.isnan(pool_fused[0].float()).all())
-    return {"dtype_kept": pool_fused.dtype == dt, "other_slot_untouched": untouched,
-            "state_vs_loop": _fro(pool_fused[1], pool_loop[1]), "out_vs_loop": _fro(o, o_loop),
-            "state_effect": _fro(pool_loop[1], exact[0].to(dt)), "out_effect": _fro(o_loop, o_exact)}
+    return {
+        "dtype_kept": pool_fused.dtype == dt,
+        "other_slot_untouched": untouched,
+        "state_vs_loop": _fro(pool_fused[1], pool_loop[1]),
+        "out_vs_loop": _fro(o, o_loop),
+        "state_effect": _fro(pool_loop[1], exact[0].to(dt)),
+        "out_effect": _fro(o_loop, o_exact),
+    }
 
 
 def _engine(ckpt: str) -> dict:
@@ -82,8 +101,10 @@ def _engine(ckpt: str) -> dict:
     out = {}
     for arm in ("fp32", "bf16"):
         (la, sa), (lb, sb) = res[True, arm], res[False, arm]
-        out[arm] = {"logits_equal": bool(torch.equal(la, lb)),
-                    "states_equal": all(torch.equal(x, y) for x, y in zip(sa, sb))}
+        out[arm] = {
+            "logits_equal": bool(torch.equal(la, lb)),
+            "states_equal": all(torch.equal(x, y) for x, y in zip(sa, sb)),
+        }
     out["bf16_state_error"] = [_fro(x, r) for x, r in zip(res[True, "bf16"][1], res[True, "fp32"][1])]
     return out
 
@@ -109,14 +130,21 @@ def _all_checks(ckpt: str) -> dict:
 # ---- the tests ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def results(tiny_pure_kda_ckpt):
-    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import test_drift_recurrent as t; "
-            "print('RESULT' + json.dumps(t._all_checks(sys.argv[2])))")
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); import test_drift_recurrent as t; "
+        "print('RESULT' + json.dumps(t._all_checks(sys.argv[2])))"
+    )
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), str(tiny_pure_kda_ckpt)],
-                         capture_output=True, text=True, env=env, timeout=900)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(Path(__file__).parent), str(tiny_pure_kda_ckpt)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT"))
-    return json.loads(line[len("RESULT"):])
+    return json.loads(line[len("RESULT") :])
 
 
 @pytest.mark.parametrize("arm, has_init", CASES)

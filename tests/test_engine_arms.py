@@ -19,8 +19,13 @@ def fp32(tiny_hybrid_ckpt):
     return LLMEngine(str(tiny_hybrid_ckpt), device="cpu", state_dtype="fp32", max_num_seqs=2)
 
 
-def _drive(engine: LLMEngine, tokens: list[int], prefill: list[int], n_decode: int,
-           round_to: torch.dtype | None = None) -> torch.Tensor:
+def _drive(
+    engine: LLMEngine,
+    tokens: list[int],
+    prefill: list[int],
+    n_decode: int,
+    round_to: torch.dtype | None = None,
+) -> torch.Tensor:
     runner = engine.runner
     seq = Sequence(list(tokens), SamplingParams())
     runner.attach(seq)
@@ -60,8 +65,14 @@ def test_16bit_arm_equals_fp32_with_rounded_state(fp32, arm):
 
 def test_intra_chunk_rounding_is_rounding_at_chunk_boundaries(fp32):
     """intra_chunk_dtype='fp16' with kda_chunk_size=32 = storing the carried state every 32 tokens."""
-    eng = LLMEngine(fp32.loaded, device="cpu", state_dtype="fp32", intra_chunk_dtype="fp16",
-                    kda_chunk_size=32, max_num_seqs=2)
+    eng = LLMEngine(
+        fp32.loaded,
+        device="cpu",
+        state_dtype="fp32",
+        intra_chunk_dtype="fp16",
+        kda_chunk_size=32,
+        max_num_seqs=2,
+    )
     got = _drive(eng, TOKENS, [100], 0)
     pieces = _drive(fp32, TOKENS[:100], [32, 32, 32, 4], 0, round_to=torch.float16)
     plain = _drive(fp32, TOKENS[:100], [100], 0)
@@ -73,8 +84,9 @@ def test_twin_check_routes_16bit_launches(fp32):
     plain = LLMEngine(fp32.loaded, device="cpu", state_dtype="fp16", max_num_seqs=2)
     sp = SamplingParams(max_new_tokens=5, ignore_eos=True)
     prompts = [TOKENS[:30], TOKENS[30:100]]
-    assert [o.token_ids for o in eng.generate(prompts, sp, use_tqdm=False)] == \
-        [o.token_ids for o in plain.generate(prompts, sp, use_tqdm=False)]
+    assert [o.token_ids for o in eng.generate(prompts, sp, use_tqdm=False)] == [
+        o.token_ids for o in plain.generate(prompts, sp, use_tqdm=False)
+    ]
     summary = eng.describe()["twin_check"]["summary"]
     assert set(summary) == {"decode/fp16", "prefill/fp16"}
     assert all(v["checked"] > 0 and v["failed"] == 0 for v in summary.values())

@@ -38,8 +38,9 @@ def test_stop_string_cuts_text_and_stops(engine, free_run):
     stop = prefix[-3:]
     assert stop.strip(), "pick a visible stop string"
     first = full.find(stop)
-    out = engine.generate([PROMPT], SamplingParams(max_new_tokens=30, stop=[stop], ignore_eos=True),
-                          use_tqdm=False)[0]
+    out = engine.generate(
+        [PROMPT], SamplingParams(max_new_tokens=30, stop=[stop], ignore_eos=True), use_tqdm=False
+    )[0]
     assert out.finish_reason == "stop"
     assert out.text == full[:first]
     assert out.n_generated <= 12
@@ -90,8 +91,12 @@ def test_abort_frees_the_slot(engine):
 
 def test_on_finish_gets_prompt_index(engine):
     seen = []
-    outs = engine.generate(["a", "bb b", "ccc"], [SamplingParams(max_new_tokens=n) for n in (5, 1, 3)],
-                           use_tqdm=False, on_finish=lambda i, o: seen.append((i, o.n_generated)))
+    outs = engine.generate(
+        ["a", "bb b", "ccc"],
+        [SamplingParams(max_new_tokens=n) for n in (5, 1, 3)],
+        use_tqdm=False,
+        on_finish=lambda i, o: seen.append((i, o.n_generated)),
+    )
     assert sorted(seen) == [(0, 5), (1, 1), (2, 3)]
     assert [o.n_generated for o in outs] == [5, 1, 3]
 
@@ -138,12 +143,15 @@ def test_describe_for_the_manifest(engine, tiny_hybrid_ckpt):
     assert next(iter(fp16.state.kda.values())).dtype == torch.float16
 
 
-@pytest.mark.parametrize("kwargs, needle", [
-    ({"state_dtype": "fp8"}, "state_dtype"),
-    ({"temperature_bogus": 1}, "unknown engine option"),
-    ({"prefill_chunk_size": 1024, "max_num_batched_tokens": 512}, "prefill_chunk_size"),
-    ({"intra_chunk_dtype": "int8"}, "intra_chunk_dtype"),
-])
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"state_dtype": "fp8"}, "state_dtype"),
+        ({"temperature_bogus": 1}, "unknown engine option"),
+        ({"prefill_chunk_size": 1024, "max_num_batched_tokens": 512}, "prefill_chunk_size"),
+        ({"intra_chunk_dtype": "int8"}, "intra_chunk_dtype"),
+    ],
+)
 def test_bad_options_are_clear_errors(engine, kwargs, needle):
     with pytest.raises(EvalkitError, match=needle):
         LLMEngine(engine.loaded, device="cpu", **kwargs)

@@ -41,8 +41,9 @@ SCRIPT = textwrap.dedent("""
 
 def _run(ckpt, mode: str) -> dict:
     env = dict(os.environ, TRITON_INTERPRET="1" if mode == "triton" else "0")
-    res = subprocess.run([sys.executable, "-c", SCRIPT, str(ckpt), mode], env=env, capture_output=True,
-                         text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(ckpt), mode], env=env, capture_output=True, text=True, timeout=600
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     return json.loads(res.stdout.strip().splitlines()[-1])
 
@@ -95,8 +96,9 @@ def test_split_kv_mla_decode_kernel():
     """Contexts across split boundaries, scrambled blocks; the result of a row does not depend on
     the grid (num_splits) or on which rows are computed."""
     env = dict(os.environ, TRITON_INTERPRET="1")
-    res = subprocess.run([sys.executable, "-c", KERNEL_SCRIPT], env=env, capture_output=True, text=True,
-                         timeout=600)
+    res = subprocess.run(
+        [sys.executable, "-c", KERNEL_SCRIPT], env=env, capture_output=True, text=True, timeout=600
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert out["err"] < 1e-4 and out["grid_invariant"] and out["rows_invariant"] and out["zeros"]

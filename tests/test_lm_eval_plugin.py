@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from evalkit.cli import main as cli
+from evalkit.tasks.data import BUNDLED_DIR
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = (REPO / ".." / "shared" / "data" / "gsm8k").resolve()
+DATA = BUNDLED_DIR
 LIMIT, MAX_NEW = 5, 16
 
 
@@ -28,7 +29,8 @@ def offline_gsm8k_yaml(folder: Path) -> Path:
     (folder / "gsm8k_local.yaml").write_text(
         f"include: {stock}\ntask: gsm8k\ndataset_path: json\ndataset_name: null\n"
         f"dataset_kwargs:\n  data_files:\n    train: {DATA / 'train.jsonl'}\n"
-        f"    test: {DATA / 'test.jsonl'}\n")
+        f"    test: {DATA / 'test.jsonl'}\n"
+    )
     return folder
 
 
@@ -38,10 +40,27 @@ def lm_eval_run(tiny_hybrid_ckpt, tmp_path_factory):
     tasks = offline_gsm8k_yaml(root / "tasks")
     env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     model_args = f"pretrained={tiny_hybrid_ckpt},state_dtype=fp16,max_gen_toks={MAX_NEW}"
-    cmd = [sys.executable, "-m", "evalkit.interop.lm_eval_cli", "run", "--model", "evalkit",
-           "--model_args", model_args,
-           "--device", "cpu", "--tasks", "gsm8k", "--include_path", str(tasks), "--limit", str(LIMIT),
-           "--log_samples", "--output_path", str(root / "out")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "evalkit.interop.lm_eval_cli",
+        "run",
+        "--model",
+        "evalkit",
+        "--model_args",
+        model_args,
+        "--device",
+        "cpu",
+        "--tasks",
+        "gsm8k",
+        "--include_path",
+        str(tasks),
+        "--limit",
+        str(LIMIT),
+        "--log_samples",
+        "--output_path",
+        str(root / "out"),
+    ]
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return root / "out", proc
@@ -61,9 +80,31 @@ def test_lm_eval_runs_gsm8k_through_the_evalkit_model(lm_eval_run):
 def test_lm_eval_answers_equal_evalkit_run_answers(lm_eval_run, tiny_hybrid_ckpt, tmp_path):
     out, _ = lm_eval_run
     run = tmp_path / "run"
-    assert cli(["run", "--model", str(tiny_hybrid_ckpt), "--arm", "fp16", "--device", "cpu",
-                "--tasks", "gsm8k", "--limit", str(LIMIT), "--data-dir", str(DATA),
-                "--max-new-tokens", str(MAX_NEW), "--out", str(run), "--no-progress"]) == 0
+    assert (
+        cli(
+            [
+                "run",
+                "--model",
+                str(tiny_hybrid_ckpt),
+                "--arm",
+                "fp16",
+                "--device",
+                "cpu",
+                "--tasks",
+                "gsm8k",
+                "--limit",
+                str(LIMIT),
+                "--data-dir",
+                str(DATA),
+                "--max-new-tokens",
+                str(MAX_NEW),
+                "--out",
+                str(run),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     ours = {s["doc_id"]: s for s in map(json.loads, (run / "samples.jsonl").read_text().splitlines())}
     theirs = {}
     for line in map(json.loads, next(out.rglob("samples_gsm8k_*.jsonl")).read_text().splitlines()):
@@ -88,8 +129,11 @@ def test_loglikelihood_matches_transformers(tiny_hybrid_ckpt):
     from evalkit.interop.lm_eval_model import EvalkitLM
 
     lm = EvalkitLM(pretrained=str(tiny_hybrid_ckpt), state_dtype="fp32", device="cpu")
-    pairs = [("Question: Natalia sold clips to 48 of her friends.", " She sold half as many"),
-             ("The answer is", " 72"), ("", "Weng earns $12 an hour")]
+    pairs = [
+        ("Question: Natalia sold clips to 48 of her friends.", " She sold half as many"),
+        ("The answer is", " 72"),
+        ("", "Weng earns $12 an hour"),
+    ]
     reqs = [Instance("loglikelihood", {}, p, i) for i, p in enumerate(pairs)]
     got = lm.loglikelihood(reqs)
     text = "Betty is saving money."

@@ -23,14 +23,28 @@ def _cfg(**kw):
 
 
 def test_layer_pattern_comes_from_the_1_indexed_lists():
-    arch = parse_config(_cfg(linear_attn_config={"full_attn_layers": [2, 5], "kda_layers": [1, 3, 4],
-                                                 "num_heads": 4, "head_dim": 16}))
+    arch = parse_config(
+        _cfg(
+            linear_attn_config={
+                "full_attn_layers": [2, 5],
+                "kda_layers": [1, 3, 4],
+                "num_heads": 4,
+                "head_dim": 16,
+            }
+        )
+    )
     assert arch.mla_layers == [1, 4] and arch.kda_layers == [0, 2, 3]
     assert (arch.linear_num_heads, arch.linear_head_dim) == (4, 16)
     # the real 48B pattern: MLA at 0-based 3, 7, ..., 23 and the last layer
-    real = parse_config(_cfg(num_hidden_layers=27, linear_attn_config={
-        "full_attn_layers": [4, 8, 12, 16, 20, 24, 27],
-        "kda_layers": [i for i in range(1, 28) if i not in (4, 8, 12, 16, 20, 24, 27)]}))
+    real = parse_config(
+        _cfg(
+            num_hidden_layers=27,
+            linear_attn_config={
+                "full_attn_layers": [4, 8, 12, 16, 20, 24, 27],
+                "kda_layers": [i for i in range(1, 28) if i not in (4, 8, 12, 16, 20, 24, 27)],
+            },
+        )
+    )
     assert real.mla_layers == [3, 7, 11, 15, 19, 23, 26]
     assert real.mlp_layer_types == ["dense"] + ["sparse"] * 26
     explicit = parse_config(_cfg(num_hidden_layers=2, layer_types=["full_attention", "linear_attention"]))
@@ -38,20 +52,31 @@ def test_layer_pattern_comes_from_the_1_indexed_lists():
 
 
 def test_checkpoint_spellings_of_config_keys():
-    arch = parse_config(_cfg(num_experts=16, num_experts_per_token=4, moe_renormalize=False,
-                             num_shared_experts=2, eos_token_id=7, first_k_dense_replace=2))
+    arch = parse_config(
+        _cfg(
+            num_experts=16,
+            num_experts_per_token=4,
+            moe_renormalize=False,
+            num_shared_experts=2,
+            eos_token_id=7,
+            first_k_dense_replace=2,
+        )
+    )
     assert (arch.num_local_experts, arch.num_experts_per_tok, arch.norm_topk_prob) == (16, 4, False)
     assert arch.n_shared_experts == 2 and arch.eos_token_id == [7]
     assert arch.mlp_layer_types[:3] == ["dense", "dense", "sparse"]
 
 
-@pytest.mark.parametrize("raw, needle", [
-    ({"model_type": "llama"}, "model_type 'llama' is not supported"),
-    ({"model_type": "qwen3_next"}, "Kimi-Linear"),
-    (_cfg(architectures=["KimiForVision"]), "architectures"),
-    (_cfg(linear_attn_config={"full_attn_layers": [1], "kda_layers": [2]}), "neither"),
-    (_cfg(q_lora_rank=64), "q_lora_rank"),
-])
+@pytest.mark.parametrize(
+    "raw, needle",
+    [
+        ({"model_type": "llama"}, "model_type 'llama' is not supported"),
+        ({"model_type": "qwen3_next"}, "Kimi-Linear"),
+        (_cfg(architectures=["KimiForVision"]), "architectures"),
+        (_cfg(linear_attn_config={"full_attn_layers": [1], "kda_layers": [2]}), "neither"),
+        (_cfg(q_lora_rank=64), "q_lora_rank"),
+    ],
+)
 def test_unsupported_configs_are_refused(raw, needle):
     with pytest.raises(UnsupportedModelError, match=needle):
         parse_config(raw)
@@ -142,8 +167,10 @@ def test_tokenizer_and_pure_kda_load(tiny_pure_kda_ckpt):
     assert loaded.arch.mla_layers == [] and len(loaded.arch.kda_layers) == 4
     assert loaded.tokenizer.eos_token_id in loaded.arch.eos_token_id
     eng = LLMEngine(loaded, device="cpu")
-    assert eng.state.mla == {} and eng.generate(["hello"], SamplingParams(max_new_tokens=4),
-                                                 use_tqdm=False)[0].n_generated <= 4
+    assert (
+        eng.state.mla == {}
+        and eng.generate(["hello"], SamplingParams(max_new_tokens=4), use_tqdm=False)[0].n_generated <= 4
+    )
 
 
 def test_transformers_bridge_shares_the_engine_weights(tiny_hybrid_ckpt):
@@ -168,8 +195,9 @@ def test_random_model_runs_in_the_engine(tiny_hybrid_ckpt):
     arch = load_model(tiny_hybrid_ckpt, tokenizer=False).arch
     lm = random_model(arch, "cpu", torch.float32, seed=1, std=0.08)
     eng = LLMEngine(LoadedModel(lm, arch, None, Path("random"), {}), device="cpu")
-    outs = eng.generate([[5, 6, 7], list(range(3, 40))], SamplingParams(max_new_tokens=6, ignore_eos=True),
-                        use_tqdm=False)
+    outs = eng.generate(
+        [[5, 6, 7], list(range(3, 40))], SamplingParams(max_new_tokens=6, ignore_eos=True), use_tqdm=False
+    )
     assert [o.n_generated for o in outs] == [6, 6] and not any(o.flags for o in outs)
     assert len(set(outs[1].token_ids)) > 1
 

@@ -66,9 +66,10 @@ def _hf_greedy(hf, kind: str, prompt: list[int], n: int, eos: int) -> list[int]:
     if kind == "hybrid":
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            out = hf.generate(torch.tensor([prompt]), max_new_tokens=n, do_sample=False, eos_token_id=eos,
-                              pad_token_id=eos)
-        return out[0, len(prompt):].tolist()
+            out = hf.generate(
+                torch.tensor([prompt]), max_new_tokens=n, do_sample=False, eos_token_id=eos, pad_token_id=eos
+            )
+        return out[0, len(prompt) :].tolist()
     # transformers' generate() cannot build a cache for pure-KDA configs: re-run full forwards
     ids = list(prompt)
     for _ in range(n):
@@ -77,14 +78,17 @@ def _hf_greedy(hf, kind: str, prompt: list[int], n: int, eos: int) -> list[int]:
         ids.append(nxt)
         if nxt == eos:
             break
-    return ids[len(prompt):]
+    return ids[len(prompt) :]
 
 
 def test_greedy_generation_identical(setup):
     kind, _, hf, engine, _, _ = setup
     tok = engine.tokenizer
-    texts = ["Natalia sold clips to 48 of her friends in April,", "Weng earns $12 an hour for babysitting.",
-             "A robe takes 2 bolts of blue fiber and half that much white fiber. How many"]
+    texts = [
+        "Natalia sold clips to 48 of her friends in April,",
+        "Weng earns $12 an hour for babysitting.",
+        "A robe takes 2 bolts of blue fiber and half that much white fiber. How many",
+    ]
     prompts = [tok.encode(t) for t in texts]
     outs = engine.generate(prompts, SamplingParams(max_new_tokens=24), use_tqdm=False)
     eos = tok.eos_token_id

@@ -18,8 +18,10 @@ from evalkit.errors import EvalkitError
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "results" / "reference-model"
-WEIGHTS_ABSENT = (f"the trained reference model is not installed in {rm.ASSET_DIR} yet (it comes from the "
-                  "lead's GPU run of scripts/train_reference_model.py, then --install-from)")
+WEIGHTS_ABSENT = (
+    f"the trained reference model is not installed in {rm.ASSET_DIR} yet (it comes from the "
+    "lead's GPU run of scripts/train_reference_model.py, then --install-from)"
+)
 needs_weights = pytest.mark.skipif(not rm.has_reference_model(), reason=WEIGHTS_ABSENT)
 
 
@@ -201,8 +203,9 @@ def test_measured_fp32_accuracy_has_room_below_saturation():
     """From the committed fp32 runs of the shipped model: some task x length scores between 30%
     and 90% on >= 50 questions, so a state-precision effect has room to show (issue 8)."""
     table = load_script("reference_accuracy_table")  # the model card's table reads the same cells
-    cells = {(t, n): (c / m, m) for (t, n, arm), (c, m) in table.cells(RESULTS / "runs").items()
-             if arm == "fp32"}
+    cells = {
+        (t, n): (c / m, m) for (t, n, arm), (c, m) in table.cells(RESULTS / "runs").items() if arm == "fp32"
+    }
     assert len(cells) >= 30, cells  # ten tasks x 2k/8k/32k, plus the long cells
     in_band = {k: v for k, v in cells.items() if 0.3 <= v[0] <= 0.9 and v[1] >= 50}
     assert in_band, cells
@@ -213,9 +216,31 @@ def test_measured_fp32_accuracy_has_room_below_saturation():
 def test_evalkit_run_passkey_2k_fp32_through_the_engine(tmp_path):
     """The same check through the real CLI and evalkit's own engine (slow on CPU)."""
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "evalkit", "run", "--arm", "fp32", "--tasks", "passkey",
-                           "--lengths", "2k", "--limit", "20", "--device", "cpu", "--out", str(out),
-                           "--no-progress"], capture_output=True, text=True, timeout=3600, cwd=REPO)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evalkit",
+            "run",
+            "--arm",
+            "fp32",
+            "--tasks",
+            "passkey",
+            "--lengths",
+            "2k",
+            "--limit",
+            "20",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     cell = next(iter(summary["passkey"].values()))

@@ -16,8 +16,10 @@ STOP = ["Question:"]
 
 
 def _requests(n: int) -> list[GenRequest]:
-    return [GenRequest(prompt=f"Question: what is {i} + {i}?\nAnswer:", max_new_tokens=16, stop=STOP)
-            for i in range(n)]
+    return [
+        GenRequest(prompt=f"Question: what is {i} + {i}?\nAnswer:", max_new_tokens=16, stop=STOP)
+        for i in range(n)
+    ]
 
 
 def _expected(req: GenRequest) -> str:
@@ -114,12 +116,15 @@ def test_unreachable_server_is_a_clear_error_not_a_hang():
     assert time.monotonic() - t0 < 5
 
 
-@pytest.mark.parametrize("url,expected", [
-    ("127.0.0.1:8000", "http://127.0.0.1:8000/v1"),
-    ("http://h:1/v1/", "http://h:1/v1"),
-    ("http://h:1/v1/completions", "http://h:1/v1"),
-    ("https://h/v1/chat/completions", "https://h/v1"),
-])
+@pytest.mark.parametrize(
+    "url,expected",
+    [
+        ("127.0.0.1:8000", "http://127.0.0.1:8000/v1"),
+        ("http://h:1/v1/", "http://h:1/v1"),
+        ("http://h:1/v1/completions", "http://h:1/v1"),
+        ("https://h/v1/chat/completions", "https://h/v1"),
+    ],
+)
 def test_normalize_base_url(url, expected):
     assert normalize_base_url(url) == expected
 

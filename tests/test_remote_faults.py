@@ -17,17 +17,40 @@ from helpers.faulty_server import FAULTS, FaultyServer, answer_for
 from evalkit.backends.openai_remote import truncate_at_stop
 from evalkit.cli import main as cli
 from evalkit.store import prompt_hash
+from evalkit.tasks.data import BUNDLED_DIR
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = str((REPO / ".." / "shared" / "data" / "gsm8k").resolve())
+DATA = str(BUNDLED_DIR)
 STOP = ["Question:", "</s>", "<|im_end|>"]  # gsm8k's `until`
 LIMIT = 20
 
 
 def _args(url: str, out: Path, *extra: str) -> list[str]:
-    return ["run", "--server", url, "--arm", "faulty", "--arm-note", "on purpose", "--tasks", "gsm8k",
-            "--limit", str(LIMIT), "--data-dir", DATA, "--out", str(out), "--timeout", "0.5",
-            "--max-retries", "2", "--concurrency", "4", "--no-progress", *extra]
+    return [
+        "run",
+        "--server",
+        url,
+        "--arm",
+        "faulty",
+        "--arm-note",
+        "on purpose",
+        "--tasks",
+        "gsm8k",
+        "--limit",
+        str(LIMIT),
+        "--data-dir",
+        DATA,
+        "--out",
+        str(out),
+        "--timeout",
+        "0.5",
+        "--max-retries",
+        "2",
+        "--concurrency",
+        "4",
+        "--no-progress",
+        *extra,
+    ]
 
 
 def _samples(out: Path) -> list[dict]:

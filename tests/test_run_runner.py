@@ -16,6 +16,7 @@ from evalkit.tasks.base import DocRef, ScoredDoc, TaskRequest
 @dataclass
 class ScriptedTask:
     """n one-question prompts plus one prompt asking three questions at once."""
+
     n: int = 6
     name: str = "scripted"
     description: str = "scripted"
@@ -32,14 +33,18 @@ class ScriptedTask:
         return reqs[:limit] if limit else reqs
 
     def score(self, request, response):
-        return [ScoredDoc(d.doc_id, d.target, {"exact": d.target in response.split()},
-                          extracted={"exact": response})
-                for d in request.docs]
+        return [
+            ScoredDoc(
+                d.doc_id, d.target, {"exact": d.target in response.split()}, extracted={"exact": response}
+            )
+            for d in request.docs
+        ]
 
 
 class ScriptedBackend:
     """Answers q_i correctly for even i, wrongly for odd; `fail` prompts end with an error;
     `die_after` simulates a kill after that many results."""
+
     name = "scripted"
 
     def __init__(self, fail=(), die_after=None):
@@ -126,8 +131,7 @@ def test_a_changed_task_config_is_refused_on_resume(tmp_path):
 def test_summary_table_lists_task_metric_length(tmp_path):
     from evalkit.runner.table import render_summary
 
-    out = run_evaluation(_spec(tmp_path, ScriptedTask()), ScriptedBackend(fail={"q1?"}), None,
-                         progress=False)
+    out = run_evaluation(_spec(tmp_path, ScriptedTask()), ScriptedBackend(fail={"q1?"}), None, progress=False)
     text = render_summary(out.summary)
     assert "scripted" in text and "exact" in text
     assert "0.6250" in text and "0.1830" in text  # 5 of 8 right (lm-eval stderr), 1 error
@@ -137,10 +141,13 @@ def test_task_options_reach_the_task_and_its_config_hash(tmp_path):
     from evalkit.commands.run import parse_task_options
     from evalkit.errors import InputError
 
-    opts = parse_task_options(["gsm8k:num_fewshot=0", "max_new_tokens=32", "passkey:note=a:b=c"],
-                              ["gsm8k", "passkey"])
-    assert opts == {"gsm8k": {"num_fewshot": 0, "max_new_tokens": 32},
-                    "passkey": {"max_new_tokens": 32, "note": "a:b=c"}}
+    opts = parse_task_options(
+        ["gsm8k:num_fewshot=0", "max_new_tokens=32", "passkey:note=a:b=c"], ["gsm8k", "passkey"]
+    )
+    assert opts == {
+        "gsm8k": {"num_fewshot": 0, "max_new_tokens": 32},
+        "passkey": {"max_new_tokens": 32, "note": "a:b=c"},
+    }
     for bad in (["nope:a=1"], ["novalue"]):
         with pytest.raises(InputError):
             parse_task_options(bad, ["gsm8k"])

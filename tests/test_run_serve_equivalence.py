@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from evalkit.cli import main as cli
+from evalkit.tasks.data import BUNDLED_DIR
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = str((REPO / ".." / "shared" / "data" / "gsm8k").resolve())
+DATA = str(BUNDLED_DIR)
 COMMON = ["--max-new-tokens", "16", "--no-progress", "--data-dir", DATA]
 GSM8K = ["--tasks", "gsm8k", "--limit", "20"]
 PASSKEY = ["--tasks", "passkey", "--lengths", "512", "--limit", "5"]
@@ -27,10 +28,25 @@ def served(tiny_hybrid_ckpt, tmp_path_factory):
     """`evalkit serve --port 0` in a subprocess; yields (url, process)."""
     port_file = tmp_path_factory.mktemp("serve") / "port"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "evalkit", "serve", "--model", str(tiny_hybrid_ckpt), "--arm", "fp16",
-           "--device", "cpu", "--port", "0", "--port-file", str(port_file)]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+    cmd = [
+        sys.executable,
+        "-m",
+        "evalkit",
+        "serve",
+        "--model",
+        str(tiny_hybrid_ckpt),
+        "--arm",
+        "fp16",
+        "--device",
+        "cpu",
+        "--port",
+        "0",
+        "--port-file",
+        str(port_file),
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     deadline = time.monotonic() + 180
     while not port_file.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -46,8 +62,10 @@ def served(tiny_hybrid_ckpt, tmp_path_factory):
 
 
 def _samples(out: Path) -> dict:
-    return {(s["task"], str(s["doc_id"]), s["length"]): s
-            for s in map(json.loads, (out / "samples.jsonl").read_text().splitlines())}
+    return {
+        (s["task"], str(s["doc_id"]), s["length"]): s
+        for s in map(json.loads, (out / "samples.jsonl").read_text().splitlines())
+    }
 
 
 def _same_answers(a: Path, b: Path, n: int, same_prompts: bool = True) -> None:
@@ -60,22 +78,58 @@ def _same_answers(a: Path, b: Path, n: int, same_prompts: bool = True) -> None:
         assert sa[k]["error"] is None and sb[k]["error"] is None
 
 
-@pytest.mark.parametrize("task_args,n,tokenizer", [
-    pytest.param(GSM8K, 20, True, id="gsm8k-5shot-limit20"),
-    pytest.param(PASSKEY, 5, True, id="passkey-512"),
-    # no tokenizer on the client: chat messages go to /v1/chat/completions and the server applies
-    # the template (so the stored prompt is the messages, and its hash differs from the text's)
-    pytest.param(GSM8K[:3] + ["3", "--apply-chat-template"], 3, False, id="gsm8k-chat-server-template"),
-])
+@pytest.mark.parametrize(
+    "task_args,n,tokenizer",
+    [
+        pytest.param(GSM8K, 20, True, id="gsm8k-5shot-limit20"),
+        pytest.param(PASSKEY, 5, True, id="passkey-512"),
+        # no tokenizer on the client: chat messages go to /v1/chat/completions and the server applies
+        # the template (so the stored prompt is the messages, and its hash differs from the text's)
+        pytest.param(GSM8K[:3] + ["3", "--apply-chat-template"], 3, False, id="gsm8k-chat-server-template"),
+    ],
+)
 def test_served_run_equals_in_process_run(served, tiny_hybrid_ckpt, tmp_path, task_args, n, tokenizer):
     url, _ = served
     ckpt = str(tiny_hybrid_ckpt)
     remote, local = tmp_path / "remote", tmp_path / "local"
     model = ["--model", ckpt] if tokenizer else []
-    assert cli(["run", "--server", url, *model, "--arm", "serve-fp16",
-                "--arm-note", "evalkit serve --arm fp16", "--out", str(remote), *COMMON, *task_args]) == 0
-    assert cli(["run", "--model", ckpt, "--arm", "fp16", "--device", "cpu", "--out", str(local),
-                *COMMON, *task_args]) == 0
+    assert (
+        cli(
+            [
+                "run",
+                "--server",
+                url,
+                *model,
+                "--arm",
+                "serve-fp16",
+                "--arm-note",
+                "evalkit serve --arm fp16",
+                "--out",
+                str(remote),
+                *COMMON,
+                *task_args,
+            ]
+        )
+        == 0
+    )
+    assert (
+        cli(
+            [
+                "run",
+                "--model",
+                ckpt,
+                "--arm",
+                "fp16",
+                "--device",
+                "cpu",
+                "--out",
+                str(local),
+                *COMMON,
+                *task_args,
+            ]
+        )
+        == 0
+    )
     _same_answers(remote, local, n, same_prompts=tokenizer)
     rm = json.loads((remote / "manifest.json").read_text())
     assert rm["backend"]["name"] == "openai" and rm["backend"]["model"] == ckpt

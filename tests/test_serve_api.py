@@ -44,7 +44,7 @@ def sse_events(resp: httpx.Response) -> list:
     events = []
     for line in resp.iter_lines():
         if line.startswith("data: "):
-            data = line[len("data: "):]
+            data = line[len("data: ") :]
             events.append(data if data == "[DONE]" else json.loads(data))
     return events
 
@@ -76,8 +76,9 @@ def test_token_id_prompts_and_several_prompts(server, engine):
         one = c.post("/completions", json={"prompt": ids, "max_tokens": 8}).json()
         assert one["choices"][0]["text"] == direct(engine, "abc", max_tokens=8).text
         many = c.post("/completions", json={"prompt": ["abc", "xyz"], "max_tokens": 8}).json()
-        assert [ch["text"] for ch in many["choices"]] == [direct(engine, p, max_tokens=8).text
-                                                          for p in ("abc", "xyz")]
+        assert [ch["text"] for ch in many["choices"]] == [
+            direct(engine, p, max_tokens=8).text for p in ("abc", "xyz")
+        ]
 
 
 # Prompts whose greedy continuation on the tiny hybrid checkpoint (seed 0, fp16 state) meets EOS
@@ -104,8 +105,13 @@ def test_ignore_eos_and_min_tokens_are_honoured(server, engine):
 def test_streaming_completion_concatenates_to_the_full_text(server, engine):
     prompt = "stream me please"
     want = direct(engine, prompt, max_tokens=40, stop=["x"])
-    body = {"prompt": prompt, "max_tokens": 40, "stop": ["x"], "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "prompt": prompt,
+        "max_tokens": 40,
+        "stop": ["x"],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     with httpx.stream("POST", server.url + "/completions", json=body, timeout=30) as resp:
         assert resp.headers["content-type"].startswith("text/event-stream")
         events = sse_events(resp)
@@ -126,17 +132,20 @@ def test_chat_plain_and_streaming(server, engine):
     assert "".join(p.choices[0].delta.content or "" for p in parts if p.choices) == want.text
 
 
-@pytest.mark.parametrize("body,status,param", [
-    ({"prompt": "x", "temperature": 0.7}, 400, "temperature"),
-    ({"prompt": "x", "model": "other"}, 404, "model"),
-    ({"prompt": "x", "n": 2}, 400, "n"),
-    ({"prompt": "x", "max_tokens": -1}, 400, "max_tokens"),
-    ({"max_tokens": 3}, 400, "prompt"),
-    ({"prompt": ""}, 400, "prompt"),
-    ({"prompt": [10 ** 9]}, 400, "prompt"),
-    ({"prompt": "x", "echo": True}, 400, "echo"),
-    ({"prompt": "x", "logprobs": 1}, 400, "logprobs"),
-])
+@pytest.mark.parametrize(
+    "body,status,param",
+    [
+        ({"prompt": "x", "temperature": 0.7}, 400, "temperature"),
+        ({"prompt": "x", "model": "other"}, 404, "model"),
+        ({"prompt": "x", "n": 2}, 400, "n"),
+        ({"prompt": "x", "max_tokens": -1}, 400, "max_tokens"),
+        ({"max_tokens": 3}, 400, "prompt"),
+        ({"prompt": ""}, 400, "prompt"),
+        ({"prompt": [10**9]}, 400, "prompt"),
+        ({"prompt": "x", "echo": True}, 400, "echo"),
+        ({"prompt": "x", "logprobs": 1}, 400, "logprobs"),
+    ],
+)
 def test_bad_requests_get_openai_style_errors(server, body, status, param):
     r = httpx.post(server.url + "/completions", json=body)
     assert r.status_code == status
@@ -145,7 +154,8 @@ def test_bad_requests_get_openai_style_errors(server, body, status, param):
 
 
 def test_malformed_json_and_unknown_route(server):
-    r = httpx.post(server.url + "/completions", content=b"{not json", headers={"content-type":
-                                                                               "application/json"})
+    r = httpx.post(
+        server.url + "/completions", content=b"{not json", headers={"content-type": "application/json"}
+    )
     assert r.status_code == 400 and "error" in r.json()
     assert httpx.get(server.url + "/nope").status_code == 404

@@ -22,8 +22,9 @@ async def _client(url: str, c: int) -> list[tuple[int, int, str, int]]:
     out = []
     async with httpx.AsyncClient(base_url=url, timeout=300) as http:
         for k in range(PER_CLIENT):
-            r = await http.post("/completions", json={"prompt": _prompt(c, k), "max_tokens": MAX_TOKENS,
-                                                      "ignore_eos": True})
+            r = await http.post(
+                "/completions", json={"prompt": _prompt(c, k), "max_tokens": MAX_TOKENS, "ignore_eos": True}
+            )
             r.raise_for_status()
             body = r.json()
             out.append((c, k, body["choices"][0]["text"], body["usage"]["completion_tokens"]))
@@ -50,10 +51,13 @@ def test_64_clients_times_8_requests_all_answered_and_batched(tiny_hybrid_ckpt):
     oracle = LLMEngine(engine.loaded, state_dtype="fp32", device="cpu", max_num_seqs=64)
     params = make_params(oracle, max_tokens=MAX_TOKENS, stop=[], ignore_eos=True)
     picked = [(c, c % PER_CLIENT) for c in range(CLIENTS)]
-    want = oracle.generate([encode_prompt(oracle.tokenizer, _prompt(c, k)) for c, k in picked],
-                           params, use_tqdm=False)
+    want = oracle.generate(
+        [encode_prompt(oracle.tokenizer, _prompt(c, k)) for c, k in picked], params, use_tqdm=False
+    )
     texts = {(c, k): t for c, k, t, _ in got}
     assert [texts[ck] for ck in picked] == [o.text for o in want]
-    print(f"\n64x8 load: mean decode batch {health['mean_batch_size']:.1f}, max {health['max_batch']}, "
-          f"{health['decode_steps']} decode steps")
+    print(
+        f"\n64x8 load: mean decode batch {health['mean_batch_size']:.1f}, max {health['max_batch']}, "
+        f"{health['decode_steps']} decode steps"
+    )
     assert health["mean_batch_size"] > 1

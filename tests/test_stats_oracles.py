@@ -54,8 +54,9 @@ def test_lmeval_stderr_is_lm_eval_mean_stderr(k, n):
     assert st.lmeval_stderr(k, n) == pytest.approx(mean_stderr([1.0] * k + [0.0] * (n - k)), abs=1e-12)
 
 
-@pytest.mark.parametrize("b,c,n", [(18, 21, 1319), (0, 5, 50), (5, 0, 50), (3, 9, 40), (0, 0, 100),
-                                   (12, 2, 30)])
+@pytest.mark.parametrize(
+    "b,c,n", [(18, 21, 1319), (0, 5, 50), (5, 0, 50), (3, 9, 40), (0, 0, 100), (12, 2, 30)]
+)
 def test_tango_ci_is_the_inverted_score_test(b, c, n):
     ci = st.tango_ci(b, c, n)
     z = sps.norm.ppf(0.975)
@@ -121,8 +122,9 @@ def test_holm_bh_match_statsmodels_and_scipy(seed):
 def test_linear_by_linear_matches_statsmodels():
     succ, tot, scores = [3, 5, 9, 14], [100, 90, 110, 100], [10, 11, 12, 13]
     table = np.column_stack([succ, np.subtract(tot, succ)])
-    res = ct.Table(table).test_ordinal_association(row_scores=np.array(scores, float),
-                                                   col_scores=np.array([1.0, 0.0]))
+    res = ct.Table(table).test_ordinal_association(
+        row_scores=np.array(scores, float), col_scores=np.array([1.0, 0.0])
+    )
     ll = st.linear_by_linear(succ, tot, scores)
     assert ll.statistic == pytest.approx(res.zscore, abs=1e-10)
     assert ll.pvalue == pytest.approx(res.pvalue, abs=1e-10)
@@ -140,12 +142,13 @@ def test_clustered_se_against_statsmodels_ols_cluster():
     clusters = np.repeat(np.arange(60), 5)
     s = (rng.random(300) < np.where(rng.random(60) < 0.5, 0.9, 0.1)[clusters]).astype(float)
     r = st.clustered_se(s, clusters)
-    fit = sm.OLS(s, np.ones(300)).fit(cov_type="cluster",
-                                      cov_kwds={"groups": clusters, "use_correction": False})
+    fit = sm.OLS(s, np.ones(300)).fit(
+        cov_type="cluster", cov_kwds={"groups": clusters, "use_correction": False}
+    )
     # statsmodels (no correction): sum_c (sum_i e)^2 / n^2; Miller swaps the diagonal's 1/n^2 for 1/(n(n-1)).
     e = s - s.mean()
-    expected = fit.bse[0] ** 2 + e @ e * (1 / (300 * 299) - 1 / 300 ** 2)
-    assert r.se_clustered ** 2 == pytest.approx(expected, rel=1e-10)
+    expected = fit.bse[0] ** 2 + e @ e * (1 / (300 * 299) - 1 / 300**2)
+    assert r.se_clustered**2 == pytest.approx(expected, rel=1e-10)
     assert r.se_clustered > 1.3 * r.se_clt  # clustered questions: naive SE is too small
 
 
@@ -175,8 +178,14 @@ def _long_context_data(seed, slope):
         for i, length in enumerate(lengths):
             logit_b = 1.5 + ease - 0.3 * i
             logit_c = logit_b - slope * i
-            rows.append((q, length, rng.random() < 1 / (1 + np.exp(-logit_b)),
-                         rng.random() < 1 / (1 + np.exp(-logit_c))))
+            rows.append(
+                (
+                    q,
+                    length,
+                    rng.random() < 1 / (1 + np.exp(-logit_b)),
+                    rng.random() < 1 / (1 + np.exp(-logit_c)),
+                )
+            )
     return rows
 
 
@@ -204,8 +213,9 @@ def test_logistic_trend_null_and_degenerate():
     assert st.logistic_trend_clustered(y, arm, ln, cl).pvalue > 0.05
     one = st.logistic_trend_clustered([1, 0, 1, 1], [0, 1, 0, 1], [8, 8, 8, 8], [1, 1, 2, 2])
     assert np.isnan(one.pvalue) and "one length" in one.note
-    sep = st.logistic_trend_clustered([1, 1, 1, 1, 0, 0, 0, 0], [0, 1] * 4, [8, 8, 8, 8, 16, 16, 16, 16],
-                                      [1, 1, 2, 2, 1, 1, 2, 2])
+    sep = st.logistic_trend_clustered(
+        [1, 1, 1, 1, 0, 0, 0, 0], [0, 1] * 4, [8, 8, 8, 8, 16, 16, 16, 16], [1, 1, 2, 2, 1, 1, 2, 2]
+    )
     assert np.isnan(sep.pvalue) and "not estimable" in sep.note
 
 

@@ -55,8 +55,11 @@ def test_paired_intervals_gsm8k():
     nw = st.newcombe_ci(1255, 18, 21, 25)
     assert close(nw.phi, 0.535214)
     assert close(nw.ci_low, -0.012104) and close(nw.ci_high, 0.007428)
-    for f, lo, hi in ((st.bonett_price_ci, -0.011771, 0.007229), (st.agresti_min_ci, -0.011654, 0.007112),
-                      (st.wald_ci, -0.011553, 0.007004)):
+    for f, lo, hi in (
+        (st.bonett_price_ci, -0.011771, 0.007229),
+        (st.agresti_min_ci, -0.011654, 0.007112),
+        (st.wald_ci, -0.011553, 0.007004),
+    ):
         r = f(18, 21, 1319)
         assert close(r.ci_low, lo) and close(r.ci_high, hi), r
 
@@ -100,7 +103,8 @@ def test_multiplicity_reference_vectors():
     p = [0.001, 0.008, 0.039, 0.041, 0.042, 0.060, 0.074, 0.205]
     assert st.holm(p).adjusted == pytest.approx([0.008, 0.056, 0.234, 0.234, 0.234, 0.234, 0.234, 0.234])
     assert st.benjamini_hochberg(p).adjusted == pytest.approx(
-        [0.008, 0.032, 0.0672, 0.0672, 0.0672, 0.080, 0.084571, 0.205], abs=1e-6)
+        [0.008, 0.032, 0.0672, 0.0672, 0.0672, 0.080, 0.084571, 0.205], abs=1e-6
+    )
 
 
 def test_cochran_armitage_reference():

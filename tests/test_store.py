@@ -13,11 +13,15 @@ from evalkit.store import RunWriter, base_manifest, config_hash, load_run, promp
 
 
 def manifest(**over):
-    m = {"command": ["evalkit", "run"], "model": {"path": "m", "config_hash": "abc"},
-         "backend": {"name": "local", "base_urls": None},
-         "arm": {"label": "fp16", "state_dtype": "float16", "note": "free text"},
-         "tasks": {"gsm8k": {"config": {"k": 1}, "hash": config_hash({"k": 1})}},
-         "seeds": {"fewshot": 1234}, "lengths": None}
+    m = {
+        "command": ["evalkit", "run"],
+        "model": {"path": "m", "config_hash": "abc"},
+        "backend": {"name": "local", "base_urls": None},
+        "arm": {"label": "fp16", "state_dtype": "float16", "note": "free text"},
+        "tasks": {"gsm8k": {"config": {"k": 1}, "hash": config_hash({"k": 1})}},
+        "seeds": {"fewshot": 1234},
+        "lengths": None,
+    }
     for dotted, value in over.items():
         cur = m
         *path, last = dotted.split("__")
@@ -28,9 +32,16 @@ def manifest(**over):
 
 
 def sample(doc, right=True, length=None, task="gsm8k", error=None, **extra):
-    s = {"task": task, "doc_id": doc, "length": length, "prompt_hash": prompt_hash(f"q{doc}@{length}"),
-         "target": "1", "response": "1" if right else "2",
-         "correct": {} if error else {"strict-match": right, "flexible-extract": right}, "error": error}
+    s = {
+        "task": task,
+        "doc_id": doc,
+        "length": length,
+        "prompt_hash": prompt_hash(f"q{doc}@{length}"),
+        "target": "1",
+        "response": "1" if right else "2",
+        "correct": {} if error else {"strict-match": right, "flexible-extract": right},
+        "error": error,
+    }
     s.update(extra)
     return s
 
@@ -85,8 +96,15 @@ def test_summary_per_length_and_scores(tmp_path):
     w = RunWriter.open(tmp_path / "r", manifest())
     for i in range(4):
         for length in (1024, 4096):
-            w.append(sample(i, right=(i + length // 1024) % 2 == 0, length=length, task="niah",
-                            score={"strict-match": 0.5}))
+            w.append(
+                sample(
+                    i,
+                    right=(i + length // 1024) % 2 == 0,
+                    length=length,
+                    task="niah",
+                    score={"strict-match": 0.5},
+                )
+            )
     s = w.finish()["niah"]["strict-match"]
     assert set(s) == {"1024", "4096", "all"}
     assert s["1024"]["n"] == 4 and s["all"]["n"] == 8 and s["all"]["mean_score"] == 0.5
@@ -102,9 +120,16 @@ def test_append_refuses_a_missing_required_field(tmp_path, field):
     assert (tmp_path / "r" / "samples.jsonl").read_bytes() == b""
 
 
-@pytest.mark.parametrize("bad,msg", [({"correct": {"x": "yes"}}, "true/false"), ({"length": -3}, "length"),
-                                     ({"doc_id": True}, "doc_id"), ({"correct": {}}, "empty"),
-                                     ({"score": {"x": float("nan")}}, "score")])
+@pytest.mark.parametrize(
+    "bad,msg",
+    [
+        ({"correct": {"x": "yes"}}, "true/false"),
+        ({"length": -3}, "length"),
+        ({"doc_id": True}, "doc_id"),
+        ({"correct": {}}, "empty"),
+        ({"score": {"x": float("nan")}}, "score"),
+    ],
+)
 def test_append_refuses_bad_types(tmp_path, bad, msg):
     w = RunWriter.open(tmp_path / "r", manifest())
     with pytest.raises(ValueError, match=msg):
@@ -134,17 +159,20 @@ def test_resume_skips_done_keys_and_records_the_resume(tmp_path):
     assert [s["doc_id"] for s in load_run(out).samples] == [0, 1, 2, 3]
 
 
-@pytest.mark.parametrize("override,field", [
-    ({"model__path": "other"}, "model.path"),
-    ({"model__config_hash": "zzz"}, "model.config_hash"),
-    ({"backend__name": "openai"}, "backend.name"),
-    ({"arm__state_dtype": "bfloat16"}, "arm.state_dtype"),
-    ({"arm__label": "bf16"}, "arm.label"),
-    ({"tasks__gsm8k__hash": "f" * 64}, "tasks.gsm8k.hash"),
-    ({"seeds": {"fewshot": 1}}, "seeds"),
-    ({"lengths": [1024]}, "lengths"),
-    ({"tasks": {"other": {"hash": "1"}}}, "tasks"),
-])
+@pytest.mark.parametrize(
+    "override,field",
+    [
+        ({"model__path": "other"}, "model.path"),
+        ({"model__config_hash": "zzz"}, "model.config_hash"),
+        ({"backend__name": "openai"}, "backend.name"),
+        ({"arm__state_dtype": "bfloat16"}, "arm.state_dtype"),
+        ({"arm__label": "bf16"}, "arm.label"),
+        ({"tasks__gsm8k__hash": "f" * 64}, "tasks.gsm8k.hash"),
+        ({"seeds": {"fewshot": 1}}, "seeds"),
+        ({"lengths": [1024]}, "lengths"),
+        ({"tasks": {"other": {"hash": "1"}}}, "tasks"),
+    ],
+)
 def test_resume_refuses_a_different_identity_naming_the_field(tmp_path, override, field):
     out = tmp_path / "r"
     RunWriter.open(out, manifest()).close()
@@ -184,8 +212,9 @@ def test_weights_fingerprint_tells_same_size_checkpoints_apart(tmp_path):
 def test_provenance_changes_do_not_block_resume(tmp_path):
     out = tmp_path / "r"
     RunWriter.open(out, manifest()).close()
-    RunWriter.open(out, manifest(arm__note="changed", backend__base_urls=["http://x"],
-                                 command=["other"])).close()
+    RunWriter.open(
+        out, manifest(arm__note="changed", backend__base_urls=["http://x"], command=["other"])
+    ).close()
 
 
 def test_resume_false_refuses_an_existing_run(tmp_path):
@@ -224,8 +253,10 @@ def test_complete_last_line_without_newline_is_kept(tmp_path):
 
 def test_concurrent_appends_never_interleave(tmp_path):
     w = RunWriter.open(tmp_path / "r", manifest())
-    threads = [threading.Thread(target=lambda k=k: [w.append(sample(k * 100 + i)) for i in range(50)])
-               for k in range(4)]
+    threads = [
+        threading.Thread(target=lambda k=k: [w.append(sample(k * 100 + i)) for i in range(50)])
+        for k in range(4)
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -14,8 +14,12 @@ N_DOCS = 60  # 120 samples
 
 
 def _run(out: Path, pause: float) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(PRODUCER), str(out), str(N_DOCS), str(pause)],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(PRODUCER), str(out), str(N_DOCS), str(pause)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _lines(path: Path) -> int:
@@ -27,8 +31,12 @@ def test_sigkill_then_resume_equals_uninterrupted_run(tmp_path):
     assert _run(clean, 0.0).returncode == 0
 
     killed = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, str(PRODUCER), str(killed), str(N_DOCS), "0.01"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(PRODUCER), str(killed), str(N_DOCS), "0.01"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 60
     while _lines(killed / "samples.jsonl") < 30 and time.time() < deadline and proc.poll() is None:
         time.sleep(0.005)
@@ -52,8 +60,9 @@ def test_sigkill_then_resume_equals_uninterrupted_run(tmp_path):
 
 def test_a_torn_last_line_is_dropped_and_redone(tmp_path):
     def produce(out):
-        return subprocess.run([sys.executable, str(PRODUCER), str(out), "3", "0"], capture_output=True,
-                              text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, str(PRODUCER), str(out), "3", "0"], capture_output=True, text=True, timeout=60
+        )
 
     clean, out = tmp_path / "clean", tmp_path / "run"
     produce(clean)

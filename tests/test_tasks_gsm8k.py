@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.tasks.data import DataNotFoundError, locate_gsm8k
+from evalkit.tasks.data import BUNDLED_DIR, DataNotFoundError, locate_gsm8k
 from evalkit.tasks.gsm8k import GSM8KTask
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "gsm8k"
+DATA = BUNDLED_DIR
 LIMIT = 10
 
-pytestmark = pytest.mark.skipif(not (DATA / "test.jsonl").is_file(), reason="shared GSM8K copy missing")
 
 # Tricky responses, doc i gets RESPONSES[i % len]: answers with $ and commas, no ####, several
 # numbers, a trailing period, decimals, a stop string left in, nothing numeric.
@@ -113,10 +112,16 @@ def lm_eval_samples(task: GSM8KTask, tokenizer=None, chat=False):
 
     logging.getLogger("lm_eval").setLevel(logging.ERROR)
     lm = scripted_lm(tokenizer)
-    res = lm_eval.simple_evaluate(model=lm, tasks=[task.lm_eval_config(str(DATA))], limit=LIMIT,
-                                  task_manager=TaskManager(include_defaults=False),
-                                  log_samples=True, apply_chat_template=chat, fewshot_as_multiturn=True,
-                                  bootstrap_iters=0)
+    res = lm_eval.simple_evaluate(
+        model=lm,
+        tasks=[task.lm_eval_config(str(DATA))],
+        limit=LIMIT,
+        task_manager=TaskManager(include_defaults=False),
+        log_samples=True,
+        apply_chat_template=chat,
+        fewshot_as_multiturn=True,
+        bootstrap_iters=0,
+    )
     samples = res["samples"][task.name]
     by_filter: dict[str, dict[int, dict]] = {}
     for s in samples:
@@ -180,16 +185,19 @@ def test_doc0_prompt_from_the_raw_data():
     assert req.until == ["Question:", "</s>", "<|im_end|>"] and req.max_new_tokens == 256
 
 
-@pytest.mark.parametrize("response, strict, flexible", [
-    (" 9 * 2 = 18\n#### 18", True, True),
-    (" #### 1,8", True, True),  # commas are ignored, so "1,8" == "18"
-    (" $18", False, True),  # no ####; the $ is ignored
-    (" 18.", False, True),  # trailing period ignored
-    (" 17 apples, then 18 apples, then 19", False, False),  # flexible takes the last number
-    (" #### 18.00", False, False),  # decimals are not normalised
-    (" $1,234.50", False, False),
-    (" no idea", False, False),
-])
+@pytest.mark.parametrize(
+    "response, strict, flexible",
+    [
+        (" 9 * 2 = 18\n#### 18", True, True),
+        (" #### 1,8", True, True),  # commas are ignored, so "1,8" == "18"
+        (" $18", False, True),  # no ####; the $ is ignored
+        (" 18.", False, True),  # trailing period ignored
+        (" 17 apples, then 18 apples, then 19", False, False),  # flexible takes the last number
+        (" #### 18.00", False, False),  # decimals are not normalised
+        (" $1,234.50", False, False),
+        (" no idea", False, False),
+    ],
+)
 def test_scoring_oracle(response, strict, flexible):
     """Outcomes derived by hand from the filters' regexes and exact_match's ignore rules."""
     doc = rows("test")[0]  # gold 18
@@ -203,9 +211,16 @@ def test_missing_data_says_where_it_looked(tmp_path, monkeypatch):
     with pytest.raises(DataNotFoundError) as err:
         locate_gsm8k(str(tmp_path))
     msg = str(err.value)
-    for part in (str(tmp_path), "--data-dir", "EVALKIT_DATA", "HF_DATASETS_OFFLINE"):
+    for part in (str(tmp_path), "--data-dir", "EVALKIT_DATA", "bundled"):
         assert part in msg
     assert "\n" not in msg
+
+
+def test_offline_with_no_folder_named_reads_the_bundled_copy(monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.delenv("EVALKIT_DATA", raising=False)
+    src = locate_gsm8k()
+    assert src.kind == "local" and src.files["test"] == DATA / "test.jsonl"
 
 
 def test_evalkit_data_env_is_used(monkeypatch):
@@ -223,3 +238,15 @@ def test_cli_error_for_missing_data(tmp_path):
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert out.returncode == 2
     assert "GSM8K not found" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_the_bundled_gsm8k_copy_is_the_published_one():
+    """The pinned copy under evalkit/assets/gsm8k is byte-for-byte the authors' release."""
+    import hashlib
+
+    expected = {
+        "test.jsonl": "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14",
+        "train.jsonl": "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465",
+    }
+    for name, digest in expected.items():
+        assert hashlib.sha256((DATA / name).read_bytes()).hexdigest() == digest, name

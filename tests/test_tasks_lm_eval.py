@@ -6,15 +6,14 @@ model 1.0 and a wrong one 0.0."""
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import pytest
 
 from evalkit.tasks import lm_eval_dir
+from evalkit.tasks.data import BUNDLED_DIR
 from evalkit.tasks.registry import get_task
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "gsm8k"
-pytestmark = pytest.mark.skipif(not (DATA / "train.jsonl").is_file(), reason="shared GSM8K copy missing")
+DATA = BUNDLED_DIR
 TASKS = ["passkey", "niah_single_1", "niah_multikey_2", "niah_single_2"]
 
 
@@ -56,11 +55,19 @@ def evaluate(lm, tok_dir):
     from lm_eval.tasks import TaskManager
 
     logging.getLogger("lm_eval").setLevel(logging.ERROR)
-    tm = TaskManager(include_defaults=False, include_path=str(lm_eval_dir()),
-                     metadata={"tokenizer": str(tok_dir), "max_seq_lengths": [4096], "num_samples": 2,
-                               "data_dir": str(DATA)})
-    return lm_eval.simple_evaluate(model=lm, tasks=[f"evalkit_{t}" for t in TASKS], task_manager=tm,
-                                   bootstrap_iters=0)
+    tm = TaskManager(
+        include_defaults=False,
+        include_path=str(lm_eval_dir()),
+        metadata={
+            "tokenizer": str(tok_dir),
+            "max_seq_lengths": [4096],
+            "num_samples": 2,
+            "data_dir": str(DATA),
+        },
+    )
+    return lm_eval.simple_evaluate(
+        model=lm, tasks=[f"evalkit_{t}" for t in TASKS], task_manager=tm, bootstrap_iters=0
+    )
 
 
 def test_lm_eval_loads_builds_and_scores(tok_dir):
@@ -85,7 +92,20 @@ def test_lm_eval_loads_builds_and_scores(tok_dir):
 
 def test_every_long_task_has_a_yaml():
     names = {p.stem for p in lm_eval_dir().glob("evalkit_*.yaml")}
-    expected = {"passkey", "niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1",
-                "niah_multikey_2", "niah_multikey_3", "niah_multivalue", "niah_multiquery", "vt", "cwe",
-                "fwe", "kv_retrieval", "kv_retrieval_uuid"}
+    expected = {
+        "passkey",
+        "niah_single_1",
+        "niah_single_2",
+        "niah_single_3",
+        "niah_multikey_1",
+        "niah_multikey_2",
+        "niah_multikey_3",
+        "niah_multivalue",
+        "niah_multiquery",
+        "vt",
+        "cwe",
+        "fwe",
+        "kv_retrieval",
+        "kv_retrieval_uuid",
+    }
     assert names == {f"evalkit_{n}" for n in expected}

@@ -6,20 +6,33 @@ bit-for-bit, records where its needles are, and scores a perfect responder 1.0 a
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import pytest
 
 from evalkit.errors import InputError
+from evalkit.tasks.data import BUNDLED_DIR
 from evalkit.tasks.long_context import generators as g
 from evalkit.tasks.registry import get_task
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "gsm8k"
-pytestmark = pytest.mark.skipif(not (DATA / "train.jsonl").is_file(), reason="shared GSM8K copy missing")
+DATA = BUNDLED_DIR
 
-SIZED = ["passkey", "niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2",
-         "niah_multikey_3", "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe", "kv_retrieval",
-         "kv_retrieval_uuid", "gsm8k_manyshot"]
+SIZED = [
+    "passkey",
+    "niah_single_1",
+    "niah_single_2",
+    "niah_single_3",
+    "niah_multikey_1",
+    "niah_multikey_2",
+    "niah_multikey_3",
+    "niah_multivalue",
+    "niah_multiquery",
+    "vt",
+    "cwe",
+    "fwe",
+    "kv_retrieval",
+    "kv_retrieval_uuid",
+    "gsm8k_manyshot",
+]
 WRONG = " I could not find it."
 
 
@@ -31,8 +44,9 @@ def tok():
 
 
 def build(name, tok, lengths, limit=2, chat=False, seed=None):
-    return get_task(name).requests(tokenizer=tok, lengths=lengths, limit=limit, seed=seed, data_dir=str(DATA),
-                                   apply_chat_template=chat)
+    return get_task(name).requests(
+        tokenizer=tok, lengths=lengths, limit=limit, seed=seed, data_dir=str(DATA), apply_chat_template=chat
+    )
 
 
 def true_length(tok, prompt, chat):
@@ -90,8 +104,8 @@ def test_passkey_depths_and_needle_positions(tok):
         ids = tok(r.prompt)["input_ids"]
         pos = r.meta["needle_positions"][0]
         key = r.docs[0].target
-        assert tok.decode(ids[pos:pos + 12]).strip().startswith("The pass key is")
-        assert key in tok.decode(ids[pos:pos + 12])
+        assert tok.decode(ids[pos : pos + 12]).strip().startswith("The pass key is")
+        assert key in tok.decode(ids[pos : pos + 12])
 
 
 def test_multi_needle_partial_credit(tok):
@@ -146,8 +160,9 @@ def test_longdecode_pairs_each_answer(tok):
 
 
 def test_longdecode_without_tokenizer_uses_messages():
-    r = get_task("gsm8k_longdecode").requests(tokenizer=None, lengths=[10], limit=1, data_dir=str(DATA),
-                                               apply_chat_template=True)[0]
+    r = get_task("gsm8k_longdecode").requests(
+        tokenizer=None, lengths=[10], limit=1, data_dir=str(DATA), apply_chat_template=True
+    )[0]
     assert r.prompt[-1] == {"role": "assistant", "content": "Answer 1:"} and r.meta["length"] is None
 
 

@@ -11,18 +11,38 @@ import pytest
 from evalkit.errors import InputError
 from evalkit.tasks.registry import get_task, list_tasks, parse_lengths
 
-EXPECTED = ["gsm8k", "gsm8k_cot", "gsm8k_manyshot", "gsm8k_longdecode", "passkey", "niah_single_1",
-            "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2", "niah_multikey_3",
-            "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe", "kv_retrieval", "kv_retrieval_uuid"]
+EXPECTED = [
+    "gsm8k",
+    "gsm8k_cot",
+    "gsm8k_manyshot",
+    "gsm8k_longdecode",
+    "passkey",
+    "niah_single_1",
+    "niah_single_2",
+    "niah_single_3",
+    "niah_multikey_1",
+    "niah_multikey_2",
+    "niah_multikey_3",
+    "niah_multivalue",
+    "niah_multiquery",
+    "vt",
+    "cwe",
+    "fwe",
+    "kv_retrieval",
+    "kv_retrieval_uuid",
+]
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("4k,16k,64k", [4096, 16384, 65536]),
-    ("128K", [131072]),
-    ("1m", [1048576]),
-    (" 4096 , 0.5k ", [4096, 512]),
-    ("10,25,50", [10, 25, 50]),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("4k,16k,64k", [4096, 16384, 65536]),
+        ("128K", [131072]),
+        ("1m", [1048576]),
+        (" 4096 , 0.5k ", [4096, 512]),
+        ("10,25,50", [10, 25, 50]),
+    ],
+)
 def test_parse_lengths(text, expected):
     assert parse_lengths(text) == expected
 

@@ -38,9 +38,23 @@ def tiny_run(tmp_path_factory) -> Path:
     bundle = bundle_of(out)
     bundle.parent.mkdir()
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--out", str(out), "--bundle", str(bundle), "--device", "cpu", "--tiny",
-         "--minutes", "0.4"],
-        capture_output=True, text=True, timeout=600, cwd=REPO,
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--out",
+            str(out),
+            "--bundle",
+            str(bundle),
+            "--device",
+            "cpu",
+            "--tiny",
+            "--minutes",
+            "0.4",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     return out
@@ -56,8 +70,14 @@ def worker_globals(trm, tiny_run):
     g = trm.gens()
     sentences = trm.essay_sentences_for_training(g.training_rng(s.seed + 3 * 10**9), 500)
     saved = dict(trm._W)
-    trm._W.update(settings=s, tok=tok, sentences=sentences, calib=trm._calibrate(s, tok, sentences),
-                  bos_id=tok.token_to_id(trm.BOS), pad_id=tok.token_to_id(trm.PAD))
+    trm._W.update(
+        settings=s,
+        tok=tok,
+        sentences=sentences,
+        calib=trm._calibrate(s, tok, sentences),
+        bos_id=tok.token_to_id(trm.BOS),
+        pad_id=tok.token_to_id(trm.PAD),
+    )
     yield trm._W
     trm._W.clear()
     trm._W.update(saved)
@@ -160,7 +180,10 @@ def test_a_warm_up_helper_runs_the_training_and_evaluation_shapes(trm):
     spec.update({k: getattr(s, k) for k in trm.WARM_FIELDS})
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), trm.WARM_WORKER_FLAG, "1/3", json.dumps(spec)],
-        capture_output=True, text=True, timeout=300, cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "training shapes compiled" in proc.stdout and "evaluation path compiled" in proc.stdout
@@ -175,8 +198,9 @@ def test_bundle_holds_the_checkpoint_and_records_in_one_file(trm, tiny_run, tmp_
     model_files = {f"model/{f.name}" for f in (tiny_run / "model").iterdir()}
     assert model_files <= names and {"recipe.json", "quick_eval.json", "MODEL_CARD.md", "train.log"} <= names
     trm.unpack_bundle(bundle, tmp_path / "x")
-    assert (tmp_path / "x" / "model" / "model.safetensors").read_bytes() == \
-        (tiny_run / "model" / "model.safetensors").read_bytes()
+    assert (tmp_path / "x" / "model" / "model.safetensors").read_bytes() == (
+        tiny_run / "model" / "model.safetensors"
+    ).read_bytes()
 
 
 @pytest.mark.parametrize("source", ["dir", "bundle"])
@@ -186,8 +210,10 @@ def test_install_copies_the_model_and_records(trm, tiny_run, tmp_path, monkeypat
     results.mkdir()
     readme = (REPO / "results" / "reference-model" / "README.md").read_text()
     (results / "README.md").write_text(readme.replace("Status: ", "Status: (before install) ", 1))
-    assert trm.main(["--install-from", str(src), "--assets-dir", str(assets),
-                     "--results-dir", str(results)]) == 0
+    assert (
+        trm.main(["--install-from", str(src), "--assets-dir", str(assets), "--results-dir", str(results)])
+        == 0
+    )
     for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
         assert (assets / name).is_file(), name
     for name in ("recipe.json", "loss_curve.csv", "quick_eval.json", "MODEL_CARD.md"):
@@ -209,8 +235,10 @@ def test_install_refuses_a_folder_without_a_checkpoint(trm, tmp_path):
 # -- data ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("family", ["passkey", "niah_single", "niah_distractors", "niah_needles",
-                                    "niah_multi", "niah_essay", "vt", "kv"])
+@pytest.mark.parametrize(
+    "family",
+    ["passkey", "niah_single", "niah_distractors", "niah_needles", "niah_multi", "niah_essay", "vt", "kv"],
+)
 def test_task_rows_weight_exactly_the_answer(trm, worker_globals, monkeypatch, family):
     built = []
     real = trm.build_example
@@ -255,18 +283,29 @@ def test_arithmetic_answers_are_right_in_gsm8k_format(trm):
 
 
 def _cells(table: dict[tuple[str, int], float], n: int = 24) -> dict:
-    return {"cells": [{"task": t, "length": L, "control": None, "n": n, "accuracy": a}
-                      for (t, L), a in table.items()]
-            + [{"task": "passkey", "length": 2048, "control": "reset_after_needle", "n": n, "accuracy": 0.5}]}
+    return {
+        "cells": [
+            {"task": t, "length": L, "control": None, "n": n, "accuracy": a} for (t, L), a in table.items()
+        ]
+        + [{"task": "passkey", "length": 2048, "control": "reset_after_needle", "n": n, "accuracy": 0.5}]
+    }
 
 
 def test_choose_suite_picks_the_length_with_most_tasks_in_the_30_to_90_band(trm):
-    table = {("passkey", 2048): 1.0, ("niah_multikey_2", 2048): 0.95, ("vt", 2048): 1.0,
-             ("kv_retrieval", 2048): 0.6,
-             ("passkey", 4096): 1.0, ("niah_multikey_2", 4096): 0.7, ("vt", 4096): 0.85,
-             ("kv_retrieval", 4096): 0.2,
-             ("passkey", 8192): 0.8, ("niah_multikey_2", 8192): 0.4, ("vt", 8192): 0.5,
-             ("kv_retrieval", 8192): 0.05}
+    table = {
+        ("passkey", 2048): 1.0,
+        ("niah_multikey_2", 2048): 0.95,
+        ("vt", 2048): 1.0,
+        ("kv_retrieval", 2048): 0.6,
+        ("passkey", 4096): 1.0,
+        ("niah_multikey_2", 4096): 0.7,
+        ("vt", 4096): 0.85,
+        ("kv_retrieval", 4096): 0.2,
+        ("passkey", 8192): 0.8,
+        ("niah_multikey_2", 8192): 0.4,
+        ("vt", 8192): 0.5,
+        ("kv_retrieval", 8192): 0.05,
+    }
     suite = trm.choose_suite(_cells(table), budget=90_000)
     # 4096 and 8192 both have two tasks in band; 4096 has passkey >= 90%
     assert suite["tasks"] == ["passkey", "niah_multikey_2", "vt"] and suite["lengths"] == [4096]

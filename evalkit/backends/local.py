@@ -22,19 +22,31 @@ def encode_prompt(tokenizer: Any, prompt: Prompt) -> list[int]:
     return [int(t) for t in prompt]
 
 
-def make_params(engine: Any, *, max_tokens: int, stop: list[str], ignore_eos: bool = False,
-                min_tokens: int = 0) -> Any:
+def make_params(
+    engine: Any, *, max_tokens: int, stop: list[str], ignore_eos: bool = False, min_tokens: int = 0
+) -> Any:
     """Greedy sampling parameters of the engine's own type."""
     from evalkit.engine.sampling import SamplingParams
 
-    return SamplingParams(max_new_tokens=max_tokens, stop=list(stop), ignore_eos=ignore_eos,
-                          min_tokens=min_tokens, temperature=0.0)
+    return SamplingParams(
+        max_new_tokens=max_tokens,
+        stop=list(stop),
+        ignore_eos=ignore_eos,
+        min_tokens=min_tokens,
+        temperature=0.0,
+    )
 
 
 def to_result(out: Any) -> GenResult:
     timings = {k: float(v) for k, v in (getattr(out, "timings", None) or {}).items()}
-    return GenResult(text=out.text, n_prompt=out.n_prompt, n_generated=out.n_generated,
-                     finish_reason=out.finish_reason, flags=list(out.flags or []), timings=timings)
+    return GenResult(
+        text=out.text,
+        n_prompt=out.n_prompt,
+        n_generated=out.n_generated,
+        finish_reason=out.finish_reason,
+        flags=list(out.flags or []),
+        timings=timings,
+    )
 
 
 def engine_step(engine: Any) -> tuple[list[Any], int]:
@@ -47,8 +59,15 @@ def engine_step(engine: Any) -> tuple[list[Any], int]:
 class LocalBackend:
     name = "local"
 
-    def __init__(self, model: str | None = None, *, state_dtype: str = "fp32", device: str | None = None,
-                 max_num_seqs: int | None = None, engine: Any = None) -> None:
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        state_dtype: str = "fp32",
+        device: str | None = None,
+        max_num_seqs: int | None = None,
+        engine: Any = None,
+    ) -> None:
         if engine is None:
             from evalkit.engine import LLMEngine
 
@@ -69,8 +88,13 @@ class LocalBackend:
         finishes. Engine failures propagate: completed results are already stored, a re-run resumes."""
         index: dict[int, int] = {}
         for i, r in enumerate(requests):
-            params = make_params(self.engine, max_tokens=r.max_new_tokens, stop=r.stop,
-                                 ignore_eos=r.ignore_eos, min_tokens=r.min_tokens)
+            params = make_params(
+                self.engine,
+                max_tokens=r.max_new_tokens,
+                stop=r.stop,
+                ignore_eos=r.ignore_eos,
+                min_tokens=r.min_tokens,
+            )
             index[self.engine.add_request(encode_prompt(self.tokenizer, r.prompt), params)] = i
         while index and self.engine.has_unfinished():
             for out in engine_step(self.engine)[0]:

@@ -145,8 +145,10 @@ class OpenAIBackend:
         self.model = self._choose_model(model)
         for i, url in enumerate(self.base_urls[1:], start=1):
             if self.model not in self.served_models(i):
-                raise EvalkitError(f"the replicas differ: {url} does not serve {self.model!r} "
-                                   f"(it serves {', '.join(self.served_models(i)) or 'nothing'})")
+                raise EvalkitError(
+                    f"the replicas differ: {url} does not serve {self.model!r} "
+                    f"(it serves {', '.join(self.served_models(i)) or 'nothing'})"
+                )
 
     # ---- discovery -----------------------------------------------------------------------
 
@@ -326,8 +328,9 @@ class OpenAIBackend:
 
         n_workers = min(len(requests), self.concurrency * len(self._clients))
         threads = [
-            threading.Thread(target=worker, args=(w % len(self._clients),), daemon=True,
-                             name=f"evalkit-openai-{w}")
+            threading.Thread(
+                target=worker, args=(w % len(self._clients),), daemon=True, name=f"evalkit-openai-{w}"
+            )
             for w in range(n_workers)
         ]
         for t in threads:

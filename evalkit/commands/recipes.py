@@ -26,13 +26,19 @@ class Engine:
     def server(self, model: str, arm: str, port: int) -> str:
         m, p = shlex.quote(model), port
         if self.name == "vllm":
-            return (f"vllm serve {m} --host 127.0.0.1 --port {p} --trust-remote-code "
-                    f"--mamba-ssm-cache-dtype {LONG_NAMES[arm]}")
+            return (
+                f"vllm serve {m} --host 127.0.0.1 --port {p} --trust-remote-code "
+                f"--mamba-ssm-cache-dtype {LONG_NAMES[arm]}"
+            )
         if self.name == "sglang":
-            return (f"python -m sglang.launch_server --model-path {m} --host 127.0.0.1 --port {p} "
-                    f"--trust-remote-code --mamba-ssm-dtype {LONG_NAMES[arm]}")
-        return (f"ATOM_GDN_SSM_DTYPE={arm} python -m atom.entrypoints.openai_server --model {m} "
-                f"--host 127.0.0.1 --server-port {p}")
+            return (
+                f"python -m sglang.launch_server --model-path {m} --host 127.0.0.1 --port {p} "
+                f"--trust-remote-code --mamba-ssm-dtype {LONG_NAMES[arm]}"
+            )
+        return (
+            f"ATOM_GDN_SSM_DTYPE={arm} python -m atom.entrypoints.openai_server --model {m} "
+            f"--host 127.0.0.1 --server-port {p}"
+        )
 
     def note(self, arm: str) -> str:
         if self.name == "vllm":
@@ -43,46 +49,64 @@ class Engine:
 
 
 ENGINES = {
-    "vllm": Engine("vllm", 8000, (
-        "`auto` follows the model dtype (bf16) for GDN models (Qwen3-Next): pass float32 explicitly "
-        "for the baseline arm.",
-        "Some vLLM versions keep Kimi-Linear's KDA state in fp32 whatever the flag says "
-        "(`kda_state_dtype`); newer builds honour it. If two arms give identical responses on every "
-        "question, suspect the flag was ignored.",
-        "`--mamba-cache-dtype` would change the conv state too; leave it unset to vary only the "
-        "recurrent state.",
-    )),
-    "sglang": Engine("sglang", 30000, (
-        "The flag sets SGLANG_MAMBA_SSM_DTYPE; without it SGLang reads `mamba_ssm_dtype` from the "
-        "model config, else float32. The conv state stays bf16 (SGLANG_MAMBA_CONV_DTYPE).",
-        "Kimi-Linear shares the Mamba/GDN state-dtype resolution, so its KDA state really is stored "
-        "in the dtype you pick.",
-    )),
-    "atom": Engine("atom", 8000, (
-        "ATOM_GDN_SSM_DTYPE takes fp32 (default), fp16, bf16 and covers kimi_linear (ROCm/ATOM "
-        "#2130). The diff under review named it ATOM_KDA_SSM_DTYPE: check which name your build "
-        "reads (`grep -r SSM_DTYPE $(python -c 'import atom,os;print(os.path.dirname(atom.__file__))')`).",
-        "Builds before #2130 store the KDA state in fp32 for kimi_linear regardless of the variable.",
-        "Older openai_server builds listen on 8888 unless --server-port is given.",
-    )),
+    "vllm": Engine(
+        "vllm",
+        8000,
+        (
+            "`auto` follows the model dtype (bf16) for GDN models (Qwen3-Next): pass float32 explicitly "
+            "for the baseline arm.",
+            "Some vLLM versions keep Kimi-Linear's KDA state in fp32 whatever the flag says "
+            "(`kda_state_dtype`); newer builds honour it. If two arms give identical responses on every "
+            "question, suspect the flag was ignored.",
+            "`--mamba-cache-dtype` would change the conv state too; leave it unset to vary only the "
+            "recurrent state.",
+        ),
+    ),
+    "sglang": Engine(
+        "sglang",
+        30000,
+        (
+            "The flag sets SGLANG_MAMBA_SSM_DTYPE; without it SGLang reads `mamba_ssm_dtype` from the "
+            "model config, else float32. The conv state stays bf16 (SGLANG_MAMBA_CONV_DTYPE).",
+            "Kimi-Linear shares the Mamba/GDN state-dtype resolution, so its KDA state really is stored "
+            "in the dtype you pick.",
+        ),
+    ),
+    "atom": Engine(
+        "atom",
+        8000,
+        (
+            "ATOM_GDN_SSM_DTYPE takes fp32 (default), fp16, bf16 and covers kimi_linear (ROCm/ATOM "
+            "#2130). The diff under review named it ATOM_KDA_SSM_DTYPE: check which name your build "
+            "reads (`grep -r SSM_DTYPE "
+            "$(python -c 'import atom,os;print(os.path.dirname(atom.__file__))')`).",
+            "Builds before #2130 store the KDA state in fp32 for kimi_linear regardless of the variable.",
+            "Older openai_server builds listen on 8888 unless --server-port is given.",
+        ),
+    ),
 }
 
 
 def run_line(engine: Engine, model: str, arm: str, port: int, tasks: str) -> str:
     label = f"{engine.name}-{arm}"
-    return (f"evalkit run --server http://127.0.0.1:{port} --model {shlex.quote(model)} "
-            f"--tokenizer {shlex.quote(model)} --arm {label} "
-            f"--arm-note {shlex.quote(engine.note(arm))} --tasks {tasks} --out runs/{label}")
+    return (
+        f"evalkit run --server http://127.0.0.1:{port} --model {shlex.quote(model)} "
+        f"--tokenizer {shlex.quote(model)} --arm {label} "
+        f"--arm-note {shlex.quote(engine.note(arm))} --tasks {tasks} --out runs/{label}"
+    )
 
 
 def lm_eval_line(engine: Engine, model: str, arm: str, port: int) -> str:
-    return (f"lm_eval --model local-completions --model_args "
-            f"model={model},base_url=http://127.0.0.1:{port}/v1/completions,num_concurrent=32,"
-            f"tokenizer_backend=None --tasks gsm8k --log_samples --output_path lm-eval/{engine.name}-{arm}")
+    return (
+        f"lm_eval --model local-completions --model_args "
+        f"model={model},base_url=http://127.0.0.1:{port}/v1/completions,num_concurrent=32,"
+        f"tokenizer_backend=None --tasks gsm8k --log_samples --output_path lm-eval/{engine.name}-{arm}"
+    )
 
 
-def render(engines: list[str], arms: list[str], model: str, port: int | None, tasks: str,
-           with_lm_eval: bool) -> str:
+def render(
+    engines: list[str], arms: list[str], model: str, port: int | None, tasks: str, with_lm_eval: bool
+) -> str:
     out: list[str] = []
     for name in engines:
         eng = ENGINES[name]
@@ -102,24 +126,40 @@ def render(engines: list[str], arms: list[str], model: str, port: int | None, ta
         out.append("\nNotes:")
         out.extend(f"- {c}" for c in eng.caveats)
         out.append("")
-    out.append("Scale out: start one server per GPU (different ports) and pass every URL: "
-               "`--server http://127.0.0.1:8000 --server http://127.0.0.1:8001`; the questions are "
-               "shared among replicas and the results equal one server's.")
+    out.append(
+        "Scale out: start one server per GPU (different ports) and pass every URL: "
+        "`--server http://127.0.0.1:8000 --server http://127.0.0.1:8001`; the questions are "
+        "shared among replicas and the results equal one server's."
+    )
     out.append("Ready-made scripts: scripts/recipes/{vllm,sglang,atom}_arms.sh MODEL [TASKS].")
     return "\n".join(out)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine", choices=sorted(ENGINES), action="append",
-                        help="only this engine (repeatable; default: all)")
-    parser.add_argument("--arm", choices=ARMS, action="append",
-                        help="only this arm (repeatable; default: fp32 fp16 bf16, fp32 first as baseline)")
-    parser.add_argument("--model", default="moonshotai/Kimi-Linear-48B-A3B-Instruct",
-                        help="model path or hub id used in the printed commands")
+    parser.add_argument(
+        "--engine",
+        choices=sorted(ENGINES),
+        action="append",
+        help="only this engine (repeatable; default: all)",
+    )
+    parser.add_argument(
+        "--arm",
+        choices=ARMS,
+        action="append",
+        help="only this arm (repeatable; default: fp32 fp16 bf16, fp32 first as baseline)",
+    )
+    parser.add_argument(
+        "--model",
+        default="moonshotai/Kimi-Linear-48B-A3B-Instruct",
+        help="model path or hub id used in the printed commands",
+    )
     parser.add_argument("--port", type=int, help="server port (default: the engine's usual one)")
     parser.add_argument("--tasks", default="gsm8k", help="tasks for the printed `evalkit run` lines")
-    parser.add_argument("--lm-eval", action="store_true",
-                        help="also print the matching `lm_eval --model local-completions` lines")
+    parser.add_argument(
+        "--lm-eval",
+        action="store_true",
+        help="also print the matching `lm_eval --model local-completions` lines",
+    )
 
 
 def main(args: argparse.Namespace) -> int:

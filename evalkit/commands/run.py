@@ -26,37 +26,66 @@ def _split(values: list[str] | None) -> list[str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     src = parser.add_argument_group("what to evaluate")
-    src.add_argument("--model", help="local checkpoint dir or hub id (local run); with --server, the "
-                     "served model's name (and its tokenizer if it is a local dir)")
-    src.add_argument("--server", action="append", metavar="URL",
-                     help="OpenAI-compatible server (repeat or comma-separate for replicas)")
-    src.add_argument("--arm", required=True,
-                     help="fp32|fp16|bf16 for a local run (the state dtype); any label with --server")
+    src.add_argument(
+        "--model",
+        help="local checkpoint dir or hub id (local run); with --server, the "
+        "served model's name (and its tokenizer if it is a local dir)",
+    )
+    src.add_argument(
+        "--server",
+        action="append",
+        metavar="URL",
+        help="OpenAI-compatible server (repeat or comma-separate for replicas)",
+    )
+    src.add_argument(
+        "--arm",
+        required=True,
+        help="fp32|fp16|bf16 for a local run (the state dtype); any label with --server",
+    )
     src.add_argument("--arm-note", help="free text recorded with the arm, e.g. 'ATOM_GDN_SSM_DTYPE=fp16'")
-    src.add_argument("--tokenizer", help="tokenizer for --server runs (long-context tasks size "
-                     "prompts in the model's tokens)")
+    src.add_argument(
+        "--tokenizer",
+        help="tokenizer for --server runs (long-context tasks size prompts in the model's tokens)",
+    )
     q = parser.add_argument_group("questions")
-    q.add_argument("--tasks", help="comma-separated task names (`evalkit tasks` lists them); "
-                   "default: the reference model's suite, else gsm8k")
+    q.add_argument(
+        "--tasks",
+        help="comma-separated task names (`evalkit tasks` lists them); "
+        "default: the reference model's suite, else gsm8k",
+    )
     q.add_argument("--lengths", help="context lengths for long-context tasks, e.g. 4k,16k,64k")
     q.add_argument("--limit", type=int, help="first N questions per task (and length)")
     q.add_argument("--seed", type=int, help="seed of the task generators (and sent to servers)")
     q.add_argument("--data-dir", help="local data folder (e.g. a GSM8K copy); also EVALKIT_DATA")
-    q.add_argument("--apply-chat-template", action="store_true",
-                   help="chat-formatted prompts (chat completions on a server)")
-    q.add_argument("--task-option", action="append", metavar="[TASK:]KEY=VALUE",
-                   help="a task's own option, e.g. gsm8k:num_fewshot=0 (without TASK: every task gets it; "
-                   "recorded in the task config and its hash)")
-    q.add_argument("--max-new-tokens", type=int,
-                   help="cap every task's generation length (smoke tests; recorded in the manifest)")
+    q.add_argument(
+        "--apply-chat-template",
+        action="store_true",
+        help="chat-formatted prompts (chat completions on a server)",
+    )
+    q.add_argument(
+        "--task-option",
+        action="append",
+        metavar="[TASK:]KEY=VALUE",
+        help="a task's own option, e.g. gsm8k:num_fewshot=0 (without TASK: every task gets it; "
+        "recorded in the task config and its hash)",
+    )
+    q.add_argument(
+        "--max-new-tokens",
+        type=int,
+        help="cap every task's generation length (smoke tests; recorded in the manifest)",
+    )
     o = parser.add_argument_group("output")
     o.add_argument("--out", help="run directory (default runs/<model>-<arm>); re-running resumes it")
     o.add_argument("--no-progress", action="store_true", help="no progress bar")
     r = parser.add_argument_group("remote (--server)")
     r.add_argument("--concurrency", type=int, default=16, help="in-flight requests per server (16)")
     r.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, seconds (600)")
-    r.add_argument("--max-retries", type=int, default=5,
-                   help="retries on 429/5xx/timeouts/dropped connections before recording an error (5)")
+    r.add_argument(
+        "--max-retries",
+        type=int,
+        default=5,
+        help="retries on 429/5xx/timeouts/dropped connections before recording an error (5)",
+    )
     loc = parser.add_argument_group("local engine")
     loc.add_argument("--max-num-seqs", type=int, help="most sequences decoded together")
     loc.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda if available)")
@@ -86,8 +115,9 @@ def parse_task_options(items: list[str] | None, tasks: list[str]) -> dict[str, d
         names = [target] if sep else tasks
         for name in names:
             if name not in out:
-                raise InputError(f"--task-option {item!r}: {name!r} is not among --tasks "
-                                 f"({', '.join(tasks)})")
+                raise InputError(
+                    f"--task-option {item!r}: {name!r} is not among --tasks ({', '.join(tasks)})"
+                )
             out[name][key.strip()] = value
     return out
 
@@ -109,8 +139,17 @@ def main(args: argparse.Namespace) -> int:
     _check(args)
     servers = _split(args.server)
     if servers:
-        setup = su.remote_setup(servers, args.model, args.tokenizer, args.arm, args.arm_note,
-                                args.concurrency, args.timeout, args.max_retries, args.seed)
+        setup = su.remote_setup(
+            servers,
+            args.model,
+            args.tokenizer,
+            args.arm,
+            args.arm_note,
+            args.concurrency,
+            args.timeout,
+            args.max_retries,
+            args.seed,
+        )
     else:
         for flag in ("tokenizer",):
             if getattr(args, flag):
@@ -133,27 +172,49 @@ def main(args: argparse.Namespace) -> int:
 
     command = ["evalkit", "run", *sys.argv[2:]] if sys.argv[1:2] == ["run"] else sys.argv
     manifest = su.base_manifest_fields(command)
-    manifest.update(model=setup.model, arm=setup.arm, backend=setup.backend.describe(),
-                    seeds={"task_seed": args.seed})
-    spec = RunSpec(tasks=tasks, task_options=parse_task_options(args.task_option, tasks),
-                   out_dir=out, lengths=lengths, limit=args.limit, seed=args.seed,
-                   data_dir=args.data_dir, apply_chat_template=args.apply_chat_template,
-                   max_new_tokens=args.max_new_tokens, manifest=manifest)
+    manifest.update(
+        model=setup.model, arm=setup.arm, backend=setup.backend.describe(), seeds={"task_seed": args.seed}
+    )
+    spec = RunSpec(
+        tasks=tasks,
+        task_options=parse_task_options(args.task_option, tasks),
+        out_dir=out,
+        lengths=lengths,
+        limit=args.limit,
+        seed=args.seed,
+        data_dir=args.data_dir,
+        apply_chat_template=args.apply_chat_template,
+        max_new_tokens=args.max_new_tokens,
+        manifest=manifest,
+    )
     try:
-        outcome = run_evaluation(spec, setup.backend, setup.tokenizer, progress=not args.no_progress,
-                                 after_generate=setup.after_generate)
+        outcome = run_evaluation(
+            spec,
+            setup.backend,
+            setup.tokenizer,
+            progress=not args.no_progress,
+            after_generate=setup.after_generate,
+        )
     finally:
         setup.backend.close()
 
     print(render_summary(outcome.summary, title=f"{setup.arm['label']}: {out}"))
-    print(f"{outcome.stored} new samples ({outcome.skipped} already on disk), "
-          f"{outcome.tokens_per_s:.1f} generated tok/s, {outcome.wall_s:.1f} s -> {out}")
+    print(
+        f"{outcome.stored} new samples ({outcome.skipped} already on disk), "
+        f"{outcome.tokens_per_s:.1f} generated tok/s, {outcome.wall_s:.1f} s -> {out}"
+    )
     run_info = getattr(setup.backend, "run_info", dict)()
     fps = run_info.get("system_fingerprints") or []
     if len(fps) > 1:
-        print(f"evalkit run: warning: the server(s) reported {len(fps)} different system_fingerprints "
-              f"({', '.join(fps)}): were all replicas started the same way?", file=sys.stderr)
+        print(
+            f"evalkit run: warning: the server(s) reported {len(fps)} different system_fingerprints "
+            f"({', '.join(fps)}): were all replicas started the same way?",
+            file=sys.stderr,
+        )
     if outcome.errors:
-        print(f"evalkit run: warning: {outcome.errors} questions ended with an error and are not scored "
-              f"(see `error` in {out}/samples.jsonl); compare excludes them", file=sys.stderr)
+        print(
+            f"evalkit run: warning: {outcome.errors} questions ended with an error and are not scored "
+            f"(see `error` in {out}/samples.jsonl); compare excludes them",
+            file=sys.stderr,
+        )
     return 0

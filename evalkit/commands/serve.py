@@ -19,8 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--served-model-name", help="the model name clients send (default: --model)")
     parser.add_argument("--max-num-seqs", type=int, help="most sequences decoded together")
     parser.add_argument("--device", help="cpu | cuda | cuda:N")
-    parser.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info",
-                                                                  "debug"))
+    parser.add_argument(
+        "--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug")
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -35,16 +36,28 @@ def main(args: argparse.Namespace) -> int:
     name = args.served_model_name or args.model or "evalkit-reference"
     aliases = tuple(x for x in (model, args.model) if x and x != name)
     try:
-        server = Server(backend.engine, model_name=name, host=args.host, port=args.port, aliases=aliases,
-                        log_level=args.log_level)
+        server = Server(
+            backend.engine,
+            model_name=name,
+            host=args.host,
+            port=args.port,
+            aliases=aliases,
+            log_level=args.log_level,
+        )
     except OSError as exc:
         raise InputError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
-    print(f"evalkit serve: {name} (state {args.arm}) on {server.url}  "
-          f"[/v1/models /v1/completions /v1/chat/completions /health /metrics]", flush=True)
+    print(
+        f"evalkit serve: {name} (state {args.arm}) on {server.url}  "
+        f"[/v1/models /v1/completions /v1/chat/completions /health /metrics]",
+        flush=True,
+    )
     if args.port_file:
         server.write_port_file(args.port_file)
     server.run()
     stats = server.loop.stats.as_dict()
-    print(f"evalkit serve: stopped after {stats['finished']} requests, mean batch size "
-          f"{stats['mean_batch_size']:.2f} (max {stats['max_batch']})", flush=True)
+    print(
+        f"evalkit serve: stopped after {stats['finished']} requests, mean batch size "
+        f"{stats['mean_batch_size']:.2f} (max {stats['max_batch']})",
+        flush=True,
+    )
     return 0

@@ -119,8 +119,10 @@ def main(args: argparse.Namespace) -> int:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu":
         if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
-            raise InputError("--device cpu needs TRITON_INTERPRET=1 before triton is imported; run it "
-                             "as: TRITON_INTERPRET=1 evalkit verify-kernels --device cpu")
+            raise InputError(
+                "--device cpu needs TRITON_INTERPRET=1 before triton is imported; run it "
+                "as: TRITON_INTERPRET=1 evalkit verify-kernels --device cpu"
+            )
         os.environ["TRITON_INTERPRET"] = "1"  # before triton's first import: its interpreter mode
     else:
         import torch

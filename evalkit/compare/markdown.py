@@ -32,22 +32,47 @@ def _table(report: dict[str, Any]) -> list[str]:
     base, cand = report["baseline"]["label"], report["candidate"]["label"]
     with_len = any(r["length"] is not None for r in rows)
     holm = len(rows) > 1
-    head = ["task", "metric"] + (["length"] if with_len else []) + [
-        "n", f"{base} (base) %", f"{cand} (cand) %", "Δ cand−base pp [95% CI]", "base-only / cand-only",
-        "mid-p" + (" (Holm)" if holm else ""), "exact p", f"NI p (δ={pp(report['margin'], False)} pp)",
-        "MDE pp", "verdict"]
-    align = ["---", "---"] + (["---:"] if with_len else []) + ["---:"] * 3 + ["---", "---:", "---:", "---:",
-                                                                          "---:", "---:", "---"]
+    head = (
+        ["task", "metric"]
+        + (["length"] if with_len else [])
+        + [
+            "n",
+            f"{base} (base) %",
+            f"{cand} (cand) %",
+            "Δ cand−base pp [95% CI]",
+            "base-only / cand-only",
+            "mid-p" + (" (Holm)" if holm else ""),
+            "exact p",
+            f"NI p (δ={pp(report['margin'], False)} pp)",
+            "MDE pp",
+            "verdict",
+        ]
+    )
+    align = (
+        ["---", "---"]
+        + (["---:"] if with_len else [])
+        + ["---:"] * 3
+        + ["---", "---:", "---:", "---:", "---:", "---:", "---"]
+    )
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
     for r in rows:
         midp = _p(r["mcnemar_midp"]) + (f" ({_p(r['mcnemar_midp_holm'])})" if holm else "")
-        cells = [r["task"], r["metric"]] + ([str(r["length"] or "–")] if with_len else []) + [
-            str(r["n"]), _acc(r["acc_baseline"], r["stderr_baseline"]),
-            _acc(r["acc_candidate"], r["stderr_candidate"]),
-            f"{pp(r['diff'])} [{pp(r['diff_ci_low'])}, {pp(r['diff_ci_high'])}]",
-            f"{r['baseline_only']} / {r['candidate_only']}", midp, _p(r["mcnemar_exact_p"]),
-            _p(r["noninferiority_p"]), "–" if r["mde"] is None else pp(r["mde"], False),
-            f"**{r['verdict']}**" if r["verdict"] == "WORSE" else r["verdict"]]
+        cells = (
+            [r["task"], r["metric"]]
+            + ([str(r["length"] or "–")] if with_len else [])
+            + [
+                str(r["n"]),
+                _acc(r["acc_baseline"], r["stderr_baseline"]),
+                _acc(r["acc_candidate"], r["stderr_candidate"]),
+                f"{pp(r['diff'])} [{pp(r['diff_ci_low'])}, {pp(r['diff_ci_high'])}]",
+                f"{r['baseline_only']} / {r['candidate_only']}",
+                midp,
+                _p(r["mcnemar_exact_p"]),
+                _p(r["noninferiority_p"]),
+                "–" if r["mde"] is None else pp(r["mde"], False),
+                f"**{r['verdict']}**" if r["verdict"] == "WORSE" else r["verdict"],
+            ]
+        )
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -55,20 +80,29 @@ def _table(report: dict[str, Any]) -> list[str]:
 def _trends(report: dict[str, Any]) -> list[str]:
     if not report["trends"]:
         return []
-    lines = ["", "**Length trend** (does the gap change with context length?)", "",
-             "| task | metric | lengths | arm×log₂len (clustered GLM) | discordant-only logistic | "
-             "Cochran–Armitage on discordance |", "|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "**Length trend** (does the gap change with context length?)",
+        "",
+        "| task | metric | lengths | arm×log₂len (clustered GLM) | discordant-only logistic | "
+        "Cochran–Armitage on discordance |",
+        "|---|---|---|---|---|---|",
+    ]
     for t in report["trends"]:
+
         def fit(d: dict[str, Any]) -> str:
             if d["pvalue"] is None:
                 return d["note"] or "–"
             return f"{d['coef']:+.3f} ± {d['stderr']:.3f} /doubling, p {_p(d['pvalue'])}"
+
         ca = t["cochran_armitage_discordance"]
         ca_text = ca["note"] if ca["note"] else f"z {ca['statistic']:+.2f}, p {_p(ca['pvalue'])}"
         disc = ", ".join(f"{d}/{n}" for d, n in zip(t["discordant_per_length"], t["n_per_length"]))
-        lines.append(f"| {t['task']} | {t['metric']} | {', '.join(map(str, t['lengths']))} "
-                     f"(discordant {disc}) | {fit(t['logistic_arm_x_log2len'])} | "
-                     f"{fit(t['conditional_logistic'])} | {ca_text} |")
+        lines.append(
+            f"| {t['task']} | {t['metric']} | {', '.join(map(str, t['lengths']))} "
+            f"(discordant {disc}) | {fit(t['logistic_arm_x_log2len'])} | "
+            f"{fit(t['conditional_logistic'])} | {ca_text} |"
+        )
     return lines
 
 
@@ -88,12 +122,20 @@ def render_markdown(report: dict[str, Any]) -> str:
         if not (r["baseline_only_ids"] or r["candidate_only_ids"]):
             continue
         where = f"{r['task']} {r['metric']}" + ("" if r["length"] is None else f" @ {r['length']}")
-        lines += [f"<details><summary>Discordant questions, {where}: {r['baseline_only']} baseline-only, "
-                  f"{r['candidate_only']} candidate-only</summary>", "",
-                  f"- baseline-only right: {_ids(r['baseline_only_ids'])}",
-                  f"- candidate-only right: {_ids(r['candidate_only_ids'])}", "", "</details>"]
-    lines += ["", f"<sub>Accuracy ± lm-eval stderr √(p(1−p)/(n−1)). Δ with Tango score 95% CI. McNemar mid-p "
-              f"(primary) and exact (conservative), two-sided; Holm across rows. NI: Tango/Nam score test of "
-              f"Δ ≤ −{pp(report['margin'], False)} pp, one-sided α 0.025. MDE: Connor, 80% power, α 0.05. "
-              f"Baseline {base['path']} ({base['kind']}), candidate {cand['path']} ({cand['kind']}).</sub>"]
+        lines += [
+            f"<details><summary>Discordant questions, {where}: {r['baseline_only']} baseline-only, "
+            f"{r['candidate_only']} candidate-only</summary>",
+            "",
+            f"- baseline-only right: {_ids(r['baseline_only_ids'])}",
+            f"- candidate-only right: {_ids(r['candidate_only_ids'])}",
+            "",
+            "</details>",
+        ]
+    lines += [
+        "",
+        f"<sub>Accuracy ± lm-eval stderr √(p(1−p)/(n−1)). Δ with Tango score 95% CI. McNemar mid-p "
+        f"(primary) and exact (conservative), two-sided; Holm across rows. NI: Tango/Nam score test of "
+        f"Δ ≤ −{pp(report['margin'], False)} pp, one-sided α 0.025. MDE: Connor, 80% power, α 0.05. "
+        f"Baseline {base['path']} ({base['kind']}), candidate {cand['path']} ({cand['kind']}).</sub>",
+    ]
     return "\n".join(lines) + "\n"

@@ -66,19 +66,24 @@ def _check_tasks(base: RunData, cand: RunData, intersection: bool, notes: list[s
         if not shared:
             raise MismatchError(f"runs of different tasks: {detail}")
         if not intersection:
-            raise MismatchError(f"runs of different tasks: {detail} (pass --intersection to compare the "
-                                f"shared task(s) {', '.join(shared)})")
+            raise MismatchError(
+                f"runs of different tasks: {detail} (pass --intersection to compare the "
+                f"shared task(s) {', '.join(shared)})"
+            )
         notes.append(f"compared the shared task(s) {', '.join(shared)} only ({detail})")
     for task in shared:
         hb, hc = _task_hash(base, task), _task_hash(cand, task)
         if hb and hc and hb != hc:
-            raise MismatchError(f"task {task!r} has a different config in the two runs (config hash "
-                                f"{hb[:12]} vs {hc[:12]}): they did not ask the same questions the same way")
+            raise MismatchError(
+                f"task {task!r} has a different config in the two runs (config hash "
+                f"{hb[:12]} vs {hc[:12]}): they did not ask the same questions the same way"
+            )
     return shared
 
 
-def pair_runs(base: RunData, cand: RunData, *, intersection: bool = False,
-              allow_prompt_mismatch: bool = False) -> Pairing:
+def pair_runs(
+    base: RunData, cand: RunData, *, intersection: bool = False, allow_prompt_mismatch: bool = False
+) -> Pairing:
     notes: list[str] = []
     tasks = _check_tasks(base, cand, intersection, notes)
     keep = set(tasks)
@@ -88,28 +93,38 @@ def pair_runs(base: RunData, cand: RunData, *, intersection: bool = False,
     only_c = [k for k in cmap if k not in bmap]
     shared = [k for k in bmap if k in cmap]
     if not shared:
-        raise MismatchError(f"the runs share no question (baseline {len(bmap)}, candidate {len(cmap)}): "
-                            f"are the doc ids and lengths from the same task data?")
+        raise MismatchError(
+            f"the runs share no question (baseline {len(bmap)}, candidate {len(cmap)}): "
+            f"are the doc ids and lengths from the same task data?"
+        )
     if (only_b or only_c) and not intersection:
         parts = []
         if only_b:
             parts.append(f"{len(only_b)} only in baseline, e.g. {_examples(only_b)}")
         if only_c:
             parts.append(f"{len(only_c)} only in candidate, e.g. {_examples(only_c)}")
-        raise MismatchError(f"the runs have different questions: baseline {len(bmap)}, "
-                            f"candidate {len(cmap)}, shared {len(shared)} ({'; '.join(parts)}); "
-                            f"pass --intersection to compare the {len(shared)} shared ones")
+        raise MismatchError(
+            f"the runs have different questions: baseline {len(bmap)}, "
+            f"candidate {len(cmap)}, shared {len(shared)} ({'; '.join(parts)}); "
+            f"pass --intersection to compare the {len(shared)} shared ones"
+        )
     if only_b or only_c:
-        notes.append(f"--intersection: compared {len(shared)} shared questions; left out {len(only_b)} "
-                     f"baseline-only and {len(only_c)} candidate-only questions")
+        notes.append(
+            f"--intersection: compared {len(shared)} shared questions; left out {len(only_b)} "
+            f"baseline-only and {len(only_c)} candidate-only questions"
+        )
     mismatched = [k for k in shared if bmap[k]["prompt_hash"] != cmap[k]["prompt_hash"]]
     if mismatched and not allow_prompt_mismatch:
-        raise MismatchError(f"{len(mismatched)} of {len(shared)} paired questions were asked with different "
-                            f"prompts (prompt_hash differs): {_examples(mismatched)}; pass "
-                            f"--allow-prompt-mismatch to compare anyway")
+        raise MismatchError(
+            f"{len(mismatched)} of {len(shared)} paired questions were asked with different "
+            f"prompts (prompt_hash differs): {_examples(mismatched)}; pass "
+            f"--allow-prompt-mismatch to compare anyway"
+        )
     if mismatched:
-        notes.append(f"--allow-prompt-mismatch: {len(mismatched)} paired questions had different prompts "
-                     f"(e.g. {_examples(mismatched)})")
+        notes.append(
+            f"--allow-prompt-mismatch: {len(mismatched)} paired questions had different prompts "
+            f"(e.g. {_examples(mismatched)})"
+        )
     rows: dict[RowKey, list[Pair]] = defaultdict(list)
     errors: dict[str, int] = defaultdict(int)
     only_metric: dict[str, set[str]] = {"baseline": set(), "candidate": set()}
@@ -131,8 +146,10 @@ def pair_runs(base: RunData, cand: RunData, *, intersection: bool = False,
     for task, count in sorted(errors.items()):
         notes.append(f"{task}: {count} paired question(s) excluded because a side has an error")
     if not rows:
-        raise MismatchError("no pair left to compare: every paired question has an error on one side "
-                            "or the runs share no metric")
+        raise MismatchError(
+            "no pair left to compare: every paired question has an error on one side "
+            "or the runs share no metric"
+        )
     ordered = dict(sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0)))
     return Pairing(ordered, tasks, dict(errors), len(only_b), len(only_c), len(mismatched), notes)
 

@@ -21,8 +21,10 @@ def render_plot(report: dict[str, Any], path: str | Path) -> None:
     cols = min(3, len(panels))
     nrows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.4 * nrows), squeeze=False)
-    arms = (("baseline", report["baseline"]["label"], "tab:blue"),
-            ("candidate", report["candidate"]["label"], "tab:orange"))
+    arms = (
+        ("baseline", report["baseline"]["label"], "tab:blue"),
+        ("candidate", report["candidate"]["label"], "tab:orange"),
+    )
     for ax, ((task, metric), rows) in zip(axes.flat, panels.items()):
         with_len = rows[0]["length"] is not None
         for i, (side, label, colour) in enumerate(arms):
@@ -31,8 +33,9 @@ def render_plot(report: dict[str, Any], path: str | Path) -> None:
             lo = [max(a - 100 * r[f"wilson_{side}"][0], 0.0) for a, r in zip(acc, rows)]
             hi = [max(100 * r[f"wilson_{side}"][1] - a, 0.0) for a, r in zip(acc, rows)]
             x = [r["length"] * (0.97 if i == 0 else 1.03) for r in rows] if with_len else [i]
-            ax.errorbar(x, acc, yerr=[lo, hi], fmt="o-" if with_len else "o", color=colour, capsize=4,
-                        label=label)
+            ax.errorbar(
+                x, acc, yerr=[lo, hi], fmt="o-" if with_len else "o", color=colour, capsize=4, label=label
+            )
         if with_len:
             ax.set_xscale("log", base=2)
             ax.set_xlabel("context length (tokens)")
@@ -43,7 +46,7 @@ def render_plot(report: dict[str, Any], path: str | Path) -> None:
         ax.set_ylabel("accuracy % (Wilson 95% CI)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
     fig.tight_layout()
     try:

@@ -21,8 +21,16 @@ def _id_sort(doc: str) -> tuple:
     return (0, int(doc), "") if doc.lstrip("-").isdigit() else (1, 0, doc)
 
 
-def compute_row(task: str, metric: str, length: int | None, pairs: list[Pair], *, margin: float,
-                confidence: float = 0.95, ni_alpha: float = 0.025) -> dict[str, Any]:
+def compute_row(
+    task: str,
+    metric: str,
+    length: int | None,
+    pairs: list[Pair],
+    *,
+    margin: float,
+    confidence: float = 0.95,
+    ni_alpha: float = 0.025,
+) -> dict[str, Any]:
     n = len(pairs)
     both = sum(p.baseline and p.candidate for p in pairs)
     base_only_ids = sorted((p.doc_id for p in pairs if p.baseline and not p.candidate), key=_id_sort)
@@ -42,22 +50,39 @@ def compute_row(task: str, metric: str, length: int | None, pairs: list[Pair], *
             notes.append(f"MDE: {mde_res.note}")
     else:
         mde = None
-        notes.append("MDE undefined with no discordant questions (needs a discordance rate, e.g. from an "
-                     "A/A run)")
+        notes.append(
+            "MDE undefined with no discordant questions (needs a discordance rate, e.g. from an A/A run)"
+        )
     return {
-        "task": task, "metric": metric, "length": length, "n": n,
-        "acc_baseline": base.estimate, "acc_candidate": cand.estimate,
-        "stderr_baseline": _num(base.stderr), "stderr_candidate": _num(cand.stderr),
-        "wilson_baseline": [base.ci_low, base.ci_high], "wilson_candidate": [cand.ci_low, cand.ci_high],
-        "both_right": both, "both_wrong": n - both - b_only - c_only,
-        "baseline_only": b_only, "candidate_only": c_only, "discordance": psi,
-        "mcnemar_midp": mc.midp, "mcnemar_exact_p": mc.exact, "mcnemar_asymptotic_p": mc.asymptotic,
+        "task": task,
+        "metric": metric,
+        "length": length,
+        "n": n,
+        "acc_baseline": base.estimate,
+        "acc_candidate": cand.estimate,
+        "stderr_baseline": _num(base.stderr),
+        "stderr_candidate": _num(cand.stderr),
+        "wilson_baseline": [base.ci_low, base.ci_high],
+        "wilson_candidate": [cand.ci_low, cand.ci_high],
+        "both_right": both,
+        "both_wrong": n - both - b_only - c_only,
+        "baseline_only": b_only,
+        "candidate_only": c_only,
+        "discordance": psi,
+        "mcnemar_midp": mc.midp,
+        "mcnemar_exact_p": mc.exact,
+        "mcnemar_asymptotic_p": mc.asymptotic,
         "mcnemar_midp_holm": None,
-        "diff": ci.estimate, "diff_ci_low": ci.ci_low, "diff_ci_high": ci.ci_high,
-        "margin": margin, "noninferiority_z": _num(ni.statistic), "noninferiority_p": ni.pvalue,
+        "diff": ci.estimate,
+        "diff_ci_low": ci.ci_low,
+        "diff_ci_high": ci.ci_high,
+        "margin": margin,
+        "noninferiority_z": _num(ni.statistic),
+        "noninferiority_p": ni.pvalue,
         "noninferior": ni.noninferior,
         "mde": mde,
-        "baseline_only_ids": base_only_ids, "candidate_only_ids": cand_only_ids,
+        "baseline_only_ids": base_only_ids,
+        "candidate_only_ids": cand_only_ids,
         "notes": notes,
     }
 

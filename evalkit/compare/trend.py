@@ -49,11 +49,16 @@ def length_trends(rows: dict[RowKey, list[Pair]]) -> list[dict[str, Any]]:
         glm = st.logistic_trend_clustered(y, arm, ln, cl)
         cond = st.conditional_logistic_trend(disc_y, disc_len, disc_cl)
         ca = st.cochran_armitage(succ, tot, [math.log2(x) for x in lengths])
-        out.append({
-            "task": task, "metric": metric, "lengths": lengths,
-            "discordant_per_length": succ, "n_per_length": tot,
-            "logistic_arm_x_log2len": _clean(glm.to_dict()),
-            "conditional_logistic": _clean(cond.to_dict()),
-            "cochran_armitage_discordance": _clean(ca.to_dict()),
-        })
+        out.append(
+            {
+                "task": task,
+                "metric": metric,
+                "lengths": lengths,
+                "discordant_per_length": succ,
+                "n_per_length": tot,
+                "logistic_arm_x_log2len": _clean(glm.to_dict()),
+                "conditional_logistic": _clean(cond.to_dict()),
+                "cochran_armitage_discordance": _clean(ca.to_dict()),
+            }
+        )
     return out

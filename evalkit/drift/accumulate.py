@@ -122,19 +122,21 @@ class BucketStats:
         for b in range(len(self.count)):
             if self.count[b] == 0 and self.nonfinite[b] == 0:
                 continue
-            rows.append({
-                "pos_lo": int(self.edges[b]),
-                "pos_hi": int(self.edges[b + 1] - 1),
-                "position": _f(pos[b]),
-                "n": int(self.count[b]),
-                "mean": _f(mean[b]),
-                "std": _f(sd[b]),
-                "max": _f(self.maximum[b]) if self.count[b] else None,
-                "p50": _f(p50[b]),
-                "p99": _f(p99[b]),
-                "zeros": int(self.zeros[b]),
-                "nonfinite": int(self.nonfinite[b]),
-            })
+            rows.append(
+                {
+                    "pos_lo": int(self.edges[b]),
+                    "pos_hi": int(self.edges[b + 1] - 1),
+                    "position": _f(pos[b]),
+                    "n": int(self.count[b]),
+                    "mean": _f(mean[b]),
+                    "std": _f(sd[b]),
+                    "max": _f(self.maximum[b]) if self.count[b] else None,
+                    "p50": _f(p50[b]),
+                    "p99": _f(p99[b]),
+                    "zeros": int(self.zeros[b]),
+                    "nonfinite": int(self.nonfinite[b]),
+                }
+            )
         return rows
 
 

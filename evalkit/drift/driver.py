@@ -46,10 +46,16 @@ def _manifest(model: DriftModel, cfg: DriftConfig, input_info: dict, command: li
     except Exception:  # noqa: BLE001 - the drift run must not depend on the store being present
         from evalkit import __version__
 
-        m = {"evalkit_version": __version__, "command": command,
-             "hardware": {"machine": platform.machine(), "python": platform.python_version(),
-                          "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None},
-             "libraries": {"torch": torch.__version__}}
+        m = {
+            "evalkit_version": __version__,
+            "command": command,
+            "hardware": {
+                "machine": platform.machine(),
+                "python": platform.python_version(),
+                "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+            },
+            "libraries": {"torch": torch.__version__},
+        }
     m["kind"] = "drift"
     m["model"] = model.describe()
     m["drift"] = {**asdict(cfg), "input": input_info}
@@ -66,10 +72,19 @@ def _now() -> str:
         return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
 
 
-def run_drift(model: DriftModel, tokens: torch.Tensor, cfg: DriftConfig, out_dir: str | Path, *,
-              input_info: dict[str, Any] | None = None, command: list[str] | None = None,
-              overwrite: bool = False, show_progress: bool = True, plots: bool = True,
-              budgets: dict[str, float] | None = None) -> dict:
+def run_drift(
+    model: DriftModel,
+    tokens: torch.Tensor,
+    cfg: DriftConfig,
+    out_dir: str | Path,
+    *,
+    input_info: dict[str, Any] | None = None,
+    command: list[str] | None = None,
+    overwrite: bool = False,
+    show_progress: bool = True,
+    plots: bool = True,
+    budgets: dict[str, float] | None = None,
+) -> dict:
     """Measure, write the run directory, return the summary dict.
 
     `budgets` caps the seconds of each phase ("prefill", "decode", "generate"): a phase that runs
@@ -84,19 +99,38 @@ def run_drift(model: DriftModel, tokens: torch.Tensor, cfg: DriftConfig, out_dir
     input_info = {**(input_info or {}), "length": int(tokens.numel()), "sha256": tokens_sha256(tokens)}
     manifest = _manifest(model, cfg, input_info, command)
     rundir.write_json(out / "manifest.json", manifest)
-    summary: dict[str, Any] = {"kind": "drift", "title": cfg.title,
-                               "config": {"model": model.describe(), "arms": cfg.arms, "modes": cfg.modes,
-                                          "chunk_size": cfg.chunk_size, "input": input_info,
-                                          "generate": cfg.generate},
-                               "teacher_forced": {}, "free_running": None, "errors": []}
+    summary: dict[str, Any] = {
+        "kind": "drift",
+        "title": cfg.title,
+        "config": {
+            "model": model.describe(),
+            "arms": cfg.arms,
+            "modes": cfg.modes,
+            "chunk_size": cfg.chunk_size,
+            "input": input_info,
+            "generate": cfg.generate,
+        },
+        "teacher_forced": {},
+        "free_running": None,
+        "errors": [],
+    }
     buckets, states = [], []
     for mode in cfg.modes:
         bar = _bar(show_progress, int(tokens.numel()), f"drift {mode}")
         tick = (lambda n, _L, b=bar: b.update(n)) if bar else None
         try:
-            res = run_teacher_forced(model, tokens, cfg.arms, mode, chunk_size=cfg.chunk_size,
-                                     decode_block=cfg.decode_block, per_octave=cfg.per_octave,
-                                     max_bytes=cfg.max_bytes, progress=tick, deadline=deadline(mode))
+            res = run_teacher_forced(
+                model,
+                tokens,
+                cfg.arms,
+                mode,
+                chunk_size=cfg.chunk_size,
+                decode_block=cfg.decode_block,
+                per_octave=cfg.per_octave,
+                max_bytes=cfg.max_bytes,
+                progress=tick,
+                deadline=deadline(mode),
+            )
         except EvalkitError:
             raise
         except Exception as exc:  # noqa: BLE001 - keep the other phases (e.g. out of memory in one mode)
@@ -129,8 +163,15 @@ def run_drift(model: DriftModel, tokens: torch.Tensor, cfg: DriftConfig, out_dir
     return summary
 
 
-def _free_running(model: DriftModel, tokens: torch.Tensor, cfg: DriftConfig, out: Path, summary: dict,
-                  show_progress: bool, budget: float | None) -> None:
+def _free_running(
+    model: DriftModel,
+    tokens: torch.Tensor,
+    cfg: DriftConfig,
+    out: Path,
+    summary: dict,
+    show_progress: bool,
+    budget: float | None,
+) -> None:
     prompt = tokens[: max(1, min(cfg.prompt_length, tokens.numel()))]
     gens = {}
     per_arm = budget / (1 + len(cfg.arms)) if budget is not None else None
@@ -138,22 +179,34 @@ def _free_running(model: DriftModel, tokens: torch.Tensor, cfg: DriftConfig, out
         bar = _bar(show_progress, cfg.generate, f"generate {arm}")
         stop = time.perf_counter() + per_arm if per_arm is not None else None
         try:
-            gens[arm] = generate_greedy(model, prompt, arm, cfg.generate, chunk_size=cfg.chunk_size,
-                                        progress=bar.update if bar else None, deadline=stop)
+            gens[arm] = generate_greedy(
+                model,
+                prompt,
+                arm,
+                cfg.generate,
+                chunk_size=cfg.chunk_size,
+                progress=bar.update if bar else None,
+                deadline=stop,
+            )
         finally:
             if bar:
                 bar.close()
     ref = gens["fp32"]
     fr_arms = {arm: compare_generations(ref, gens[arm]) for arm in cfg.arms}
     summary["free_running"] = {
-        "prompt_tokens": int(prompt.numel()), "n_tokens": cfg.generate,
-        "reference": compare_generations(ref, ref), "arms": fr_arms,
-    }
-    rundir.write_json(out / "free_running.json", {
         "prompt_tokens": int(prompt.numel()),
-        "tokens": {arm: g.tokens for arm, g in gens.items()},
+        "n_tokens": cfg.generate,
+        "reference": compare_generations(ref, ref),
         "arms": fr_arms,
-    })
+    }
+    rundir.write_json(
+        out / "free_running.json",
+        {
+            "prompt_tokens": int(prompt.numel()),
+            "tokens": {arm: g.tokens for arm, g in gens.items()},
+            "arms": fr_arms,
+        },
+    )
 
 
 def _record_error(summary: dict, phase: str, exc: BaseException) -> None:

@@ -41,8 +41,21 @@ class _PerTokenRecurrence:
     def kda_decode(self, *args, **kwargs):
         return self._ops.kda_decode(*args, **kwargs)
 
-    def kda_prefill(self, q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, cu_seqlens,
-                    has_initial_state, **_ignored):
+    def kda_prefill(
+        self,
+        q,
+        k,
+        v,
+        g_raw,
+        beta_raw,
+        A_log,
+        dt_bias,
+        state_pool,
+        slots,
+        cu_seqlens,
+        has_initial_state,
+        **_ignored,
+    ):
         from evalkit import kernels
 
         out = torch.empty(q.shape[0], q.shape[1], v.shape[-1], dtype=q.dtype, device=q.device)
@@ -52,17 +65,36 @@ class _PerTokenRecurrence:
         if fused:
             from evalkit.drift.recurrent_rounding import kda_recurrent_rounded
         for i in range(len(cu) - 1):
-            slot = slots[i:i + 1]
+            slot = slots[i : i + 1]
             if fused:
                 s, e = cu[i], cu[i + 1]
-                out[s:e] = kda_recurrent_rounded(q[s:e], k[s:e], v[s:e], g_raw[s:e], beta_raw[s:e], A_log,
-                                                 dt_bias, state_pool, int(slot.item()), bool(init[i]))
+                out[s:e] = kda_recurrent_rounded(
+                    q[s:e],
+                    k[s:e],
+                    v[s:e],
+                    g_raw[s:e],
+                    beta_raw[s:e],
+                    A_log,
+                    dt_bias,
+                    state_pool,
+                    int(slot.item()),
+                    bool(init[i]),
+                )
                 continue
             if not init[i]:
                 state_pool[slot].zero_()
             for t in range(cu[i], cu[i + 1]):
-                out[t] = self._ops.kda_decode(q[t:t + 1], k[t:t + 1], v[t:t + 1], g_raw[t:t + 1],
-                                              beta_raw[t:t + 1], A_log, dt_bias, state_pool, slot)[0]
+                out[t] = self._ops.kda_decode(
+                    q[t : t + 1],
+                    k[t : t + 1],
+                    v[t : t + 1],
+                    g_raw[t : t + 1],
+                    beta_raw[t : t + 1],
+                    A_log,
+                    dt_bias,
+                    state_pool,
+                    slot,
+                )[0]
         return out
 
 
@@ -93,15 +125,24 @@ class EngineSession:
         self.owner, self.state_dtype = owner, state_dtype
         m, arch = owner.model, owner.model.arch
         block = owner.block_size
-        cfg = EngineConfig(state_dtype=state_dtype, device=str(m.device), max_num_seqs=1,
-                           max_num_batched_tokens=owner.chunk_size, prefill_chunk_size=owner.chunk_size,
-                           decode_width=1, max_model_len=owner.max_len, block_size=block,
-                           batch_invariant=False, enforce_eager=owner.enforce_eager,
-                           kda_chunk_size=owner.kda_chunk_size)
+        cfg = EngineConfig(
+            state_dtype=state_dtype,
+            device=str(m.device),
+            max_num_seqs=1,
+            max_num_batched_tokens=owner.chunk_size,
+            prefill_chunk_size=owner.chunk_size,
+            decode_width=1,
+            max_model_len=owner.max_len,
+            block_size=block,
+            batch_invariant=False,
+            enforce_eager=owner.enforce_eager,
+            kda_chunk_size=owner.kda_chunk_size,
+        )
         cfg = cfg.resolved(max(owner.max_len, arch.max_position_embeddings))
         n_blocks = (-(-owner.max_len // block) + 1) if arch.mla_layers else 0
-        self.pools = StatePools(arch, 1, state_dtype, m.dtype, m.device, n_blocks, block,
-                                kda_chunk_size=owner.kda_chunk_size)
+        self.pools = StatePools(
+            arch, 1, state_dtype, m.dtype, m.device, n_blocks, block, kda_chunk_size=owner.kda_chunk_size
+        )
         self.runner = ModelRunner(m, self.pools, cfg)
         self.seq = Sequence([], SamplingParams(max_new_tokens=0))
         self.runner.attach(self.seq, owner.max_len)
@@ -145,9 +186,20 @@ class EngineSession:
 class EngineDriftModel:
     """A loaded Kimi-Linear model opened for drift (see `evalkit.drift.session.DriftModel`)."""
 
-    def __init__(self, model, tokenizer=None, *, max_len: int, chunk_size: int = 1024,
-                 decode_impl: str = "block", enforce_eager: bool = False, kda_chunk_size: int = 64,
-                 block_size: int = 64, fused_decode: bool = True, info: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        model,
+        tokenizer=None,
+        *,
+        max_len: int,
+        chunk_size: int = 1024,
+        decode_impl: str = "block",
+        enforce_eager: bool = False,
+        kda_chunk_size: int = 64,
+        block_size: int = 64,
+        fused_decode: bool = True,
+        info: dict[str, Any] | None = None,
+    ):
         if decode_impl not in DECODE_IMPLS:
             raise InputError(f"decode_impl must be one of {DECODE_IMPLS}, got {decode_impl!r}")
         self.model, self.tokenizer = model, tokenizer
@@ -173,13 +225,26 @@ class EngineDriftModel:
     def describe(self) -> dict[str, Any]:
         a = self.model.arch
         dtype = str(self.model.dtype).replace("torch.", "")
-        return {**self.info, "config_hash": a.config_hash, "dtype": dtype,
-                "device": str(self.device), "layers": a.num_hidden_layers, "kda_layers": len(a.kda_layers),
-                "mla_layers": len(a.mla_layers), "hidden_size": a.hidden_size, "vocab_size": a.vocab_size,
-                "kda_heads": a.linear_num_heads, "kda_head_dim": a.linear_head_dim,
-                "decode_impl": self.decode_impl, "kda_chunk_size": self.kda_chunk_size,
-                "decode_kernel": ("one-launch per block (evalkit.drift.recurrent_rounding) where Triton runs"
-                                  if self.fused_decode else "kernels.kda_decode per token")}
+        return {
+            **self.info,
+            "config_hash": a.config_hash,
+            "dtype": dtype,
+            "device": str(self.device),
+            "layers": a.num_hidden_layers,
+            "kda_layers": len(a.kda_layers),
+            "mla_layers": len(a.mla_layers),
+            "hidden_size": a.hidden_size,
+            "vocab_size": a.vocab_size,
+            "kda_heads": a.linear_num_heads,
+            "kda_head_dim": a.linear_head_dim,
+            "decode_impl": self.decode_impl,
+            "kda_chunk_size": self.kda_chunk_size,
+            "decode_kernel": (
+                "one-launch per block (evalkit.drift.recurrent_rounding) where Triton runs"
+                if self.fused_decode
+                else "kernels.kda_decode per token"
+            ),
+        }
 
     def tokenize(self, text: str) -> list[int]:
         if self.tokenizer is None:

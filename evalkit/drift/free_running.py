@@ -49,8 +49,14 @@ def repeated_loop(tokens: Sequence[int], max_period: int = 16, min_tail: int = 3
     return best
 
 
-def health_flags(tokens: Sequence[int], *, nonfinite_logits: bool, state_max_abs: float,
-                 state_nonfinite: bool, fp16_max: float = 65504.0) -> list[str]:
+def health_flags(
+    tokens: Sequence[int],
+    *,
+    nonfinite_logits: bool,
+    state_max_abs: float,
+    state_nonfinite: bool,
+    fp16_max: float = 65504.0,
+) -> list[str]:
     """Flags as the engine reports them: 'nan' (non-finite logits or state), 'overflow'
     (a state value at or past fp16's largest finite value), 'repetition' (a loop at the end)."""
     flags = []

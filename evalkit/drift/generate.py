@@ -32,9 +32,16 @@ class Generation:
     seconds: float = 0.0
 
 
-def generate_greedy(model: DriftModel, prompt: torch.Tensor, arm: str, n_tokens: int, *,
-                    chunk_size: int = 1024, progress: Callable[[int], None] | None = None,
-                    deadline: float | None = None) -> Generation:
+def generate_greedy(
+    model: DriftModel,
+    prompt: torch.Tensor,
+    arm: str,
+    n_tokens: int,
+    *,
+    chunk_size: int = 1024,
+    progress: Callable[[int], None] | None = None,
+    deadline: float | None = None,
+) -> Generation:
     """Prefill `prompt` in chunks, then greedy-decode `n_tokens` tokens in state dtype `arm`
     (fewer if `deadline`, a `time.perf_counter()` value, passes first)."""
     prompt = prompt.to(torch.long).reshape(-1).to(model.device)
@@ -47,7 +54,7 @@ def generate_greedy(model: DriftModel, prompt: torch.Tensor, arm: str, n_tokens:
     try:
         logits = None
         for s in range(0, prompt.numel(), chunk_size):
-            logits = sess.prefill(prompt[s:s + chunk_size])[-1]
+            logits = sess.prefill(prompt[s : s + chunk_size])[-1]
         for i in range(n_tokens):
             if not torch.isfinite(logits).all():
                 gen.nonfinite_logits += 1
@@ -85,9 +92,13 @@ def compare_generations(ref: Generation, arm: Generation) -> dict:
     """The free-running summary of one arm against the fp32 arm."""
     div = first_divergence(ref.tokens, arm.tokens)
     loop = repeated_loop(arm.tokens)
-    flags = health_flags(arm.tokens, nonfinite_logits=arm.nonfinite_logits > 0,
-                         state_max_abs=arm.state_max_abs, state_nonfinite=arm.state_nonfinite > 0,
-                         fp16_max=FP16_MAX)
+    flags = health_flags(
+        arm.tokens,
+        nonfinite_logits=arm.nonfinite_logits > 0,
+        state_max_abs=arm.state_max_abs,
+        state_nonfinite=arm.state_nonfinite > 0,
+        fp16_max=FP16_MAX,
+    )
     if arm.state_nonfinite and "overflow" not in flags and arm.arm == "fp16":
         flags.append("overflow")  # an fp16 pool stores an overflow as inf
     return {
@@ -96,8 +107,9 @@ def compare_generations(ref: Generation, arm: Generation) -> dict:
         "first_divergence": div,
         "identical": div is None,
         "agreement_after_divergence": agreement_after(ref.tokens, arm.tokens, div),
-        "token_agreement": (sum(a == b for a, b in zip(ref.tokens, arm.tokens)) / len(arm.tokens)
-                            if arm.tokens else None),
+        "token_agreement": (
+            sum(a == b for a, b in zip(ref.tokens, arm.tokens)) / len(arm.tokens) if arm.tokens else None
+        ),
         "flags": flags,
         "loop": loop,
         "reference_loop": repeated_loop(ref.tokens),

@@ -48,10 +48,21 @@ class GrowthFit:
         return asdict(self)
 
 
-def fit_growth(position: np.ndarray, mean: np.ndarray, std: np.ndarray, n: np.ndarray, *,
-               metric: str, label: str | None = None, min_position: float = 1.0,
-               flat_below: float = 0.1, level: float = 0.95, min_count: int = 2,
-               pos_lo: np.ndarray | None = None, pos_hi: np.ndarray | None = None) -> GrowthFit:
+def fit_growth(
+    position: np.ndarray,
+    mean: np.ndarray,
+    std: np.ndarray,
+    n: np.ndarray,
+    *,
+    metric: str,
+    label: str | None = None,
+    min_position: float = 1.0,
+    flat_below: float = 0.1,
+    level: float = 0.95,
+    min_count: int = 2,
+    pos_lo: np.ndarray | None = None,
+    pos_hi: np.ndarray | None = None,
+) -> GrowthFit:
     """Fit one metric's bucket means; `label` names the metric in the verdict text, and the
     buckets' first/last positions (`pos_lo`, `pos_hi`; default `position`) name the range."""
     label = label or metric
@@ -68,8 +79,10 @@ def fit_growth(position: np.ndarray, mean: np.ndarray, std: np.ndarray, n: np.nd
     span = position[use].max() / position[use].min() if use.any() else 1.0
     if use.sum() < MIN_BUCKETS or span < MIN_SPAN:
         empty.verdict = "insufficient"
-        empty.text = (f"{label}: too few non-zero buckets to fit a trend ({int(use.sum())} over a "
-                      f"{span:.1f}x range of positions; need {MIN_BUCKETS} over {MIN_SPAN:.0f}x)")
+        empty.text = (
+            f"{label}: too few non-zero buckets to fit a trend ({int(use.sum())} over a "
+            f"{span:.1f}x range of positions; need {MIN_BUCKETS} over {MIN_SPAN:.0f}x)"
+        )
         return empty
     x = np.log(position[use])
     y = np.log(mean[use])
@@ -110,14 +123,37 @@ def fit_growth(position: np.ndarray, mean: np.ndarray, std: np.ndarray, n: np.nd
         verdict, text = "shrinks", f"{label} shrinks ∝ L^{slope:.2f} {rng} ({ci})"
     if n_zero:
         text += f"; {n_zero} bucket(s) exactly 0 left out"
-    return GrowthFit(metric, slope, se, lo, hi, scale, int(use.sum()), n_zero, p_from, p_to,
-                     float(last / first), verdict, text)
+    return GrowthFit(
+        metric,
+        slope,
+        se,
+        lo,
+        hi,
+        scale,
+        int(use.sum()),
+        n_zero,
+        p_from,
+        p_to,
+        float(last / first),
+        verdict,
+        text,
+    )
 
 
-def fit_rate_growth(position: np.ndarray, events: np.ndarray, n: np.ndarray, *, metric: str,
-                    label: str | None = None, min_position: float = 1.0, flat_below: float = 0.1,
-                    level: float = 0.95, min_events: int = 5, pos_lo: np.ndarray | None = None,
-                    pos_hi: np.ndarray | None = None) -> GrowthFit:
+def fit_rate_growth(
+    position: np.ndarray,
+    events: np.ndarray,
+    n: np.ndarray,
+    *,
+    metric: str,
+    label: str | None = None,
+    min_position: float = 1.0,
+    flat_below: float = 0.1,
+    level: float = 0.95,
+    min_events: int = 5,
+    pos_lo: np.ndarray | None = None,
+    pos_hi: np.ndarray | None = None,
+) -> GrowthFit:
     """Growth of a rare event's rate (e.g. top-1 flips): events_b ~ Poisson(n_b · c · position_b^slope).
 
     Taking logs of bucket rates fails here (most buckets may have no flip at all), so the slope
@@ -137,8 +173,10 @@ def fit_rate_growth(position: np.ndarray, events: np.ndarray, n: np.ndarray, *, 
     span = position[use].max() / position[use].min() if use.any() else 1.0
     if use.sum() < MIN_BUCKETS or span < MIN_SPAN or total < min_events:
         blank.verdict = "insufficient"
-        blank.text = (f"{label}: too few events to fit a trend ({total:.0f} in {int(use.sum())} buckets "
-                      f"over a {span:.1f}x range of positions)")
+        blank.text = (
+            f"{label}: too few events to fit a trend ({total:.0f} in {int(use.sum())} buckets "
+            f"over a {span:.1f}x range of positions)"
+        )
         return blank
     x, k, off = np.log(position[use]), events[use], np.log(n[use])
     X = np.column_stack([np.ones_like(x), x])

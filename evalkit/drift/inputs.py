@@ -51,25 +51,34 @@ def gsm8k_text(tokenize, length: int, data_dir: str | None = None) -> tuple[list
     return _fit(ids, length, f"GSM8K train ({len(rows)} items)"), {"source": f"GSM8K train text ({n} items)"}
 
 
-def task_prompt(name: str, tokenizer, tokenize, length: int, seed: int | None,
-                data_dir: str | None = None) -> tuple[list[int], dict[str, Any]]:
+def task_prompt(
+    name: str, tokenizer, tokenize, length: int, seed: int | None, data_dir: str | None = None
+) -> tuple[list[int], dict[str, Any]]:
     """The first prompt of a long-context task built for `length` tokens (<= length, within 2%)."""
     from evalkit.tasks.registry import get_task
 
     if tokenizer is None:
         raise InputError("--task needs the model's tokenizer; this model has none (use --random-tokens)")
     task = get_task(name)
-    reqs = task.requests(tokenizer=tokenizer, lengths=[length], limit=1, seed=seed, data_dir=data_dir,
-                         apply_chat_template=False)
+    reqs = task.requests(
+        tokenizer=tokenizer,
+        lengths=[length],
+        limit=1,
+        seed=seed,
+        data_dir=data_dir,
+        apply_chat_template=False,
+    )
     if not reqs:
         raise InputError(f"task {name} built no prompt for length {length}")
     prompt = reqs[0].prompt
     if not isinstance(prompt, str):
         raise InputError(f"task {name} builds chat prompts; drift needs a plain text prompt")
     ids = tokenize(prompt)
-    return ids[:length], {"source": f"task {name} prompt (target {length}, seed {seed})",
-                          "task": name, "task_meta": {k: v for k, v in reqs[0].meta.items()
-                                                      if isinstance(v, (int, float, str, type(None)))}}
+    return ids[:length], {
+        "source": f"task {name} prompt (target {length}, seed {seed})",
+        "task": name,
+        "task_meta": {k: v for k, v in reqs[0].meta.items() if isinstance(v, (int, float, str, type(None)))},
+    }
 
 
 def random_ids(vocab_size: int, length: int, seed: int = 0) -> tuple[list[int], dict[str, Any]]:

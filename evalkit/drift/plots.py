@@ -69,8 +69,14 @@ def plot_run(run: dict, out_dir: str | Path, prefix: str = "") -> list[Path]:
             arms_here = sorted({r["arm"] for r in rows if r["mode"] == mode})
             zero = [a for a in arms_here if (mode, a) not in means]
             if zero:  # nothing to draw on a log axis: say so instead of leaving the arm out silently
-                ax.text(0.02, 0.02, f"exactly 0 at every position: {', '.join(zero)}", transform=ax.transAxes,
-                        fontsize=8, color="0.3")
+                ax.text(
+                    0.02,
+                    0.02,
+                    f"exactly 0 at every position: {', '.join(zero)}",
+                    transform=ax.transAxes,
+                    fontsize=8,
+                    color="0.3",
+                )
             _log_axes(ax, f"{mode}", ylabel)
         fig.suptitle(f"{what}{' — ' + title if title else ''}", fontsize=10)
         fig.tight_layout()
@@ -105,8 +111,9 @@ def _plot_states(plt, states: list[dict], modes: list[str], path: Path, title: s
             ax_m.plot(pos, mx, marker="o", ms=3, color=c, label=f"{arm}")
             if arm == sorted(a for (mm, a) in by if mm == mode)[0]:
                 ax_m.plot(pos, mref, color="k", lw=1, ls="--", label="fp32 arm")
-        _log_axes(ax_e, f"{mode}: state error (band = min–max over layers)",
-                  "‖S_arm − S_fp32‖_F / ‖S_fp32‖_F")
+        _log_axes(
+            ax_e, f"{mode}: state error (band = min–max over layers)", "‖S_arm − S_fp32‖_F / ‖S_fp32‖_F"
+        )
         ax_m.axhline(FP16_MAX, color="red", lw=1, ls=":", label="fp16 max 65504")
         _log_axes(ax_m, f"{mode}: max |state value|", "max |S|")
     fig.suptitle(f"KDA recurrent state vs the fp32 arm{' — ' + title if title else ''}", fontsize=10)

@@ -28,10 +28,28 @@ _NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 
 
 @triton.jit
-def _recurrent_rounded_kernel(q, k, v, g_raw, beta_raw, a_log, dt_bias, pool, slot, o, T, scale,
-                              HAS_INIT: tl.constexpr, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                              BK: tl.constexpr, BV: tl.constexpr, VEC: tl.constexpr,
-                              STATE_DTYPE: tl.constexpr):
+def _recurrent_rounded_kernel(
+    q,
+    k,
+    v,
+    g_raw,
+    beta_raw,
+    a_log,
+    dt_bias,
+    pool,
+    slot,
+    o,
+    T,
+    scale,
+    HAS_INIT: tl.constexpr,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    VEC: tl.constexpr,
+    STATE_DTYPE: tl.constexpr,
+):
     i_v = tl.program_id(0)
     i_h = tl.program_id(1).to(tl.int64)
     o_k = tl.arange(0, BK)
@@ -67,8 +85,9 @@ def _recurrent_rounded_kernel(q, k, v, g_raw, beta_raw, a_log, dt_bias, pool, sl
     tl.store(p_s, round_state(b_s, STATE_DTYPE, False), mask=m_s)
 
 
-def kda_recurrent_rounded(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slot: int,
-                          has_initial_state: bool) -> torch.Tensor:
+def kda_recurrent_rounded(
+    q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slot: int, has_initial_state: bool
+) -> torch.Tensor:
     """T tokens of one sequence, q/k/g_raw [T, H, K], v [T, H, V], beta_raw [T, H]; the state of
     pool slot `slot` ([S, H, K, V], any of fp32/fp16/bf16) is updated in place; returns o [T, H, V]."""
     T, H, K = q.shape
@@ -86,15 +105,34 @@ def kda_recurrent_rounded(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, 
     BV = min(bv, triton.next_power_of_2(V))
     grid = (triton.cdiv(V, BV), H)
     _recurrent_rounded_kernel[grid](
-        q, k, v, g_raw, beta_raw, A_log.reshape(H).contiguous(), dt_bias.contiguous(), state_pool, int(slot),
-        o, T, K**-0.5, HAS_INIT=bool(has_initial_state), H=H, K=K, V=V, BK=triton.next_power_of_2(K), BV=BV,
-        VEC=min(VEC, BV), STATE_DTYPE=name, num_warps=nw,
+        q,
+        k,
+        v,
+        g_raw,
+        beta_raw,
+        A_log.reshape(H).contiguous(),
+        dt_bias.contiguous(),
+        state_pool,
+        int(slot),
+        o,
+        T,
+        K**-0.5,
+        HAS_INIT=bool(has_initial_state),
+        H=H,
+        K=K,
+        V=V,
+        BK=triton.next_power_of_2(K),
+        BV=BV,
+        VEC=min(VEC, BV),
+        STATE_DTYPE=name,
+        num_warps=nw,
     )
     return o
 
 
-def check_against_decode_loop(H: int = 32, K: int = 128, V: int = 128, T: int = 64, device: str = "cuda",
-                              seed: int = 0) -> dict:
+def check_against_decode_loop(
+    H: int = 32, K: int = 128, V: int = 128, T: int = 64, device: str = "cuda", seed: int = 0
+) -> dict:
     """Run this kernel and `evalkit.kernels.kda_decode` once per token on the same random inputs,
     per pool dtype; `ok` when fp32 agrees to 1e-5 and each 16-bit state is closer to the decode
     loop's than a quarter of the rounding effect itself (the state never rounded). A GPU run calls
@@ -116,17 +154,33 @@ def check_against_decode_loop(H: int = 32, K: int = 128, V: int = 128, T: int = 
     for name, dt in (("fp32", torch.float32), ("fp16", torch.float16), ("bf16", torch.bfloat16)):
         loop, fused = init.to(dt).clone(), init.to(dt).clone()
         slot = torch.tensor([0], device=device)
-        o_loop = torch.stack([kernels.kda_decode(q[t:t + 1], k[t:t + 1], v[t:t + 1], gr[t:t + 1],
-                                                 beta[t:t + 1], A_log, dt_bias, loop, slot)[0]
-                              for t in range(T)])
+        o_loop = torch.stack(
+            [
+                kernels.kda_decode(
+                    q[t : t + 1],
+                    k[t : t + 1],
+                    v[t : t + 1],
+                    gr[t : t + 1],
+                    beta[t : t + 1],
+                    A_log,
+                    dt_bias,
+                    loop,
+                    slot,
+                )[0]
+                for t in range(T)
+            ]
+        )
         o = kda_recurrent_rounded(q, k, v, gr, beta, A_log, dt_bias, fused, 0, True)
 
         def fro(a, b):
             return float((a.float() - b.float()).norm() / b.float().norm())
 
-        rec = {"state_vs_loop": fro(fused, loop), "out_vs_loop": fro(o, o_loop),
-               "bit_identical": bool(torch.equal(fused, loop) and torch.equal(o, o_loop)),
-               "effect": fro(loop, exact.to(dt))}
+        rec = {
+            "state_vs_loop": fro(fused, loop),
+            "out_vs_loop": fro(o, o_loop),
+            "bit_identical": bool(torch.equal(fused, loop) and torch.equal(o, o_loop)),
+            "effect": fro(loop, exact.to(dt)),
+        }
         if name == "fp32":
             rec["ok"] = rec["state_vs_loop"] < 1e-5 and rec["out_vs_loop"] < 1e-5
         else:

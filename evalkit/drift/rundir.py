@@ -1,12 +1,12 @@
 """The drift run directory.
 
-    manifest.json       what ran: evalkit version, git commit, command, model, arms, input, hardware
-    summary.json        per mode and arm: pooled metrics, state errors, growth fits; free running; costs
-    buckets.csv/.json   per mode × arm × metric × log-spaced position bucket: n, mean, sd, max, p50, p99
-    states.csv/.json    per mode × arm × checkpoint × KDA layer: relative error, max |value|, overflow
-    free_running.json   per arm: generated tokens, first divergence, agreement, health flags
-    kl.png top1.png nll.png state.png   metric against position, one line per arm, log axes
-    summary.md          Markdown for a pull request (`evalkit.drift.report.drift_markdown`)
+manifest.json       what ran: evalkit version, git commit, command, model, arms, input, hardware
+summary.json        per mode and arm: pooled metrics, state errors, growth fits; free running; costs
+buckets.csv/.json   per mode × arm × metric × log-spaced position bucket: n, mean, sd, max, p50, p99
+states.csv/.json    per mode × arm × checkpoint × KDA layer: relative error, max |value|, overflow
+free_running.json   per arm: generated tokens, first divergence, agreement, health flags
+kl.png top1.png nll.png state.png   metric against position, one line per arm, log axes
+summary.md          Markdown for a pull request (`evalkit.drift.report.drift_markdown`)
 """
 
 from __future__ import annotations
@@ -20,8 +20,16 @@ from typing import Any
 
 from evalkit.errors import InputError
 
-FILES = ("manifest.json", "summary.json", "buckets.csv", "buckets.json", "states.csv", "states.json",
-         "free_running.json", "summary.md")
+FILES = (
+    "manifest.json",
+    "summary.json",
+    "buckets.csv",
+    "buckets.json",
+    "states.csv",
+    "states.json",
+    "free_running.json",
+    "summary.md",
+)
 
 
 def _clean(x: Any) -> Any:

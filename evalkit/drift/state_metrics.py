@@ -30,12 +30,14 @@ def compare_states(ref_states: list[torch.Tensor], arm_states: list[torch.Tensor
         err = torch.linalg.vector_norm(diff).item()
         n_nonfinite = int((~finite).sum().item())
         rel = err / ref_norm if ref_norm > 0 else (0.0 if err == 0 else float("inf"))
-        rows.append({
-            "layer": layer,
-            "rel_fro": float("inf") if n_nonfinite else rel,
-            "max_abs": float(a64.abs().max().item()) if a64.numel() else 0.0,
-            "max_abs_ref": float(r64.abs().max().item()) if r64.numel() else 0.0,
-            "n_over_fp16": int((a64.abs() >= FP16_MAX).sum().item()),
-            "n_nonfinite": n_nonfinite,
-        })
+        rows.append(
+            {
+                "layer": layer,
+                "rel_fro": float("inf") if n_nonfinite else rel,
+                "max_abs": float(a64.abs().max().item()) if a64.numel() else 0.0,
+                "max_abs_ref": float(r64.abs().max().item()) if r64.numel() else 0.0,
+                "n_over_fp16": int((a64.abs() >= FP16_MAX).sum().item()),
+                "n_nonfinite": n_nonfinite,
+            }
+        )
     return rows

@@ -66,13 +66,28 @@ def arm_summary(res: TeacherForcedResult, tr: ArmTrace) -> dict:
     for metric in TOKEN_METRICS:
         s = b[metric]
         if metric == "top1_disagree":  # a 0/1 event: Poisson regression of the flip counts
-            growth[metric] = fit_rate_growth(s.position(), s.total, s.count, metric=metric,
-                                             label=METRIC_LABELS[metric], min_position=start,
-                                             pos_lo=s.edges[:-1], pos_hi=s.edges[1:] - 1).to_dict()
+            growth[metric] = fit_rate_growth(
+                s.position(),
+                s.total,
+                s.count,
+                metric=metric,
+                label=METRIC_LABELS[metric],
+                min_position=start,
+                pos_lo=s.edges[:-1],
+                pos_hi=s.edges[1:] - 1,
+            ).to_dict()
             continue
-        growth[metric] = fit_growth(s.position(), s.mean(), s.std(), s.count, metric=metric,
-                                    label=METRIC_LABELS[metric], min_position=start,
-                                    pos_lo=s.edges[:-1], pos_hi=s.edges[1:] - 1).to_dict()
+        growth[metric] = fit_growth(
+            s.position(),
+            s.mean(),
+            s.std(),
+            s.count,
+            metric=metric,
+            label=METRIC_LABELS[metric],
+            min_position=start,
+            pos_lo=s.edges[:-1],
+            pos_hi=s.edges[1:] - 1,
+        ).to_dict()
     if tr.states:
         pos, mean, mx = _state_by_position(tr)
         last = [r for r in tr.states if r["position"] == pos.max()]
@@ -87,8 +102,15 @@ def arm_summary(res: TeacherForcedResult, tr: ArmTrace) -> dict:
             "n_nonfinite": int(sum(r["n_nonfinite"] for r in tr.states)),
         }
         growth["state_rel_fro"] = fit_growth(
-            pos, mean, np.full_like(mean, np.nan), np.ones_like(mean), metric="state_rel_fro",
-            label=METRIC_LABELS["state_rel_fro"], min_position=start, min_count=1).to_dict()
+            pos,
+            mean,
+            np.full_like(mean, np.nan),
+            np.ones_like(mean),
+            metric="state_rel_fro",
+            label=METRIC_LABELS["state_rel_fro"],
+            min_position=start,
+            min_count=1,
+        ).to_dict()
     out["growth"] = growth
     out["seconds"] = tr.seconds
     out["tokens_per_second"] = res.length / tr.seconds if tr.seconds > 0 else None

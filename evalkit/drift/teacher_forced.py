@@ -74,11 +74,20 @@ def state_checkpoints(length: int, mode: str, chunk_size: int, per_octave: int =
     return checkpoints(length, per_octave)
 
 
-def run_teacher_forced(model: DriftModel, tokens: torch.Tensor, arms: list[str], mode: str, *,
-                       chunk_size: int = 1024, decode_block: int = 256, per_octave: int = 2,
-                       state_per_octave: int = 1, max_bytes: int = 256 << 20,
-                       progress: Callable[[int, int], None] | None = None,
-                       deadline: float | None = None) -> TeacherForcedResult:
+def run_teacher_forced(
+    model: DriftModel,
+    tokens: torch.Tensor,
+    arms: list[str],
+    mode: str,
+    *,
+    chunk_size: int = 1024,
+    decode_block: int = 256,
+    per_octave: int = 2,
+    state_per_octave: int = 1,
+    max_bytes: int = 256 << 20,
+    progress: Callable[[int, int], None] | None = None,
+    deadline: float | None = None,
+) -> TeacherForcedResult:
     """Run the fp32 arm and every arm in `arms` over `tokens` [L] in `mode`; return the traces.
 
     `deadline` (a `time.perf_counter()` value) stops after the first block that ends past it;
@@ -91,8 +100,9 @@ def run_teacher_forced(model: DriftModel, tokens: torch.Tensor, arms: list[str],
     cps = state_checkpoints(L, mode, chunk_size, state_per_octave)
     cp_set = set(cps)
     ends = _blocks(L, mode, chunk_size, decode_block, cps)
-    traces = {a: ArmTrace(a, mode, {m: BucketStats.for_length(L, per_octave) for m in TOKEN_METRICS})
-              for a in arms}
+    traces = {
+        a: ArmTrace(a, mode, {m: BucketStats.for_length(L, per_octave) for m in TOKEN_METRICS}) for a in arms
+    }
     t_wall = time.perf_counter()
     ref = model.open_session("fp32")
     sessions = {a: model.open_session(a) for a in arms}
@@ -109,7 +119,7 @@ def run_teacher_forced(model: DriftModel, tokens: torch.Tensor, arms: list[str],
             nxt = torch.full((end - start,), -1, dtype=torch.long, device=model.device)
             avail = min(end, L - 1) - start
             if avail > 0:
-                nxt[:avail] = dev_tokens[start + 1:start + 1 + avail]
+                nxt[:avail] = dev_tokens[start + 1 : start + 1 + avail]
             positions = np.arange(start + 1, end + 1)
             t0 = time.perf_counter()
             ref_logits = _feed(ref, mode, block)
@@ -137,12 +147,21 @@ def run_teacher_forced(model: DriftModel, tokens: torch.Tensor, arms: list[str],
         for s in sessions.values():
             s.close()
     n_blocks = sum(1 for e in ends if e <= done)
-    return TeacherForcedResult(mode, done, chunk_size if mode == "prefill" else None, traces,
-                               seconds_fp32, time.perf_counter() - t_wall, n_blocks, L)
+    return TeacherForcedResult(
+        mode,
+        done,
+        chunk_size if mode == "prefill" else None,
+        traces,
+        seconds_fp32,
+        time.perf_counter() - t_wall,
+        n_blocks,
+        L,
+    )
 
 
-def _compare(traces: dict[str, ArmTrace], ref_states: list[torch.Tensor], sessions: dict,
-             position: int) -> None:
+def _compare(
+    traces: dict[str, ArmTrace], ref_states: list[torch.Tensor], sessions: dict, position: int
+) -> None:
     for a, tr in traces.items():
         for row in compare_states(ref_states, sessions[a].states()):
             tr.states.append({"position": position, **row})

@@ -26,19 +26,26 @@ class TokenMetrics:
     nonfinite: torch.Tensor  # [T] bool: the arm's logits held NaN or inf at this position
 
     def to_numpy(self) -> dict:
-        return {k: getattr(self, k).detach().cpu().numpy() for k in
-                ("kl", "top1", "nll_ref", "nll_arm", "nonfinite")}
+        return {
+            k: getattr(self, k).detach().cpu().numpy()
+            for k in ("kl", "top1", "nll_ref", "nll_arm", "nonfinite")
+        }
 
 
-def token_metrics(ref_logits: torch.Tensor, arm_logits: torch.Tensor,
-                  next_tokens: torch.Tensor | None = None, max_bytes: int = 256 << 20) -> TokenMetrics:
+def token_metrics(
+    ref_logits: torch.Tensor,
+    arm_logits: torch.Tensor,
+    next_tokens: torch.Tensor | None = None,
+    max_bytes: int = 256 << 20,
+) -> TokenMetrics:
     """Metrics for T positions from logits [T, V] of the fp32 arm and of the arm under test.
 
     `next_tokens` [T] holds the token that follows each position, or -1 where none does.
     """
     if ref_logits.shape != arm_logits.shape or ref_logits.dim() != 2:
-        raise ValueError(f"logits must both be [T, V]; got {tuple(ref_logits.shape)} "
-                         f"and {tuple(arm_logits.shape)}")
+        raise ValueError(
+            f"logits must both be [T, V]; got {tuple(ref_logits.shape)} and {tuple(arm_logits.shape)}"
+        )
     T, V = ref_logits.shape
     dev = ref_logits.device
     if next_tokens is None:

@@ -36,9 +36,16 @@ def _usable_device(device: str | None) -> str | None:
 
 @register_model("evalkit")
 class EvalkitLM(LM):
-    def __init__(self, pretrained: str | None = None, state_dtype: str = "fp32", device: str | None = None,
-                 max_num_seqs: int | None = None, max_gen_toks: int = 256, engine: Any = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        pretrained: str | None = None,
+        state_dtype: str = "fp32",
+        device: str | None = None,
+        max_num_seqs: int | None = None,
+        max_gen_toks: int = 256,
+        engine: Any = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__()
         if state_dtype not in ("fp32", "fp16", "bf16"):
             raise ValueError(f"state_dtype must be fp32, fp16 or bf16, not {state_dtype!r}")
@@ -50,8 +57,13 @@ class EvalkitLM(LM):
         device = _usable_device(device)
         self.state_dtype = state_dtype
         self.max_gen_toks = int(max_gen_toks)
-        self.backend = LocalBackend(pretrained, state_dtype=state_dtype, device=device,
-                                    max_num_seqs=int(max_num_seqs) if max_num_seqs else None, engine=engine)
+        self.backend = LocalBackend(
+            pretrained,
+            state_dtype=state_dtype,
+            device=device,
+            max_num_seqs=int(max_num_seqs) if max_num_seqs else None,
+            engine=engine,
+        )
         self.engine = self.backend.engine
         self.tokenizer = self.backend.tokenizer
         self._warned_sampling = False
@@ -62,8 +74,9 @@ class EvalkitLM(LM):
     def tokenizer_name(self) -> str:
         return self.pretrained.replace("/", "__")
 
-    def apply_chat_template(self, chat_history: list[dict[str, str]],
-                            add_generation_prompt: bool = True) -> str:
+    def apply_chat_template(
+        self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True
+    ) -> str:
         kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": add_generation_prompt}
         if not add_generation_prompt:
             kwargs["continue_final_message"] = True  # a task's gen_prefix, as HFLM does
@@ -114,7 +127,7 @@ class EvalkitLM(LM):
         ctx = self.tokenizer.encode(context, add_special_tokens=False)
         if not ctx:
             return [self._prefix_token()], whole
-        return ctx, whole[len(ctx):]
+        return ctx, whole[len(ctx) :]
 
     def _prefix_token(self) -> int:
         tok = self.tokenizer
@@ -133,8 +146,10 @@ class EvalkitLM(LM):
 
     def loglikelihood_rolling(self, requests: list[Any], disable_tqdm: bool = False) -> list[float]:
         """One window: a recurrent model has no context limit to slide over."""
-        pairs = [([self._prefix_token()], self.tokenizer.encode(req.args[0], add_special_tokens=False))
-                 for req in requests]
+        pairs = [
+            ([self._prefix_token()], self.tokenizer.encode(req.args[0], add_special_tokens=False))
+            for req in requests
+        ]
         out = [float(lp) for lp, _ in self.engine.loglikelihood(pairs)]
         for req, res in zip(requests, out):
             self.cache_hook.add_partial("loglikelihood_rolling", (req.args[0],), res)

@@ -42,8 +42,9 @@ class RunOutcome:
     wall_s: float
 
 
-def task_entries(tasks: list[Any], lengths: dict[str, list[int] | None], cap: int | None,
-                 chat: bool = False) -> dict[str, Any]:
+def task_entries(
+    tasks: list[Any], lengths: dict[str, list[int] | None], cap: int | None, chat: bool = False
+) -> dict[str, Any]:
     """{name: {config, hash, lengths}}; a --max-new-tokens cap and the chat template are part of
     the config (and hash): runs that differ in them do not ask the same questions."""
     from evalkit.store import config_hash
@@ -106,18 +107,25 @@ def samples_for(item: WorkItem, result: GenResult, prompt_hash: str) -> list[dic
     return out
 
 
-def run_evaluation(spec: RunSpec, backend: Backend, tokenizer: Any, *, progress: bool = True,
-                   after_generate: Any = None) -> RunOutcome:
+def run_evaluation(
+    spec: RunSpec, backend: Backend, tokenizer: Any, *, progress: bool = True, after_generate: Any = None
+) -> RunOutcome:
     """Plan, generate, store, summarise. `after_generate()` may return manifest additions."""
     from evalkit.store import RunWriter, prompt_hash
     from evalkit.tasks.registry import get_task
 
     t0 = time.perf_counter()
-    tasks = list({(t if isinstance(t, str) else t.name):
-                  get_task(t, **spec.task_options.get(t, {})) if isinstance(t, str) else t
-                  for t in spec.tasks}.values())  # each task once, in the order given
-    lengths = {t.name: (spec.lengths or list(t.default_lengths)) if t.default_lengths else None
-               for t in tasks}
+    tasks = list(
+        {
+            (t if isinstance(t, str) else t.name): get_task(t, **spec.task_options.get(t, {}))
+            if isinstance(t, str)
+            else t
+            for t in spec.tasks
+        }.values()
+    )  # each task once, in the order given
+    lengths = {
+        t.name: (spec.lengths or list(t.default_lengths)) if t.default_lengths else None for t in tasks
+    }
     manifest = dict(spec.manifest)
     manifest["tasks"] = task_entries(tasks, lengths, spec.max_new_tokens, spec.apply_chat_template)
     manifest["lengths"] = spec.lengths
@@ -132,15 +140,24 @@ def run_evaluation(spec: RunSpec, backend: Backend, tokenizer: Any, *, progress:
     try:
         for t in tasks:
             requests_by_task[t.name] = t.requests(
-                tokenizer=tokenizer, lengths=lengths[t.name], limit=spec.limit, seed=spec.seed,
-                data_dir=spec.data_dir, apply_chat_template=spec.apply_chat_template)
+                tokenizer=tokenizer,
+                lengths=lengths[t.name],
+                limit=spec.limit,
+                seed=spec.seed,
+                data_dir=spec.data_dir,
+                apply_chat_template=spec.apply_chat_template,
+            )
     finally:
         long_context_base.SHOW_PROGRESS = shown
 
     writer = RunWriter.open(spec.out_dir, manifest, resume=True)
     plan: Plan = build_plan(tasks, requests_by_task, set(writer.done_keys))
-    bar = RunProgress(plan.total_docs, plan.done_docs, enabled=progress,
-                      desc=f"{manifest.get('arm', {}).get('label', 'run')}")
+    bar = RunProgress(
+        plan.total_docs,
+        plan.done_docs,
+        enabled=progress,
+        desc=f"{manifest.get('arm', {}).get('label', 'run')}",
+    )
     hashes = [prompt_hash(item.request.prompt) for item in plan.items]
     counts = {"stored": 0, "errors": 0}
 
@@ -162,6 +179,13 @@ def run_evaluation(spec: RunSpec, backend: Backend, tokenizer: Any, *, progress:
         bar.close()
     extra = after_generate() if after_generate else None
     summary = writer.finish(extra) if extra else writer.finish()
-    return RunOutcome(out_dir=Path(spec.out_dir), summary=summary, asked=len(plan.items),
-                      stored=counts["stored"], errors=counts["errors"], skipped=plan.done_docs,
-                      tokens_per_s=bar.tokens_per_s, wall_s=time.perf_counter() - t0)
+    return RunOutcome(
+        out_dir=Path(spec.out_dir),
+        summary=summary,
+        asked=len(plan.items),
+        stored=counts["stored"],
+        errors=counts["errors"],
+        skipped=plan.done_docs,
+        tokens_per_s=bar.tokens_per_s,
+        wall_s=time.perf_counter() - t0,
+    )

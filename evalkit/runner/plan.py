@@ -41,7 +41,8 @@ def build_plan(tasks: list[Any], requests_by_task: dict[str, list[Any]], done_ke
                 key = doc_key(task.name, doc.doc_id, req.length)
                 if key in seen:
                     raise InputError(
-                        f"task {task.name} produced doc {doc.doc_id} (length {req.length}) twice")
+                        f"task {task.name} produced doc {doc.doc_id} (length {req.length}) twice"
+                    )
                 seen.add(key)
                 total += 1
                 if key in done_keys:

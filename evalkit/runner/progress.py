@@ -18,8 +18,16 @@ class RunProgress:
         if enabled:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, initial=already_done, desc=desc, unit="q", file=sys.stderr,
-                             mininterval=0.5, dynamic_ncols=True, smoothing=0.1)
+            self._bar = tqdm(
+                total=total,
+                initial=already_done,
+                desc=desc,
+                unit="q",
+                file=sys.stderr,
+                mininterval=0.5,
+                dynamic_ncols=True,
+                smoothing=0.1,
+            )
 
     def update(self, questions: int, tokens: int, errors: int = 0) -> None:
         self.tokens += tokens

@@ -47,41 +47,66 @@ def load_tokenizer(name_or_path: str | None) -> Any:
         raise InputError(f"cannot load the tokenizer from {name_or_path}: {exc}") from exc
 
 
-def local_setup(model: str | None, arm: str, note: str | None, device: str | None,
-                max_num_seqs: int | None) -> Setup:
+def local_setup(
+    model: str | None, arm: str, note: str | None, device: str | None, max_num_seqs: int | None
+) -> Setup:
     from evalkit.backends.local import LocalBackend
 
     if arm not in STATE_DTYPES:
-        raise InputError(f"--arm {arm!r}: a local run's arm is the state dtype, one of "
-                         f"{', '.join(STATE_DTYPES)} (free labels are for --server runs)")
+        raise InputError(
+            f"--arm {arm!r}: a local run's arm is the state dtype, one of "
+            f"{', '.join(STATE_DTYPES)} (free labels are for --server runs)"
+        )
     suite = None
     if model is None:
         model, suite = default_model()
     backend = LocalBackend(model, state_dtype=arm, device=device, max_num_seqs=max_num_seqs)
     desc = backend.describe()
     model_info = {"path": model, **desc.get("model", {})}
-    arm_info = {"label": arm, "state_dtype": desc.get("state_dtype", arm), "note": note,
-                "intra_chunk_dtype": desc.get("intra_chunk_dtype"), "kernel_build": desc.get("kernel_build")}
+    arm_info = {
+        "label": arm,
+        "state_dtype": desc.get("state_dtype", arm),
+        "note": note,
+        "intra_chunk_dtype": desc.get("intra_chunk_dtype"),
+        "kernel_build": desc.get("kernel_build"),
+    }
     return Setup(backend, backend.tokenizer, model_info, arm_info, suite)
 
 
-def remote_setup(servers: list[str], model: str | None, tokenizer: str | None, arm: str,
-                 note: str | None, concurrency: int, timeout: float, max_retries: int,
-                 seed: int | None) -> Setup:
+def remote_setup(
+    servers: list[str],
+    model: str | None,
+    tokenizer: str | None,
+    arm: str,
+    note: str | None,
+    concurrency: int,
+    timeout: float,
+    max_retries: int,
+    seed: int | None,
+) -> Setup:
     from evalkit.backends.openai_remote import OpenAIBackend
 
-    backend = OpenAIBackend(servers, model=model, concurrency=concurrency, timeout=timeout,
-                            max_retries=max_retries, seed=1234 if seed is None else seed,
-                            api_key=os.environ.get("OPENAI_API_KEY"))
+    backend = OpenAIBackend(
+        servers,
+        model=model,
+        concurrency=concurrency,
+        timeout=timeout,
+        max_retries=max_retries,
+        seed=1234 if seed is None else seed,
+        api_key=os.environ.get("OPENAI_API_KEY"),
+    )
     if backend.model_substituted:
-        print(f"evalkit run: the server names its model {backend.model!r}; sending that for {model!r}",
-              file=sys.stderr)
+        print(
+            f"evalkit run: the server names its model {backend.model!r}; sending that for {model!r}",
+            file=sys.stderr,
+        )
     tok_source = tokenizer or (model if model and Path(model).is_dir() else None)
     tok = load_tokenizer(tok_source)
     model_info = {"path": model or backend.model, "id": backend.model, "tokenizer": tok_source}
     arm_info = {"label": arm, "state_dtype": arm if arm in STATE_DTYPES else None, "note": note}
-    return Setup(backend, tok, model_info, arm_info,
-                 after_generate=lambda: {"backend_run": backend.run_info()})
+    return Setup(
+        backend, tok, model_info, arm_info, after_generate=lambda: {"backend_run": backend.run_info()}
+    )
 
 
 def base_manifest_fields(command: list[str]) -> dict[str, Any]:

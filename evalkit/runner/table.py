@@ -19,9 +19,17 @@ def summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
             cells = summary[task][metric]
             for length in sorted(cells, key=lambda k: _length_order(str(k))):
                 c = cells[length]
-                rows.append({"task": task, "metric": metric, "length": str(length), "n": c.get("n", 0),
-                             "accuracy": c.get("accuracy"), "stderr": c.get("stderr"),
-                             "errors": c.get("errors", 0)})
+                rows.append(
+                    {
+                        "task": task,
+                        "metric": metric,
+                        "length": str(length),
+                        "n": c.get("n", 0),
+                        "accuracy": c.get("accuracy"),
+                        "stderr": c.get("stderr"),
+                        "errors": c.get("errors", 0),
+                    }
+                )
     return rows
 
 
@@ -36,12 +44,26 @@ def render_summary(summary: dict[str, Any], *, title: str = "", width: int = 100
     from rich.table import Table
 
     table = Table(title=title or None, show_lines=False, box=box.SIMPLE_HEAD)
-    for col, justify in (("task", "left"), ("metric", "left"), ("length", "right"), ("n", "right"),
-                         ("accuracy", "right"), ("± stderr", "right"), ("errors", "right")):
+    for col, justify in (
+        ("task", "left"),
+        ("metric", "left"),
+        ("length", "right"),
+        ("n", "right"),
+        ("accuracy", "right"),
+        ("± stderr", "right"),
+        ("errors", "right"),
+    ):
         table.add_column(col, justify=justify)
     for r in summary_rows(summary):
-        table.add_row(r["task"], r["metric"], r["length"], str(r["n"]), _fmt(r["accuracy"]),
-                      _fmt(r["stderr"]), str(r["errors"]))
+        table.add_row(
+            r["task"],
+            r["metric"],
+            r["length"],
+            str(r["n"]),
+            _fmt(r["accuracy"]),
+            _fmt(r["stderr"]),
+            str(r["errors"]),
+        )
     buf = io.StringIO()
     Console(file=buf, width=width, color_system=None, force_terminal=False).print(table)
     return "\n".join(line.rstrip() for line in buf.getvalue().splitlines()).strip("\n")

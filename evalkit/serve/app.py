@@ -57,18 +57,26 @@ class StreamText:
         safe = safe.rstrip("\ufffd")
         if len(safe) <= len(self.sent) or not safe.startswith(self.sent):
             return ""
-        out, self.sent = safe[len(self.sent):], safe
+        out, self.sent = safe[len(self.sent) :], safe
         return out
 
     def final(self, text: str) -> str:
-        out = text[len(self.sent):] if text.startswith(self.sent) else ""
+        out = text[len(self.sent) :] if text.startswith(self.sent) else ""
         self.sent = text
         return out
 
 
-def create_app(loop: EngineLoop, tokenizer: Any, make_params: ParamsFactory, *, model_name: str,
-               describe: dict[str, Any], max_model_len: int | None = None, vocab_size: int | None = None,
-               aliases: tuple[str, ...] = ()) -> FastAPI:
+def create_app(
+    loop: EngineLoop,
+    tokenizer: Any,
+    make_params: ParamsFactory,
+    *,
+    model_name: str,
+    describe: dict[str, Any],
+    max_model_len: int | None = None,
+    vocab_size: int | None = None,
+    aliases: tuple[str, ...] = (),
+) -> FastAPI:
     app = FastAPI(title="evalkit serve", version=__version__)
     fp = fingerprint(describe)
     names = {model_name, *aliases}
@@ -89,18 +97,22 @@ def create_app(loop: EngineLoop, tokenizer: Any, make_params: ParamsFactory, *, 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-        return JSONResponse(APIError(exc.status_code, str(exc.detail), type_=kind).body(),
-                            status_code=exc.status_code)
+        return JSONResponse(
+            APIError(exc.status_code, str(exc.detail), type_=kind).body(), status_code=exc.status_code
+        )
 
     # ---- helpers ---------------------------------------------------------------------------
 
     def check_common(req: Any) -> None:
         if req.model is not None and req.model not in names:
-            raise APIError(404, f"The model `{req.model}` does not exist; this server serves "
-                           f"`{model_name}`.", param="model", type_="not_found_error")
+            raise APIError(
+                404,
+                f"The model `{req.model}` does not exist; this server serves `{model_name}`.",
+                param="model",
+                type_="not_found_error",
+            )
         if req.temperature not in (None, 0, 0.0):
-            raise APIError(400, "evalkit serve decodes greedily: temperature must be 0",
-                           param="temperature")
+            raise APIError(400, "evalkit serve decodes greedily: temperature must be 0", param="temperature")
         if req.n != 1:
             raise APIError(400, "n must be 1", param="n")
         if req.logprobs not in (None, False, 0):
@@ -114,12 +126,16 @@ def create_app(loop: EngineLoop, tokenizer: Any, make_params: ParamsFactory, *, 
         if vocab is not None and any(not (0 <= t < vocab) for t in ids):
             raise APIError(400, f"prompt token ids must lie in [0, {vocab})", param="prompt")
         if max_model_len is not None and len(ids) + max_tokens > max_model_len:
-            raise APIError(400, f"prompt ({len(ids)} tokens) + max_tokens ({max_tokens}) exceeds the "
-                           f"model's {max_model_len}", param="max_tokens")
+            raise APIError(
+                400,
+                f"prompt ({len(ids)} tokens) + max_tokens ({max_tokens}) exceeds the model's {max_model_len}",
+                param="max_tokens",
+            )
 
     def params_for(req: Any, max_tokens: int) -> Any:
-        return make_params(max_tokens=max_tokens, stop=req.stop_list(), ignore_eos=req.ignore_eos,
-                           min_tokens=req.min_tokens)
+        return make_params(
+            max_tokens=max_tokens, stop=req.stop_list(), ignore_eos=req.ignore_eos, min_tokens=req.min_tokens
+        )
 
     async def run_one(ids: list[int], params: Any) -> Finished:
         try:
@@ -142,13 +158,19 @@ def create_app(loop: EngineLoop, tokenizer: Any, make_params: ParamsFactory, *, 
     async def stream(ids: list[int], req: Any, max_tokens: int, chat: bool) -> AsyncIterator[str]:
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         obj = "chat.completion.chunk" if chat else "text_completion"
-        base = {"id": rid, "object": obj, "created": int(time.time()), "model": model_name,
-                "system_fingerprint": fp}
+        base = {
+            "id": rid,
+            "object": obj,
+            "created": int(time.time()),
+            "model": model_name,
+            "system_fingerprint": fp,
+        }
 
         def chunk(text: str | None, finish: str | None, first: bool = False) -> dict[str, Any]:
             if chat:
-                delta: dict[str, Any] = {"role": "assistant", "content": ""} if first else (
-                    {"content": text} if text else {})
+                delta: dict[str, Any] = (
+                    {"role": "assistant", "content": ""} if first else ({"content": text} if text else {})
+                )
                 choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
             else:
                 choice = {"index": 0, "text": text or "", "finish_reason": finish, "logprobs": None}
@@ -194,8 +216,13 @@ def create_app(loop: EngineLoop, tokenizer: Any, make_params: ParamsFactory, *, 
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        card = {"id": model_name, "object": "model", "created": created, "owned_by": "evalkit",
-                "root": describe.get("model", {}).get("path", model_name)}
+        card = {
+            "id": model_name,
+            "object": "model",
+            "created": created,
+            "owned_by": "evalkit",
+            "root": describe.get("model", {}).get("path", model_name),
+        }
         if max_model_len:
             card["max_model_len"] = max_model_len
         return {"object": "list", "data": [card]}
@@ -207,8 +234,12 @@ def create_app(loop: EngineLoop, tokenizer: Any, make_params: ParamsFactory, *, 
     @app.get("/health")
     async def health() -> JSONResponse:
         ok = loop.alive
-        body = {"status": "ok" if ok else "engine loop stopped", "model": model_name,
-                "state_dtype": describe.get("state_dtype"), **loop.stats.as_dict()}
+        body = {
+            "status": "ok" if ok else "engine loop stopped",
+            "model": model_name,
+            "state_dtype": describe.get("state_dtype"),
+            **loop.stats.as_dict(),
+        }
         return JSONResponse(body, status_code=200 if ok else 503)
 
     @app.get("/metrics")
@@ -231,15 +262,26 @@ def create_app(loop: EngineLoop, tokenizer: Any, make_params: ParamsFactory, *, 
         if req.stream:
             if len(ids) != 1:
                 raise APIError(400, "streaming takes one prompt", param="prompt")
-            return StreamingResponse(stream(ids[0], req, max_tokens, chat=False),
-                                     media_type="text/event-stream")
+            return StreamingResponse(
+                stream(ids[0], req, max_tokens, chat=False), media_type="text/event-stream"
+            )
         outs = await asyncio.gather(*(run_one(x, params_for(req, max_tokens)) for x in ids))
         return {
-            "id": "cmpl-" + uuid.uuid4().hex, "object": "text_completion", "created": int(time.time()),
-            "model": model_name, "system_fingerprint": fp,
-            "choices": [{"index": i, "text": o.text, "logprobs": None,
-                         "finish_reason": FINISH.get(o.finish_reason, o.finish_reason),
-                         "evalkit_flags": o.flags} for i, o in enumerate(outs)],
+            "id": "cmpl-" + uuid.uuid4().hex,
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": model_name,
+            "system_fingerprint": fp,
+            "choices": [
+                {
+                    "index": i,
+                    "text": o.text,
+                    "logprobs": None,
+                    "finish_reason": FINISH.get(o.finish_reason, o.finish_reason),
+                    "evalkit_flags": o.flags,
+                }
+                for i, o in enumerate(outs)
+            ],
             "usage": usage(outs),
         }
 
@@ -254,15 +296,23 @@ def create_app(loop: EngineLoop, tokenizer: Any, make_params: ParamsFactory, *, 
         max_tokens = max_tokens_of(req, max(1, (max_model_len or 4096) - len(ids)))
         check_ids(ids, max_tokens)
         if req.stream:
-            return StreamingResponse(stream(ids, req, max_tokens, chat=True),
-                                     media_type="text/event-stream")
+            return StreamingResponse(stream(ids, req, max_tokens, chat=True), media_type="text/event-stream")
         out = await run_one(ids, params_for(req, max_tokens))
         return {
-            "id": "chatcmpl-" + uuid.uuid4().hex, "object": "chat.completion", "created": int(time.time()),
-            "model": model_name, "system_fingerprint": fp,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": out.text},
-                         "logprobs": None, "finish_reason": FINISH.get(out.finish_reason, out.finish_reason),
-                         "evalkit_flags": out.flags}],
+            "id": "chatcmpl-" + uuid.uuid4().hex,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model_name,
+            "system_fingerprint": fp,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": out.text},
+                    "logprobs": None,
+                    "finish_reason": FINISH.get(out.finish_reason, out.finish_reason),
+                    "evalkit_flags": out.flags,
+                }
+            ],
             "usage": usage([out]),
         }
 

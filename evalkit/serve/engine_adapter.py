@@ -30,8 +30,14 @@ class EngineAdapter:
     def step(self) -> StepResult:
         outputs, decode_batch = engine_step(self.engine)
         finished = {
-            o.request_id: Finished(text=o.text, token_ids=list(o.token_ids), finish_reason=o.finish_reason,
-                                   n_prompt=o.n_prompt, n_generated=o.n_generated, flags=list(o.flags))
+            o.request_id: Finished(
+                text=o.text,
+                token_ids=list(o.token_ids),
+                finish_reason=o.finish_reason,
+                n_prompt=o.n_prompt,
+                n_generated=o.n_generated,
+                flags=list(o.flags),
+            )
             for o in outputs
         }
         return StepResult(finished, decode_batch)

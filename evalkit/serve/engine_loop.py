@@ -60,6 +60,7 @@ class Handle:
                 self.future.set_exception(out)
             else:
                 self.future.set_result(out)
+
         self._loop.call_soon_threadsafe(set_it)
 
     def _snapshot(self, token_ids: list[int]) -> None:

@@ -60,11 +60,18 @@ ErrorType = Literal["invalid_request_error", "not_found_error", "server_error"]
 class APIError(Exception):
     """An error reported to the client as {"error": {...}} with an HTTP status."""
 
-    def __init__(self, status: int, message: str, *, param: str | None = None,
-                 type_: ErrorType = "invalid_request_error") -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        type_: ErrorType = "invalid_request_error",
+    ) -> None:
         super().__init__(message)
         self.status, self.message, self.param, self.type = status, message, param, type_
 
     def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param,
-                          "code": self.status}}
+        return {
+            "error": {"message": self.message, "type": self.type, "param": self.param, "code": self.status}
+        }

@@ -31,24 +31,40 @@ def bind(host: str, port: int) -> socket.socket:
 
 def build(engine: Any, model_name: str, aliases: tuple[str, ...] = ()) -> tuple[Any, EngineLoop]:
     loop = EngineLoop(EngineAdapter(engine)).start()
-    app = create_app(loop, engine.tokenizer, functools.partial(make_params, engine), model_name=model_name,
-                     describe=engine.describe(), max_model_len=engine.config.max_model_len,
-                     vocab_size=engine.arch.vocab_size, aliases=aliases)
+    app = create_app(
+        loop,
+        engine.tokenizer,
+        functools.partial(make_params, engine),
+        model_name=model_name,
+        describe=engine.describe(),
+        max_model_len=engine.config.max_model_len,
+        vocab_size=engine.arch.vocab_size,
+        aliases=aliases,
+    )
     return app, loop
 
 
 class Server:
     """uvicorn over the app; `start()` in a thread (tests) or `run()` in the foreground (CLI)."""
 
-    def __init__(self, engine: Any, *, model_name: str, host: str = "127.0.0.1", port: int = 0,
-                 aliases: tuple[str, ...] = (), log_level: str = "warning") -> None:
+    def __init__(
+        self,
+        engine: Any,
+        *,
+        model_name: str,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        aliases: tuple[str, ...] = (),
+        log_level: str = "warning",
+    ) -> None:
         import uvicorn
 
         self.app, self.loop = build(engine, model_name, aliases)
         self.sock = bind(host, port)
         self.host, self.port = host, self.sock.getsockname()[1]
-        config = uvicorn.Config(self.app, log_level=log_level, access_log=False, timeout_keep_alive=30,
-                                backlog=2048)
+        config = uvicorn.Config(
+            self.app, log_level=log_level, access_log=False, timeout_keep_alive=30, backlog=2048
+        )
         self.uvicorn = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
 

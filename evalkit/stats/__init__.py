@@ -15,17 +15,37 @@ from typing import Any
 
 _WHERE = {
     "cluster": ["ClusteredSE", "clustered_se"],
-    "mcnemar_tests": ["McNemarAll", "McNemarResult", "mcnemar", "mcnemar_asymptotic", "mcnemar_exact",
-                "mcnemar_midp"],
+    "mcnemar_tests": [
+        "McNemarAll",
+        "McNemarResult",
+        "mcnemar",
+        "mcnemar_asymptotic",
+        "mcnemar_exact",
+        "mcnemar_midp",
+    ],
     "multitest": ["MultitestResult", "benjamini_hochberg", "holm"],
     "noninferiority": ["NonInferiorityResult", "TostResult", "noninferiority_test", "tost"],
-    "paired_ci": ["NewcombeCI", "PairedCI", "agresti_min_ci", "bonett_price_ci", "newcombe_ci", "tango_ci",
-                  "tango_score", "wald_ci"],
+    "paired_ci": [
+        "NewcombeCI",
+        "PairedCI",
+        "agresti_min_ci",
+        "bonett_price_ci",
+        "newcombe_ci",
+        "tango_ci",
+        "tango_score",
+        "wald_ci",
+    ],
     "power": ["MdeResult", "connor_mde", "connor_power", "connor_sample_size", "exact_power"],
     "accuracy": ["ProportionResult", "proportion", "wilson_ci", "z_value"],
     "stderr": ["lmeval_stderr"],
-    "trend": ["LogisticTrendResult", "TrendResult", "cochran_armitage", "conditional_logistic_trend",
-              "linear_by_linear", "logistic_trend_clustered"],
+    "trend": [
+        "LogisticTrendResult",
+        "TrendResult",
+        "cochran_armitage",
+        "conditional_logistic_trend",
+        "linear_by_linear",
+        "logistic_trend_clustered",
+    ],
 }
 _MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
 

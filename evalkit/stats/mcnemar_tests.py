@@ -89,7 +89,6 @@ class McNemarAll(Result):
 def mcnemar(b: int, c: int) -> McNemarAll:
     """All McNemar variants at once (mid-p is the one to act on)."""
     mid = mcnemar_midp(b, c)
-    return McNemarAll(b, c, mid.pvalue, mcnemar_exact(b, c).pvalue, mcnemar_asymptotic(b, c).pvalue,
-                      note=mid.note)
-
-
+    return McNemarAll(
+        b, c, mid.pvalue, mcnemar_exact(b, c).pvalue, mcnemar_asymptotic(b, c).pvalue, note=mid.note
+    )

@@ -39,8 +39,9 @@ def holm(pvalues: Sequence[float], alpha: float = 0.05) -> MultitestResult:
     adj_sorted = np.maximum.accumulate(stepped) if m else stepped
     adj = np.empty(m)
     adj[order] = adj_sorted
-    return MultitestResult("holm", tuple(p.tolist()), tuple(adj.tolist()),
-                           tuple(bool(x) for x in adj <= alpha), alpha)
+    return MultitestResult(
+        "holm", tuple(p.tolist()), tuple(adj.tolist()), tuple(bool(x) for x in adj <= alpha), alpha
+    )
 
 
 def benjamini_hochberg(pvalues: Sequence[float], alpha: float = 0.05) -> MultitestResult:
@@ -52,5 +53,6 @@ def benjamini_hochberg(pvalues: Sequence[float], alpha: float = 0.05) -> Multite
     adj_sorted = np.minimum.accumulate(scaled[::-1])[::-1] if m else scaled
     adj = np.empty(m)
     adj[order] = adj_sorted
-    return MultitestResult("fdr_bh", tuple(p.tolist()), tuple(adj.tolist()),
-                           tuple(bool(x) for x in adj <= alpha), alpha)
+    return MultitestResult(
+        "fdr_bh", tuple(p.tolist()), tuple(adj.tolist()), tuple(bool(x) for x in adj <= alpha), alpha
+    )

@@ -31,14 +31,16 @@ class NonInferiorityResult(Result):
     def verdict(self) -> str:
         pp = 100 * self.margin
         if self.noninferior:
-            return (f"non-inferior: A is not worse than B by {pp:.2g} pp or more "
-                    f"(one-sided p = {self.pvalue:.3g} < {self.alpha:g})")
-        return (f"non-inferiority at {pp:.2g} pp not shown "
-                f"(one-sided p = {self.pvalue:.3g} >= {self.alpha:g})")
+            return (
+                f"non-inferior: A is not worse than B by {pp:.2g} pp or more "
+                f"(one-sided p = {self.pvalue:.3g} < {self.alpha:g})"
+            )
+        return f"non-inferiority at {pp:.2g} pp not shown (one-sided p = {self.pvalue:.3g} >= {self.alpha:g})"
 
 
-def noninferiority_test(b: int, c: int, n: int, margin: float = 0.01,
-                        alpha: float = 0.025) -> NonInferiorityResult:
+def noninferiority_test(
+    b: int, c: int, n: int, margin: float = 0.01, alpha: float = 0.025
+) -> NonInferiorityResult:
     """Score test of H0: p_A - p_B <= -margin (b = A-only right, c = B-only right, n pairs)."""
     if not 0.0 <= margin < 1.0:
         raise ValueError(f"margin must be in [0, 1), got {margin}")

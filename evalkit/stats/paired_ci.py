@@ -120,8 +120,8 @@ def newcombe_ci(a: int, b: int, c: int, d: int, confidence: float = 0.95) -> New
     p_b, dl2, du2 = _wilson_halfwidths(a + c, n, confidence)
     phi = newcombe_phi(a, b, c, d)
     est = p_a - p_b
-    low = est - math.sqrt(max(0.0, dl1 ** 2 - 2 * phi * dl1 * du2 + du2 ** 2))
-    high = est + math.sqrt(max(0.0, du1 ** 2 - 2 * phi * du1 * dl2 + dl2 ** 2))
+    low = est - math.sqrt(max(0.0, dl1**2 - 2 * phi * dl1 * du2 + du2**2))
+    high = est + math.sqrt(max(0.0, du1**2 - 2 * phi * du1 * dl2 + dl2**2))
     return NewcombeCI("newcombe-10", est, max(-1.0, low), min(1.0, high), confidence, phi=phi)
 
 
@@ -151,6 +151,6 @@ def bonett_price_ci(b: int, c: int, n: int, confidence: float = 0.95) -> PairedC
     z = z_value(confidence)
     p12, p21 = (b + 1) / (n + 2), (c + 1) / (n + 2)
     centre = p12 - p21
-    half = z * math.sqrt(max(0.0, p12 + p21 - centre ** 2) / (n + 2))
+    half = z * math.sqrt(max(0.0, p12 + p21 - centre**2) / (n + 2))
     low, high = max(-1.0, centre - half), min(1.0, centre + half)
     return PairedCI("bonett-price", (b - c) / n, low, high, confidence)

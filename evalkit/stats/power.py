@@ -25,8 +25,10 @@ def _check_psi(psi: float) -> None:
 
 def _check_delta(delta: float, psi: float) -> None:
     if not 0.0 < abs(delta) <= psi:
-        raise ValueError(f"need 0 < |delta| <= psi (a difference cannot exceed the discordance), "
-                         f"got delta={delta}, psi={psi}")
+        raise ValueError(
+            f"need 0 < |delta| <= psi (a difference cannot exceed the discordance), "
+            f"got delta={delta}, psi={psi}"
+        )
 
 
 def connor_power(delta: float, psi: float, n: int, alpha: float = 0.05) -> float:
@@ -38,8 +40,10 @@ def connor_power(delta: float, psi: float, n: int, alpha: float = 0.05) -> float
     if sd1 == 0.0:
         return 1.0
     shift = abs(delta) * math.sqrt(n)
-    return float(stats.norm.cdf((shift - z * math.sqrt(psi)) / sd1)
-                 + stats.norm.cdf((-shift - z * math.sqrt(psi)) / sd1))
+    return float(
+        stats.norm.cdf((shift - z * math.sqrt(psi)) / sd1)
+        + stats.norm.cdf((-shift - z * math.sqrt(psi)) / sd1)
+    )
 
 
 def connor_sample_size(delta: float, psi: float, power: float = 0.8, alpha: float = 0.05) -> float:
@@ -47,7 +51,7 @@ def connor_sample_size(delta: float, psi: float, power: float = 0.8, alpha: floa
     _check_psi(psi)
     _check_delta(delta, psi)
     za, zb = stats.norm.ppf(1 - alpha / 2), stats.norm.ppf(power)
-    return float((za * math.sqrt(psi) + zb * math.sqrt(psi - delta * delta)) ** 2 / delta ** 2)
+    return float((za * math.sqrt(psi) + zb * math.sqrt(psi - delta * delta)) ** 2 / delta**2)
 
 
 @dataclass(frozen=True)
@@ -74,9 +78,15 @@ def connor_mde(n: int, psi: float, power: float = 0.8, alpha: float = 0.05) -> M
     za, zb = stats.norm.ppf(1 - alpha / 2), stats.norm.ppf(power)
     g = lambda d: (za * math.sqrt(psi) + zb * math.sqrt(max(0.0, psi - d * d))) / math.sqrt(n) - d
     if g(psi) > 0:
-        return MdeResult(psi, n, psi, power, alpha,
-                         note="not resolvable: even a difference equal to the discordance rate is below "
-                              "the detectable size at this n")
+        return MdeResult(
+            psi,
+            n,
+            psi,
+            power,
+            alpha,
+            note="not resolvable: even a difference equal to the discordance rate is below "
+            "the detectable size at this n",
+        )
     d = optimize.brentq(g, 1e-15, psi, xtol=1e-15, rtol=1e-14)
     return MdeResult(float(d), n, psi, power, alpha)
 
@@ -92,8 +102,9 @@ def _reject_counts(m: int, alpha: float, mid_p: bool) -> np.ndarray:
     return p <= alpha
 
 
-def exact_power(delta: float, psi: float, n: int, alpha: float = 0.05, mid_p: bool = True,
-                tail: float = 1e-12) -> float:
+def exact_power(
+    delta: float, psi: float, n: int, alpha: float = 0.05, mid_p: bool = True, tail: float = 1e-12
+) -> float:
     """Power of the exact (or mid-p) conditional McNemar test by enumeration over m and b."""
     _check_psi(psi)
     _check_delta(delta, psi)

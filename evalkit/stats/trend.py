@@ -33,8 +33,9 @@ class TrendResult(Result):
     title: ClassVar[str] = "Trend test across ordered bins"
 
 
-def cochran_armitage(successes: Sequence[int], totals: Sequence[int],
-                     scores: Sequence[float] | None = None) -> TrendResult:
+def cochran_armitage(
+    successes: Sequence[int], totals: Sequence[int], scores: Sequence[float] | None = None
+) -> TrendResult:
     """Cochran-Armitage trend test: z = T / sqrt(Var T), T = sum x_k (r_k - t_k p), two-sided."""
     r = np.asarray(successes, dtype=float)
     t = np.asarray(totals, dtype=float)
@@ -54,8 +55,9 @@ def cochran_armitage(successes: Sequence[int], totals: Sequence[int],
     return TrendResult("cochran-armitage", z, float(2 * stats.norm.sf(abs(z))))
 
 
-def linear_by_linear(successes: Sequence[int], totals: Sequence[int],
-                     scores: Sequence[float] | None = None) -> TrendResult:
+def linear_by_linear(
+    successes: Sequence[int], totals: Sequence[int], scores: Sequence[float] | None = None
+) -> TrendResult:
     """Linear-by-linear association (as statsmodels' test_ordinal_association): z_CA sqrt((N-1)/N)."""
     ca = cochran_armitage(successes, totals, scores)
     big_n = float(np.sum(totals))
@@ -119,8 +121,9 @@ def _fit_or_note(y, x, groups, method, term):
     return (coef, se, float(fit.tvalues[term]), float(fit.pvalues[term])), ""
 
 
-def logistic_trend_clustered(correct: Sequence[float], arm: Sequence[int], length: Sequence[float],
-                             clusters: Sequence[Hashable]) -> LogisticTrendResult:
+def logistic_trend_clustered(
+    correct: Sequence[float], arm: Sequence[int], length: Sequence[float], clusters: Sequence[Hashable]
+) -> LogisticTrendResult:
     """GLM-binomial `correct ~ arm * log2(len)` with question-clustered SEs; tests arm:log_len.
 
     One row per (question, length, arm); `arm` is 1 for the candidate; cluster on the base
@@ -146,8 +149,9 @@ def logistic_trend_clustered(correct: Sequence[float], arm: Sequence[int], lengt
     return LogisticTrendResult(method, *fitted, len(y), n_cl)
 
 
-def conditional_logistic_trend(candidate_only: Sequence[int], length: Sequence[float],
-                               clusters: Sequence[Hashable] | None = None) -> LogisticTrendResult:
+def conditional_logistic_trend(
+    candidate_only: Sequence[int], length: Sequence[float], clusters: Sequence[Hashable] | None = None
+) -> LogisticTrendResult:
     """Among discordant pairs: logit P(candidate alone right) = b0 + b1 (log2 len - mean); tests b1.
 
     With clusters, SEs are cluster-robust (a base question discordant at several lengths).

@@ -12,7 +12,22 @@ from evalkit.store.summary import summarise
 from evalkit.store.writer import MANIFEST, SAMPLES, SUMMARY, RunWriter
 
 __all__ = [
-    "MANIFEST", "OPTIONAL_FIELDS", "REQUIRED_FIELDS", "SAMPLES", "SUMMARY", "RunData", "RunWriter",
-    "SampleError", "base_manifest", "canonical_json", "config_hash", "first_identity_difference",
-    "identity_fields", "load_run", "normalise_sample", "prompt_hash", "sample_key", "summarise",
+    "MANIFEST",
+    "OPTIONAL_FIELDS",
+    "REQUIRED_FIELDS",
+    "SAMPLES",
+    "SUMMARY",
+    "RunData",
+    "RunWriter",
+    "SampleError",
+    "base_manifest",
+    "canonical_json",
+    "config_hash",
+    "first_identity_difference",
+    "identity_fields",
+    "load_run",
+    "normalise_sample",
+    "prompt_hash",
+    "sample_key",
+    "summarise",
 ]

@@ -29,8 +29,9 @@ def prompt_hash(prompt: str | list[int] | list[dict]) -> str:
             return _sha256(json.dumps(list(prompt), separators=(",", ":")))
         if all(isinstance(m, dict) for m in prompt):
             return _sha256(canonical_json(list(prompt)))
-    raise TypeError(f"a prompt is a str, a list of token ids or a list of message dicts, "
-                    f"not {type(prompt).__name__}")
+    raise TypeError(
+        f"a prompt is a str, a list of token ids or a list of message dicts, not {type(prompt).__name__}"
+    )
 
 
 def config_hash(config: Any) -> str:

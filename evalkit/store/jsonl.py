@@ -32,8 +32,11 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             obj = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             what = "truncated last line" if torn_tail and number == len(lines) else "malformed JSON line"
-            hint = " (the run was killed mid-write? re-run it to resume, which repairs the file)" \
-                if what.startswith("truncated") else ""
+            hint = (
+                " (the run was killed mid-write? re-run it to resume, which repairs the file)"
+                if what.startswith("truncated")
+                else ""
+            )
             raise InputError(f"{path}:{number}: {what}: {getattr(exc, 'msg', exc)}{hint}") from None
         if not isinstance(obj, dict):
             raise InputError(f"{path}:{number}: expected a JSON object per line, got {type(obj).__name__}")
@@ -67,8 +70,11 @@ def repair_torn_tail(path: Path) -> int:
         os.fsync(fh.fileno())
     if whole:
         return 0
-    warnings.warn(f"{path}: dropped a truncated last line ({len(tail)} bytes) left by an interrupted "
-                  f"write; that sample will be redone", stacklevel=3)
+    warnings.warn(
+        f"{path}: dropped a truncated last line ({len(tail)} bytes) left by an interrupted "
+        f"write; that sample will be redone",
+        stacklevel=3,
+    )
     return len(tail)
 
 

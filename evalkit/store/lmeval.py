@@ -94,20 +94,30 @@ def read_samples_file(path: Path) -> list[dict[str, Any]]:
         sample = by_doc.get(doc_id)
         if sample is None:
             sample = by_doc[doc_id] = {
-                "task": task, "doc_id": doc_id, "length": None, "prompt_hash": str(line["prompt_hash"]),
-                "target": str(line["target"]), "response": _first_response(line["resps"]),
-                "correct": {}, "score": {}, "extracted": {}, "error": None,
+                "task": task,
+                "doc_id": doc_id,
+                "length": None,
+                "prompt_hash": str(line["prompt_hash"]),
+                "target": str(line["target"]),
+                "response": _first_response(line["resps"]),
+                "correct": {},
+                "score": {},
+                "extracted": {},
+                "error": None,
                 "source_line": number,
             }
         elif sample["prompt_hash"] != line["prompt_hash"]:
-            raise InputError(f"{where}: doc {doc_id} has a different prompt_hash than on line "
-                             f"{sample['source_line']}")
+            raise InputError(
+                f"{where}: doc {doc_id} has a different prompt_hash than on line {sample['source_line']}"
+            )
         _merge_line(sample, line, where)
     out = []
     for sample in by_doc.values():
         if not sample["correct"]:
-            raise InputError(f"{path}:{sample['source_line']}: doc {sample['doc_id']} has no per-question "
-                             f"0/1 metric evalkit can pair on")
+            raise InputError(
+                f"{path}:{sample['source_line']}: doc {sample['doc_id']} has no per-question "
+                f"0/1 metric evalkit can pair on"
+            )
         if not sample["score"]:
             del sample["score"]
         out.append(sample)

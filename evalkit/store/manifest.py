@@ -18,8 +18,20 @@ from typing import Any
 
 import evalkit
 
-LIBRARIES = ("torch", "triton", "transformers", "lm_eval", "fla-core", "vllm", "numpy", "scipy",
-             "statsmodels", "openai", "tokenizers", "safetensors")
+LIBRARIES = (
+    "torch",
+    "triton",
+    "transformers",
+    "lm_eval",
+    "fla-core",
+    "vllm",
+    "numpy",
+    "scipy",
+    "statsmodels",
+    "openai",
+    "tokenizers",
+    "safetensors",
+)
 _DIST_NAMES = {"lm_eval": "lm-eval"}
 _MISSING = object()
 

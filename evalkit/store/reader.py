@@ -43,8 +43,10 @@ def _index(samples: Iterable[tuple[str, dict[str, Any]]], origin_of_path: str) -
     for where, s in samples:
         key = sample_key(s)
         if key in origins:
-            raise InputError(f"{where}: duplicate sample {key[0]}/{key[1]}"
-                             f"{'' if key[2] is None else f' at length {key[2]}'} (first at {origins[key]})")
+            raise InputError(
+                f"{where}: duplicate sample {key[0]}/{key[1]}"
+                f"{'' if key[2] is None else f' at length {key[2]}'} (first at {origins[key]})"
+            )
         origins[key] = where
         out.append(s)
     if not out:
@@ -74,8 +76,10 @@ def _load_lmeval(files: list[Path], shown: str) -> RunData:
     for f in files:
         task = task_of(f)
         if task in seen:
-            raise InputError(f"{shown}: two lm-eval sample files for task {task!r} "
-                             f"({seen[task].name}, {f.name}); pass one file")
+            raise InputError(
+                f"{shown}: two lm-eval sample files for task {task!r} "
+                f"({seen[task].name}, {f.name}); pass one file"
+            )
         seen[task] = f
 
     def rows():
@@ -104,12 +108,17 @@ def load_run(path: str | os.PathLike) -> RunData:
             return _load_run_dir(p.parent)
         if is_lmeval_samples_file(p):
             return _load_lmeval([p], str(p))
-        raise InputError(f"{p}: neither an evalkit run directory nor an lm-eval "
-                         f"samples_<task>_<date>.jsonl file")
+        raise InputError(
+            f"{p}: neither an evalkit run directory nor an lm-eval samples_<task>_<date>.jsonl file"
+        )
     if (p / SAMPLES).exists() or (p / MANIFEST).exists():
         return _load_run_dir(p)
-    files = sorted(f for pattern in ("samples_*.jsonl", "*/samples_*.jsonl") for f in p.glob(pattern)
-                   if is_lmeval_samples_file(f))
+    files = sorted(
+        f
+        for pattern in ("samples_*.jsonl", "*/samples_*.jsonl")
+        for f in p.glob(pattern)
+        if is_lmeval_samples_file(f)
+    )
     if not files:
         raise InputError(f"{p}: empty run (no {SAMPLES} and no lm-eval samples_<task>_*.jsonl files)")
     return _load_lmeval(files, str(p))

@@ -9,7 +9,6 @@ REQUIRED_FIELDS = ("task", "doc_id", "prompt_hash", "target", "response", "corre
 OPTIONAL_FIELDS = ("length", "score", "extracted", "n_generated", "finish_reason", "flags", "timings")
 
 
-
 class SampleError(ValueError):
     """A sample line does not follow the store's schema (the message names the field)."""
 
@@ -57,15 +56,20 @@ def normalise_sample(sample: Any) -> dict[str, Any]:
         raise SampleError("field 'correct' is empty on a sample without an error")
     length = out.get("length")
     if length is not None:
-        if isinstance(length, bool) or not isinstance(length, (int, float)) or length != int(length) \
-                or length <= 0:
+        if (
+            isinstance(length, bool)
+            or not isinstance(length, (int, float))
+            or length != int(length)
+            or length <= 0
+        ):
             raise SampleError(f"field 'length' must be a positive integer or null, got {length!r}")
         length = int(length)
     out["length"] = length
     score = out.get("score")
     if score is not None:
         if not isinstance(score, dict) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-                for v in score.values()):
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            for v in score.values()
+        ):
             raise SampleError(f"field 'score' must be an object {{metric: number}}, got {score!r}")
     return out

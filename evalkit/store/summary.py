@@ -51,8 +51,12 @@ def summarise(samples: Iterable[dict[str, Any]]) -> dict[str, Any]:
             for b in sorted(buckets, key=_bucket_order):
                 vals = right[task][m].get(b, [])
                 n, k = len(vals), sum(vals)
-                cell: dict[str, Any] = {"n": n, "accuracy": k / n if n else None,
-                                        "stderr": _num(lmeval_stderr(k, n)), "errors": errors[task].get(b, 0)}
+                cell: dict[str, Any] = {
+                    "n": n,
+                    "accuracy": k / n if n else None,
+                    "stderr": _num(lmeval_stderr(k, n)),
+                    "errors": errors[task].get(b, 0),
+                }
                 sc = scores[task][m].get(b)
                 if sc:
                     cell["mean_score"] = sum(sc) / len(sc)

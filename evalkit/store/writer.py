@@ -38,8 +38,14 @@ class RunWriter:
 
     # -- opening -------------------------------------------------------------------------------
     @classmethod
-    def open(cls, out_dir: str | os.PathLike, manifest: dict[str, Any], resume: bool = True, *,
-             durable: bool = True) -> RunWriter:
+    def open(
+        cls,
+        out_dir: str | os.PathLike,
+        manifest: dict[str, Any],
+        resume: bool = True,
+        *,
+        durable: bool = True,
+    ) -> RunWriter:
         """Create `out_dir` with `manifest`, or resume it if it holds a run with the same identity.
 
         Every append is flushed to the OS (a killed process loses nothing completed); with
@@ -56,8 +62,10 @@ class RunWriter:
             diff = first_identity_difference(on_disk, manifest)
             if diff is not None:
                 name, old, new = diff
-                raise MismatchError(f"{path} holds a different run: {name} is {old} there but {new} now "
-                                    f"(use another output directory)")
+                raise MismatchError(
+                    f"{path} holds a different run: {name} is {old} there but {new} now "
+                    f"(use another output directory)"
+                )
             if not resume:
                 raise InputError(f"{path} already holds a run; resume it or choose another output directory")
             repair_torn_tail(path / SAMPLES)
@@ -65,7 +73,8 @@ class RunWriter:
             merged = copy.deepcopy(on_disk)
             merged["finished_at"] = None
             merged.setdefault("resumes", []).append(
-                {"at": now_utc(), "command": manifest.get("command"), "samples_on_disk": len(done)})
+                {"at": now_utc(), "command": manifest.get("command"), "samples_on_disk": len(done)}
+            )
             write_json_atomic(manifest_path, merged)
             manifest = merged
         else:
@@ -115,8 +124,9 @@ class RunWriter:
             if self._fd < 0:
                 raise ValueError(f"RunWriter for {self.path} is closed")
             if key in self._done:
-                raise ValueError(f"sample {key} is already in {self.path / SAMPLES}; "
-                                 f"skip done_keys on resume")
+                raise ValueError(
+                    f"sample {key} is already in {self.path / SAMPLES}; skip done_keys on resume"
+                )
             view = memoryview(line)
             while view:
                 written = os.write(self._fd, view)

@@ -27,11 +27,10 @@ _BUILDER_VERSION = 1
 
 
 def gsm8k_dir() -> Path:
-    """The shared GSM8K copy (../shared/data/gsm8k relative to the repo root), overridable by env."""
-    env = os.environ.get("EVALKIT_GSM8K_DIR")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2].parent / "shared" / "data" / "gsm8k"
+    """GSM8K as evalkit finds it ($EVALKIT_DATA, else the pinned copy shipped with the package)."""
+    from evalkit.tasks.data import locate_gsm8k
+
+    return locate_gsm8k(allow_hub=False).files["train"].parent
 
 
 def _training_text(n_lines: int = 1500) -> list[str]:

@@ -24,8 +24,10 @@ async def _client(url: str, c: int, n: int, max_tokens: int) -> list[str]:
     out = []
     async with httpx.AsyncClient(base_url=url, timeout=600) as http:
         for k in range(n):
-            r = await http.post("/completions", json={"prompt": f"Question {c}-{k}: how many?",
-                                                      "max_tokens": max_tokens, "ignore_eos": True})
+            r = await http.post(
+                "/completions",
+                json={"prompt": f"Question {c}-{k}: how many?", "max_tokens": max_tokens, "ignore_eos": True},
+            )
             r.raise_for_status()
             out.append(r.json()["choices"][0]["text"])
     return out
@@ -45,12 +47,19 @@ def measure(engine, clients: int, requests: int, max_tokens: int) -> dict:
         wall = time.perf_counter() - t0
         health = httpx.get(srv.url[: -len("/v1")] + "/health").json()
     answered = sum(len(g) for g in got)
-    return {"clients": clients, "requests_per_client": requests, "max_tokens": max_tokens,
-            "answered": answered, "lost": clients * requests - answered, "wall_s": round(wall, 2),
-            "requests_per_s": round(answered / wall, 2),
-            "mean_batch_size": round(health["mean_batch_size"], 2),
-            "max_batch": health["max_batch"], "decode_steps": health["decode_steps"],
-            "failed": health["failed"]}
+    return {
+        "clients": clients,
+        "requests_per_client": requests,
+        "max_tokens": max_tokens,
+        "answered": answered,
+        "lost": clients * requests - answered,
+        "wall_s": round(wall, 2),
+        "requests_per_s": round(answered / wall, 2),
+        "mean_batch_size": round(health["mean_batch_size"], 2),
+        "max_batch": health["max_batch"],
+        "decode_steps": health["decode_steps"],
+        "failed": health["failed"],
+    }
 
 
 def main() -> None:
@@ -78,26 +87,34 @@ def main() -> None:
         except Exception as exc:  # noqa: BLE001 -- keep what the other part measured
             results[name] = {"error": repr(exc)}
         print(json.dumps(results[name]), flush=True)
-    info = {"machine": f"{platform.node()} ({platform.processor() or platform.machine()}), "
-                       f"{torch.get_num_threads()} torch thread",
-            "checkpoint": "tiny hybrid (4 layers, 128 hidden)",
-            "command": f"python scripts/recipes/serve_load.py --out {a.out} --clients {a.clients} "
-                       f"--requests {a.requests} --max-tokens {a.max_tokens}"}
+    info = {
+        "machine": f"{platform.node()} ({platform.processor() or platform.machine()}), "
+        f"{torch.get_num_threads()} torch thread",
+        "checkpoint": "tiny hybrid (4 layers, 128 hidden)",
+        "command": f"python scripts/recipes/serve_load.py --out {a.out} --clients {a.clients} "
+        f"--requests {a.requests} --max-tokens {a.max_tokens}",
+    }
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "load.json").write_text(json.dumps({**info, **results}, indent=1) + "\n")
     c, s = results.get("concurrent", {}), results.get("one_client", {})
-    md = ["# evalkit serve under load\n", f"- machine: {info['machine']}", f"- model: {info['checkpoint']}",
-          f"- command: `{info['command']}`\n",
-          "| run | clients x requests | answered | lost | wall s | req/s | mean decode batch | max batch |",
-          "|---|---|---:|---:|---:|---:|---:|---:|"]
+    md = [
+        "# evalkit serve under load\n",
+        f"- machine: {info['machine']}",
+        f"- model: {info['checkpoint']}",
+        f"- command: `{info['command']}`\n",
+        "| run | clients x requests | answered | lost | wall s | req/s | mean decode batch | max batch |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for name, r in (("concurrent", c), ("one client", s)):
         if "error" in r:
             md.append(f"| {name} | error: {r['error']} | | | | | | |")
         else:
-            md.append(f"| {name} | {r['clients']} x {r['requests_per_client']} | {r['answered']} | "
-                      f"{r['lost']} | {r['wall_s']} | {r['requests_per_s']} | {r['mean_batch_size']} | "
-                      f"{r['max_batch']} |")
+            md.append(
+                f"| {name} | {r['clients']} x {r['requests_per_client']} | {r['answered']} | "
+                f"{r['lost']} | {r['wall_s']} | {r['requests_per_s']} | {r['mean_batch_size']} | "
+                f"{r['max_batch']} |"
+            )
     (out / "load.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 

@@ -88,16 +88,25 @@ class SizedTask:
             self.max_new_tokens = int(max_new_tokens)
         unknown = set(params) - set(self.params)
         if unknown:
-            raise InputError(f"task {self.name} has no option(s) {sorted(unknown)}; "
-                             f"options: num_docs, max_new_tokens, {', '.join(self.params) or '-'}")
+            raise InputError(
+                f"task {self.name} has no option(s) {sorted(unknown)}; "
+                f"options: num_docs, max_new_tokens, {', '.join(self.params) or '-'}"
+            )
         self.params = {**self.params, **params}
 
     # -- contract ------------------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
-        return {"task": self.name, "version": VERSION, "family": "long_context", "params": self.params,
-                "max_new_tokens": self.max_new_tokens, "until": list(self.until), "num_docs": self.num_docs,
-                "metrics": self.metrics,
-                "length_rule": f"prompt tokens <= target, >= {1 - TOLERANCE:.0%} of it"}
+        return {
+            "task": self.name,
+            "version": VERSION,
+            "family": "long_context",
+            "params": self.params,
+            "max_new_tokens": self.max_new_tokens,
+            "until": list(self.until),
+            "num_docs": self.num_docs,
+            "metrics": self.metrics,
+            "length_rule": f"prompt tokens <= target, >= {1 - TOLERANCE:.0%} of it",
+        }
 
     def context(self, data_dir: str | None) -> Any:
         """Shared material for all docs (e.g. haystack sentences); None by default."""
@@ -106,9 +115,16 @@ class SizedTask:
     def example(self, rng: random.Random, n_units: int, target: int, index: int, ctx: Any) -> Example:
         raise NotImplementedError
 
-    def requests(self, *, tokenizer: Any, lengths: list[int] | None = None, limit: int | None = None,
-                 seed: int | None = None, data_dir: str | None = None,
-                 apply_chat_template: bool = False) -> list[TaskRequest]:
+    def requests(
+        self,
+        *,
+        tokenizer: Any,
+        lengths: list[int] | None = None,
+        limit: int | None = None,
+        seed: int | None = None,
+        data_dir: str | None = None,
+        apply_chat_template: bool = False,
+    ) -> list[TaskRequest]:
         if tokenizer is None:
             raise InputError(f"{self.name} sizes prompts in the model's tokens: it needs that tokenizer")
         view = TokenizerView(tokenizer)
@@ -130,43 +146,78 @@ class SizedTask:
         hits = found(response, refs)
         frac = len(hits) / len(refs)
         metric = self.metrics[0]
-        return [ScoredDoc(doc.doc_id, doc.target, {metric: frac == 1.0}, {"found": ", ".join(hits)},
-                          {metric: frac})]
+        return [
+            ScoredDoc(
+                doc.doc_id, doc.target, {metric: frac == 1.0}, {"found": ", ".join(hits)}, {metric: frac}
+            )
+        ]
 
     # -- building ------------------------------------------------------------------------------
     def fit(self, make: Callable[[int], Example], view: TokenizerView, target: int, chat: bool) -> Fit:
-        return fit_units(lambda n: render(make(n), view, chat), lambda t: view.count(t, chat=chat), target,
-                         n_min=self.n_min, tol=TOLERANCE, what=f"{self.name} prompt")
+        return fit_units(
+            lambda n: render(make(n), view, chat),
+            lambda t: view.count(t, chat=chat),
+            target,
+            n_min=self.n_min,
+            tol=TOLERANCE,
+            what=f"{self.name} prompt",
+        )
 
-    def build_example(self, view: TokenizerView, target: int, seed: int, index: int, ctx: Any,
-                      chat: bool) -> tuple[Example, Fit]:
+    def build_example(
+        self, view: TokenizerView, target: int, seed: int, index: int, ctx: Any, chat: bool
+    ) -> tuple[Example, Fit]:
         """Doc `index` at `target`, fitted; the example and the fit that sized it."""
+
         def make(n: int) -> Example:
             return self.example(eval_rng(self.name, target, seed, index), n, target, index, ctx)
 
         fit = self.fit(make, view, target, chat)
         return make(fit.n), fit
 
-    def sized_request(self, view: TokenizerView, target: int, seed: int, index: int, ctx: Any,
-                      chat: bool) -> TaskRequest:
+    def sized_request(
+        self, view: TokenizerView, target: int, seed: int, index: int, ctx: Any, chat: bool
+    ) -> TaskRequest:
         ex, fit = self.build_example(view, target, seed, index, ctx, chat)
         return self.to_request(ex, view, target, seed, index, chat, fit.evaluations)
 
-    def lm_eval_rows(self, *, tokenizer: Any, lengths: list[int], limit: int | None = None,
-                     seed: int | None = None, data_dir: str | None = None,
-                     apply_chat_template: bool = False) -> list[dict[str, Any]]:
+    def lm_eval_rows(
+        self,
+        *,
+        tokenizer: Any,
+        lengths: list[int],
+        limit: int | None = None,
+        seed: int | None = None,
+        data_dir: str | None = None,
+        apply_chat_template: bool = False,
+    ) -> list[dict[str, Any]]:
         """The docs as rows for an lm-eval dataset (RULER's fields: input, outputs, gen_prefix,
         length, max_length), fitted the way lm-eval will render them."""
         rows = []
         for req_ex in self._examples(tokenizer, lengths, limit, seed, data_dir, apply_chat_template):
             req, ex = req_ex
-            rows.append({"index": req.meta["index"], "input": ex.text, "gen_prefix": ex.gen_prefix,
-                         "outputs": list(ex.answers), "length": req.meta["length"], "max_length": req.length,
-                         "needle_depths": req.meta["needle_depths"], "seed": req.meta["seed"]})
+            rows.append(
+                {
+                    "index": req.meta["index"],
+                    "input": ex.text,
+                    "gen_prefix": ex.gen_prefix,
+                    "outputs": list(ex.answers),
+                    "length": req.meta["length"],
+                    "max_length": req.length,
+                    "needle_depths": req.meta["needle_depths"],
+                    "seed": req.meta["seed"],
+                }
+            )
         return rows
 
-    def _examples(self, tokenizer: Any, lengths: list[int], limit: int | None, seed: int | None,
-                  data_dir: str | None, chat: bool):
+    def _examples(
+        self,
+        tokenizer: Any,
+        lengths: list[int],
+        limit: int | None,
+        seed: int | None,
+        data_dir: str | None,
+        chat: bool,
+    ):
         view = TokenizerView(tokenizer)
         seed = resolve_seed(seed)
         ctx = self.context(data_dir)
@@ -176,21 +227,43 @@ class SizedTask:
                 ex, fit = self.build_example(view, target, seed, i, ctx, chat)
                 yield self.to_request(ex, view, target, seed, i, chat, fit.evaluations), ex
 
-    def to_request(self, ex: Example, view: TokenizerView, target: int | None, seed: int, index: int,
-                   chat: bool, evaluations: int = 0) -> TaskRequest:
+    def to_request(
+        self,
+        ex: Example,
+        view: TokenizerView,
+        target: int | None,
+        seed: int,
+        index: int,
+        chat: bool,
+        evaluations: int = 0,
+    ) -> TaskRequest:
         prompt = render(ex, view, chat)
         length, positions = view.measure(prompt, ex.needles, chat=chat)
         if target is not None and length > target:
             raise LengthError(f"{self.name}: built {length} tokens for target {target}")
         meta = {k: v for k, v in ex.meta.items() if k != "turns"}
-        meta.update(length=length, target_length=target, seed=seed, index=index, chat=chat,
-                    needle_positions=positions,
-                    needle_depths=[None if p is None else round(p / max(length, 1), 4) for p in positions],
-                    fill=None if target is None else round(length / target, 4), fit_evaluations=evaluations,
-                    max_seq_tokens=length + self.max_new_tokens)
+        meta.update(
+            length=length,
+            target_length=target,
+            seed=seed,
+            index=index,
+            chat=chat,
+            needle_positions=positions,
+            needle_depths=[None if p is None else round(p / max(length, 1), 4) for p in positions],
+            fill=None if target is None else round(length / target, 4),
+            fit_evaluations=evaluations,
+            max_seq_tokens=length + self.max_new_tokens,
+        )
         doc = DocRef(doc_id=index, target=", ".join(ex.answers), meta={"answers": list(ex.answers)})
-        return TaskRequest(task=self.name, prompt=prompt, max_new_tokens=self.max_new_tokens,
-                           until=list(self.until), docs=[doc], length=target, meta=meta)
+        return TaskRequest(
+            task=self.name,
+            prompt=prompt,
+            max_new_tokens=self.max_new_tokens,
+            until=list(self.until),
+            docs=[doc],
+            length=target,
+            meta=meta,
+        )
 
 
 __all__ = ["SizedTask", "render", "chat_messages", "DEFAULT_LENGTHS", "TOLERANCE", "LengthError"]

@@ -29,9 +29,17 @@ class Fit:
     evaluations: int
 
 
-def fit_units(build: Callable[[int], str], count: Callable[[str], int], target: int, *,
-              n_min: int = 1, n_max: int | None = None, tol: float = 0.02, first_guess: int | None = None,
-              what: str = "prompt") -> Fit:
+def fit_units(
+    build: Callable[[int], str],
+    count: Callable[[str], int],
+    target: int,
+    *,
+    n_min: int = 1,
+    n_max: int | None = None,
+    tol: float = 0.02,
+    first_guess: int | None = None,
+    what: str = "prompt",
+) -> Fit:
     """The unit count n (n_min <= n <= n_max) whose prompt `build(n)` fits `target` tokens.
 
     Assumes count(build(n)) is non-decreasing in n. Returns the first n found inside the

@@ -108,8 +108,13 @@ def passkey_example(rng: random.Random, n_filler_units: int, depth: float) -> Ex
     key = str(rng.randint(10000, 99999))
     info = f"The pass key is {key}. Remember it. {key} is the pass key."
     before = round(depth * n_filler_units)
-    parts = [PASSKEY_INTRO, " ".join([NOISE] * before), info,
-             " ".join([NOISE] * (n_filler_units - before)), PASSKEY_QUESTION]
+    parts = [
+        PASSKEY_INTRO,
+        " ".join([NOISE] * before),
+        info,
+        " ".join([NOISE] * (n_filler_units - before)),
+        PASSKEY_QUESTION,
+    ]
     text = "\n".join(p for p in parts if p)
     return Example(text, PASSKEY_PREFIX, [key], [info], {"depth": depth, "units": n_filler_units})
 
@@ -192,8 +197,11 @@ def niah_example(
                 k = _draw(rng, key_type)
                 if k not in keys:  # a distractor must not answer the question
                     lines.append(NEEDLE.format(type_v=value_type, key=k, value=_draw(rng, value_type)))
-        positions = rng.sample(range(n_units + 1), len(needles)) if n_units + 1 >= len(needles) else \
-            [rng.randrange(n_units + 1) for _ in needles]
+        positions = (
+            rng.sample(range(n_units + 1), len(needles))
+            if n_units + 1 >= len(needles)
+            else [rng.randrange(n_units + 1) for _ in needles]
+        )
         context = "\n".join(_insert_at(lines, needles, positions))
         meta["depths"] = sorted(p / n_units for p in positions)
     else:
@@ -250,8 +258,13 @@ def vt_example(rng: random.Random, n_noise: int, *, num_hops: int = 4, icl_noise
     lines) first. Answer: every variable holding the value."""
     names, stmts, value = _vt_chain(rng, num_hops, 5)
     icl_names, icl_stmts, icl_value = _vt_chain(rng, num_hops, 3)
-    icl = (VT_TEMPLATE.format(context=_vt_context(rng, icl_noise, icl_stmts), value=icl_value) + " "
-           + VT_PREFIX.format(n=num_hops + 1, value=icl_value) + " " + " ".join(icl_names))
+    icl = (
+        VT_TEMPLATE.format(context=_vt_context(rng, icl_noise, icl_stmts), value=icl_value)
+        + " "
+        + VT_PREFIX.format(n=num_hops + 1, value=icl_value)
+        + " "
+        + " ".join(icl_names)
+    )
     text = icl + "\n\n" + VT_TEMPLATE.format(context=_vt_context(rng, n_noise, stmts), value=value)
     prefix = VT_PREFIX.format(n=num_hops + 1, value=value)
     return Example(text, prefix, names, stmts[:1], {"units": n_noise, "num_hops": num_hops})
@@ -274,9 +287,16 @@ def _cwe_list(rng: random.Random, pool: list[str], n_common: int, f_common: int,
     return " ".join(f"{i + 1}. {w}" for i, w in enumerate(word_list))
 
 
-def cwe_example(rng: random.Random, n_words: int, *, freq_common: int = 30, freq_other: int = 3,
-                num_common: int = 10, example_words: int = 40, example_freqs: tuple[int, int] = (10, 3)
-                ) -> Example:
+def cwe_example(
+    rng: random.Random,
+    n_words: int,
+    *,
+    freq_common: int = 30,
+    freq_other: int = 3,
+    num_common: int = 10,
+    example_words: int = 40,
+    example_freqs: tuple[int, int] = (10, 3),
+) -> Example:
     """RULER cwe: a numbered list of `n_words` distinct words where `num_common` appear
     `freq_common` times and the others `freq_other` times; one solved example first.
     RULER uses (30, 3) with a (40 words, 10, 3) example from 4k tokens up, (6, 1) with a
@@ -287,8 +307,11 @@ def cwe_example(rng: random.Random, n_words: int, *, freq_common: int = 30, freq
     ex_ctx = _cwe_list(rng, ex_pool, num_common, *example_freqs)
     ex_answer = " ".join(f"{i + 1}. {w}" for i, w in enumerate(ex_pool[:num_common]))
     example = CWE_TEMPLATE.format(context=ex_ctx) + " " + CWE_PREFIX + " " + ex_answer
-    text = example + "\n" + CWE_TEMPLATE.format(context=_cwe_list(rng, main_pool, num_common, freq_common,
-                                                                  freq_other))
+    text = (
+        example
+        + "\n"
+        + CWE_TEMPLATE.format(context=_cwe_list(rng, main_pool, num_common, freq_common, freq_other))
+    )
     return Example(text, CWE_PREFIX, main_pool[:num_common], [], {"units": n_words})
 
 
@@ -303,8 +326,9 @@ FWE_TEMPLATE = (
 FWE_PREFIX = "Answer: According to the coded text above, the three most frequently appeared words are:"
 
 
-def fwe_example(rng: random.Random, n_words: int, *, vocab_size: int | None = None, alpha: float = 2.0,
-                word_len: int = 6) -> Example:
+def fwe_example(
+    rng: random.Random, n_words: int, *, vocab_size: int | None = None, alpha: float = 2.0, word_len: int = 6
+) -> Example:
     """RULER fwe: coded words with Zipf counts n * k^-alpha / zeta(alpha); the top-ranked word is
     shown as "..." (to be ignored) and the answer is the next three. RULER's vocab size is
     target_length // 50 (the default here, without a target, is n_words // 18)."""
@@ -331,8 +355,9 @@ def fwe_example(rng: random.Random, n_words: int, *, vocab_size: int | None = No
 # ---------------------------------------------------------------------------------------------
 # key-value retrieval
 
-KV_INTRO = ("Below is a list of key-value pairs. Memorize them: I will ask you for the value of one key "
-            "afterwards.")
+KV_INTRO = (
+    "Below is a list of key-value pairs. Memorize them: I will ask you for the value of one key afterwards."
+)
 
 
 def _kv_draw(rng: random.Random, kind: str) -> str:
@@ -349,8 +374,14 @@ def _kv_draw(rng: random.Random, kind: str) -> str:
     raise ValueError(f"unknown key/value kind {kind!r}")
 
 
-def kv_example(rng: random.Random, n_pairs: int, *, key_kind: str = "word", value_kind: str = "number",
-               depth: float | None = None) -> Example:
+def kv_example(
+    rng: random.Random,
+    n_pairs: int,
+    *,
+    key_kind: str = "word",
+    value_kind: str = "number",
+    depth: float | None = None,
+) -> Example:
     """Key-value retrieval: `n_pairs` lines `key: value` with distinct keys, then the question
     for one key (at relative position `depth` in [0, 1], random if None). Kinds: "word"
     (adjective-noun), "letters" (6 random letters), "uuid", "number" (7 digits), "short_number"

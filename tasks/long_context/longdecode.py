@@ -25,16 +25,21 @@ TOKENS_PER_ANSWER = 256
 
 # Two of the standard chain-of-thought exemplars (Wei et al. 2022), showing the answer format.
 DEMO = [
-    ("There are 15 trees in the grove. Grove workers will plant trees in the grove today. "
-     "After they are done, there will be 21 trees. How many trees did the grove workers plant today?",
-     "There are 15 trees originally. Then there were 21 trees after some more were planted. So there must "
-     "have been 21 - 15 = 6. The answer is 6."),
-    ("If there are 3 cars in the parking lot and 2 more cars arrive, how many cars are in the parking lot?",
-     "There are originally 3 cars. 2 more cars arrive. 3 + 2 = 5. The answer is 5."),
+    (
+        "There are 15 trees in the grove. Grove workers will plant trees in the grove today. "
+        "After they are done, there will be 21 trees. How many trees did the grove workers plant today?",
+        "There are 15 trees originally. Then there were 21 trees after some more were planted. So there must "
+        "have been 21 - 15 = 6. The answer is 6.",
+    ),
+    (
+        "If there are 3 cars in the parking lot and 2 more cars arrive, "
+        "how many cars are in the parking lot?",
+        "There are originally 3 cars. 2 more cars arrive. 3 + 2 = 5. The answer is 5.",
+    ),
 ]
 INSTRUCTION = (
     "Answer each of the following {k} math questions, in order, in one response. Begin the answer to "
-    "question i with \"Answer i:\" on a new line, reason step by step, and end it with \"The answer is N.\" "
+    'question i with "Answer i:" on a new line, reason step by step, and end it with "The answer is N." '
     "where N is the final number. Do not repeat the questions. Answer all {k} questions."
 )
 STRICT = r"The answer is (\-?[0-9\.\,]+)."  # gsm8k_cot strict-match
@@ -48,8 +53,11 @@ def longdecode_example(questions: list[str]) -> Example:
     demo_q = "\n".join(f"Question {i + 1}: {q}" for i, (q, _) in enumerate(DEMO))
     demo_a = "\n".join(f"Answer {i + 1}: {a}" for i, (_, a) in enumerate(DEMO))
     qs = "\n".join(f"Question {i + 1}: {q}" for i, q in enumerate(questions))
-    text = (INSTRUCTION.format(k=k) + f"\n\nExample with {len(DEMO)} questions:\n{demo_q}\n{demo_a}\n\n"
-            + f"Now the {k} questions:\n{qs}\n")
+    text = (
+        INSTRUCTION.format(k=k)
+        + f"\n\nExample with {len(DEMO)} questions:\n{demo_q}\n{demo_a}\n\n"
+        + f"Now the {k} questions:\n{qs}\n"
+    )
     return Example(text, "Answer 1:", [], [], {"k": k})
 
 
@@ -68,8 +76,10 @@ def split_answers(text: str, k: int) -> dict[int, str]:
 def _filters():
     from lm_eval.filters.extraction import RegexFilter
 
-    return {"strict-match": RegexFilter(regex_pattern=STRICT),
-            "flexible-extract": RegexFilter(regex_pattern=FLEXIBLE, group_select=-1)}
+    return {
+        "strict-match": RegexFilter(regex_pattern=STRICT),
+        "flexible-extract": RegexFilter(regex_pattern=FLEXIBLE, group_select=-1),
+    }
 
 
 def score_answer(segment: str | None, gold: str) -> tuple[dict[str, bool], dict[str, str]]:
@@ -79,9 +89,13 @@ def score_answer(segment: str | None, gold: str) -> tuple[dict[str, bool], dict[
     correct, extracted = {}, {}
     for name, filt in _filters().items():
         pred = "[invalid]" if segment is None else list(filt.apply([[segment]], [{}]))[0][0]
-        em = exact_match_hf_evaluate(predictions=[pred], references=[gold],
-                                     regexes_to_ignore=REGEXES_TO_IGNORE, ignore_case=True,
-                                     ignore_punctuation=False)["exact_match"]
+        em = exact_match_hf_evaluate(
+            predictions=[pred],
+            references=[gold],
+            regexes_to_ignore=REGEXES_TO_IGNORE,
+            ignore_case=True,
+            ignore_punctuation=False,
+        )["exact_match"]
         correct[f"exact_match,{name}"] = bool(em)
         extracted[name] = pred
     return correct, extracted
@@ -89,22 +103,32 @@ def score_answer(segment: str | None, gold: str) -> tuple[dict[str, bool], dict[
 
 class LongDecodeTask(SizedTask):
     name = "gsm8k_longdecode"
-    description = ("K GSM8K test questions answered in one response (K = 10/25/50; LongGenBench-style), "
-                   "each answer scored separately; length axis = K; max new tokens are per answer")
+    description = (
+        "K GSM8K test questions answered in one response (K = 10/25/50; LongGenBench-style), "
+        "each answer scored separately; length axis = K; max new tokens are per answer"
+    )
     metrics = ["exact_match,strict-match", "exact_match,flexible-extract"]
     default_lengths = DEFAULT_K
     num_docs = 20  # prompts per K
     max_new_tokens = TOKENS_PER_ANSWER  # per answer: a request may generate K times this
     params: dict[str, Any] = {}
 
-    def requests(self, *, tokenizer: Any = None, lengths: list[int] | None = None, limit: int | None = None,
-                 seed: int | None = None, data_dir: str | None = None,
-                 apply_chat_template: bool = False) -> list[TaskRequest]:
+    def requests(
+        self,
+        *,
+        tokenizer: Any = None,
+        lengths: list[int] | None = None,
+        limit: int | None = None,
+        seed: int | None = None,
+        data_dir: str | None = None,
+        apply_chat_template: bool = False,
+    ) -> list[TaskRequest]:
         ks = list(lengths or self.default_lengths)
         bad = [k for k in ks if not 1 <= k <= MAX_K]
         if bad:
-            raise InputError(f"{self.name}'s lengths are questions per prompt (K, 1..{MAX_K}), "
-                             f"e.g. 10,25,50; got {bad}")
+            raise InputError(
+                f"{self.name}'s lengths are questions per prompt (K, 1..{MAX_K}), e.g. 10,25,50; got {bad}"
+            )
         view = TokenizerView(tokenizer) if tokenizer is not None else None
         test = load_rows("test", data_dir)
         n_prompts = self.num_docs if limit is None else int(limit)
@@ -119,14 +143,34 @@ class LongDecodeTask(SizedTask):
                     length = None
                     if view is not None:
                         length = view.count(prompt, chat=apply_chat_template)
-                    docs = [DocRef(doc_id=i, target=test[i]["answer"].split("####")[-1].strip(),
-                                   meta={"position": n + 1}) for n, i in enumerate(ids)]
+                    docs = [
+                        DocRef(
+                            doc_id=i,
+                            target=test[i]["answer"].split("####")[-1].strip(),
+                            meta={"position": n + 1},
+                        )
+                        for n, i in enumerate(ids)
+                    ]
                     max_new = k * self.max_new_tokens
-                    out.append(TaskRequest(
-                        task=self.name, prompt=prompt, max_new_tokens=max_new, until=[], docs=docs, length=k,
-                        meta={"k": k, "prompt_index": j, "length": length, "chat": apply_chat_template,
-                              "seed": seed, "gen_prefix": ex.gen_prefix,
-                              "max_seq_tokens": None if length is None else length + max_new}))
+                    out.append(
+                        TaskRequest(
+                            task=self.name,
+                            prompt=prompt,
+                            max_new_tokens=max_new,
+                            until=[],
+                            docs=docs,
+                            length=k,
+                            meta={
+                                "k": k,
+                                "prompt_index": j,
+                                "length": length,
+                                "chat": apply_chat_template,
+                                "seed": seed,
+                                "gen_prefix": ex.gen_prefix,
+                                "max_seq_tokens": None if length is None else length + max_new,
+                            },
+                        )
+                    )
                     bar.update(1)
         return out
 

@@ -54,8 +54,10 @@ def manyshot_example(shots: list[dict[str, str]], test: dict[str, str], chat: bo
 
 class ManyShotTask(SizedTask):
     name = "gsm8k_manyshot"
-    description = ("GSM8K test question after N solved train examples, N filling the target length "
-                   "(lm-eval gsm8k format and scoring)")
+    description = (
+        "GSM8K test question after N solved train examples, N filling the target length "
+        "(lm-eval gsm8k format and scoring)"
+    )
     metrics = GSM8KTask.metrics
     default_lengths = DEFAULT_LENGTHS
     max_new_tokens = 256
@@ -68,8 +70,11 @@ class ManyShotTask(SizedTask):
         self._gsm8k = GSM8KTask("gsm8k")
 
     def config(self) -> dict[str, Any]:
-        return {**super().config(), "format": "lm-eval gsm8k (Question/Answer, full solutions)",
-                "scoring": self._gsm8k.config()["lm_eval_yaml"]["filter_list"]}
+        return {
+            **super().config(),
+            "format": "lm-eval gsm8k (Question/Answer, full solutions)",
+            "scoring": self._gsm8k.config()["lm_eval_yaml"]["filter_list"],
+        }
 
     def shot_costs(self, view: TokenizerView, train: tuple[dict[str, str], ...]) -> list[int]:
         """Tokens each train shot adds (plain form; chat overhead is calibrated per doc), counted
@@ -83,9 +88,16 @@ class ManyShotTask(SizedTask):
             per_tok[len(train)] = view.count_many(texts, chat=True)  # chat=True: no BOS, counted once
         return per_tok[len(train)]
 
-    def requests(self, *, tokenizer: Any, lengths: list[int] | None = None, limit: int | None = None,
-                 seed: int | None = None, data_dir: str | None = None,
-                 apply_chat_template: bool = False) -> list[TaskRequest]:
+    def requests(
+        self,
+        *,
+        tokenizer: Any,
+        lengths: list[int] | None = None,
+        limit: int | None = None,
+        seed: int | None = None,
+        data_dir: str | None = None,
+        apply_chat_template: bool = False,
+    ) -> list[TaskRequest]:
         view = TokenizerView(tokenizer)
         train, test = load_rows("train", data_dir), load_rows("test", data_dir)
         lengths = list(lengths or self.default_lengths)
@@ -105,8 +117,16 @@ class ManyShotTask(SizedTask):
                     bar.update(1)
         return out
 
-    def fill(self, view: TokenizerView, train, test_row, order: list[int], costs: list[int], target: int,
-             chat: bool) -> tuple[Example, int]:
+    def fill(
+        self,
+        view: TokenizerView,
+        train,
+        test_row,
+        order: list[int],
+        costs: list[int],
+        target: int,
+        chat: bool,
+    ) -> tuple[Example, int]:
         floor = int((1 - TOLERANCE) * target) + 1
 
         def build(ids: list[int]) -> Example:

@@ -51,8 +51,14 @@ def expected_outcome(fate: str) -> str:
 class FaultyServer:
     """`with FaultyServer() as s: s.url` -> http://127.0.0.1:PORT/v1."""
 
-    def __init__(self, plan: Callable[[str, int], str] = cycle_plan, *, slow_s: float = 2.0,
-                 delay_s: float = 0.0, model: str = "faulty-model") -> None:
+    def __init__(
+        self,
+        plan: Callable[[str, int], str] = cycle_plan,
+        *,
+        slow_s: float = 2.0,
+        delay_s: float = 0.0,
+        model: str = "faulty-model",
+    ) -> None:
         self.plan = plan
         self.slow_s = slow_s
         self.delay_s = delay_s
@@ -101,8 +107,10 @@ class FaultyServer:
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/") == "/v1/models":
-                    body = {"object": "list", "data": [{"id": server.model, "object": "model",
-                                                        "owned_by": "faulty"}]}
+                    body = {
+                        "object": "list",
+                        "data": [{"id": server.model, "object": "model", "owned_by": "faulty"}],
+                    }
                     self._send(200, json.dumps(body).encode())
                 elif self.path == "/version":
                     self._send(200, b'{"version": "faulty-1.0"}')
@@ -147,14 +155,24 @@ class FaultyServer:
                 text = answer_for(key)
                 usage = {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12}
                 if "messages" in body:
-                    choice = {"index": 0, "message": {"role": "assistant", "content": text},
-                              "finish_reason": "length"}
+                    choice = {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "length",
+                    }
                     obj = "chat.completion"
                 else:
                     choice = {"index": 0, "text": text, "finish_reason": "length"}
                     obj = "text_completion"
-                reply = {"id": "cmpl-" + key[:8], "object": obj, "created": 0, "model": server.model,
-                         "system_fingerprint": "fp_faulty", "choices": [choice], "usage": usage}
+                reply = {
+                    "id": "cmpl-" + key[:8],
+                    "object": obj,
+                    "created": 0,
+                    "model": server.model,
+                    "system_fingerprint": "fp_faulty",
+                    "choices": [choice],
+                    "usage": usage,
+                }
                 with server._lock:
                     server.answered[key] += 1
                 self._send(200, json.dumps(reply).encode())

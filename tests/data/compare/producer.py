@@ -27,11 +27,19 @@ MANIFEST = {
 def sample(doc: int, length: int) -> dict:
     h = int(hashlib.sha256(f"{doc}:{length}".encode()).hexdigest(), 16)
     right = h % 5 != 0
-    return {"task": "toy_passkey", "doc_id": doc, "length": length,
-            "prompt_hash": prompt_hash(f"prompt {doc} at {length} tokens"),
-            "target": str(h % 100000), "response": str(h % 100000 if right else h % 777),
-            "correct": {"string_match": right}, "error": None, "n_generated": 7,
-            "finish_reason": "stop", "flags": []}
+    return {
+        "task": "toy_passkey",
+        "doc_id": doc,
+        "length": length,
+        "prompt_hash": prompt_hash(f"prompt {doc} at {length} tokens"),
+        "target": str(h % 100000),
+        "response": str(h % 100000 if right else h % 777),
+        "correct": {"string_match": right},
+        "error": None,
+        "n_generated": 7,
+        "finish_reason": "stop",
+        "flags": [],
+    }
 
 
 def main() -> None:
