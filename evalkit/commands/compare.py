@@ -7,6 +7,7 @@ Exit codes: 0 the gate passed (or no `--fail-on` was given), 1 the `--fail-on` g
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -49,6 +50,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="0.01",
         help="non-inferiority margin as a fraction (0.01 = 1 percentage point), per task with "
         "TASK=VALUE: e.g. 0.01,gsm8k=0.02,passkey=0.05 (default 0.01)",
+    )
+    parser.add_argument(
+        "--logprob-margin",
+        type=float,
+        default=0.01,
+        help="non-inferiority margin of the paired gold log-probability, in nats per answer token "
+        "(mean over questions of each arm's gold_logprob / gold_tokens; default 0.01)",
+    )
+    parser.add_argument(
+        "--replicate",
+        metavar="BASELINE2",
+        help="a replicate of the baseline (same arm, run again): report the A/A disagreement and "
+        "whether the candidate disagrees more",
     )
     parser.add_argument(
         "--fail-on",
@@ -126,8 +140,11 @@ def main(args: argparse.Namespace) -> int:
     margins = parse_margins(args.margin)
     if args.max_chars < 2_000:
         raise InputError(f"--max-chars must be at least 2000, got {args.max_chars}")
+    if not (math.isfinite(args.logprob_margin) and args.logprob_margin > 0):
+        raise InputError(f"--logprob-margin must be a positive number of nats, got {args.logprob_margin}")
     baseline = _load(args.baseline, "baseline", args.allow_partial)
     candidate = _load(args.candidate, "candidate", args.allow_partial)
+    replicate = _load(args.replicate, "replicate", args.allow_partial) if args.replicate else None
     report = build_report(
         baseline,
         candidate,
@@ -136,6 +153,8 @@ def main(args: argparse.Namespace) -> int:
         allow_prompt_mismatch=args.allow_prompt_mismatch,
         fail_on=args.fail_on,
         labels=(args.label_baseline, args.label_candidate),
+        logprob_margin=args.logprob_margin,
+        replicate=replicate,
     )
     if _same_place(args.baseline, args.candidate):
         text = "baseline and candidate are the same run: every difference is 0 by construction"

@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit.compare.forest import text_forest
+from evalkit.compare.logprob import logprob_markdown
 from evalkit.compare.markdown import _ids, _table
+from evalkit.compare.replicate import replicate_markdown
 from evalkit.compare.verdict import GAIN, IDENTICAL, INCONCLUSIVE, LOSS, MINOR_LOSS, VERDICTS, where
 
 MATTER = (LOSS, MINOR_LOSS, INCONCLUSIVE, GAIN)
@@ -91,6 +93,10 @@ def render_brief(report: dict[str, Any], max_chars: int = 60_000) -> str:
     budget.add(["", f"{len(matter)} of {len(rows)} rows matter{others_text}"])
     if matter:
         budget.add(["", "```text", *text_forest(matter), "```"], "the text forest plot")
+    if "logprob" in report:
+        budget.add(logprob_markdown(report["logprob"]), "the paired log-probability table")
+    if "aa" in report:
+        budget.add(replicate_markdown(report["aa"]), "the A/A table")
     detail = ["", "<details><summary>Every row</summary>", "", *_table(report), "", "</details>"]
     budget.add(detail, "the table of every row")
     sentences = [f"- {where(r)}: {r['verdict_text']}" for r in matter]

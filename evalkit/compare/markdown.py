@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalkit.compare.logprob import logprob_markdown
+from evalkit.compare.replicate import replicate_markdown
 from evalkit.compare.verdict import LOSS, consistency_note, pp
 
 MAX_IDS = 200  # ids listed per block before "... and N more"
@@ -132,6 +134,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         where = f"{r['task']} {r['metric']}" + ("" if r["length"] is None else f" @ {r['length']}")
         lines.append(f"- {where}: {r['verdict_text']}")
     lines += _trends(report)
+    if "logprob" in report:
+        lines += logprob_markdown(report["logprob"])
+    if "aa" in report:
+        lines += replicate_markdown(report["aa"])
     if report["notes"]:
         lines += [""] + [f"> {note}" for note in report["notes"]]
     lines.append("")

@@ -10,8 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit.compare.gate import evaluate_gate
+from evalkit.compare.logprob import DEFAULT_LOGPROB_MARGIN, logprob_report
 from evalkit.compare.margins import Margins, check_tasks, parse_margins
 from evalkit.compare.pairing import describe, pair_runs
+from evalkit.compare.replicate import replicate_report
 from evalkit.compare.rows import add_holm, compute_row
 from evalkit.compare.trend import length_trends
 from evalkit.compare.verdict import VERDICTS, overall_outcome, overall_verdict, row_verdict
@@ -50,6 +52,8 @@ def build_report(
     allow_prompt_mismatch: bool = False,
     fail_on: str | None = None,
     labels: tuple[str | None, str | None] = (None, None),
+    logprob_margin: float = DEFAULT_LOGPROB_MARGIN,
+    replicate: RunData | None = None,
 ) -> dict[str, Any]:
     margins = margin if isinstance(margin, Margins) else parse_margins(margin)
     pairing = pair_runs(
@@ -90,4 +94,12 @@ def build_report(
         },
         "notes": pairing.notes,
         "verdict": overall_verdict(rows),
+        "logprob": logprob_report(pairing.rows, logprob_margin),
+        "aa": replicate_report(
+            baseline,
+            replicate,
+            pairing.rows,
+            intersection=intersection,
+            allow_prompt_mismatch=allow_prompt_mismatch,
+        ),
     }

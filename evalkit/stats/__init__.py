@@ -15,6 +15,7 @@ from typing import Any
 
 _WHERE = {
     "cluster": ["ClusteredSE", "clustered_se"],
+    "discordance": ["DiscordanceExcessResult", "discordance_excess"],
     "mcnemar_tests": [
         "McNemarAll",
         "McNemarResult",
@@ -34,6 +35,14 @@ _WHERE = {
         "tango_ci",
         "tango_score",
         "wald_ci",
+    ],
+    "paired_continuous": [
+        "MeanNonInferiorityResult",
+        "PairedMeanResult",
+        "SignedRankResult",
+        "noninferiority_mean",
+        "paired_mean",
+        "signed_rank",
     ],
     "power": ["MdeResult", "connor_mde", "connor_power", "connor_sample_size", "exact_power"],
     "accuracy": ["ProportionResult", "proportion", "wilson_ci", "z_value"],

@@ -59,3 +59,25 @@ def write_cells(
             w.close()
         paths.append(root / side)
     return paths[0], paths[1]
+
+
+def write_run(path: Path, arm: str, outcomes: dict, *, backend: str = "openai", extra=None) -> Path:
+    """outcomes: {(task, doc, length): right}; `extra(task, doc, length) -> dict` adds fields."""
+    tasks = sorted({task for task, _, _ in outcomes})
+    w = RunWriter.open(path, manifest(arm, tasks, backend), durable=False)
+    for (task, doc, length), right in outcomes.items():
+        sample = {
+            "task": task,
+            "doc_id": doc,
+            "length": length,
+            "prompt_hash": prompt_hash(f"{task}/{doc}@{length}"),
+            "target": "1",
+            "response": "1" if right else "0",
+            "correct": {"em": right},
+            "error": None,
+        }
+        if extra is not None:
+            sample.update(extra(task, doc, length))
+        w.append(sample)
+    w.finish()
+    return path
