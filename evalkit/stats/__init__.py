@@ -44,7 +44,16 @@ _WHERE = {
         "paired_mean",
         "signed_rank",
     ],
-    "power": ["MdeResult", "connor_mde", "connor_power", "connor_sample_size", "exact_power"],
+    "power": [
+        "MdeResult",
+        "connor_mde",
+        "connor_power",
+        "connor_sample_size",
+        "exact_power",
+        "noninferiority_power",
+        "noninferiority_sample_size",
+        "normal_sample_size",
+    ],
     "accuracy": ["ProportionResult", "proportion", "wilson_ci", "z_value"],
     "stderr": ["lmeval_stderr"],
     "trend": [
