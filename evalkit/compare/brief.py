@@ -97,8 +97,9 @@ def render_brief(report: dict[str, Any], max_chars: int = 60_000) -> str:
         budget.add(logprob_markdown(report["logprob"]), "the paired log-probability table")
     if "aa" in report:
         budget.add(replicate_markdown(report["aa"]), "the A/A table")
-    detail = ["", "<details><summary>Every row</summary>", "", *_table(report), "", "</details>"]
-    budget.add(detail, "the table of every row")
+    if len(matter) < len(rows):
+        detail = ["", "<details><summary>Every row</summary>", "", *_table(report), "", "</details>"]
+        budget.add(detail, "the table of every row")
     sentences = [f"- {where(r)}: {r['verdict_text']}" for r in matter]
     if sentences:
         budget.add(
