@@ -101,3 +101,13 @@ def test_plan_cli(tmp_path, capsys):
     assert main(["plan", str(path), "--power", "1.5"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("evalkit plan: error:") == 5
+
+
+def test_help_lists_plan_and_renders():
+    import subprocess
+    import sys
+
+    top = subprocess.run([sys.executable, "-m", "evalkit", "--help"], capture_output=True, text=True)
+    sub = subprocess.run([sys.executable, "-m", "evalkit", "plan", "--help"], capture_output=True, text=True)
+    assert top.returncode == 0 and "plan" in top.stdout
+    assert sub.returncode == 0 and "--effect" in sub.stdout
