@@ -157,3 +157,11 @@ def test_mde_not_resolvable_is_said_not_printed_as_a_number(runs, capsys):
     assert "Differences below" not in out
     (row,) = build_report(load_run(base), load_run(cand))["rows"]
     assert row["mde"] is None and row["mde_resolvable"] is False
+
+
+def test_identical_small_rows_say_nothing_changed_but_n_is_too_small(runs):
+    base, cand = runs["identical"]
+    report = build_report(load_run(base), load_run(cand))
+    assert report["outcome"] == "identical" and not report["rows"][0]["noninferior"]
+    assert report["verdict"].startswith("The arms agree on every question of every row (0 discordant), but")
+    assert "not shown for passkey em @ 4096" in report["verdict"]

@@ -124,20 +124,21 @@ def row_verdict(row: dict[str, Any]) -> tuple[str, str]:
 
 
 def overall_outcome(rows: list[dict[str, Any]]) -> str:
-    """loss | inconclusive | minor_loss | noninferior | identical: the worst thing any row says."""
+    """The worst row verdict: loss > inconclusive > minor_loss > noninferior > gain > identical."""
     labels = {r["verdict"] for r in rows}
-    if LOSS in labels:
-        return LOSS
-    if any(not r["noninferior"] and r["verdict"] != GAIN for r in rows):
-        return INCONCLUSIVE
-    if MINOR_LOSS in labels:
-        return MINOR_LOSS
-    return IDENTICAL if labels == {IDENTICAL} else NONINFERIOR
+    for label in (LOSS, INCONCLUSIVE, MINOR_LOSS, NONINFERIOR, GAIN):
+        if label in labels:
+            return label
+    return IDENTICAL
 
 
 def _margins_text(rows: list[dict[str, Any]]) -> str:
     margins = sorted({r["margin"] for r in rows})
     return f"{pp(margins[0], False)} pp" if len(margins) == 1 else "each task's margin"
+
+
+def _names(rows: list[dict[str, Any]]) -> str:
+    return ", ".join(where(r) for r in rows)
 
 
 def overall_verdict(rows: list[dict[str, Any]]) -> str:
@@ -149,22 +150,35 @@ def overall_verdict(rows: list[dict[str, Any]]) -> str:
             + "; ".join(f"{where(r)} ({pp(r['diff'])} pp, mid-p {r['mcnemar_midp_holm']:.3g})" for r in worse)
             + "."
         )
+    unclear = [r for r in rows if not r["noninferior"] and r["verdict"] != GAIN]
     if outcome == INCONCLUSIVE:
-        unclear = [r for r in rows if not r["noninferior"] and r["verdict"] != GAIN]
-        names = ", ".join(where(r) for r in unclear)
         return (
             f"Inconclusive: no significant loss, but non-inferiority at {_margins_text(unclear)} is not "
-            f"shown for {names}; more questions (or a smaller discordance) are needed to settle it."
+            f"shown for {_names(unclear)}; more questions (or a smaller discordance) are needed to settle it."
+        )
+    small_identical = [r for r in unclear if r["verdict"] == IDENTICAL]
+    if outcome == IDENTICAL:
+        text = "The arms agree on every question of every row (0 discordant)"
+        if not small_identical:
+            return f"{text}; non-inferior at {_margins_text(rows)} on every row."
+        return (
+            f"{text}, but with so few questions non-inferiority at {_margins_text(small_identical)} is not "
+            f"shown for {_names(small_identical)}; more questions are needed to show it."
         )
     if outcome == MINOR_LOSS:
-        small = [r for r in rows if r["verdict"] == MINOR_LOSS]
-        return (
-            f"Candidate is non-inferior at {_margins_text(rows)} on every row, with a small significant "
-            f"drop on " + ", ".join(where(r) for r in small) + "."
+        text = (
+            f"Candidate is non-inferior at {_margins_text(rows)} on every row that changed, with a small "
+            f"significant drop on {_names([r for r in rows if r['verdict'] == MINOR_LOSS])}."
         )
-    if outcome == IDENTICAL:
-        return (
-            f"The arms agree on every question of every row; non-inferior at {_margins_text(rows)} "
-            f"on every row."
+    elif outcome == GAIN:
+        text = f"Candidate is significantly better on {_names([r for r in rows if r['verdict'] == GAIN])}."
+    else:
+        text = (
+            f"Candidate is non-inferior to baseline (margin {_margins_text(rows)}) on every row that changed."
         )
-    return f"Candidate is non-inferior to baseline (margin {_margins_text(rows)}) on every row."
+    if small_identical:
+        text += (
+            f" No question changed on {_names(small_identical)}, but too few questions to show "
+            f"non-inferiority there."
+        )
+    return text
