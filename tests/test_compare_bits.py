@@ -34,3 +34,13 @@ def test_no_arm_noninferior_and_narrowest_still_fine():
 def test_two_rows_at_one_length_are_refused():
     with pytest.raises(ValueError, match="one task x metric"):
         bits_of_margin({10: [_row(1, 0, 0), _row(1, 0, 0)]})
+
+
+def test_logprob_measure_uses_the_cells_own_test():
+    cell = lambda length, p: {"length": length, "margin": 0.01, "noninferiority_p": p}
+    out = bits_of_margin(
+        {10: [cell(8192, 1e-9)], 5: [cell(8192, 0.001)], 3: [cell(8192, 0.2)]}, 0.01, measure="logprob"
+    )
+    assert out[8192].bits == 5 and out[8192].pvalues == (1e-9, 0.001, 0.2)
+    with pytest.raises(ValueError, match="margin"):
+        bits_of_margin({10: [cell(8192, 0.0)]}, 0.02, measure="logprob")

@@ -44,14 +44,39 @@ def _by_length(rows: Iterable[Mapping[str, Any]], bits: int) -> dict[int | None,
     return out
 
 
+def _exact_match_test(row: Mapping[str, Any], margin: float, alpha: float) -> tuple[bool, float]:
+    # the arm is the A slot: b = arm-only right, c = fp32-only right
+    res = st.noninferiority_test(row["candidate_only"], row["baseline_only"], row["n"], margin, alpha)
+    return res.noninferior, res.pvalue
+
+
+def _logprob_test(row: Mapping[str, Any], margin: float, alpha: float) -> tuple[bool, float]:
+    # a cell of report["logprob"]["cells"]: its test ran at the report's --logprob-margin
+    if row.get("margin") != margin:
+        raise ValueError(f"logprob cell was tested at margin {row.get('margin')}, not {margin}")
+    return row["noninferiority_p"] < alpha, row["noninferiority_p"]
+
+
+_TESTS = {"exact_match": _exact_match_test, "logprob": _logprob_test}
+
+
 def bits_of_margin(
-    rows_by_bits: Mapping[int, Iterable[Mapping[str, Any]]], margin: float = 0.01, alpha: float = 0.025
+    rows_by_bits: Mapping[int, Iterable[Mapping[str, Any]]],
+    margin: float = 0.01,
+    alpha: float = 0.025,
+    measure: str = "exact_match",
 ) -> dict[int | None, BitsOfMargin]:
     """{length: BitsOfMargin} from {mantissa bits: rows of that arm vs fp32}.
 
-    Each row needs `length`, `n`, `baseline_only` (fp32-only right) and `candidate_only`
-    (arm-only right), as `evalkit compare` writes them; `margin` is a fraction (0.01 = 1 pp).
+    measure "exact_match": each row needs `length`, `n`, `baseline_only` (fp32-only right) and
+    `candidate_only` (arm-only right), as `evalkit compare` writes them (`report["rows"]`, one
+    task x metric); `margin` is a fraction (0.01 = 1 pp). measure "logprob": each row is a cell of
+    `report["logprob"]["cells"]` (one task), `margin` the `--logprob-margin` it was computed with
+    (nats per answer token).
     """
+    if measure not in _TESTS:
+        raise ValueError(f"measure must be one of {', '.join(_TESTS)}, got {measure!r}")
+    test = _TESTS[measure]
     if not rows_by_bits:
         raise ValueError("no arms given")
     tables = {int(bits): _by_length(rows, int(bits)) for bits, rows in rows_by_bits.items()}
@@ -61,15 +86,10 @@ def bits_of_margin(
     out = {}
     for length in lengths:
         tested = sorted((bits for bits, table in tables.items() if length in table), reverse=True)
-        results = []
-        for bits in tested:
-            row = tables[bits][length]
-            # the arm is the A slot: b = arm-only right, c = fp32-only right
-            res = st.noninferiority_test(row["candidate_only"], row["baseline_only"], row["n"], margin, alpha)
-            results.append(res)
+        results = [test(tables[bits][length], margin, alpha) for bits in tested]
         best = None
-        for bits, res in zip(tested, results):
-            if not res.noninferior:
+        for bits, (noninferior, _p) in zip(tested, results):
+            if not noninferior:
                 break
             best = bits
         note = "" if best is not None else f"not even m{tested[0]} is shown non-inferior at δ"
@@ -80,8 +100,8 @@ def bits_of_margin(
             best,
             margin,
             tuple(tested),
-            tuple(r.noninferior for r in results),
-            tuple(r.pvalue for r in results),
+            tuple(ok for ok, _p in results),
+            tuple(p for _ok, p in results),
             None if best is None else FP16_BITS - best,
             None if best is None else BF16_BITS - best,
             note,
