@@ -106,15 +106,9 @@ def _warn(text: str) -> None:
 
 
 def _load(path: str, side: str, allow_partial: bool):
-    from evalkit.store import load_run
+    from evalkit.store import load_finished_run
 
-    run = load_run(path)
-    if not run.finished and not allow_partial:
-        raise InputError(
-            f"the {side} run {path} has not finished (no finished_at in its manifest): it may be "
-            f"running or was interrupted; resume it, or pass --allow-partial to compare what is on disk"
-        )
-    return run
+    return load_finished_run(path, side, allow_partial)
 
 
 def _same_place(a: str, b: str) -> bool:

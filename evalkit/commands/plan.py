@@ -26,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--power", type=float, default=0.8, help="power to plan for (default 0.8)")
     parser.add_argument("--effect", type=float, help="also plan to detect a loss of this size d (fraction)")
     parser.add_argument("--format", choices=("md", "json"), default="md")
+    parser.add_argument("--allow-partial", action="store_true", help="plan from runs that have not finished")
 
 
 def _fraction(name: str, value: float | None, upper: float = 1.0) -> None:
@@ -33,7 +34,7 @@ def _fraction(name: str, value: float | None, upper: float = 1.0) -> None:
         raise InputError(f"--{name} must be in (0, {upper:g}), got {value}")
 
 
-def _pilot_report(paths: list[str]) -> tuple[dict, str]:
+def _pilot_report(paths: list[str], allow_partial: bool) -> tuple[dict, str]:
     if len(paths) == 1:
         path = Path(paths[0])
         if path.is_dir():
@@ -47,9 +48,10 @@ def _pilot_report(paths: list[str]) -> tuple[dict, str]:
     if len(paths) != 2:
         raise InputError(f"give one comparison JSON or two runs, got {len(paths)} paths")
     from evalkit.compare import build_report
-    from evalkit.store import load_run
+    from evalkit.store import load_finished_run
 
-    return build_report(load_run(paths[0]), load_run(paths[1])), f"{paths[0]} vs {paths[1]}"
+    runs = [load_finished_run(p, side, allow_partial) for p, side in zip(paths, ("baseline", "candidate"))]
+    return build_report(*runs), f"{paths[0]} vs {paths[1]}"
 
 
 def main(args: argparse.Namespace) -> int:
@@ -58,7 +60,7 @@ def main(args: argparse.Namespace) -> int:
     _fraction("margin", args.margin)
     _fraction("power", args.power)
     _fraction("effect", args.effect)
-    report, source = _pilot_report(args.pilot)
+    report, source = _pilot_report(args.pilot, args.allow_partial)
     result = plan(report, args.margin, args.power, args.effect, source)
     if args.format == "json":
         sys.stdout.write(json.dumps(result, indent=2) + "\n")

@@ -163,3 +163,16 @@ def load_run(path: str | os.PathLike) -> RunData:
     if not files:
         raise InputError(f"{p}: empty run (no {SAMPLES} and no lm-eval samples_<task>_*.jsonl files)")
     return _load_lmeval(files, str(p))
+
+
+def load_finished_run(path: str | os.PathLike, side: str = "", allow_partial: bool = False) -> RunData:
+    """`load_run`, refusing a run whose manifest has no `finished_at` (still running, or killed)
+    unless `allow_partial`; `side` names it in the message ("baseline", "candidate", ...)."""
+    run = load_run(path)
+    if not run.finished and not allow_partial:
+        which = f"the {side} run {path}" if side else f"the run {path}"
+        raise InputError(
+            f"{which} has not finished (no finished_at in its manifest): it may be running or was "
+            f"interrupted; resume it, or pass --allow-partial to compare what is on disk"
+        )
+    return run
