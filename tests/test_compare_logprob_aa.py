@@ -140,3 +140,11 @@ def test_aa_floor_is_zero_by_construction_on_the_local_engine(tmp_path):
     assert report["aa"]["floor_by_construction"] and "0 by construction" in render_markdown(report)
     res = st.discordance_excess([False] * 5, [False] * 5)
     assert res.pvalue == 1.0 and not res.exceeds
+
+
+def test_a_replicate_of_other_questions_is_refused_in_one_line(tmp_path, capsys):
+    base, cand, _ = _aa_runs(tmp_path)
+    other = write_run(tmp_path / "other", "a2", {("t", d, None): True for d in range(50)})
+    assert main(["compare", str(base), str(cand), "--replicate", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--replicate {other}" in err and "different questions" in err

@@ -12,6 +12,7 @@ from typing import Any
 
 from evalkit import stats as st
 from evalkit.compare.pairing import Pair, RowKey, pair_runs
+from evalkit.errors import MismatchError
 from evalkit.store import RunData
 
 LOCAL_NOTE = (
