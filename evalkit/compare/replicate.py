@@ -42,9 +42,12 @@ def replicate_report(
     }
     if replicate is None:
         return out
-    aa = pair_runs(
-        baseline, replicate, intersection=intersection, allow_prompt_mismatch=allow_prompt_mismatch
-    )
+    try:
+        aa = pair_runs(
+            baseline, replicate, intersection=intersection, allow_prompt_mismatch=allow_prompt_mismatch
+        )
+    except MismatchError as exc:
+        raise MismatchError(f"--replicate {replicate.path} (as the 'candidate' below): {exc}") from None
     for key, ab_pairs in ab_rows.items():
         aa_pairs = {p.doc_id: p for p in aa.rows.get(key, [])}
         shared = [p for p in ab_pairs if p.doc_id in aa_pairs]
