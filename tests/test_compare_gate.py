@@ -114,7 +114,7 @@ def test_json_schema_and_md_json_in_one_call(runs, capsys, tmp_path):
     for row in report["rows"]:
         assert row["verdict"] in VERDICTS and isinstance(row["noninferior"], bool)
         assert isinstance(row["verdict_text"], str)
-    assert set(report["gate"]) == {"fail_on", "status", "failing"}
+    assert set(report["gate"]) == {"fail_on", "measure", "status", "failing"}
 
 
 def test_labels_replace_the_arm_names(runs, capsys):

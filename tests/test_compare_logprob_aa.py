@@ -148,3 +148,18 @@ def test_a_replicate_of_other_questions_is_refused_in_one_line(tmp_path, capsys)
     assert main(["compare", str(base), str(cand), "--replicate", str(other)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"--replicate {other}" in err and "different questions" in err
+
+
+def test_gate_on_the_logprob_measure(lp_runs, tmp_path, capsys):
+    base, worse, plain = (str(tmp_path / k) for k in ("b", "w", "p"))
+    import shutil
+
+    for src, dst in ((lp_runs["base"], base), (lp_runs["worse"], worse), (lp_runs["plain"], plain)):
+        shutil.copytree(src.path, dst)
+    # exact match sees nothing (identical rows); the log-probability gate sees the planted loss
+    assert main(["compare", base, worse, "--fail-on", "loss"]) == 0
+    assert main(["compare", base, worse, "--fail-on", "loss", "--gate-on", "logprob"]) == 1
+    out = capsys.readouterr()
+    assert "gsm8k gold log-prob" in out.err
+    assert main(["compare", base, plain, "--fail-on", "loss", "--gate-on", "both"]) == 2
+    assert "no paired gold_logprob to gate on" in capsys.readouterr().err

@@ -71,6 +71,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "undecided (inconclusive), or not shown non-inferior at its margin (not-noninferior)",
     )
     parser.add_argument(
+        "--gate-on",
+        choices=("exact_match", "logprob", "both"),
+        default="exact_match",
+        help="which verdicts --fail-on reads: the exact-match rows (default), the paired gold "
+        "log-probability cells, or both",
+    )
+    parser.add_argument(
         "--plot",
         metavar="FILE.png|DIR",
         help="also write the forest plot of the paired differences (DIR: DIR/forest.png and "
@@ -149,6 +156,7 @@ def main(args: argparse.Namespace) -> int:
         labels=(args.label_baseline, args.label_candidate),
         logprob_margin=args.logprob_margin,
         replicate=replicate,
+        gate_on=args.gate_on,
     )
     if _same_place(args.baseline, args.candidate):
         text = "baseline and candidate are the same run: every difference is 0 by construction"

@@ -25,12 +25,12 @@ def _status_line(report: dict[str, Any]) -> str:
     gate = report["gate"]
     if gate["fail_on"] is None:
         return f"Outcome: **{report['outcome']}** (no gate: pass `--fail-on` to make CI fail on it)."
-    if gate["status"] == "pass":
-        return f"Gate `--fail-on {gate['fail_on']}`: **pass** (outcome: {report['outcome']})."
-    return (
-        f"Gate `--fail-on {gate['fail_on']}`: **FAIL** on {len(gate['failing'])} row(s) "
-        f"(outcome: {report['outcome']})."
+    name = f"--fail-on {gate['fail_on']}" + (
+        "" if gate.get("measure", "exact_match") == "exact_match" else f" --gate-on {gate['measure']}"
     )
+    if gate["status"] == "pass":
+        return f"Gate `{name}`: **pass** (outcome: {report['outcome']})."
+    return f"Gate `{name}`: **FAIL** on {len(gate['failing'])} row(s) (outcome: {report['outcome']})."
 
 
 class _Budget:

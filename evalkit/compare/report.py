@@ -54,6 +54,7 @@ def build_report(
     labels: tuple[str | None, str | None] = (None, None),
     logprob_margin: float = DEFAULT_LOGPROB_MARGIN,
     replicate: RunData | None = None,
+    gate_on: str = "exact_match",
 ) -> dict[str, Any]:
     margins = margin if isinstance(margin, Margins) else parse_margins(margin)
     pairing = pair_runs(
@@ -67,7 +68,8 @@ def build_report(
     add_holm(rows)
     for row in rows:
         row["verdict"], row["verdict_text"] = row_verdict(row)
-    gate = evaluate_gate(rows, fail_on)
+    logprob = logprob_report(pairing.rows, logprob_margin)
+    gate = evaluate_gate(rows, fail_on, measure=gate_on, logprob_cells=logprob["cells"])
     base, cand = describe(baseline), describe(candidate)
     base["label"] = labels[0] or base["label"]
     cand["label"] = labels[1] or cand["label"]
@@ -94,7 +96,7 @@ def build_report(
         },
         "notes": pairing.notes,
         "verdict": overall_verdict(rows),
-        "logprob": logprob_report(pairing.rows, logprob_margin),
+        "logprob": logprob,
         "aa": replicate_report(
             baseline,
             replicate,
