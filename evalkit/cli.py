@@ -18,6 +18,7 @@ from evalkit.errors import EvalkitError
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("run", "evaluate one arm (a state dtype, or a remote server) and write a run directory"),
     "compare": ("compare", "paired comparison of two runs: McNemar, CIs, non-inferiority, power"),
+    "plan": ("plan", "questions per cell needed to show non-inferiority (or detect a loss) with 80%% power"),
     "drift": ("drift", "how state error and output divergence grow with sequence length"),
     "serve": ("serve", "OpenAI-compatible HTTP server over the in-process engine"),
     "tasks": ("tasks", "list the tasks, their metrics and default lengths"),

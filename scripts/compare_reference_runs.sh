@@ -8,7 +8,6 @@ for arm in fp16 bf16; do
   for set in "" -long -passkey-128k; do
     base="$DIR/runs/h200-fp32$set" cand="$DIR/runs/h200-$arm$set" stem="$DIR/compare-fp32-vs-$arm$set"
     [ -d "$base" ] && [ -d "$cand" ] || continue
-    evalkit compare "$base" "$cand" --out "$stem.md" --plot "$stem.png"
-    evalkit compare "$base" "$cand" --format json --out "$stem.json"
+    evalkit compare "$base" "$cand" --md "$stem.md" --json "$stem.json" --plot "$stem.png" >/dev/null
   done
 done

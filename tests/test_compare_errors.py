@@ -40,7 +40,7 @@ def _write(path, arm, *, n=N, task="gsm8k", prompt_salt="", error_all=False, tas
                 "error": "HTTP 500" if error_all else None,
             }
         )
-    w.close()
+    w.finish()
     return path
 
 

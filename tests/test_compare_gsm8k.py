@@ -187,3 +187,34 @@ def test_committed_example_report_is_current(monkeypatch):
     report = build_report(load_run(base), load_run(cand))
     assert render_markdown(report) == (example / "report.md").read_text()
     assert json.loads(render_json(report)) == json.loads((example / "report.json").read_text())
+
+
+def _as_evalkit_gsm8k_names(src: Path, dst: Path) -> Path:
+    """The run directory with the metric names evalkit's gsm8k task writes (`exact_match,<filter>`)."""
+    dst.mkdir()
+    (dst / "manifest.json").write_text((src / "manifest.json").read_text())
+    lines = []
+    for line in (src / "samples.jsonl").read_text().splitlines():
+        s = json.loads(line)
+        s["correct"] = {f"exact_match,{k}": v for k, v in s["correct"].items()}
+        lines.append(json.dumps(s))
+    (dst / "samples.jsonl").write_text("\n".join(lines) + "\n")
+    return dst
+
+
+def test_evalkit_names_pair_with_lm_eval_filter_names(runs, tmp_path):
+    """issue 19: an evalkit run (exact_match,flexible-extract) pairs with an lm-eval log of the same
+    task (flexible-extract): same responses -> 0 discordant; the two arms -> the reference table."""
+    fp32 = load_run(_as_evalkit_gsm8k_names(runs["dirs"]["fp32"], tmp_path / "fp32"))
+    assert {m for s in fp32.samples for m in s["correct"]} == {
+        "exact_match,strict-match",
+        "exact_match,flexible-extract",
+    }
+    same = build_report(fp32, load_run(runs["files"]["fp32"]))
+    assert [r["metric"] for r in same["rows"]] == ["exact_match,flexible-extract", "exact_match,strict-match"]
+    assert all(r["verdict"] == "identical" and r["n"] == 1319 for r in same["rows"])
+    assert not any("scored only" in n for n in same["notes"])
+    arms = build_report(fp32, load_run(runs["files"]["fp16"]))
+    row = _row(arms, "exact_match,flexible-extract")
+    assert (row["baseline_only"], row["candidate_only"]) == (21, 18)
+    assert round(row["mcnemar_midp"], 6) == 0.635828

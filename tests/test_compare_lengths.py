@@ -40,7 +40,7 @@ def _write(path, arm, outcomes):
                 "error": None,
             }
         )
-    w.close()
+    w.finish()
     return load_run(path)
 
 
@@ -77,7 +77,7 @@ def test_rows_per_length_match_direct_statistics(long_runs):
         assert len(row["baseline_only_ids"]) == b_only
     holm = multipletests([r["mcnemar_midp"] for r in report["rows"]], method="holm")[1]
     assert [r["mcnemar_midp_holm"] for r in report["rows"]] == pytest.approx(holm)
-    assert report["rows"][-1]["verdict"] == "WORSE"
+    assert report["rows"][-1]["verdict"] == "loss"
 
 
 def test_trend_tests_detect_the_planted_drift(long_runs):
@@ -95,7 +95,7 @@ def test_trend_tests_detect_the_planted_drift(long_runs):
 def test_markdown_and_plot_for_lengths(long_runs, tmp_path):
     report = build_report(*long_runs[:2])
     md = render_markdown(report)
-    assert "| niah | string_match | 65536 | 300 |" in md and "**WORSE**" in md
+    assert "| niah | string_match | 65536 | 300 |" in md and "**loss**" in md
     assert "**Length trend**" in md and "/doubling" in md
     assert "Candidate is WORSE than baseline on niah string_match @ 4096 (-3.33 pp" in md
     render_plot(report, tmp_path / "p.png")
@@ -119,20 +119,20 @@ def test_identical_runs_say_no_discordant_questions(tmp_path):
     report, row = _pair(tmp_path, 0, 0, 500)
     assert row["mcnemar_midp"] == row["mcnemar_exact_p"] == 1.0 and row["mde"] is None
     assert any("no discordant questions" in n for n in row["notes"])
-    assert row["noninferior"] and row["verdict"] == "non-inferior"
-    assert "non-inferior" in report["verdict"]
+    assert row["noninferior"] and row["verdict"] == "identical"
+    assert "non-inferior" in report["verdict"] and report["outcome"] == "identical"
     assert math.isfinite(row["diff_ci_low"]) and row["diff_ci_low"] < 0 < row["diff_ci_high"]
 
 
 def test_clear_loss_is_worse_in_words(tmp_path):
     report, row = _pair(tmp_path, 40, 5, 1000)
-    assert row["verdict"] == "WORSE" and row["diff"] == pytest.approx(-0.035)
+    assert row["verdict"] == "loss" and row["diff"] == pytest.approx(-0.035)
     assert "significantly lower" in row["verdict_text"] and report["verdict"].startswith("Candidate is WORSE")
 
 
 def test_small_real_loss_within_margin(tmp_path):
     _, row = _pair(tmp_path, 30, 5, 5000, margin=0.01)
-    assert row["verdict"] == "worse, within margin" and row["noninferior"]
+    assert row["verdict"] == "minor_loss" and row["noninferior"]
 
 
 def test_ruler_style_lm_eval_files_become_length_rows(tmp_path):
@@ -176,7 +176,7 @@ def test_ruler_style_lm_eval_files_become_length_rows(tmp_path):
 def test_plot_survives_saturated_rows(tmp_path):
     """At 100% (or 0%) a Wilson limit equals the estimate up to rounding; the error bar must not
     go negative (a saturated reference-model run crashed `--plot`)."""
-    from evalkit.compare.plot import render_plot
+    from evalkit.compare.plot_accuracy import render_accuracy_plot
 
     row = {
         "task": "passkey",
@@ -193,5 +193,5 @@ def test_plot_survives_saturated_rows(tmp_path):
         "candidate": {"label": "bf16"},
     }
     out = tmp_path / "acc.png"
-    render_plot(report, out)
+    render_accuracy_plot(report, out)
     assert out.stat().st_size > 1000

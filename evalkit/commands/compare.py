@@ -1,8 +1,14 @@
-"""`evalkit compare BASELINE CANDIDATE`: is the candidate arm worse, on the same questions?"""
+"""`evalkit compare BASELINE CANDIDATE`: is the candidate arm worse, on the same questions?
+
+Exit codes: 0 the gate passed (or no `--fail-on` was given), 1 the `--fail-on` gate failed,
+2 a usage or input error (one line on stderr).
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 from pathlib import Path
 
@@ -10,6 +16,9 @@ from evalkit.errors import InputError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = (
+        "exit codes: 0 pass (or no --fail-on), 1 the --fail-on gate failed, 2 usage or input error"
+    )
     parser.add_argument(
         "baseline",
         help="baseline run: an evalkit run directory, an lm-eval "
@@ -20,15 +29,67 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--format",
         choices=("md", "json"),
         default="md",
-        help="md: a table to paste on a pull request (default); json: every statistic",
+        help="what goes to stdout (or --out): md, a table to paste on a pull request (default); "
+        "json: every statistic",
+    )
+    parser.add_argument("--md", metavar="FILE", help="also write the Markdown report to FILE")
+    parser.add_argument("--json", metavar="FILE", help="also write the JSON report to FILE")
+    parser.add_argument(
+        "--brief",
+        action="store_true",
+        help="comment-sized Markdown: the verdict, the rows that matter, capped detail",
+    )
+    parser.add_argument(
+        "--max-chars",
+        type=int,
+        default=60_000,
+        help="size cap of the --brief report and of the $GITHUB_STEP_SUMMARY text (default 60000)",
     )
     parser.add_argument(
         "--margin",
+        default="0.01",
+        help="non-inferiority margin as a fraction (0.01 = 1 percentage point), per task with "
+        "TASK=VALUE: e.g. 0.01,gsm8k=0.02,passkey=0.05 (default 0.01)",
+    )
+    parser.add_argument(
+        "--logprob-margin",
         type=float,
         default=0.01,
-        help="non-inferiority margin as a fraction (default 0.01 = 1 percentage point)",
+        help="non-inferiority margin of the paired gold log-probability, in nats per answer token "
+        "(mean over questions of each arm's gold_logprob / gold_tokens; default 0.01)",
     )
-    parser.add_argument("--plot", metavar="FILE.png", help="also write accuracy per arm with 95%% CIs")
+    parser.add_argument(
+        "--replicate",
+        metavar="BASELINE2",
+        help="a replicate of the baseline (same arm, run again): report the A/A disagreement and "
+        "whether the candidate disagrees more",
+    )
+    parser.add_argument(
+        "--fail-on",
+        choices=("loss", "inconclusive", "not-noninferior"),
+        help="CI gate: exit 1 when a row is a significant loss beyond its margin (loss), or also "
+        "undecided (inconclusive), or not shown non-inferior at its margin (not-noninferior)",
+    )
+    parser.add_argument(
+        "--gate-on",
+        choices=("exact_match", "logprob", "both"),
+        default="exact_match",
+        help="which verdicts --fail-on reads: the exact-match rows (default), the paired gold "
+        "log-probability cells, or both",
+    )
+    parser.add_argument(
+        "--plot",
+        metavar="FILE.png|DIR",
+        help="also write the forest plot of the paired differences (DIR: DIR/forest.png and "
+        "DIR/accuracy.png)",
+    )
+    parser.add_argument("--label-baseline", metavar="NAME", help="name of the baseline arm in the report")
+    parser.add_argument("--label-candidate", metavar="NAME", help="name of the candidate arm in the report")
+    parser.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="compare a run that has not finished (no finished_at in its manifest)",
+    )
     parser.add_argument(
         "--allow-prompt-mismatch",
         action="store_true",
@@ -47,45 +108,100 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _warn(text: str) -> None:
+    print(f"evalkit compare: warning: {text}", file=sys.stderr)
+
+
+def _load(path: str, side: str, allow_partial: bool):
+    from evalkit.store import load_finished_run
+
+    return load_finished_run(path, side, allow_partial)
+
+
+def _same_place(a: str, b: str) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return False
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
 def main(args: argparse.Namespace) -> int:
     from evalkit.compare import build_report, render_json, render_markdown, render_plot
-    from evalkit.store import load_run
+    from evalkit.compare.brief import render_brief
+    from evalkit.compare.gate import exit_code
+    from evalkit.compare.margins import parse_margins
 
-    if not 0.0 < args.margin < 1.0:
-        raise InputError(f"--margin must be a fraction in (0, 1), e.g. 0.01 for 1 pp; got {args.margin}")
-    baseline = load_run(args.baseline)
-    candidate = load_run(args.candidate)
+    margins = parse_margins(args.margin)
+    if args.max_chars < 2_000:
+        raise InputError(f"--max-chars must be at least 2000, got {args.max_chars}")
+    if not (math.isfinite(args.logprob_margin) and args.logprob_margin > 0):
+        raise InputError(f"--logprob-margin must be a positive number of nats, got {args.logprob_margin}")
+    baseline = _load(args.baseline, "baseline", args.allow_partial)
+    candidate = _load(args.candidate, "candidate", args.allow_partial)
+    replicate = _load(args.replicate, "replicate", args.allow_partial) if args.replicate else None
     report = build_report(
         baseline,
         candidate,
-        margin=args.margin,
+        margin=margins,
         intersection=args.intersection,
         allow_prompt_mismatch=args.allow_prompt_mismatch,
+        fail_on=args.fail_on,
+        labels=(args.label_baseline, args.label_candidate),
+        logprob_margin=args.logprob_margin,
+        replicate=replicate,
+        gate_on=args.gate_on,
     )
+    if _same_place(args.baseline, args.candidate):
+        text = "baseline and candidate are the same run: every difference is 0 by construction"
+        _warn(text)
+        report["notes"].append(text)
+    for side, run in (("baseline", baseline), ("candidate", candidate)):
+        if not run.finished:
+            report["notes"].append(f"--allow-partial: the {side} run has not finished")
     drift_runs = [_drift_run(path) for path in args.drift]
-    if args.format == "json":
-        if drift_runs:
-            from evalkit.drift.report import drift_brief
+    if drift_runs:
+        from evalkit.drift.report import drift_brief
 
-            report = {**report, "drift": [drift_brief(path) for path in drift_runs]}
-        text = render_json(report)
-    else:
-        text = render_markdown(report)
-        if drift_runs:
-            from evalkit.drift.report import drift_markdown
+        report["drift"] = [drift_brief(path) for path in drift_runs]
+    as_json = render_json(report)
+    markdown = render_brief(report, args.max_chars) if args.brief else render_markdown(report)
+    if drift_runs and not args.brief:
+        from evalkit.drift.report import drift_markdown
 
-            text += "".join("\n" + drift_markdown(path, images=False) for path in drift_runs)
+        markdown += "".join("\n" + drift_markdown(path, images=False) for path in drift_runs)
     if args.plot:
-        render_plot(report, args.plot)
-    if args.out:
+        for written in render_plot(report, args.plot):
+            print(f"wrote {written}", file=sys.stderr)
+    if args.md:
+        _write(args.md, markdown)
+    if args.json:
+        _write(args.json, as_json)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        text = markdown if args.brief else render_brief(report, args.max_chars)
         try:
-            Path(args.out).write_text(text, encoding="utf-8")
+            with open(summary, "a", encoding="utf-8") as fh:
+                fh.write(text)
         except OSError as exc:
-            raise InputError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+            why = exc.strerror or exc
+            raise InputError(f"cannot append to $GITHUB_STEP_SUMMARY {summary}: {why}") from None
+    text = as_json if args.format == "json" else markdown
+    if args.out:
+        _write(args.out, text)
         print(f"wrote {args.out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
-    return 0
+    gate = report["gate"]
+    if gate["status"] == "fail":
+        _warn(f"gate --fail-on {gate['fail_on']} failed on {', '.join(gate['failing'])}")
+    return exit_code(gate)
 
 
 def _drift_run(path: str) -> Path:

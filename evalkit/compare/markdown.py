@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalkit.compare.verdict import pp
+from evalkit.compare.logprob import logprob_markdown
+from evalkit.compare.replicate import replicate_markdown
+from evalkit.compare.verdict import LOSS, consistency_note, pp
 
 MAX_IDS = 200  # ids listed per block before "... and N more"
 
@@ -27,8 +29,24 @@ def _ids(ids: list[str]) -> str:
     return shown + (f", ... and {len(ids) - MAX_IDS} more" if len(ids) > MAX_IDS else "")
 
 
-def _table(report: dict[str, Any]) -> list[str]:
-    rows = report["rows"]
+def _mde(row: dict[str, Any]) -> str:
+    if row["mde"] is not None:
+        return pp(row["mde"], False)
+    return "none resolvable" if row["discordance"] > 0 else "–"
+
+
+def _ni_header(rows: list[dict[str, Any]]) -> str:
+    margins = {r["margin"] for r in rows}
+    return f"NI p (δ={pp(margins.pop(), False)} pp)" if len(margins) == 1 else "NI p [δ pp]"
+
+
+def _ni_cell(row: dict[str, Any], per_row: bool) -> str:
+    return _p(row["noninferiority_p"]) + (f" [{pp(row['margin'], False)}]" if per_row else "")
+
+
+def _table(report: dict[str, Any], rows: list[dict[str, Any]] | None = None) -> list[str]:
+    rows = report["rows"] if rows is None else rows
+    per_row_margin = len({r["margin"] for r in rows}) > 1
     base, cand = report["baseline"]["label"], report["candidate"]["label"]
     with_len = any(r["length"] is not None for r in rows)
     holm = len(rows) > 1
@@ -43,7 +61,7 @@ def _table(report: dict[str, Any]) -> list[str]:
             "base-only / cand-only",
             "mid-p" + (" (Holm)" if holm else ""),
             "exact p",
-            f"NI p (δ={pp(report['margin'], False)} pp)",
+            _ni_header(rows),
             "MDE pp",
             "verdict",
         ]
@@ -64,13 +82,14 @@ def _table(report: dict[str, Any]) -> list[str]:
                 str(r["n"]),
                 _acc(r["acc_baseline"], r["stderr_baseline"]),
                 _acc(r["acc_candidate"], r["stderr_candidate"]),
-                f"{pp(r['diff'])} [{pp(r['diff_ci_low'])}, {pp(r['diff_ci_high'])}]",
+                f"{pp(r['diff'])} [{pp(r['diff_ci_low'])}, {pp(r['diff_ci_high'])}]"
+                + ("†" if consistency_note(r) else ""),
                 f"{r['baseline_only']} / {r['candidate_only']}",
                 midp,
                 _p(r["mcnemar_exact_p"]),
-                _p(r["noninferiority_p"]),
-                "–" if r["mde"] is None else pp(r["mde"], False),
-                f"**{r['verdict']}**" if r["verdict"] == "WORSE" else r["verdict"],
+                _ni_cell(r, per_row_margin),
+                _mde(r),
+                f"**{r['verdict']}**" if r["verdict"] == LOSS else r["verdict"],
             ]
         )
         lines.append("| " + " | ".join(cells) + " |")
@@ -115,6 +134,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         where = f"{r['task']} {r['metric']}" + ("" if r["length"] is None else f" @ {r['length']}")
         lines.append(f"- {where}: {r['verdict_text']}")
     lines += _trends(report)
+    if "logprob" in report:
+        lines += logprob_markdown(report["logprob"])
+    if "aa" in report:
+        lines += replicate_markdown(report["aa"])
     if report["notes"]:
         lines += [""] + [f"> {note}" for note in report["notes"]]
     lines.append("")
@@ -133,9 +156,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         ]
     lines += [
         "",
-        f"<sub>Accuracy ± lm-eval stderr √(p(1−p)/(n−1)). Δ with Tango score 95% CI. McNemar mid-p "
+        f"<sub>Accuracy ± lm-eval stderr √(p(1−p)/(n−1)). Δ with Tango score 95% CI († where it and "
+        f"the mid-p disagree about 0: the mid-p governs). McNemar mid-p "
         f"(primary) and exact (conservative), two-sided; Holm across rows. NI: Tango/Nam score test of "
-        f"Δ ≤ −{pp(report['margin'], False)} pp, one-sided α 0.025. MDE: Connor, 80% power, α 0.05. "
+        f"Δ ≤ −δ, one-sided α 0.025. MDE: Connor, 80% power, α 0.05. "
         f"Baseline {base['path']} ({base['kind']}), candidate {cand['path']} ({cand['kind']}).</sub>",
     ]
     return "\n".join(lines) + "\n"

@@ -11,8 +11,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalkit.compare.metric_names import align_metric_names
 from evalkit.errors import MismatchError
 from evalkit.store import RunData, sample_key
+from evalkit.store.schema import doc_sort_key
 
 SHOW = 5  # how many ids an error message lists
 
@@ -25,6 +27,8 @@ class Pair:
     length: int | None
     baseline: bool
     candidate: bool
+    baseline_sample: dict[str, Any] | None = field(default=None, repr=False)
+    candidate_sample: dict[str, Any] | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -50,11 +54,12 @@ def _examples(keys: list[tuple]) -> str:
 
 def _sort_key(key: tuple) -> tuple:
     task, doc, length = key
-    return task, (0, int(doc), "") if doc.lstrip("-").isdigit() else (1, 0, doc), length or 0
+    return task, doc_sort_key(doc), length or 0
 
 
 def _task_hash(run: RunData, task: str) -> str | None:
-    spec = (run.manifest.get("tasks") or {}).get(task)
+    tasks = run.manifest.get("tasks")
+    spec = tasks.get(task) if isinstance(tasks, dict) else None
     return spec.get("hash") if isinstance(spec, dict) else None
 
 
@@ -128,18 +133,25 @@ def pair_runs(
     rows: dict[RowKey, list[Pair]] = defaultdict(list)
     errors: dict[str, int] = defaultdict(int)
     only_metric: dict[str, set[str]] = {"baseline": set(), "candidate": set()}
+    names: dict[str, tuple[set[str], set[str]]] = defaultdict(lambda: (set(), set()))
+    for key in shared:
+        names[key[0]][0].update(bmap[key]["correct"])
+        names[key[0]][1].update(cmap[key]["correct"])
+    aliases = {task: align_metric_names(*sides) for task, sides in names.items()}
     for key in sorted(shared, key=_sort_key):
         b, c = bmap[key], cmap[key]
         task, doc, length = key
         if b["error"] is not None or c["error"] is not None:
             errors[task] += 1
             continue
-        only_metric["baseline"].update(f"{task}:{m}" for m in b["correct"] if m not in c["correct"])
-        only_metric["candidate"].update(f"{task}:{m}" for m in c["correct"] if m not in b["correct"])
-        for metric in b["correct"]:
-            if metric in c["correct"]:
-                pair = Pair(doc, length, b["correct"][metric], c["correct"][metric])
-                rows[(task, metric, length)].append(pair)
+        b_alias, c_alias = aliases[task]
+        b_correct = {b_alias[m]: v for m, v in b["correct"].items()}
+        c_correct = {c_alias[m]: v for m, v in c["correct"].items()}
+        only_metric["baseline"].update(f"{task}:{m}" for m in b_correct if m not in c_correct)
+        only_metric["candidate"].update(f"{task}:{m}" for m in c_correct if m not in b_correct)
+        for metric, right in b_correct.items():
+            if metric in c_correct:
+                rows[(task, metric, length)].append(Pair(doc, length, right, c_correct[metric], b, c))
     for side, names in only_metric.items():
         if names:
             notes.append(f"metric(s) scored only in the {side} run, not compared: {', '.join(sorted(names))}")

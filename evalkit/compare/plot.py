@@ -1,57 +1,27 @@
-"""PNG of accuracy per arm with Wilson 95% CIs: one panel per task x metric, over length if any."""
+"""`--plot`: FILE.png gets the forest plot; a directory (existing, or a path without a suffix)
+gets DIR/forest.png and DIR/accuracy.png."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from evalkit.compare.forest import render_forest
+from evalkit.compare.plot_accuracy import render_accuracy_plot
 from evalkit.errors import InputError
 
 
-def render_plot(report: dict[str, Any], path: str | Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for r in report["rows"]:
-        panels[(r["task"], r["metric"])].append(r)
-    cols = min(3, len(panels))
-    nrows = (len(panels) + cols - 1) // cols
-    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.4 * nrows), squeeze=False)
-    arms = (
-        ("baseline", report["baseline"]["label"], "tab:blue"),
-        ("candidate", report["candidate"]["label"], "tab:orange"),
-    )
-    for ax, ((task, metric), rows) in zip(axes.flat, panels.items()):
-        with_len = rows[0]["length"] is not None
-        for i, (side, label, colour) in enumerate(arms):
-            acc = [100 * r[f"acc_{side}"] for r in rows]
-            # clamped: at 0% or 100% a Wilson limit equals the estimate up to rounding
-            lo = [max(a - 100 * r[f"wilson_{side}"][0], 0.0) for a, r in zip(acc, rows)]
-            hi = [max(100 * r[f"wilson_{side}"][1] - a, 0.0) for a, r in zip(acc, rows)]
-            x = [r["length"] * (0.97 if i == 0 else 1.03) for r in rows] if with_len else [i]
-            ax.errorbar(
-                x, acc, yerr=[lo, hi], fmt="o-" if with_len else "o", color=colour, capsize=4, label=label
-            )
-        if with_len:
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel("context length (tokens)")
-        else:
-            ax.set_xticks([0, 1], [arms[0][1], arms[1][1]])
-            ax.set_xlim(-0.6, 1.6)
-        ax.set_title(f"{task} · {metric}", fontsize=10)
-        ax.set_ylabel("accuracy % (Wilson 95% CI)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    for ax in list(axes.flat)[len(panels) :]:
-        ax.set_visible(False)
-    fig.tight_layout()
+def render_plot(report: dict[str, Any], path: str | Path) -> list[Path]:
+    """Write the plot(s); return the files written."""
+    target = Path(path)
+    if not (target.is_dir() or target.suffix == "" or str(path).endswith(("/", "\\"))):
+        render_forest(report, target)
+        return [target]
     try:
-        fig.savefig(path, dpi=120)
+        target.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(f"cannot write the plot to {path}: {exc.strerror or exc}") from None
-    finally:
-        plt.close(fig)
+        raise InputError(f"cannot write the plot to {target}: {exc.strerror or exc}") from None
+    forest, accuracy = target / "forest.png", target / "accuracy.png"
+    render_forest(report, forest)
+    render_accuracy_plot(report, accuracy)
+    return [forest, accuracy]

@@ -1,14 +1,25 @@
-"""Build the comparison report (a plain dict: the JSON output, and the input of the renderers)."""
+"""Build the comparison report (a plain dict: the JSON output, and the input of the renderers).
+
+The JSON carries `schema_version` (bumped on any incompatible change), an overall `outcome`
+(the worst row verdict), the gate's `status` (pass | fail | ungated) and one `verdict` enum
+value per row (see `evalkit.compare.verdict.VERDICTS`).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from evalkit.compare.gate import evaluate_gate
+from evalkit.compare.logprob import DEFAULT_LOGPROB_MARGIN, logprob_report
+from evalkit.compare.margins import Margins, check_tasks, parse_margins
 from evalkit.compare.pairing import describe, pair_runs
+from evalkit.compare.replicate import replicate_report
 from evalkit.compare.rows import add_holm, compute_row
 from evalkit.compare.trend import length_trends
-from evalkit.compare.verdict import overall_verdict, row_verdict
+from evalkit.compare.verdict import VERDICTS, overall_outcome, overall_verdict, row_verdict
 from evalkit.store import RunData
+
+SCHEMA_VERSION = 2
 
 JSON_KEYS = (
     "task",
@@ -28,6 +39,7 @@ JSON_KEYS = (
     "diff_ci_high",
     "noninferiority_p",
     "mde",
+    "verdict",
 )
 
 
@@ -35,24 +47,42 @@ def build_report(
     baseline: RunData,
     candidate: RunData,
     *,
-    margin: float = 0.01,
+    margin: float | str | Margins = 0.01,
     intersection: bool = False,
     allow_prompt_mismatch: bool = False,
+    fail_on: str | None = None,
+    labels: tuple[str | None, str | None] = (None, None),
+    logprob_margin: float = DEFAULT_LOGPROB_MARGIN,
+    replicate: RunData | None = None,
+    gate_on: str = "exact_match",
 ) -> dict[str, Any]:
+    margins = margin if isinstance(margin, Margins) else parse_margins(margin)
     pairing = pair_runs(
         baseline, candidate, intersection=intersection, allow_prompt_mismatch=allow_prompt_mismatch
     )
+    check_tasks(margins, pairing.tasks)
     rows = [
-        compute_row(task, metric, length, pairs, margin=margin)
+        compute_row(task, metric, length, pairs, margin=margins.for_task(task))
         for (task, metric, length), pairs in pairing.rows.items()
     ]
     add_holm(rows)
     for row in rows:
         row["verdict"], row["verdict_text"] = row_verdict(row)
+    logprob = logprob_report(pairing.rows, logprob_margin)
+    gate = evaluate_gate(rows, fail_on, measure=gate_on, logprob_cells=logprob["cells"])
+    base, cand = describe(baseline), describe(candidate)
+    base["label"] = labels[0] or base["label"]
+    cand["label"] = labels[1] or cand["label"]
     return {
-        "baseline": describe(baseline),
-        "candidate": describe(candidate),
-        "margin": margin,
+        "schema_version": SCHEMA_VERSION,
+        "status": gate["status"],
+        "outcome": overall_outcome(rows),
+        "gate": gate,
+        "verdicts": list(VERDICTS),
+        "baseline": base,
+        "candidate": cand,
+        "margin": margins.default,
+        "margins": dict(margins.per_task),
         "alpha": 0.05,
         "noninferiority_alpha": 0.025,
         "confidence": 0.95,
@@ -65,5 +95,13 @@ def build_report(
             "prompt_mismatches": pairing.prompt_mismatches,
         },
         "notes": pairing.notes,
-        "verdict": overall_verdict(rows, margin),
+        "verdict": overall_verdict(rows),
+        "logprob": logprob,
+        "aa": replicate_report(
+            baseline,
+            replicate,
+            pairing.rows,
+            intersection=intersection,
+            allow_prompt_mismatch=allow_prompt_mismatch,
+        ),
     }

@@ -11,14 +11,14 @@ from typing import Any
 
 from evalkit import stats as st
 from evalkit.compare.pairing import Pair
+from evalkit.store.schema import doc_sort_key
 
 
 def _num(x: float | None) -> float | None:
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else float(x)
 
 
-def _id_sort(doc: str) -> tuple:
-    return (0, int(doc), "") if doc.lstrip("-").isdigit() else (1, 0, doc)
+_id_sort = doc_sort_key
 
 
 def compute_row(
@@ -43,13 +43,18 @@ def compute_row(
     ni = st.noninferiority_test(c_only, b_only, n, margin=margin, alpha=ni_alpha)
     psi = (b_only + c_only) / n
     notes = [mc.note] if mc.note else []
+    mde, resolvable = None, False
     if psi > 0:
         mde_res = st.connor_mde(n, psi)
-        mde = mde_res.mde
-        if mde_res.note:
-            notes.append(f"MDE: {mde_res.note}")
+        resolvable = not mde_res.note
+        if resolvable:
+            mde = mde_res.mde
+        else:
+            notes.append(
+                f"MDE: nothing is resolvable at n = {n}: even a difference equal to the discordance "
+                f"rate {100 * psi:.2f} pp is detected with less than 80% power"
+            )
     else:
-        mde = None
         notes.append(
             "MDE undefined with no discordant questions (needs a discordance rate, e.g. from an A/A run)"
         )
@@ -81,6 +86,7 @@ def compute_row(
         "noninferiority_p": ni.pvalue,
         "noninferior": ni.noninferior,
         "mde": mde,
+        "mde_resolvable": resolvable,
         "baseline_only_ids": base_only_ids,
         "candidate_only_ids": cand_only_ids,
         "notes": notes,

@@ -15,6 +15,7 @@ from typing import Any
 
 _WHERE = {
     "cluster": ["ClusteredSE", "clustered_se"],
+    "discordance": ["DiscordanceExcessResult", "discordance_excess"],
     "mcnemar_tests": [
         "McNemarAll",
         "McNemarResult",
@@ -35,7 +36,24 @@ _WHERE = {
         "tango_score",
         "wald_ci",
     ],
-    "power": ["MdeResult", "connor_mde", "connor_power", "connor_sample_size", "exact_power"],
+    "paired_continuous": [
+        "MeanNonInferiorityResult",
+        "PairedMeanResult",
+        "SignedRankResult",
+        "noninferiority_mean",
+        "paired_mean",
+        "signed_rank",
+    ],
+    "power": [
+        "MdeResult",
+        "connor_mde",
+        "connor_power",
+        "connor_sample_size",
+        "exact_power",
+        "noninferiority_power",
+        "noninferiority_sample_size",
+        "normal_sample_size",
+    ],
     "accuracy": ["ProportionResult", "proportion", "wilson_ci", "z_value"],
     "stderr": ["lmeval_stderr"],
     "trend": [

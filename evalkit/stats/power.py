@@ -118,3 +118,53 @@ def exact_power(
         rej = _reject_counts(m, alpha, mid_p)
         total += pm * float(stats.binom.pmf(np.arange(m + 1), m, q)[rej].sum())
     return total
+
+
+def _ni_sds(psi: float, margin: float, diff: float) -> tuple[float, float]:
+    """(sd under H0: diff = -margin, sd under H1: diff) of one pair's score, Nam (1997) / Tango (1998).
+
+    sigma0^2 = 2 p21~(-margin) - margin (1 + margin), with the restricted MLE evaluated at the
+    true cell probabilities p10 = (psi + diff)/2, p01 = (psi - diff)/2; sigma1^2 = psi - diff^2.
+    """
+    from evalkit.stats.paired_ci import restricted_mle_p21
+
+    _check_psi(psi)
+    if not 0.0 < margin < 1.0:
+        raise ValueError(f"margin must be in (0, 1), got {margin}")
+    if abs(diff) > psi:
+        raise ValueError(f"|diff| cannot exceed the discordance psi, got diff={diff}, psi={psi}")
+    p10, p01 = (psi + diff) / 2.0, (psi - diff) / 2.0
+    p21 = restricted_mle_p21(p10, p01, 1, -margin)
+    var0 = 2.0 * p21 - margin * (1.0 + margin)
+    return math.sqrt(max(var0, 0.0)), math.sqrt(max(psi - diff * diff, 0.0))
+
+
+def normal_sample_size(
+    effect: float, sd0: float, sd1: float, power: float = 0.8, alpha: float = 0.025
+) -> float:
+    """n for a one-sided z-test of a shift `effect` with per-observation sd0 under H0 and sd1 under H1:
+    n = (z_{1-alpha} sd0 + z_{power} sd1)^2 / effect^2 (not rounded up)."""
+    if effect <= 0:
+        raise ValueError(f"the effect must be positive, got {effect}")
+    za, zb = stats.norm.ppf(1 - alpha), stats.norm.ppf(power)
+    return float((za * sd0 + zb * sd1) ** 2 / effect**2)
+
+
+def noninferiority_sample_size(
+    psi: float, margin: float, diff: float = 0.0, power: float = 0.8, alpha: float = 0.025
+) -> float:
+    """Pairs needed for the Tango/Nam score test to show non-inferiority at `margin` (one-sided
+    `alpha`) with the given power, when the true difference is `diff` and the discordance psi."""
+    if diff <= -margin:
+        raise ValueError(f"a true difference {diff} at or below -margin cannot be shown non-inferior")
+    sd0, sd1 = _ni_sds(psi, margin, diff)
+    return normal_sample_size(diff + margin, sd0, sd1, power, alpha)
+
+
+def noninferiority_power(psi: float, margin: float, n: int, diff: float = 0.0, alpha: float = 0.025) -> float:
+    """Approximate power of the Tango/Nam non-inferiority score test at n pairs."""
+    sd0, sd1 = _ni_sds(psi, margin, diff)
+    za = stats.norm.ppf(1 - alpha)
+    if sd1 == 0.0:
+        return 1.0 if diff + margin > 0 else 0.0
+    return float(stats.norm.cdf((math.sqrt(n) * (diff + margin) - za * sd0) / sd1))

@@ -6,7 +6,7 @@ read with `load_run`, which also accepts lm-eval `--log_samples` files.
 
 from evalkit.store.hashing import canonical_json, config_hash, prompt_hash
 from evalkit.store.manifest import base_manifest, first_identity_difference, identity_fields
-from evalkit.store.reader import RunData, load_run
+from evalkit.store.reader import RunData, load_finished_run, load_run
 from evalkit.store.schema import OPTIONAL_FIELDS, REQUIRED_FIELDS, SampleError, normalise_sample, sample_key
 from evalkit.store.summary import summarise
 from evalkit.store.writer import MANIFEST, SAMPLES, SUMMARY, RunWriter
@@ -25,6 +25,7 @@ __all__ = [
     "config_hash",
     "first_identity_difference",
     "identity_fields",
+    "load_finished_run",
     "load_run",
     "normalise_sample",
     "prompt_hash",

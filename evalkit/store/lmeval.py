@@ -56,7 +56,7 @@ def _first_filtered(filtered: Any) -> str | None:
 def _merge_line(sample: dict[str, Any], line: dict[str, Any], where: str) -> None:
     filt = str(line["filter"])
     metrics = [str(m) for m in line["metrics"]]
-    lengths = [m for m in metrics if m.isdigit()]
+    lengths = [m for m in metrics if m.isascii() and m.isdigit()]
     if lengths and len(lengths) == len(metrics):  # RULER: one metric per context length
         own = [m for m in metrics if isinstance(line.get(m), (int, float)) and line[m] != -1]
         if len(own) != 1:
@@ -88,6 +88,10 @@ def read_samples_file(path: Path) -> list[dict[str, Any]]:
             if name not in line:
                 raise InputError(f"{where}: missing field {name!r} (not an lm-eval --log_samples line?)")
         doc_id = line["doc_id"]
+        if isinstance(doc_id, bool) or not isinstance(doc_id, (int, str)) or doc_id == "":
+            raise InputError(f"{where}: doc_id must be an int or a non-empty string, got {doc_id!r:.80}")
+        if not isinstance(line["metrics"], list) or not isinstance(line["filter"], str):
+            raise InputError(f"{where}: 'metrics' must be a list and 'filter' a string")
         if (doc_id, str(line["filter"])) in seen:
             raise InputError(f"{where}: doc {doc_id} appears twice for filter {line['filter']!r}")
         seen.add((doc_id, str(line["filter"])))

@@ -28,6 +28,18 @@ class RunData:
         return sorted({s["task"] for s in self.samples})
 
     @property
+    def finished(self) -> bool:
+        """lm-eval logs are written at the end of a run; an evalkit run is finished once
+        `finished_at` is stamped (a killed or still-running run has null there)."""
+        return self.kind != "evalkit" or bool(self.manifest.get("finished_at"))
+
+    @property
+    def backend(self) -> str | None:
+        """`local` (the in-process engine), `openai` (a server), or None when not recorded."""
+        backend = self.manifest.get("backend")
+        return str(backend.get("name")) if isinstance(backend, dict) and backend.get("name") else None
+
+    @property
     def label(self) -> str:
         """A short human name for the arm: arm.label, else arm.state_dtype, else the path."""
         arm = self.manifest.get("arm") or {}
@@ -54,11 +66,40 @@ def _index(samples: Iterable[tuple[str, dict[str, Any]]], origin_of_path: str) -
     return out, origins
 
 
+# Manifest fields a reader relies on, and the JSON types they must have when present.
+_MANIFEST_TYPES = {
+    "tasks": (dict,),
+    "arm": (dict,),
+    "backend": (dict,),
+    "model": (dict,),
+    "finished_at": (str, type(None)),
+    "started_at": (str, type(None)),
+}
+_TYPE_NAMES = {dict: "an object", str: "a string", type(None): "null"}
+
+
+def check_manifest(manifest: dict[str, Any], where: str) -> dict[str, Any]:
+    """InputError naming the first field of the wrong JSON type (the rest of the reader trusts them)."""
+    for name, types in _MANIFEST_TYPES.items():
+        if name in manifest and not isinstance(manifest[name], types):
+            wanted = " or ".join(_TYPE_NAMES[t] for t in types)
+            raise InputError(f"{where}: field {name!r} must be {wanted}, got {type(manifest[name]).__name__}")
+    for task, spec in (manifest.get("tasks") or {}).items():
+        if not isinstance(spec, dict):
+            raise InputError(f"{where}: tasks[{task!r}] must be an object, got {type(spec).__name__}")
+        if spec.get("hash") is not None and not isinstance(spec["hash"], str):
+            got = type(spec["hash"]).__name__
+            raise InputError(f"{where}: tasks[{task!r}].hash must be a string, got {got}")
+    return manifest
+
+
 def _load_run_dir(path: Path) -> RunData:
     samples_path = path / SAMPLES
     if not samples_path.exists():
         raise InputError(f"{path}: no {SAMPLES} (not an evalkit run directory)")
-    manifest = read_json(path / MANIFEST) if (path / MANIFEST).exists() else {}
+    manifest = (
+        check_manifest(read_json(path / MANIFEST), str(path / MANIFEST)) if (path / MANIFEST).exists() else {}
+    )
 
     def rows():
         for number, obj in iter_jsonl(samples_path):
@@ -122,3 +163,16 @@ def load_run(path: str | os.PathLike) -> RunData:
     if not files:
         raise InputError(f"{p}: empty run (no {SAMPLES} and no lm-eval samples_<task>_*.jsonl files)")
     return _load_lmeval(files, str(p))
+
+
+def load_finished_run(path: str | os.PathLike, side: str = "", allow_partial: bool = False) -> RunData:
+    """`load_run`, refusing a run whose manifest has no `finished_at` (still running, or killed)
+    unless `allow_partial`; `side` names it in the message ("baseline", "candidate", ...)."""
+    run = load_run(path)
+    if not run.finished and not allow_partial:
+        which = f"the {side} run {path}" if side else f"the run {path}"
+        raise InputError(
+            f"{which} has not finished (no finished_at in its manifest): it may be running or was "
+            f"interrupted; resume it, or pass --allow-partial to compare what is on disk"
+        )
+    return run

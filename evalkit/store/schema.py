@@ -13,6 +13,14 @@ class SampleError(ValueError):
     """A sample line does not follow the store's schema (the message names the field)."""
 
 
+def doc_sort_key(doc: str) -> tuple[int, int, str]:
+    """Order doc ids numerically when they are ASCII integers ("-1", "12"), else as text after them."""
+    body = doc[1:] if doc.startswith("-") else doc
+    if body.isascii() and body.isdigit():
+        return 0, int(doc), ""
+    return 1, 0, doc
+
+
 def sample_key(sample: dict[str, Any]) -> tuple[str, str, int | None]:
     """(task, str(doc_id), length): the identity of one question (at one context length)."""
     length = sample.get("length")
@@ -43,7 +51,7 @@ def normalise_sample(sample: Any) -> dict[str, Any]:
         raise SampleError(f"field 'task' must be a non-empty string, got {out['task']!r}")
     doc_id = out["doc_id"]
     if isinstance(doc_id, bool) or not isinstance(doc_id, (int, str)) or doc_id == "":
-        raise SampleError(f"field 'doc_id' must be an int or a non-empty string, got {doc_id!r}")
+        raise SampleError(f"field 'doc_id' must be an int or a non-empty string, got {doc_id!r:.80}")
     for name in ("prompt_hash", "target", "response"):
         if not isinstance(out[name], str):
             raise SampleError(f"field {name!r} must be a string, got {type(out[name]).__name__}")
@@ -59,6 +67,7 @@ def normalise_sample(sample: Any) -> dict[str, Any]:
         if (
             isinstance(length, bool)
             or not isinstance(length, (int, float))
+            or not math.isfinite(length)
             or length != int(length)
             or length <= 0
         ):

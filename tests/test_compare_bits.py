@@ -1,0 +1,46 @@
+"""issue 12: bits of margin (the function `evalkit sweep` calls) on hand-built rows."""
+
+import pytest
+
+from evalkit import stats as st
+from evalkit.compare.bits import bits_of_margin
+
+
+def _row(length, b_only, c_only, n=3000):
+    return {"length": length, "n": n, "baseline_only": b_only, "candidate_only": c_only}
+
+
+def test_fewest_bits_in_an_unbroken_chain_of_noninferior_arms():
+    rows = {
+        10: [_row(2048, 0, 0), _row(8192, 1, 1)],
+        7: [_row(2048, 2, 1), _row(8192, 3, 2)],
+        4: [_row(2048, 4, 3), _row(8192, 200, 10)],  # 8192: a clear loss at 4 bits
+        3: [_row(2048, 90, 5), _row(8192, 6, 5)],  # 8192: lucky, but 4 bits already failed
+    }
+    out = bits_of_margin(rows, margin=0.01)
+    assert out[2048].bits == 4 and out[2048].tested == (10, 7, 4, 3)
+    assert out[2048].noninferior == (True, True, True, False)
+    assert out[8192].bits == 7 and out[8192].headroom_vs_fp16 == 3 and out[8192].headroom_vs_bf16 == 0
+    assert out[2048].pvalues[3] == pytest.approx(st.noninferiority_test(5, 90, 3000, 0.01).pvalue)
+
+
+def test_no_arm_noninferior_and_narrowest_still_fine():
+    out = bits_of_margin({10: [_row(None, 5, 0, n=40)], 7: [_row(None, 6, 0, n=40)]})
+    assert out[None].bits is None and "not even m10" in out[None].note
+    out = bits_of_margin({10: [_row(4096, 0, 0)], 2: [_row(4096, 1, 1)]})
+    assert out[4096].bits == 2 and "narrowest arm tested" in out[4096].note
+
+
+def test_two_rows_at_one_length_are_refused():
+    with pytest.raises(ValueError, match="one task x metric"):
+        bits_of_margin({10: [_row(1, 0, 0), _row(1, 0, 0)]})
+
+
+def test_logprob_measure_uses_the_cells_own_test():
+    cell = lambda length, p: {"length": length, "margin": 0.01, "noninferiority_p": p}
+    out = bits_of_margin(
+        {10: [cell(8192, 1e-9)], 5: [cell(8192, 0.001)], 3: [cell(8192, 0.2)]}, 0.01, measure="logprob"
+    )
+    assert out[8192].bits == 5 and out[8192].pvalues == (1e-9, 0.001, 0.2)
+    with pytest.raises(ValueError, match="margin"):
+        bits_of_margin({10: [cell(8192, 0.0)]}, 0.02, measure="logprob")
