@@ -171,3 +171,21 @@ def round_to_format(
 def decode_format(stored: torch.Tensor) -> torch.Tensor:
     """A pool's stored values back to fp32 (exact for every format's finite values)."""
     return stored.to(torch.float32)
+
+
+def store_rows(
+    pool: torch.Tensor,
+    idx: torch.Tensor,
+    S: torch.Tensor,
+    fmt: StateFormat | None,
+    *,
+    sr_seed: int = 0,
+    positions: torch.Tensor | None = None,
+) -> None:
+    """pool[idx] = the fp32 states S [n, H, K, V] stored the format's way (the CPU path's store).
+    Round-to-nearest fp16/bf16 use torch's conversion, which the oracle equals bit for bit."""
+    fmt = parse_format(pool.dtype if fmt is None else fmt)
+    if fmt.rounding == "rtne" and fmt.mantissa_bits is None and fmt.storage in ("fp32", "fp16", "bf16"):
+        pool[idx] = S.to(pool.dtype)
+    else:
+        pool[idx] = round_to_format(S, fmt, sr_seed=sr_seed, positions=positions)
