@@ -28,6 +28,15 @@ from .formats import StateFormat
 from .rounding import round_to_format
 
 
+# the formats `evalkit verify-kernels` draws from: every storage and every rounding
+TWIN_FORMATS = (
+    "fp16", "bf16", "fp16-rtz", "bf16-rtz", "fp16-sr", "bf16-sr:1", "fp8_e4m3", "fp8_e5m2",
+    "fp8_e4m3-sr", "fp8_e5m2-rtz", "m10", "m7-sr", "m5", "m3-rtz", "m1-sr",
+)  # fmt: skip
+# a deliberately wrong build of a format with each rounding (what --self-test must catch)
+WRONG_ROUNDING = {"rtne": "rtz", "sr": "rtz", "rtz": "rtne"}
+
+
 class TwinMismatch(EvalkitError):
     """A 16-bit launch differed from its fp32 twin."""
 
@@ -74,7 +83,8 @@ class TwinChecker:
     `every`: check one launch in `every` (the others run unchecked). `raise_on_mismatch`: raise
     TwinMismatch at the first failure instead of only counting it. `rounding` overrides the
     rounding of the Triton launch under test only (e.g. 'rtz' on an rtne format builds a
-    deliberately wrong kernel: tests of this check); None builds what the format says."""
+    deliberately wrong kernel: tests of this check); "wrong" builds each launch with a rounding
+    other than its format's (`WRONG_ROUNDING`); None builds what the format says."""
 
     def __init__(self, *, every: int = 1, raise_on_mismatch: bool = False, rounding: str | None = None):
         self.every = max(1, int(every))
@@ -98,6 +108,9 @@ class TwinChecker:
             return False
         self._seen += 1
         return (self._seen - 1) % self.every == 0
+
+    def _build_rounding(self, fmt: StateFormat) -> str | None:
+        return WRONG_ROUNDING[fmt.rounding] if self.rounding == "wrong" else self.rounding
 
     @property
     def checked(self) -> int:
@@ -148,7 +161,7 @@ class TwinChecker:
         twin = state_pool[idx].to(torch.float32)  # exact widening of the touched rows
         twin_slots = torch.arange(idx.numel(), device=slots.device, dtype=slots.dtype)
         o_twin = launch(twin, twin_slots, "fp32", None)
-        o = launch(state_pool, slots, fmt, self.rounding)
+        o = launch(state_pool, slots, fmt, self._build_rounding(fmt))
         self._compare(f"decode/{fmt.name}", o, o_twin, state_pool[idx], twin, fmt, store)
         return o
 
@@ -219,7 +232,7 @@ class TwinChecker:
         twin = state_pool[idx].to(torch.float32)
         twin_slots = torch.arange(idx.numel(), device=slots.device, dtype=slots.dtype)
         o_twin = launch(twin, twin_slots, "fp32", None)
-        o = launch(state_pool, slots, fmt, self.rounding)
+        o = launch(state_pool, slots, fmt, self._build_rounding(fmt))
         self._compare(f"prefill/{fmt.name}", o, o_twin, state_pool[idx], twin, fmt, store)
         return o
 
