@@ -27,7 +27,6 @@ from .common import resolve_format
 from .formats import StateFormat
 from .rounding import round_to_format
 
-
 # the formats `evalkit verify-kernels` draws from: every storage and every rounding
 TWIN_FORMATS = (
     "fp16", "bf16", "fp16-rtz", "bf16-rtz", "fp16-sr", "bf16-sr:1", "fp8_e4m3", "fp8_e5m2",
