@@ -150,6 +150,21 @@ def store_value(S, rand, STORAGE: tl.constexpr, N: tl.constexpr, ROUNDING: tl.co
 
 
 @triton.jit
+def round_state(S, STATE_DTYPE: tl.constexpr, ROUND_RTZ: tl.constexpr):
+    """The fp32/fp16/bf16 store of before the formats (kept for evalkit.drift's per-token kernel):
+    round to nearest even, or truncate when ROUND_RTZ."""
+    if STATE_DTYPE == "fp32":
+        return S
+    elif STATE_DTYPE == "fp16":
+        if ROUND_RTZ:
+            return store_value(S, 0, "fp16", 10, "rtz")
+        else:
+            return store_value(S, 0, "fp16", 10, "rtne")
+    else:
+        return round_to_bf16_bits(S, ROUND_RTZ)
+
+
+@triton.jit
 def store_state(S, elem, pos, key, STORAGE: tl.constexpr, MANT_BITS: tl.constexpr, ROUNDING: tl.constexpr):
     """The stored form of the fp32 state tile S whose elements have indices `elem` within the
     [H, K, V] state, stored at sequence position `pos` with launch key `key` (SR only)."""
