@@ -145,7 +145,7 @@ class TwinChecker:
             from .kda_decode.wrapper import decode_config
             from .kda_decode.wrapper import kda_decode as impl
 
-            config = decode_config(state_pool.dtype, v.shape[-1])
+            config = decode_config(fmt, v.shape[-1])
             launch = lambda pool, sl, f, rounding: impl(
                 q, k, v, g_raw, beta_raw, A_log, dt_bias, pool, sl, fmt=f, config=config, rounding=rounding,
                 **store,

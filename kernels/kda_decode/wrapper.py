@@ -23,9 +23,15 @@ DECODE_TILES: dict[str, tuple[int, int]] = {
 VEC = 4  # contiguity along V the compiler may assume: identical layouts for every pool dtype
 
 
-def decode_config(pool_dtype: torch.dtype, V: int) -> tuple[int, int]:
-    bv, nw = DECODE_TILES[state_dtype_name(pool_dtype)]
-    return min(bv, triton.next_power_of_2(V)), nw
+SR_WARPS = 8  # the hash of stochastic rounding needs registers: twice the threads per tile (no spills)
+
+
+def decode_config(fmt: StateFormat | torch.dtype, V: int) -> tuple[int, int]:
+    """(BV, num_warps) of a launch storing in `fmt` (a bare dtype: round to nearest)."""
+    if isinstance(fmt, torch.dtype):
+        fmt = StateFormat(state_dtype_name(fmt))
+    bv, nw = DECODE_TILES[fmt.storage]
+    return min(bv, triton.next_power_of_2(V)), (max(nw, SR_WARPS) if fmt.rounding == "sr" else nw)
 
 
 def kda_decode(
@@ -59,7 +65,7 @@ def kda_decode(
         out = torch.empty(B, H, V, dtype=q.dtype, device=q.device)
     if B == 0:
         return out
-    BV, num_warps = config if config is not None else decode_config(state_pool.dtype, V)
+    BV, num_warps = config if config is not None else decode_config(fmt, V)
     BK = triton.next_power_of_2(K)
     grid = (B * H, triton.cdiv(V, BV))
     kda_decode_kernel[grid](
