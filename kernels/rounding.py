@@ -12,9 +12,10 @@ so the GPU, Triton's CPU interpreter and torch agree exactly):
 - below a storage's smallest normal value (fp16 2^-14, e4m3 2^-6, e5m2 2^-14) the grid is the
   storage's subnormal grid (fp16: multiples of 2^-24), rounded the same three ways. fp16
   subnormals are kept, not flushed: fp16-rtne equals torch's (IEEE) conversion everywhere, and SR
-  on subnormals uses the same grid (for |x| < 2^-32 the rounding-up probability is resolved to
-  2^-31, the width of the random bits). bf16 and mN keep fp32's exponent: their subnormals are
-  fp32's, rounded in place (exactly what torch does for bf16);
+  on subnormals uses the same grid (where a store would drop more than 31 bits, i.e. fp16 below
+  2^-32, e5m2 below 2^-24, e4m3 below 2^-17, the rounding-up probability is resolved to 2^-31).
+  bf16 and mN keep fp32's exponent: their subnormals are fp32's, rounded in place (exactly what
+  torch does for bf16);
 - overflow: fp16 is IEEE (rtne/sr round past 65504 to inf; rtz stays at 65504 unless the input
   is inf); fp8 saturates: e4m3fn to +-448 and e5m2 to +-57344, inf included; bf16/mN overflow to
   inf like IEEE. NaN stays NaN (fp16 0x7E00, bf16 0x7FC0, fp8 0x7F, with the input's sign for
