@@ -173,3 +173,48 @@ def test_triton_sr_store_is_batch_invariant(tk):
     one = x.rows(slice(1, 2))
     tk.decode.kda_decode(*one.args(), alone, slots[1:2], fmt=fmt, sr_seed=5, positions=positions[1:2])
     assert torch.equal(alone[slots[1]].view(torch.int16), pool[slots[1]].view(torch.int16))
+
+
+# ------------------------------------------------- the Triton store itself, on every bit pattern
+
+ORACLE_FORMATS = FORMATS + ["fp16", "bf16", "fp8_e4m3-rtz", "fp8_e5m2-sr:9", "m22-sr", "m1-rtz", "m10-rtz"]
+
+
+@pytest.fixture(scope="module")
+def store_probe():
+    """The kernels' store and load on a flat tensor (`kernels/store_probe.py`): on CUDA when there
+    is a GPU (`pytest tests/test_kernels_formats.py -k bit_for_bit` on the H200), else in the
+    interpreter."""
+    if not (INTERPRETING or torch.cuda.is_available()):
+        pytest.skip("runs inside test_module_under_triton_interpreter (or on a GPU)")
+    from evalkit.kernels.store_probe import store_and_load
+
+    return store_and_load, ("cuda" if torch.cuda.is_available() and not INTERPRETING else "cpu")
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32}[t.element_size()])
+
+
+@pytest.mark.parametrize("name", ORACLE_FORMATS)
+def test_triton_store_and_load_are_the_oracle_bit_for_bit(store_probe, name):
+    """Random fp32 bit patterns (every exponent, subnormals, inf, NaN) and values near the formats'
+    limits: the kernel's stored codes equal `round_to_format`'s, and its load widens them exactly."""
+    from evalkit.kernels import round_to_format
+
+    store_and_load, dev = store_probe
+    fmt = parse_format(name)
+    g = torch.Generator().manual_seed(17)
+    patterns = torch.randint(-(2**31), 2**31, (3000,), generator=g, dtype=torch.int64).to(torch.int32)
+    edges = [0.0, -0.0, float("inf"), -float("inf"), float("nan"), 65504, 65520, 7e4, 448, 464, 500, 57344,
+             6e4, 2.0**-14, 2.0**-24, 2.0**-25, 3e-8, 2.0**-6, 2.0**-9, 1e-40, 3.4e38]  # fmt: skip
+    x = torch.cat([patterns.view(torch.float32), torch.randn(1000, generator=g), torch.tensor(edges)]).to(dev)
+    out, back = store_and_load(x, fmt, sr_seed=4, position=987654)
+    want = round_to_format(x.cpu().view(1, 1, 1, -1), fmt, sr_seed=4, positions=torch.tensor(987654)).view(-1)
+    got = out.cpu()
+    nan = x.cpu().isnan()
+    bad = (_bits(got) != _bits(want)) & ~(nan & got.float().isnan())
+    assert not bad.any(), f"{int(bad.sum())} stores differ, e.g. x={x.cpu()[bad][:3].tolist()}"
+    wb = want.float()
+    bad = (_bits(back.cpu()) != _bits(wb)) & ~(wb.isnan() & back.cpu().isnan())
+    assert not bad.any(), f"{int(bad.sum())} loads differ"
