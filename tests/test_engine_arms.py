@@ -141,3 +141,17 @@ def test_unknown_state_format_is_a_one_line_input_error(fp32):
 
     with pytest.raises(InputError, match="unknown state format"):
         LLMEngine(fp32.loaded, device="cpu", state_dtype="fp12", max_num_seqs=2)
+
+
+@pytest.mark.parametrize("arm", ["fp8_e4m3", "m3-sr"])
+def test_generate_end_to_end_with_new_formats(fp32, arm):
+    """The whole engine (scheduler, health checks, twin check) runs an fp8 and an SR arm."""
+    eng = LLMEngine(fp32.loaded, device="cpu", state_dtype=arm, twin_check=1, max_num_seqs=2)
+    outs = eng.generate(
+        [TOKENS[:20], TOKENS[20:50]], SamplingParams(max_new_tokens=3, ignore_eos=True), use_tqdm=False
+    )
+    assert [len(o.token_ids) for o in outs] == [3, 3]
+    assert all(o.state_max_abs is not None and o.state_max_abs > 0 for o in outs)
+    summary = eng.describe()["twin_check"]["summary"]
+    assert set(summary) == {f"decode/{arm}", f"prefill/{arm}"}
+    assert all(v["checked"] > 0 and v["failed"] == 0 for v in summary.values())
