@@ -76,7 +76,6 @@ def sr_random_bits(key, pos, elem):
 def round_codes(S, rand, N: tl.constexpr, EMIN: tl.constexpr, ROUNDING: tl.constexpr):
     """fp32 S -> (magnitude code, sign bit), both uint32, for a storage with N explicit mantissa
     bits whose smallest normal has fp32-biased exponent EMIN, rounded the ROUNDING way."""
-    D: tl.constexpr = 23 - N
     u = S.to(tl.uint32, bitcast=True)
     sign = u >> 31
     a = u & 0x7FFFFFFF
@@ -86,7 +85,7 @@ def round_codes(S, rand, N: tl.constexpr, EMIN: tl.constexpr, ROUNDING: tl.const
         sub = e1 < EMIN
         m = (a & 0x7FFFFF) | tl.where(e > 0, 0x800000, 0).to(tl.uint32)
         mm = tl.where(sub, m, a)
-        ss = tl.where(sub, (D + EMIN) - e1, D).to(tl.uint32)
+        ss = tl.where(sub, (23 - N + EMIN) - e1, 23 - N).to(tl.uint32)
         if ROUNDING == "sr":
             mm = mm >> tl.minimum(tl.maximum(ss, 31) - 31, 31)
             ss = tl.minimum(ss, 31)
@@ -95,7 +94,7 @@ def round_codes(S, rand, N: tl.constexpr, EMIN: tl.constexpr, ROUNDING: tl.const
         base = tl.where(sub, 0, (EMIN - 1) << N).to(tl.uint32)
     else:
         mm = a
-        ss = D
+        ss = 23 - N
         base = 0
     q = mm >> ss
     if ROUNDING == "rtne":
