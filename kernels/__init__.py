@@ -1,5 +1,6 @@
 """KDA kernels (installed as `evalkit.kernels`): one op per folder, each with its Triton kernel,
-Python wrapper and naive reference; the state pool's dtype is a build constant.
+Python wrapper and naive reference; the state pool's storage format (`formats.StateFormat`: fp32,
+fp16, bf16, fp8, mN x rtne/sr/rtz) is a build constant, defined bit for bit by `rounding`.
 
 Public entry points dispatch on the tensors' device:
 - CUDA tensors -> the Triton kernels;
@@ -25,11 +26,15 @@ from . import kda_decode as _kda_decode_pkg  # noqa: F401
 from . import kda_prefill as _kda_prefill_pkg  # noqa: F401
 from . import short_conv as _short_conv_pkg  # noqa: F401
 from .common import STATE_DTYPES, KernelInputError, resolve_state_dtype, state_dtype_name
+from .formats import FormatError, StateFormat, parse_format
+from .rounding import round_to_format
 from .twin_check import TwinChecker, TwinMismatch
 
 __all__ = [
     "STATE_DTYPES",
+    "FormatError",
     "KernelInputError",
+    "StateFormat",
     "TwinChecker",
     "TwinMismatch",
     "causal_conv1d_decode",
@@ -37,7 +42,9 @@ __all__ = [
     "gated_rmsnorm",
     "kda_decode",
     "kda_prefill",
+    "parse_format",
     "resolve_state_dtype",
+    "round_to_format",
     "state_dtype_name",
     "use_triton",
 ]
@@ -48,13 +55,20 @@ def use_triton(t: torch.Tensor) -> bool:
     return t.is_cuda or os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-def kda_decode(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots) -> torch.Tensor:
-    """One KDA token per sequence over a state pool updated in place at `slots`; returns o [B, H, V]."""
+def kda_decode(
+    q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, *, fmt=None, sr_seed=0, positions=None
+) -> torch.Tensor:
+    """One KDA token per sequence over a state pool updated in place at `slots`; returns o [B, H, V].
+
+    `fmt`: the pool's `StateFormat` (or its name; default: round to nearest in the pool's dtype).
+    Stochastic rounding also takes `sr_seed` (the launch's seed, e.g. the layer index) and
+    `positions` [B] (each sequence's position of the token whose state is stored)."""
     if use_triton(q):
         from .kda_decode.wrapper import kda_decode as impl
     else:
         impl = cpu.kda_decode
-    return impl(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots)
+    store = dict(fmt=fmt, sr_seed=sr_seed, positions=positions)
+    return impl(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, **store)
 
 
 def kda_prefill(
@@ -72,8 +86,12 @@ def kda_prefill(
     *,
     chunk_size: int = 64,
     intra_chunk_dtype: torch.dtype | None = None,
+    fmt=None,
+    sr_seed: int = 0,
+    positions: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Packed variable-length KDA prefill; final states stored to pool[slots], rounded once."""
+    """Packed variable-length KDA prefill; final states stored to pool[slots], rounded once the
+    `fmt` way (see `kda_decode`; `positions` [N]: each sequence's last token position)."""
     if use_triton(q):
         from .kda_prefill.wrapper import kda_prefill as impl
     else:
@@ -92,6 +110,9 @@ def kda_prefill(
         has_initial_state,
         chunk_size=chunk_size,
         intra_chunk_dtype=intra_chunk_dtype,
+        fmt=fmt,
+        sr_seed=sr_seed,
+        positions=positions,
     )
 
 

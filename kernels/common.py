@@ -9,8 +9,11 @@ import torch
 
 from evalkit.errors import EvalkitError
 
+from .formats import STORAGES, FormatError, StateFormat, parse_format
+
+# the 16/32-bit pool dtypes (also the intra-chunk rounding dtypes); every storage: formats.STORAGES
 STATE_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-_NAME_OF = {v: k for k, v in STATE_DTYPES.items()}
+_NAME_OF = {v: k for k, v in STORAGES.items()}
 
 
 class KernelInputError(EvalkitError):
@@ -18,14 +21,38 @@ class KernelInputError(EvalkitError):
 
 
 def state_dtype_name(dtype: torch.dtype) -> str:
-    """'fp32' | 'fp16' | 'bf16' for a supported pool dtype; a clear error otherwise."""
+    """'fp32' | 'fp16' | 'bf16' | 'fp8_e4m3' | 'fp8_e5m2' for a supported pool dtype; a clear error
+    otherwise."""
     try:
         return _NAME_OF[dtype]
     except KeyError:
         raise KernelInputError(
             f"unsupported state pool dtype {dtype}; supported: "
-            + ", ".join(f"{n} ({d})" for n, d in STATE_DTYPES.items())
+            + ", ".join(f"{n} ({d})" for n, d in STORAGES.items())
         ) from None
+
+
+def resolve_format(
+    fmt: StateFormat | str | None, state_pool: torch.Tensor, positions: torch.Tensor | None, n: int
+) -> StateFormat:
+    """The launch's storage format (default: round to nearest in the pool's dtype), checked
+    against the pool; stochastic rounding needs one sequence position per sequence (`n`)."""
+    try:
+        fmt = parse_format(state_pool.dtype if fmt is None else fmt)
+    except FormatError as exc:
+        raise KernelInputError(str(exc)) from None
+    _require(
+        fmt.pool_dtype == state_pool.dtype,
+        f"state format {fmt.name} stores {fmt.pool_dtype}, but the pool is {state_pool.dtype}",
+    )
+    if fmt.rounding == "sr":
+        _require(positions is not None, f"{fmt.name} (stochastic rounding) needs the positions of the stores")
+        _require(
+            positions.dim() == 1 and positions.numel() == n and not positions.dtype.is_floating_point,
+            f"positions must be a 1-D integer tensor with one entry per sequence ({n})",
+        )
+        _require(positions.device == state_pool.device, "positions must be on the pool's device")
+    return fmt
 
 
 def resolve_state_dtype(name_or_dtype: str | torch.dtype) -> torch.dtype:

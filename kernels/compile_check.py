@@ -17,7 +17,21 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-POOL_PTR = {"fp32": "*fp32", "fp16": "*fp16", "bf16": "*bf16"}
+POOL_PTR = {"fp32": "*fp32", "fp16": "*fp16", "bf16": "*bf16", "fp8_e4m3": "*u8", "fp8_e5m2": "*u8"}
+
+
+def _format_constexprs(state: str) -> dict:
+    """A state format name (fp16, m3-rtz, fp8_e4m3-sr, ...) as the kernels' build constants."""
+    from .formats import parse_format
+    from .triton_launch import format_constexprs
+
+    return format_constexprs(parse_format(state))
+
+
+def _pool_ptr(state: str) -> str:
+    from .formats import parse_format
+
+    return POOL_PTR[parse_format(state).storage]
 
 
 @dataclass
@@ -66,10 +80,11 @@ def decode_build(state: str, *, model="bf16", BV=64, num_warps=4, H=32, K=128, V
     m = "*" + model
     sig = {
         "q": m, "k": m, "v": m, "g_raw": m, "beta_raw": m, "a_log": "*fp32", "dt_bias": "*fp32",
-        "pool": POOL_PTR[state], "slots": "*i32", "o": m, "scale": "fp32",
+        "pool": _pool_ptr(state), "slots": "*i32", "positions": "*i64", "o": m, "scale": "fp32",
+        "sr_key": "i32",
     }  # fmt: skip
     const = {"H": H, "K": K, "V": V, "BK": triton.next_power_of_2(K), "BV": BV, "VEC": VEC,
-             "STATE_DTYPE": state, "ROUND_RTZ": False}  # fmt: skip
+             **_format_constexprs(state)}  # fmt: skip
     return compile_kernel(kda_decode_kernel, sig, const, num_warps=num_warps)
 
 
@@ -105,18 +120,30 @@ def prefill_builds(
                         "chunk_end": i32},
                        {"H": H, "K": K, "V": V, "BT": 64, "BC": 16, "BK": BK, "BV": BV, "DOT_PREC": prec},
                        num_warps=t["solve"]),
-        compile_kernel(kp.state_pass_kernel,
-                       {"Kd": f, "EGl": f, "W": f, "U": f, "Vn": f, "Hs": f, "pool": POOL_PTR[state],
-                        "slots": i32, "cu_seqlens": i32, "chunk_offsets": i32, "has_initial_state": i32},
-                       {"H": H, "K": K, "V": V, "BT": 64, "BK": BK, "BV": min(sp[0], BV),
-                        "BR": sp[3] if len(sp) > 3 else 32, "DOT_PREC": prec,
-                        "STATE_DTYPE": state, "ROUND_RTZ": False, "INTRA_BF16": False},
-                       num_warps=sp[1], num_stages=sp[2]),
+        state_pass_build(state, H=H, K=K, V=V, prec=prec, tile=sp),
         compile_kernel(kp.output_kernel,
                        {"Qg": f, "Aqk": f, "Vn": f, "Hs": f, "o": m, "chunk_start": i32, "chunk_end": i32},
                        {"H": H, "K": K, "V": V, "BT": 64, "BK": BK, "BV": min(op[0], BV), "DOT_PREC": prec},
                        num_warps=op[1], num_stages=op[2]),
     ]  # fmt: skip
+
+
+def state_pass_build(state: str = "fp32", *, H=32, K=128, V=128, prec="tf32x3", tile=None) -> Build:
+    """The prefill's sequential state pass (the only prefill kernel that touches the pool)."""
+    from .kda_prefill import kernel as kp
+    from .kda_prefill import wrapper as w
+
+    sp = tile or w.STATE_PASS_TILE
+    f, i32 = "*fp32", "*i32"
+    BK, BV = triton.next_power_of_2(K), triton.next_power_of_2(V)
+    return compile_kernel(kp.state_pass_kernel,
+                          {"Kd": f, "EGl": f, "W": f, "U": f, "Vn": f, "Hs": f, "pool": _pool_ptr(state),
+                           "slots": i32, "positions": "*i64", "sr_key": "i32", "cu_seqlens": i32,
+                           "chunk_offsets": i32, "has_initial_state": i32},
+                          {"H": H, "K": K, "V": V, "BT": 64, "BK": BK, "BV": min(sp[0], BV),
+                           "BR": sp[3] if len(sp) > 3 else 32, "DOT_PREC": prec,
+                           **_format_constexprs(state), "INTRA_BF16": False},
+                          num_warps=sp[1], num_stages=sp[2])  # fmt: skip
 
 
 def other_builds(model="bf16") -> list[Build]:

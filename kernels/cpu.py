@@ -3,14 +3,16 @@
 A recurrent loop over tokens, vectorised over sequences and heads (the chunked form builds
 [64, 64, K] decay tensors and is several times slower on CPU). Sequences of a prefill are sorted
 by length so the ones still running at step t are a prefix: each step works on a view, no copies.
-Compute is fp32 whatever the pool dtype; stores round to nearest even (torch's `.to`)."""
+Compute is fp32 whatever the pool dtype; stores round the state format's way
+(`rounding.store_rows`: torch's `.to` for round-to-nearest fp16/bf16)."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from .common import check_kda_args, check_varlen, flat_a_log
+from .common import check_kda_args, check_varlen, flat_a_log, resolve_format
+from .rounding import store_rows
 
 F32 = torch.float32
 
@@ -46,13 +48,16 @@ def _step(S, q, k, v, decay, beta):
     return torch.einsum("nhk,nhkv->nhv", q, S)
 
 
-def kda_decode(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots) -> torch.Tensor:
+def kda_decode(
+    q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, *, fmt=None, sr_seed=0, positions=None
+) -> torch.Tensor:
     check_kda_args(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, packed=False)
+    fmt = resolve_format(fmt, state_pool, positions, q.shape[0])
     qn, kn, vv, decay, beta = _prepare(q, k, v, g_raw, beta_raw, A_log, dt_bias)
     idx = slots.long()
     S = state_pool[idx].to(F32)
     o = _step(S, qn, kn, vv, decay, beta)
-    state_pool[idx] = S.to(state_pool.dtype)
+    store_rows(state_pool, idx, S, fmt, sr_seed=sr_seed, positions=positions)
     return o.to(q.dtype)
 
 
@@ -71,9 +76,13 @@ def kda_prefill(
     *,
     chunk_size: int = 64,
     intra_chunk_dtype: torch.dtype | None = None,
+    fmt=None,
+    sr_seed: int = 0,
+    positions: torch.Tensor | None = None,
 ) -> torch.Tensor:
     check_kda_args(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, packed=True)
     check_varlen(cu_seqlens, has_initial_state, slots, q.shape[0])
+    fmt = resolve_format(fmt, state_pool, positions, slots.numel())
     qn, kn, vv, decay, beta = _prepare(q, k, v, g_raw, beta_raw, A_log, dt_bias)
     cu = cu_seqlens.long().cpu()
     lens = cu[1:] - cu[:-1]
@@ -92,7 +101,8 @@ def kda_prefill(
         if intra_chunk_dtype is not None and (t + 1) % chunk_size == 0:
             m = int((lens_sorted > t + 1).sum())  # sequences with tokens left: boundary state
             S[:m] = S[:m].to(intra_chunk_dtype).to(F32)
-    state_pool[idx] = S.to(state_pool.dtype)
+    pos = None if positions is None else positions[order.to(positions.device)]
+    store_rows(state_pool, idx, S, fmt, sr_seed=sr_seed, positions=pos)
     return o.to(q.dtype)
 
 

@@ -2,8 +2,13 @@
 
 Exactly the math of `shared/reference/kimi-linear.md` §2, written for clarity, not speed: one
 token, one sequence at a time, everything widened to float64. The only roundings are the ones that
-define an arm: the state stored back to the pool (pool dtype), and, for prefill with
-`intra_chunk_dtype`, the carried state at each chunk boundary inside a sequence.
+define an arm: the state stored back to the pool, and, for prefill with `intra_chunk_dtype`, the
+carried state at each chunk boundary inside a sequence.
+
+Stores: without a format, the exact state is rounded once to the pool dtype (float64 pools keep it
+exact); with a format `fmt` (or an fp8 pool), the state is rounded to fp32 and then the format's
+way (`rounding.round_to_format`, the kernels' oracle), and a float64 pool receives that rounded
+value: the reference of an arm whose stores round, carried exactly in between.
 
 The functions share the kernels' signatures, update the pools in place the same way, and return
 float64 outputs (cast them yourself to compare like with like)."""
@@ -12,7 +17,9 @@ from __future__ import annotations
 
 import torch
 
-from .common import check_kda_args, check_varlen, flat_a_log
+from .common import STATE_DTYPES, KernelInputError, check_kda_args, check_varlen, flat_a_log
+from .formats import parse_format
+from .rounding import round_to_format
 
 F64 = torch.float64
 
@@ -44,6 +51,18 @@ def step(S: torch.Tensor, q, k, v, g, beta) -> tuple[torch.Tensor, torch.Tensor]
     return S, S.T @ q
 
 
+def store(state_pool: torch.Tensor, slot: int, S: torch.Tensor, fmt, sr_seed: int, position) -> None:
+    """pool[slot] = the float64 state S [H, K, V] as stored (see the module docstring)."""
+    if fmt is None and (state_pool.dtype == F64 or state_pool.dtype in STATE_DTYPES.values()):
+        state_pool[slot] = S.to(state_pool.dtype)
+        return
+    fmt = parse_format(state_pool.dtype if fmt is None else fmt)
+    if state_pool.dtype not in (F64, fmt.pool_dtype):
+        raise KernelInputError(f"format {fmt.name} cannot store into a {state_pool.dtype} pool")
+    pos = None if position is None else torch.as_tensor(position)
+    state_pool[slot] = round_to_format(S, fmt, sr_seed=sr_seed, positions=pos).to(state_pool.dtype)
+
+
 def _prepared(q, k, v, g_raw, beta_raw, A_log, dt_bias):
     K = q.shape[-1]
     return (
@@ -55,8 +74,11 @@ def _prepared(q, k, v, g_raw, beta_raw, A_log, dt_bias):
     )
 
 
-def kda_decode(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots) -> torch.Tensor:
-    """One token per sequence; pool rows `slots` updated in place (rounded RTNE to the pool dtype)."""
+def kda_decode(
+    q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, *, fmt=None, sr_seed=0, positions=None
+) -> torch.Tensor:
+    """One token per sequence; pool rows `slots` updated in place (stored as `store` says;
+    `positions`: the sequence position of each row's store, for stochastic rounding)."""
     check_kda_args(
         q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, packed=False, allow_f64_pool=True
     )
@@ -65,10 +87,10 @@ def kda_decode(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots) -> t
     o = torch.empty(B, H, v.shape[-1], dtype=F64, device=q.device)
     for b in range(B):
         slot = int(slots[b])
+        S = state_pool[slot].to(F64, copy=True)
         for h in range(H):
-            S = state_pool[slot, h].to(F64)
-            S, o[b, h] = step(S, qn[b, h], kn[b, h], vv[b, h], g[b, h], beta[b, h])
-            state_pool[slot, h] = S.to(state_pool.dtype)
+            S[h], o[b, h] = step(S[h], qn[b, h], kn[b, h], vv[b, h], g[b, h], beta[b, h])
+        store(state_pool, slot, S, fmt, sr_seed, None if positions is None else positions[b])
     return o
 
 
@@ -87,10 +109,14 @@ def kda_prefill(
     *,
     chunk_size: int = 64,
     intra_chunk_dtype: torch.dtype | None = None,
+    fmt=None,
+    sr_seed: int = 0,
+    positions: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Packed variable-length prefill. Each sequence starts from its slot (or zeros), its final
-    state is stored once, rounded to the pool dtype. With `intra_chunk_dtype` the carried state is
-    rounded to that dtype after every `chunk_size` tokens that are not the sequence's last."""
+    state is stored once (as `store` says; `positions[n]`: the position of sequence n's store).
+    With `intra_chunk_dtype` the carried state is rounded to that dtype after every `chunk_size`
+    tokens that are not the sequence's last."""
     check_kda_args(
         q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, packed=True, allow_f64_pool=True
     )
@@ -102,6 +128,7 @@ def kda_prefill(
     cu = cu_seqlens.tolist()
     for n in range(len(cu) - 1):
         bos, eos, slot = cu[n], cu[n + 1], int(slots[n])
+        final = torch.empty(H, K, V, dtype=F64, device=q.device)
         for h in range(H):
             if bool(has_initial_state[n]):
                 S = state_pool[slot, h].to(F64)
@@ -112,7 +139,8 @@ def kda_prefill(
                 done = t + 1 - bos
                 if intra_chunk_dtype is not None and done % chunk_size == 0 and t + 1 < eos:
                     S = S.to(intra_chunk_dtype).to(F64)
-            state_pool[slot, h] = S.to(state_pool.dtype)
+            final[h] = S
+        store(state_pool, slot, final, fmt, sr_seed, None if positions is None else positions[n])
     return o
 
 

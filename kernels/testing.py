@@ -93,6 +93,7 @@ def run_module_under_interpreter(path: str, timeout: int = 900) -> tuple[int, st
     Triton's CPU interpreter only works when the variable is set before `triton` is first imported
     (its standard library is built at that import), which a shared test process cannot promise."""
     import os
+    import re
     import subprocess
     import sys
 
@@ -101,7 +102,13 @@ def run_module_under_interpreter(path: str, timeout: int = 900) -> tuple[int, st
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", path],
         env=env, capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
-    return r.returncode, (r.stdout[-6000:] + "\n" + r.stderr[-3000:])
+    out = r.stdout[-6000:] + "\n" + r.stderr[-3000:]
+    m = re.search(r"(\d+) passed", r.stdout)
+    executed = int(m.group(1)) if m else 0
+    out += f"\n[interpreter run: {executed} tests passed]"
+    if r.returncode == 0 and executed == 0:  # everything skipped: the module checked nothing
+        return 1, out + "\nno test executed under the interpreter"
+    return r.returncode, out
 
 
 def check_rounded_like_reference(
@@ -122,4 +129,35 @@ def check_rounded_like_reference(
     assert worst <= 1.0 + 1e-9, f"stored state off by {worst:.2f}x the allowed bound"
     same = float((stored == exact.to(dt)).double().mean())
     assert same >= 0.98, f"only {same:.3f} of the stored elements equal RTNE(reference)"
+    return same
+
+
+def format_step(x: torch.Tensor, fmt) -> torch.Tensor:
+    """The grid step of storage format `fmt` at the values x (float64): 2^(max(e, emin) - N)."""
+    from .formats import parse_format
+    from .rounding import TARGETS
+
+    fmt = parse_format(fmt)
+    emin = TARGETS[fmt.storage][0] - 127
+    e = torch.floor(torch.log2(x.double().abs().clamp_min(1e-300))).clamp_min(emin)
+    return torch.exp2(e - fmt.bits)
+
+
+def check_stored_like_reference(
+    stored: torch.Tensor, ref: torch.Tensor, fmt, *, rel_tol: float = 1e-5, min_same: float = 0.98
+) -> float:
+    """A pool stored in format `fmt` against the float64 reference's state stored the same way
+    (a float64 pool written through the same format): every element within one grid step of the
+    reference plus the fp32 computation error (rel_tol x max|ref|), and at least `min_same` of them
+    equal (they differ only where the fp32 error crosses a rounding threshold; another rounding
+    rule, or other random bits, matches far fewer). Returns the fraction equal."""
+    from .formats import parse_format
+
+    fmt = parse_format(fmt)
+    got, ref = stored.double(), ref.double()
+    bound = format_step(ref, fmt) + rel_tol * ref.abs().max()
+    worst = float(((got - ref).abs() / bound).max())
+    assert worst <= 1.0 + 1e-9, f"{fmt.name}: stored state off by {worst:.2f}x the allowed bound"
+    same = float((got == ref).double().mean())
+    assert same >= min_same, f"{fmt.name}: only {same:.3f} of the stored elements equal the reference's"
     return same

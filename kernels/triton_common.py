@@ -1,13 +1,15 @@
 """Triton building blocks shared by the KDA kernels: the fused gate, L2 normalisation, and the
-state store that rounds to the pool dtype.
+state store that rounds to the pool's storage format (and the load that widens it back).
 
-The pool dtype is a string constexpr ("fp32" | "fp16" | "bf16"), so the branches below are
-resolved at compile time: the fp32 build stores the fp32 registers as they are and contains no
-conversion at all. fp16 uses the hardware conversion with round-to-nearest-even. bf16 rounds with
-integer arithmetic (the same ties-to-even algorithm as torch's `.to(torch.bfloat16)`): Triton's CPU
-interpreter truncates fp32 -> bf16, so the bit form keeps one code path that is exact on the GPU
-and in the interpreter alike. `ROUND_RTZ` exists only so tests can build a deliberately wrong
-(truncating) kernel and watch the fp32-twin check catch it."""
+The format is a build constant (constexprs STORAGE, MANT_BITS, ROUNDING), so the branches below
+are resolved at compile time: the fp32 build stores the fp32 registers as they are and contains no
+conversion at all; fp16 round-to-nearest-even uses the hardware conversion; bf16 rtne/rtz round
+with integer arithmetic (the same ties-to-even algorithm as torch's `.to(torch.bfloat16)`). Every
+other format (mN, fp8, stochastic rounding, fp16 truncation) goes through one integer algorithm on
+the fp32 bits, `round_codes`, the line-for-line twin of `evalkit.kernels.rounding`: Triton's CPU
+interpreter converts floats by its own (truncating) code, so bit arithmetic is what keeps the GPU
+and the interpreter exact and identical. Truncation ("rtz") is also what tests build as the
+deliberately wrong kernel that the fp32-twin check must catch."""
 
 from __future__ import annotations
 
@@ -45,15 +47,154 @@ def round_to_bf16_bits(x, ROUND_RTZ: tl.constexpr):
     return hi.to(tl.bfloat16, bitcast=True)
 
 
+# ------------------------------------------------------------------------------- state formats
+# The pool's storage format is three constexprs: STORAGE ("fp32" | "fp16" | "bf16" | "fp8_e4m3" |
+# "fp8_e5m2"), MANT_BITS (explicit mantissa bits kept: 23 = plain fp32, < 23 with "fp32" = mN)
+# and ROUNDING ("rtne" | "rtz" | "sr"). The integer algorithm below is `evalkit.kernels.rounding`
+# line for line (see its docstring for the semantics); fp8 pools are passed as uint8 views.
+
+
+@triton.jit
+def lowbias32(x):
+    """Chris Wellons' lowbias32 integer hash on uint32 (wrapping multiplies)."""
+    x = x ^ (x >> 16)
+    x = x * 0x7FEB352D
+    x = x ^ (x >> 15)
+    x = x * 0x846CA68B
+    return x ^ (x >> 16)
+
+
+@triton.jit
+def sr_random_bits(key, pos, elem):
+    """uint32 random bits of the elements `elem` (indices within [H, K, V]) of a store at sequence
+    position `pos`: lowbias32(elem ^ lowbias32(pos ^ key)); `key` is the launch's int32 key."""
+    row = lowbias32(pos.to(tl.uint32) ^ key.to(tl.uint32, bitcast=True))
+    return lowbias32(elem.to(tl.uint32) ^ row)
+
+
+@triton.jit
+def round_codes(S, rand, N: tl.constexpr, EMIN: tl.constexpr, ROUNDING: tl.constexpr):
+    """fp32 S -> (magnitude code, sign bit), both uint32, for a storage with N explicit mantissa
+    bits whose smallest normal has fp32-biased exponent EMIN, rounded the ROUNDING way."""
+    u = S.to(tl.uint32, bitcast=True)
+    sign = u >> 31
+    a = u & 0x7FFFFFFF
+    if EMIN > 1:  # a storage with its own subnormal range (fp16, fp8)
+        e = a >> 23
+        e1 = tl.maximum(e, 1)
+        sub = e1 < EMIN
+        m = (a & 0x7FFFFF) | tl.where(e > 0, 0x800000, 0).to(tl.uint32)
+        mm = tl.where(sub, m, a)
+        ss = tl.where(sub, (23 - N + EMIN) - e1, 23 - N).to(tl.uint32)
+        if ROUNDING == "sr":
+            mm = mm >> tl.minimum(tl.maximum(ss, 31) - 31, 31)
+            ss = tl.minimum(ss, 31)
+        else:
+            ss = tl.minimum(ss, 25)
+        base = tl.where(sub, 0, (EMIN - 1) << N).to(tl.uint32)
+    else:
+        mm = a
+        ss = 23 - N
+        base = 0
+    q = mm >> ss
+    if ROUNDING == "rtne":
+        h = mm >> (ss - 1)
+        rbit = h & 1
+        rest = mm - (h << (ss - 1))
+        up = rbit & ((rest != 0).to(tl.uint32) | (q & 1))
+    elif ROUNDING == "rtz":
+        up = 0
+    else:
+        low = mm - (q << ss)
+        up = (low + (rand >> (32 - ss))) >> ss
+    return q + up - base, sign
+
+
+@triton.jit
+def store_value(S, rand, STORAGE: tl.constexpr, N: tl.constexpr, ROUNDING: tl.constexpr):
+    """What a store writes for the fp32 tile S: pool-typed values (uint8 codes for fp8 pools)."""
+    if STORAGE == "fp32":
+        if N == 23:
+            return S
+        else:
+            code, sign = round_codes(S, rand, N, 1, ROUNDING)
+            bits = (code << (23 - N)) | (sign << 31)
+            bits = tl.where(S != S, S.to(tl.uint32, bitcast=True), bits)
+            return bits.to(tl.float32, bitcast=True)
+    elif STORAGE == "fp16" and ROUNDING == "rtne":
+        return S.to(tl.float16, fp_downcast_rounding="rtne")  # the hardware conversion (IEEE)
+    elif STORAGE == "bf16" and ROUNDING != "sr":
+        return round_to_bf16_bits(S, ROUNDING == "rtz")
+    elif STORAGE == "bf16":
+        code, sign = round_codes(S, rand, 7, 1, ROUNDING)
+        bits = tl.where(S != S, 0x7FC0, code | (sign << 15)).to(tl.uint16)
+        return bits.to(tl.bfloat16, bitcast=True)
+    elif STORAGE == "fp16":
+        code, sign = round_codes(S, rand, 10, 113, ROUNDING)
+        if ROUNDING == "rtz":  # IEEE truncation never overflows to inf (inf itself stays inf)
+            is_inf = (S.to(tl.uint32, bitcast=True) & 0x7FFFFFFF) == 0x7F800000
+            code = tl.minimum(code, tl.where(is_inf, 0x7C00, 0x7BFF).to(tl.uint32))
+        else:
+            code = tl.minimum(code, 0x7C00)
+        bits = tl.where(S != S, 0x7E00 | (sign << 15), code | (sign << 15)).to(tl.uint16)
+        return bits.to(tl.float16, bitcast=True)
+    else:  # fp8: saturate to the largest finite code; 0x7F is NaN in both encodings
+        if STORAGE == "fp8_e4m3":
+            code, sign = round_codes(S, rand, 3, 121, ROUNDING)
+            code = tl.minimum(code, 0x7E)
+        else:
+            code, sign = round_codes(S, rand, 2, 113, ROUNDING)
+            code = tl.minimum(code, 0x7B)
+        return tl.where(S != S, 0x7F | (sign << 7), code | (sign << 7)).to(tl.uint8)
+
+
 @triton.jit
 def round_state(S, STATE_DTYPE: tl.constexpr, ROUND_RTZ: tl.constexpr):
-    """The fp32 tile S rounded to the pool dtype (a no-op for fp32)."""
+    """The fp32/fp16/bf16 store of before the formats (kept for evalkit.drift's per-token kernel):
+    round to nearest even, or truncate when ROUND_RTZ."""
     if STATE_DTYPE == "fp32":
         return S
     elif STATE_DTYPE == "fp16":
         if ROUND_RTZ:
-            return S.to(tl.float16, fp_downcast_rounding="rtz")
+            return store_value(S, 0, "fp16", 10, "rtz")
         else:
-            return S.to(tl.float16, fp_downcast_rounding="rtne")
+            return store_value(S, 0, "fp16", 10, "rtne")
     else:
         return round_to_bf16_bits(S, ROUND_RTZ)
+
+
+@triton.jit
+def store_state(S, elem, pos, key, STORAGE: tl.constexpr, MANT_BITS: tl.constexpr, ROUNDING: tl.constexpr):
+    """The stored form of the fp32 state tile S whose elements have indices `elem` within the
+    [H, K, V] state, stored at sequence position `pos` with launch key `key` (SR only)."""
+    if ROUNDING == "sr":
+        rand = sr_random_bits(key, pos, elem)
+    else:
+        rand = 0
+    return store_value(S, rand, STORAGE, MANT_BITS, ROUNDING)
+
+
+@triton.jit
+def _decode_fp8(c, N: tl.constexpr, EMIN: tl.constexpr, MAXC: tl.constexpr, TINY: tl.constexpr):
+    """uint32 fp8 codes -> fp32: normal codes by bit arithmetic, subnormal ones as code x TINY
+    (exact), codes above MAXC (NaN) as NaN."""
+    mag = c & 0x7F
+    neg = (c >> 7) != 0
+    normal = (((mag + ((EMIN - 1) << N)) << (23 - N)) | ((c >> 7) << 31)).to(tl.float32, bitcast=True)
+    tiny = mag.to(tl.float32) * TINY
+    v = tl.where(mag < (1 << N), tl.where(neg, -tiny, tiny), normal)
+    return tl.where(mag > MAXC, float("nan"), v)
+
+
+@triton.jit
+def load_state(p, mask, STORAGE: tl.constexpr):
+    """Pool values at `p` widened exactly to fp32 (masked lanes: 0); fp8 pools are uint8 views."""
+    if STORAGE == "fp8_e4m3":
+        return _decode_fp8(tl.load(p, mask=mask, other=0).to(tl.uint32), 3, 121, 0x7E, 0.001953125)
+    elif STORAGE == "fp8_e5m2":
+        return _decode_fp8(tl.load(p, mask=mask, other=0).to(tl.uint32), 2, 113, 0x7B, 1.52587890625e-05)
+    elif STORAGE == "bf16":  # a shift: exact for subnormals too (the interpreter's conversion is not)
+        b = tl.load(p, mask=mask, other=0.0).to(tl.uint16, bitcast=True).to(tl.uint32)
+        return (b << 16).to(tl.float32, bitcast=True)
+    else:
+        return tl.load(p, mask=mask, other=0.0).to(tl.float32)

@@ -1,4 +1,5 @@
-"""Host-side helpers shared by the Triton wrappers: interpreter detection and pool-dtype mapping."""
+"""Host-side helpers shared by the Triton wrappers: interpreter detection and the storage format's
+build constants and arguments."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import os
 
 import torch
 
-from .common import KernelInputError, state_dtype_name
+from .common import KernelInputError
+from .formats import ROUNDINGS, StateFormat
+from .rounding import sr_key
 
 
 def interpreting() -> bool:
@@ -28,13 +31,25 @@ def check_triton_device(kernel, t: torch.Tensor) -> None:
         )
 
 
-def state_constexpr(pool: torch.Tensor) -> str:
-    """The pool dtype as the kernels' STATE_DTYPE constexpr ('fp32' | 'fp16' | 'bf16')."""
-    return state_dtype_name(pool.dtype)
+def format_constexprs(fmt: StateFormat, rounding: str | None = None) -> dict:
+    """The kernels' build constants of a storage format. `rounding` overrides the format's
+    rounding (tests and `verify-kernels --self-test` build deliberately wrong kernels this way)."""
+    if rounding is not None and rounding not in ROUNDINGS:
+        raise KernelInputError(f"rounding must be one of {', '.join(ROUNDINGS)}, got {rounding!r}")
+    if rounding == "sr" and fmt.rounding != "sr":
+        raise KernelInputError("a stochastic-rounding build needs a -sr format (its seed and positions)")
+    return {"STORAGE": fmt.storage, "MANT_BITS": fmt.bits, "ROUNDING": rounding or fmt.rounding}
 
 
-def rounding_flag(rounding: str) -> bool:
-    """'rtne' (the only production mode) -> False; 'rtz' (tests of the twin check) -> True."""
-    if rounding not in ("rtne", "rtz"):
-        raise KernelInputError(f"rounding must be 'rtne' or 'rtz', got {rounding!r}")
-    return rounding == "rtz"
+def pool_arg(pool: torch.Tensor) -> torch.Tensor:
+    """The pool as the kernels address it: fp8 pools as uint8 codes (bit arithmetic on both the
+    GPU and the interpreter, which has no fp8 type)."""
+    return pool.view(torch.uint8) if pool.element_size() == 1 else pool
+
+
+def launch_key(fmt: StateFormat, sr_seed: int) -> int:
+    """The stochastic-rounding key as a signed int32 kernel argument (0 when not rounding that way)."""
+    if fmt.rounding != "sr":
+        return 0
+    key = sr_key(fmt.seed, sr_seed)
+    return key - 2**32 if key >= 2**31 else key

@@ -1,14 +1,18 @@
-"""The fp32-twin check: a 16-bit state launch must compute exactly what the fp32 build computes,
-except for the final rounding of the stored state.
+"""The fp32-twin check: a launch that stores the state in a rounding format (fp16, bf16, fp8, mN;
+any rounding) must compute exactly what the fp32 build computes, except for the final rounding
+of the stored state.
 
-Before a decode or prefill launch on an fp16/bf16 pool, the touched pool rows are widened exactly
-to fp32 into a private twin pool and the same inputs run through the fp32-pool build of the same
+Before a decode or prefill launch on such a pool, the touched pool rows are widened exactly to
+fp32 into a private twin pool and the same inputs run through the fp32-pool build of the same
 kernel (same tile configuration). The launch passes when
 - its outputs are bit-identical to the twin's outputs, and
-- every touched 16-bit pool row is bit-identical to the twin's fp32 row rounded to nearest even.
-Any other difference (a truncating store, a conversion inside the math, a reduction order that
-depends on the pool dtype) fails it. `TwinChecker` wraps the two launches and keeps the counts;
-the engine can route every 16-bit launch through it, or every n-th one (`every`)."""
+- every touched pool row is bit-identical to the twin's fp32 row rounded the format's way
+  (`rounding.round_to_format`; stochastic rounding with the same random bits: same seed, launch
+  seed and positions).
+Any other difference (another rounding, other random bits, a conversion inside the math, a
+reduction order that depends on the pool dtype) fails it. `TwinChecker` wraps the two launches
+and keeps the counts; the engine can route every rounding launch through it, or every n-th one
+(`every`)."""
 
 from __future__ import annotations
 
@@ -19,7 +23,17 @@ import torch
 from evalkit.errors import EvalkitError
 
 from . import cpu
-from .common import state_dtype_name
+from .common import resolve_format
+from .formats import StateFormat
+from .rounding import round_to_format
+
+# the formats `evalkit verify-kernels` draws from: every storage and every rounding
+TWIN_FORMATS = (
+    "fp16", "bf16", "fp16-rtz", "bf16-rtz", "fp16-sr", "bf16-sr:1", "fp8_e4m3", "fp8_e5m2",
+    "fp8_e4m3-sr", "fp8_e5m2-rtz", "m10", "m7-sr", "m5", "m3-rtz", "m1-sr",
+)  # fmt: skip
+# a deliberately wrong build of a format with each rounding (what --self-test must catch)
+WRONG_ROUNDING = {"rtne": "rtz", "sr": "rtz", "rtz": "rtne"}
 
 
 class TwinMismatch(EvalkitError):
@@ -63,13 +77,15 @@ def _use_triton(t: torch.Tensor) -> bool:
 
 
 class TwinChecker:
-    """Wraps kda_decode / kda_prefill: 16-bit launches are checked against their fp32 twin.
+    """Wraps kda_decode / kda_prefill: rounding launches are checked against their fp32 twin.
 
     `every`: check one launch in `every` (the others run unchecked). `raise_on_mismatch`: raise
-    TwinMismatch at the first failure instead of only counting it. `rounding` is passed to the
-    launch under test only ('rtz' builds the deliberately wrong kernel: tests of this check)."""
+    TwinMismatch at the first failure instead of only counting it. `rounding` overrides the
+    rounding of the Triton launch under test only (e.g. 'rtz' on an rtne format builds a
+    deliberately wrong kernel: tests of this check); "wrong" builds each launch with a rounding
+    other than its format's (`WRONG_ROUNDING`); None builds what the format says."""
 
-    def __init__(self, *, every: int = 1, raise_on_mismatch: bool = False, rounding: str = "rtne"):
+    def __init__(self, *, every: int = 1, raise_on_mismatch: bool = False, rounding: str | None = None):
         self.every = max(1, int(every))
         self.raise_on_mismatch = raise_on_mismatch
         self.rounding = rounding
@@ -86,11 +102,14 @@ class TwinChecker:
             if self.raise_on_mismatch:
                 raise TwinMismatch(f"fp32-twin check failed for {key}: {why}")
 
-    def _due(self, pool: torch.Tensor) -> bool:
-        if pool.dtype == torch.float32:
+    def _due(self, fmt: StateFormat) -> bool:
+        if fmt.exact:
             return False
         self._seen += 1
         return (self._seen - 1) % self.every == 0
+
+    def _build_rounding(self, fmt: StateFormat) -> str | None:
+        return WRONG_ROUNDING[fmt.rounding] if self.rounding == "wrong" else self.rounding
 
     @property
     def checked(self) -> int:
@@ -104,28 +123,45 @@ class TwinChecker:
         return {k: s.as_dict() for k, s in sorted(self.stats.items())}
 
     # ------------------------------------------------------------------ the two ops
-    def kda_decode(self, q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots) -> torch.Tensor:
-        triton_path = _use_triton(q)
-        if triton_path:
+    def kda_decode(
+        self,
+        q,
+        k,
+        v,
+        g_raw,
+        beta_raw,
+        A_log,
+        dt_bias,
+        state_pool,
+        slots,
+        *,
+        fmt=None,
+        sr_seed=0,
+        positions=None,
+    ) -> torch.Tensor:
+        fmt = resolve_format(fmt, state_pool, positions, q.shape[0])
+        store = dict(sr_seed=sr_seed, positions=positions)
+        if _use_triton(q):
             from .kda_decode.wrapper import decode_config
             from .kda_decode.wrapper import kda_decode as impl
 
-            config = decode_config(state_pool.dtype, v.shape[-1])
-            launch = lambda pool, sl, rounding: impl(
-                q, k, v, g_raw, beta_raw, A_log, dt_bias, pool, sl, config=config, rounding=rounding
-            )
+            config = decode_config(fmt, v.shape[-1])
+            launch = lambda pool, sl, f, rounding: impl(
+                q, k, v, g_raw, beta_raw, A_log, dt_bias, pool, sl, fmt=f, config=config, rounding=rounding,
+                **store,
+            )  # fmt: skip
         else:
-            launch = lambda pool, sl, rounding: cpu.kda_decode(
-                q, k, v, g_raw, beta_raw, A_log, dt_bias, pool, sl
+            launch = lambda pool, sl, f, rounding: cpu.kda_decode(
+                q, k, v, g_raw, beta_raw, A_log, dt_bias, pool, sl, fmt=f, **store
             )
-        if not self._due(state_pool):
-            return launch(state_pool, slots, "rtne")
+        if not self._due(fmt):
+            return launch(state_pool, slots, fmt, None)
         idx = slots.long()
         twin = state_pool[idx].to(torch.float32)  # exact widening of the touched rows
         twin_slots = torch.arange(idx.numel(), device=slots.device, dtype=slots.dtype)
-        o_twin = launch(twin, twin_slots, "rtne")
-        o = launch(state_pool, slots, self.rounding)
-        self._compare(f"decode/{state_dtype_name(state_pool.dtype)}", o, o_twin, state_pool[idx], twin)
+        o_twin = launch(twin, twin_slots, "fp32", None)
+        o = launch(state_pool, slots, fmt, self._build_rounding(fmt))
+        self._compare(f"decode/{fmt.name}", o, o_twin, state_pool[idx], twin, fmt, store)
         return o
 
     def kda_prefill(
@@ -144,11 +180,16 @@ class TwinChecker:
         *,
         chunk_size: int = 64,
         intra_chunk_dtype=None,
+        fmt=None,
+        sr_seed: int = 0,
+        positions=None,
     ) -> torch.Tensor:
+        fmt = resolve_format(fmt, state_pool, positions, slots.numel())
+        store = dict(sr_seed=sr_seed, positions=positions)
         if _use_triton(q):
             from .kda_prefill.wrapper import kda_prefill as impl
 
-            launch = lambda pool, sl, rounding: impl(
+            launch = lambda pool, sl, f, rounding: impl(
                 q,
                 k,
                 v,
@@ -162,10 +203,12 @@ class TwinChecker:
                 has_initial_state,
                 chunk_size=chunk_size,
                 intra_chunk_dtype=intra_chunk_dtype,
+                fmt=f,
                 rounding=rounding,
+                **store,
             )
         else:
-            launch = lambda pool, sl, rounding: cpu.kda_prefill(
+            launch = lambda pool, sl, f, rounding: cpu.kda_prefill(
                 q,
                 k,
                 v,
@@ -179,27 +222,30 @@ class TwinChecker:
                 has_initial_state,
                 chunk_size=chunk_size,
                 intra_chunk_dtype=intra_chunk_dtype,
+                fmt=f,
+                **store,
             )
-        if not self._due(state_pool):
-            return launch(state_pool, slots, "rtne")
+        if not self._due(fmt):
+            return launch(state_pool, slots, fmt, None)
         idx = slots.long()
         twin = state_pool[idx].to(torch.float32)
         twin_slots = torch.arange(idx.numel(), device=slots.device, dtype=slots.dtype)
-        o_twin = launch(twin, twin_slots, "rtne")
-        o = launch(state_pool, slots, self.rounding)
-        self._compare(f"prefill/{state_dtype_name(state_pool.dtype)}", o, o_twin, state_pool[idx], twin)
+        o_twin = launch(twin, twin_slots, "fp32", None)
+        o = launch(state_pool, slots, fmt, self._build_rounding(fmt))
+        self._compare(f"prefill/{fmt.name}", o, o_twin, state_pool[idx], twin, fmt, store)
         return o
 
-    def _compare(self, key, o, o_twin, rows16, twin32) -> None:
+    def _compare(self, key, o, o_twin, rows, twin32, fmt: StateFormat, store: dict) -> None:
         if not bit_equal(o, o_twin):
             n = int((bits(o) != bits(o_twin)).sum())
             self._record(key, False, f"outputs differ from the fp32 twin in {n} of {o.numel()} elements")
             return
-        want = twin32.to(rows16.dtype)  # torch rounds to nearest even
-        if not bit_equal(rows16, want):
-            n = int((bits(rows16) != bits(want)).sum())
+        want = round_to_format(twin32, fmt, **store)  # the oracle, with the launch's random bits
+        if not bit_equal(rows, want):
+            n = int((bits(rows) != bits(want)).sum())
+            how = {"rtne": "RTNE", "rtz": "RTZ", "sr": "SR"}[fmt.rounding]
             self._record(
-                key, False, f"stored state != RTNE(fp32 twin state) in {n} of {want.numel()} elements"
+                key, False, f"stored state != {how}(fp32 twin state) in {n} of {want.numel()} elements"
             )
             return
         self._record(key, True, "")

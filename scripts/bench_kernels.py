@@ -178,16 +178,31 @@ def environment() -> dict:
 
 
 def decode_case(B, pool_name):
+    """Inputs and a pool stored in state format `pool_name` (fp32, fp16, bf16, or any format name)."""
     import torch
 
-    from evalkit.kernels import STATE_DTYPES
+    from evalkit.kernels import parse_format, round_to_format
     from evalkit.kernels.testing import kda_inputs, random_pool
 
     x = kda_inputs(B, H, K, V, dtype=torch.bfloat16, device=DEV)
     S = 2 * B + 8
-    pool = random_pool(S, H, K, V, STATE_DTYPES[pool_name], device=DEV)
+    base = parse_format(pool_name.split("-")[0])
+    pool = round_to_format(random_pool(S, H, K, V, torch.float32, device=DEV), base)
     slots = torch.randperm(S, device=DEV)[:B].to(torch.int32)
     return x, pool, slots
+
+
+def store_kw(pool_name: str, B: int) -> dict:
+    """The kernels' store arguments of format `pool_name` (positions for stochastic rounding)."""
+    import torch
+
+    return {"fmt": pool_name, "sr_seed": 1, "positions": torch.arange(B, device=DEV) * 977 + 5}
+
+
+def pool_bytes(pool_name: str) -> int:
+    from evalkit.kernels import parse_format
+
+    return parse_format(pool_name).pool_dtype.itemsize
 
 
 def fla_decode_fn(x, pool, slots):
@@ -348,9 +363,13 @@ def sec_decode(res: dict) -> dict:
         for name in POOLS:
             row = {"B": B, "pool": name}
             x, pool, slots = decode_case(B, name)
-            state_bytes = 2 * B * H * K * V * STATE_DTYPES[name].itemsize
-            ours = lambda x=x, pool=pool, slots=slots: kda_decode(*x.args(), pool, slots)  # noqa: E731
-            for label, fn in (("ours", ours), ("fla", None)):
+            state_bytes = 2 * B * H * K * V * pool_bytes(name)
+            kw = store_kw(name, B)
+            ours = lambda x=x, pool=pool, slots=slots, kw=kw: kda_decode(*x.args(), pool, slots, **kw)  # noqa: E731
+            # FLA stores fp32/fp16/bf16 by its own conversion: compared on those pools only
+            for label, fn in (("ours", ours), ("fla", None) if name in STATE_DTYPES else ("fla", "-")):
+                if fn == "-":
+                    continue
                 try:
                     if fn is None:
                         fn = fla_decode_fn(x, pool, slots)
@@ -371,18 +390,18 @@ def sec_decode(res: dict) -> dict:
 
 
 def sec_decode_sweep() -> dict:
-    from evalkit.kernels import STATE_DTYPES
     from evalkit.kernels.kda_decode.wrapper import DECODE_TILES, kda_decode
 
     B = 128
     out = {"B": B, "defaults": {k: list(v) for k, v in DECODE_TILES.items()}, "rows": []}
     for name in POOLS:
         x, pool, slots = decode_case(B, name)
-        state_bytes = 2 * B * H * K * V * STATE_DTYPES[name].itemsize
+        state_bytes = 2 * B * H * K * V * pool_bytes(name)
+        kw = store_kw(name, B)
         for cfg in [(16, 4), (32, 4), (32, 8), (64, 4), (64, 8), (128, 8)]:
             try:
-                fn = lambda cfg=cfg, x=x, pool=pool, slots=slots: kda_decode(
-                    *x.args(), pool, slots, config=cfg
+                fn = lambda cfg=cfg, x=x, pool=pool, slots=slots, kw=kw: kda_decode(
+                    *x.args(), pool, slots, config=cfg, **kw
                 )  # noqa: E731,E501
                 us = 1e3 * graph_ms(fn)
                 out["rows"].append({"pool": name, "BV": cfg[0], "num_warps": cfg[1], "graph_us": us,
@@ -513,7 +532,7 @@ def sec_twin(bench: Bench) -> dict:
     checker = run_launches(n, DEV, seed=None, progress=progress)
     out = {"launches": n, "checked": checker.checked, "passed": checker.passed, "summary": checker.summary(),
            "seconds": round(time.time() - t, 1)}  # fmt: skip
-    wrong = run_launches(50 if not SMOKE else 2, DEV, seed=None, rounding="rtz")
+    wrong = run_launches(50 if not SMOKE else 2, DEV, seed=None, rounding="wrong")
     out["self_test_truncating_build"] = {"checked": wrong.checked, "caught": wrong.checked - wrong.passed}
     log("twin", {k: v for k, v in out.items() if k != "summary"})
     return out
@@ -667,10 +686,24 @@ def main() -> int:
     ap.add_argument("--twin-launches", type=int, default=10000)
     ap.add_argument("--skip", default="", help="comma-separated section names to skip")
     ap.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes: test the script only")
+    ap.add_argument(
+        "--formats",
+        default=None,
+        help="comma-separated state formats for the decode sections (default fp32,fp16,bf16), "
+        "e.g. fp32,fp16,bf16,fp8_e4m3,fp8_e5m2,m7,fp16-sr,bf16-rtz",
+    )
     args = ap.parse_args()
     if args.smoke:
         smoke_mode()
         args.twin_launches = min(args.twin_launches, 4)
+    if args.formats:
+        import_kernels_from_checkout()
+        from evalkit.kernels import FormatError, parse_format
+
+        try:
+            POOLS[:] = [parse_format(f).name for f in args.formats.split(",") if f.strip()]
+        except FormatError as exc:
+            ap.error(str(exc))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")

@@ -1,8 +1,10 @@
-"""A 16-bit arm differs from fp32 only through the rounding of the stored recurrent state.
+"""An arm differs from fp32 only through the rounding of the stored recurrent state.
 
-Oracle: the fp32 arm with its KDA state pools rounded to the 16-bit dtype (round to nearest even)
-after every forward pass, i.e. exactly where the 16-bit pool stores. Its logits must equal the
-16-bit arm's bit for bit, while plain fp32 differs."""
+Oracle: the fp32 arm with its KDA state pools rounded the arm's way after every forward pass, i.e.
+exactly where the arm's pool stores: torch's round-to-nearest-even for fp16/bf16, and the rounding
+oracle (`evalkit.kernels.rounding.round_to_format`, with the layer index as the seed and the
+sequence's last folded position) for every other format. Its logits must equal the arm's bit for
+bit, while plain fp32 differs."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import pytest
 import torch
 
 from evalkit.engine import LLMEngine, SamplingParams, Sequence
+from evalkit.kernels import parse_format, round_to_format
 
 DT = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -24,16 +27,21 @@ def _drive(
     tokens: list[int],
     prefill: list[int],
     n_decode: int,
-    round_to: torch.dtype | None = None,
+    round_to: torch.dtype | str | None = None,
 ) -> torch.Tensor:
     runner = engine.runner
     seq = Sequence(list(tokens), SamplingParams())
     runner.attach(seq)
 
     def after():
-        if round_to is not None:
+        if isinstance(round_to, torch.dtype):
             for pool in engine.state.kda.values():
                 pool.copy_(pool.to(round_to).to(pool.dtype))
+        elif round_to is not None:  # a format name: the oracle at the sequence's store position
+            pos = torch.tensor([seq.num_computed - 1])
+            for layer, pool in engine.state.kda.items():
+                stored = round_to_format(pool[seq.slot][None], round_to, sr_seed=layer, positions=pos)
+                pool[seq.slot] = stored[0].to(pool.dtype)
 
     rows = []
     try:
@@ -91,3 +99,59 @@ def test_twin_check_routes_16bit_launches(fp32):
     assert set(summary) == {"decode/fp16", "prefill/fp16"}
     assert all(v["checked"] > 0 and v["failed"] == 0 for v in summary.values())
     assert plain.describe()["twin_check"] is None
+
+
+@pytest.mark.parametrize("arm", ["m7", "m3-rtz", "fp16-sr", "bf16-rtz", "fp8_e4m3", "fp8_e5m2-sr:4"])
+def test_every_format_equals_fp32_with_the_state_rounded_where_the_pool_stores(fp32, arm):
+    eng = LLMEngine(fp32.loaded, device="cpu", state_dtype=arm, max_num_seqs=2)
+    fmt = parse_format(arm)
+    assert all(p.dtype == fmt.pool_dtype for p in eng.state.kda.values())
+    assert eng.describe()["state_format"] == fmt.describe()
+    got = _drive(eng, TOKENS, [70, 30], 20)
+    simulated = _drive(fp32, TOKENS, [70, 30], 20, round_to=arm)
+    plain = _drive(fp32, TOKENS, [70, 30], 20)
+    assert torch.equal(got, simulated)
+    assert not torch.equal(got, plain), "the format should move the logits at all"
+
+
+def test_sr_arm_depends_on_its_seed(fp32):
+    """A different SR seed is another arm (other random bits); the same seed reproduces itself."""
+    run = lambda arm: _drive(
+        LLMEngine(fp32.loaded, device="cpu", state_dtype=arm, max_num_seqs=2), TOKENS, [40], 5
+    )
+    a, b = run("m5-sr:1"), run("m5-sr:2")
+    assert torch.equal(a, run("m5-sr:1")) and not torch.equal(a, b)
+
+
+def test_state_pool_bytes_follow_the_format(fp32):
+    from evalkit.engine.state import StatePools
+
+    arch, mdt = fp32.arch, torch.float32
+    sizes = {
+        n: StatePools.bytes_per_slot(arch, parse_format(n).pool_dtype, mdt)
+        for n in ("fp32", "m3", "fp16", "fp8_e4m3")
+    }
+    assert sizes["m3"] == sizes["fp32"] > sizes["fp16"] > sizes["fp8_e4m3"]
+    H, K, n = arch.linear_num_heads, arch.linear_head_dim, len(arch.kda_layers)
+    assert sizes["fp16"] - sizes["fp8_e4m3"] == n * H * K * K
+
+
+def test_unknown_state_format_is_a_one_line_input_error(fp32):
+    from evalkit.errors import InputError
+
+    with pytest.raises(InputError, match="unknown state format"):
+        LLMEngine(fp32.loaded, device="cpu", state_dtype="fp12", max_num_seqs=2)
+
+
+@pytest.mark.parametrize("arm", ["fp8_e4m3", "m3-sr"])
+def test_generate_end_to_end_with_new_formats(fp32, arm):
+    """The whole engine (scheduler, health checks, twin check) runs an fp8 and an SR arm."""
+    eng = LLMEngine(fp32.loaded, device="cpu", state_dtype=arm, twin_check=1, max_num_seqs=2)
+    outs = eng.generate(
+        [TOKENS[:20], TOKENS[20:50]], SamplingParams(max_new_tokens=3, ignore_eos=True), use_tqdm=False
+    )
+    assert [len(o.token_ids) for o in outs] == [3, 3]
+    assert all(o.state_max_abs is not None and o.state_max_abs > 0 for o in outs)
+    summary = eng.describe()["twin_check"]["summary"]
+    assert set(summary) == {f"decode/{arm}", f"prefill/{arm}"}
+    assert all(v["checked"] > 0 and v["failed"] == 0 for v in summary.values())

@@ -60,3 +60,27 @@ def test_fp32_build_contains_no_16bit_code():
     assert "f16" not in b.ttgir and "truncf" not in b.ttgir
     sp = compile_check.prefill_builds("fp32", model="fp32")[3]
     assert "f16" not in sp.ttgir and "truncf" not in sp.ttgir
+
+
+@pytest.mark.parametrize("state", ["fp8_e4m3-sr", "fp8_e5m2", "m3-rtz", "fp16-sr", "bf16-sr:3"])
+def test_every_format_builds_for_sm90_without_spills_and_sums_in_the_fp32_order(state):
+    """The storage formats (fp8 codes, mN, truncation, stochastic rounding) change only the
+    load and the store: the builds compile for the GPU without spills, and add in the fp32 build's
+    order, so the fp32-twin check can demand bit-identical outputs on the H200."""
+    from evalkit.kernels.formats import parse_format
+    from evalkit.kernels.kda_decode.wrapper import decode_config
+
+    bv, nw = decode_config(parse_format(state), 128)
+    twin = compile_check.decode_build("fp32", model="fp32", BV=bv, num_warps=nw)
+    build = compile_check.decode_build(state, model="fp32", BV=bv, num_warps=nw)
+    assert compile_check.summation_signature(build.ttgir) == compile_check.summation_signature(twin.ttgir)
+    builds = [build, compile_check.decode_build(state, BV=bv, num_warps=nw)]
+    if state in ("fp8_e4m3-sr", "m3-rtz", "fp16-sr"):
+        sp = compile_check.state_pass_build(state)
+        assert compile_check.summation_signature(sp.ttgir) == compile_check.summation_signature(
+            compile_check.state_pass_build("fp32").ttgir
+        )
+        builds.append(sp)
+    for b in builds:
+        r = b.resources()
+        assert r["registers"] is not None and r["stack"] == 0, f"{state}: {b.name} {r}"

@@ -98,3 +98,64 @@ def test_twin_detects_an_output_difference(interp, monkeypatch):
     checker = TwinChecker()
     _decode_launch(checker, torch.float16)
     assert checker.passed == 0 and "outputs differ" in checker.stats["decode/fp16"].failures[0]
+
+
+# ------------------------------------------------------------------------------ every format
+
+NEW_FORMATS = ["fp8_e4m3", "fp8_e5m2-sr", "m3", "m10-rtz", "fp16-sr:2", "bf16-sr"]
+
+
+def _format_launches(checker: TwinChecker, name: str, prefill: bool = True) -> None:
+    """One decode and (optionally) one prefill launch on a pool stored in format `name`."""
+    from evalkit.kernels import parse_format, round_to_format
+
+    fmt = parse_format(name)
+    base = name.split("-")[0]
+    x = kda_inputs(3, H, K, V)
+    pool = round_to_format(random_pool(5, H, K, V, torch.float32), base)
+    pos = torch.randint(0, 10**6, (3,))
+    checker.kda_decode(
+        *x.args(), pool, torch.tensor([4, 1, 2], dtype=torch.int32), fmt=fmt, sr_seed=7, positions=pos
+    )
+    if prefill:
+        lengths = [int(torch.randint(1, 70, ())), int(torch.randint(1, 20, ()))]
+        x = kda_inputs(sum(lengths), H, K, V)
+        checker.kda_prefill(
+            *x.args(), pool, torch.tensor([3, 0], dtype=torch.int32), random_cu_seqlens(lengths),
+            torch.tensor([True, False]), fmt=fmt, sr_seed=2, positions=pos[:2],
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize("name", NEW_FORMATS)
+def test_twin_passes_on_every_format(interp, name):
+    checker = TwinChecker(raise_on_mismatch=True)
+    _format_launches(checker, name, prefill=name == "fp8_e5m2-sr")
+    assert checker.checked >= 1 and checker.passed == checker.checked
+
+
+@pytest.mark.parametrize("name", NEW_FORMATS)
+def test_twin_fails_on_a_wrong_build_of_every_format(interp, name):
+    checker = TwinChecker(rounding="wrong")  # rtz for rtne and sr formats, rtne for rtz ones
+    _format_launches(checker, name, prefill=name == "m3")
+    assert checker.checked >= 1 and checker.passed == 0
+
+
+def test_twin_fails_on_other_random_bits(interp, monkeypatch):
+    """An SR build whose random bits differ from the oracle's (here: another key) is caught."""
+    from evalkit.kernels.kda_decode import wrapper
+
+    real = wrapper.launch_key
+    monkeypatch.setattr(wrapper, "launch_key", lambda fmt, seed: real(fmt, seed + 1))
+    checker = TwinChecker()
+    _format_launches(checker, "fp16-sr", prefill=False)
+    assert checker.passed == 0 and "SR(" in checker.stats["decode/fp16-sr"].failures[0]
+
+
+@pytest.mark.parametrize("name", NEW_FORMATS)
+def test_twin_on_the_cpu_path_every_format(name, monkeypatch):
+    """Without Triton the checker wraps the CPU path: same comparison, in this process."""
+    if INTERPRETING:
+        pytest.skip("the CPU path runs outside the interpreter")
+    checker = TwinChecker(raise_on_mismatch=True)
+    _format_launches(checker, name)
+    assert checker.checked == 2 and checker.passed == 2

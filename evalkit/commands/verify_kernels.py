@@ -1,10 +1,12 @@
 """`evalkit verify-kernels`: the fp32-twin check over random shapes, with counts.
 
-Every launch runs a 16-bit (fp16 or bf16) decode or prefill on random inputs and random pool
-contents, checked against the fp32-pool build on an exactly widened copy of the touched rows
-(`evalkit.kernels.twin_check`). On --device cpu the Triton kernels run in Triton's interpreter
-(small shapes, slow); on cuda they run compiled. --self-test also runs a deliberately truncating
-build and requires the check to catch every launch of it."""
+Every launch runs a decode or prefill that stores the state in a rounding format (fp16, bf16,
+fp8, mN; round-to-nearest, truncation or stochastic rounding: `--formats`, default every one in
+`twin_check.TWIN_FORMATS`) on random inputs and random pool contents, checked against the
+fp32-pool build on an exactly widened copy of the touched rows (`evalkit.kernels.twin_check`).
+On --device cpu the Triton kernels run in Triton's interpreter (small shapes, slow); on cuda they
+run compiled. --self-test also runs deliberately wrong builds (each format with another rounding)
+and requires the check to catch every launch of them."""
 
 from __future__ import annotations
 
@@ -34,10 +36,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also run a truncating (wrong) build and require every launch of it to fail",
     )
+    parser.add_argument(
+        "--formats",
+        default=None,
+        help="comma-separated state formats to check, e.g. fp16,fp8_e4m3,m3-rtz,bf16-sr "
+        "(default: every storage and rounding)",
+    )
     parser.add_argument("--json", default=None, help="also write the counts to this JSON file")
 
 
-def _shape(rng: random.Random, device: str) -> dict:
+def _shape(rng: random.Random, device: str, formats: tuple[str, ...]) -> dict:
     """A random launch. On cuda the head shapes come from a short list (every new (H, K, V, dtype)
     combination costs a Triton compile); sizes, slots, lengths and contents vary freely."""
     if device == "cuda":
@@ -50,37 +58,72 @@ def _shape(rng: random.Random, device: str) -> dict:
         model_dtype = rng.choice(["float32", "bfloat16"])
     return {
         "op": rng.choice(["decode", "decode", "prefill"]),
-        "dtype": rng.choice(["fp16", "bf16"]),
+        "format": rng.choice(formats),
         "H": H, "K": K, "V": V, "B": B, "lengths": lengths, "model_dtype": model_dtype,
     }  # fmt: skip
 
 
-def run_launches(n: int, device: str, *, seed: int | None, rounding: str = "rtne", progress=None):
-    """Run n checked launches of random shapes; returns the TwinChecker with its counts."""
+def _stored_pool(rows: int, *, H: int, K: int, V: int, fmt, device: str, gen):
+    """Random pool contents as earlier stores of this format would have left them."""
+    import dataclasses
+
     import torch
 
-    from evalkit.kernels import STATE_DTYPES
-    from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool
-    from evalkit.kernels.twin_check import TwinChecker
+    from evalkit.kernels import round_to_format
+    from evalkit.kernels.testing import random_pool
+
+    stored = dataclasses.replace(fmt, rounding="rtne", seed=0)
+    return round_to_format(random_pool(rows, H, K, V, torch.float32, device=device, generator=gen), stored)
+
+
+def _positions(rows: int, *, device: str, gen):
+    import torch
+
+    return torch.randint(0, 2**31, (rows,), generator=gen, device=device)
+
+
+def run_launches(
+    n: int,
+    device: str,
+    *,
+    seed: int | None,
+    rounding: str | None = None,
+    progress=None,
+    formats: tuple[str, ...] | None = None,
+):
+    """Run n checked launches of random shapes and formats; returns the TwinChecker with its
+    counts. `rounding` overrides the launches' rounding ('wrong': the self-test's wrong builds)."""
+    import functools
+
+    import torch
+
+    from evalkit.kernels import parse_format
+    from evalkit.kernels.testing import kda_inputs, random_cu_seqlens
+    from evalkit.kernels.twin_check import TWIN_FORMATS, TwinChecker
+
+    formats = tuple(formats or TWIN_FORMATS)
 
     rng = random.Random(seed)
     gen = torch.Generator(device=device).manual_seed(rng.randrange(2**31)) if seed is not None else None
     checker = TwinChecker(rounding=rounding)
     for i in range(n):
-        s = _shape(rng, device)
-        dt, mdt = STATE_DTYPES[s["dtype"]], getattr(torch, s["model_dtype"])
+        s = _shape(rng, device, formats)
+        fmt, mdt = parse_format(s["format"]), getattr(torch, s["model_dtype"])
+        store = dict(fmt=fmt, sr_seed=rng.randrange(64))
         H, K, V = s["H"], s["K"], s["V"]
+        pool_of = functools.partial(_stored_pool, H=H, K=K, V=V, fmt=fmt, device=device, gen=gen)
+        positions = functools.partial(_positions, device=device, gen=gen)
         if s["op"] == "decode":
             B = s["B"]
             x = kda_inputs(B, H, K, V, dtype=mdt, device=device, generator=gen)
-            pool = random_pool(B + 3, H, K, V, dt, device=device, generator=gen)
+            pool = pool_of(B + 3)
             slots = torch.randperm(B + 3, generator=gen, device=device)[:B].to(torch.int32)
-            checker.kda_decode(*x.args(), pool, slots)
+            checker.kda_decode(*x.args(), pool, slots, positions=positions(B), **store)
         else:
             lengths = s["lengths"]
             N = len(lengths)
             x = kda_inputs(sum(lengths), H, K, V, dtype=mdt, device=device, generator=gen)
-            pool = random_pool(N + 2, H, K, V, dt, device=device, generator=gen)
+            pool = pool_of(N + 2)
             slots = torch.randperm(N + 2, generator=gen, device=device)[:N].to(torch.int32)
             init = torch.rand(N, generator=gen, device=device) < 0.5
             intra = torch.bfloat16 if rng.random() < 0.25 else None
@@ -91,6 +134,8 @@ def run_launches(n: int, device: str, *, seed: int | None, rounding: str = "rtne
                 random_cu_seqlens(lengths, device=device),
                 init,
                 intra_chunk_dtype=intra,
+                positions=positions(N),
+                **store,
             )
         if progress is not None:
             progress(i + 1)
@@ -98,11 +143,11 @@ def run_launches(n: int, device: str, *, seed: int | None, rounding: str = "rtne
 
 
 def _table(title: str, checker) -> str:
-    rows = [f"{title}", f"  {'launch':<16}{'checked':>9}{'passed':>9}{'failed':>9}"]
+    rows = [f"{title}", f"  {'launch':<24}{'checked':>9}{'passed':>9}{'failed':>9}"]
     for key, st in sorted(checker.stats.items()):
-        rows.append(f"  {key:<16}{st.checked:>9}{st.passed:>9}{st.failed:>9}")
+        rows.append(f"  {key:<24}{st.checked:>9}{st.passed:>9}{st.failed:>9}")
     rows.append(
-        f"  {'total':<16}{checker.checked:>9}{checker.passed:>9}{checker.checked - checker.passed:>9}"
+        f"  {'total':<24}{checker.checked:>9}{checker.passed:>9}{checker.checked - checker.passed:>9}"
     )
     return "\n".join(rows)
 
@@ -132,12 +177,22 @@ def main(args: argparse.Namespace) -> int:
     n = args.launches if args.launches is not None else (10000 if device == "cuda" else 20)
     if n < 1:
         raise InputError("--launches must be at least 1")
+    formats = None
+    if args.formats:
+        from evalkit.kernels import FormatError, parse_format
+
+        try:
+            formats = tuple(parse_format(f).name for f in args.formats.split(",") if f.strip())
+        except FormatError as exc:
+            raise InputError(f"--formats: {exc}") from None
+        if not formats or any(parse_format(f).exact for f in formats):
+            raise InputError("--formats: name formats that round (plain fp32 has nothing to check)")
 
     from tqdm import tqdm
 
     t0 = time.time()
     with tqdm(total=n, desc="twin check", unit="launch") as bar:
-        checker = run_launches(n, device, seed=args.seed, progress=lambda i: bar.update(1))
+        checker = run_launches(n, device, seed=args.seed, progress=lambda i: bar.update(1), formats=formats)
     print(_table(f"fp32-twin check on {device} ({n} launches, {time.time() - t0:.1f} s)", checker))
     result = {
         "device": device,
@@ -152,8 +207,10 @@ def main(args: argparse.Namespace) -> int:
     if args.self_test:
         m = max(2, min(n, 20))
         with tqdm(total=m, desc="truncating build", unit="launch") as bar:
-            wrong = run_launches(m, device, seed=args.seed, rounding="rtz", progress=lambda i: bar.update(1))
-        print(_table(f"self-test: deliberately truncating build ({m} launches; every one must fail)", wrong))
+            wrong = run_launches(
+                m, device, seed=args.seed, rounding="wrong", progress=lambda i: bar.update(1), formats=formats
+            )
+        print(_table(f"self-test: deliberately wrong builds ({m} launches; every one must fail)", wrong))
         caught = wrong.checked - wrong.passed
         result["self_test"] = {"launches": m, "checked": wrong.checked, "caught": caught}
         ok = ok and caught == wrong.checked

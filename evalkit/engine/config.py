@@ -15,12 +15,15 @@ from typing import Any
 import torch
 
 from evalkit.errors import InputError
+from evalkit.kernels.formats import FormatError, StateFormat, parse_format
 
 
 @dataclass
 class EngineConfig:
     model: Any = None  # path / hub id, or an already loaded evalkit.model.LoadedModel
-    state_dtype: str = "fp32"  # the arm: dtype of the recurrent KDA state pool (fp32 | fp16 | bf16)
+    # the arm: storage format of the recurrent KDA state pool, any `evalkit.kernels.formats` name
+    # (fp32 | fp16 | bf16 | fp8_e4m3 | fp8_e5m2 | mN, optionally -sr[:SEED] or -rtz)
+    state_dtype: str = "fp32"
     device: str | None = None  # "cuda" when available, else "cpu"
     max_num_seqs: int | None = None  # concurrent sequences (= state slots); GPU 256, CPU 16
     max_num_batched_tokens: int | None = None  # tokens per prefill forward; GPU 16384, CPU 512
@@ -35,13 +38,18 @@ class EngineConfig:
     cpu_kv_cache_bytes: int = 256 << 20
     intra_chunk_dtype: str | None = None  # round the carried state inside prefill chunks (None: no)
     kda_chunk_size: int = 64  # the chunked prefill kernel's chunk
-    twin_check: int = 0  # n > 0: check one 16-bit KDA launch in n against its fp32 twin (no CUDA graphs)
+    twin_check: int = 0  # n > 0: check one rounding KDA launch in n against its fp32 twin (no CUDA graphs)
     enforce_eager: bool = False  # no CUDA graphs
     batch_invariant: bool = True
     health_interval: int | None = None  # decode steps between state-magnitude checks; GPU 16, CPU 1
     overflow_threshold: float = 32768.0  # |state| at or above this flags "overflow" (fp16 max is 65504)
     dtype: str | None = None  # weights/activations: default bf16 on GPU, fp32 on CPU
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def state_format(self) -> StateFormat:
+        """The arm's storage format (`state_dtype` parsed)."""
+        return parse_format(self.state_dtype)
 
     def resolved(self, max_position_embeddings: int) -> EngineConfig:
         """A copy with every device-dependent default filled in and the values checked."""
@@ -64,8 +72,10 @@ class EngineConfig:
         c.max_model_len = c.max_model_len or min(max_position_embeddings, 139264)
         c.twin_check = int(c.twin_check)
         c.health_interval = c.health_interval or (16 if gpu else 1)
-        if c.state_dtype not in ("fp32", "fp16", "bf16"):
-            raise InputError(f"state_dtype must be fp32, fp16 or bf16, got {c.state_dtype!r}")
+        try:
+            c.state_dtype = parse_format(c.state_dtype).name  # canonical name, e.g. float16 -> fp16
+        except FormatError as exc:
+            raise InputError(f"state_dtype: {exc}") from None
         if c.intra_chunk_dtype not in (None, "fp32", "fp16", "bf16"):
             raise InputError(
                 f"intra_chunk_dtype must be fp32, fp16, bf16 or None, got {c.intra_chunk_dtype!r}"

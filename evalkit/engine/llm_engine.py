@@ -82,18 +82,18 @@ class LLMEngine:
             "max_batch": 0,
         }
         self.twin = None
-        if self.config.twin_check and self.config.state_dtype != "fp32":
+        if self.config.twin_check and not self.config.state_format.exact:
             from evalkit.kernels.twin_check import TwinChecker
 
             self.twin = TwinChecker(every=self.config.twin_check)
-            self.state.kda_ops = self.twin  # every n-th 16-bit KDA launch is checked
+            self.state.kda_ops = self.twin  # every n-th rounding KDA launch is checked
         if self.runner.use_graphs:
             self.runner.capture_graphs()
 
     # -- memory --------------------------------------------------------------------------------
     def _make_pools(self) -> StatePools:
         c, arch = self.config, self.arch
-        sdt = _DTYPES[c.state_dtype]
+        sdt = c.state_format.pool_dtype
         mdt = self.model.dtype
         per_slot = StatePools.bytes_per_slot(arch, sdt, mdt)
         per_tok = max(StatePools.bytes_per_token(arch, mdt), 1)
@@ -115,7 +115,7 @@ class LLMEngine:
         return StatePools(
             arch,
             slots,
-            sdt,
+            c.state_format,
             mdt,
             self.model.device,
             num_blocks,
@@ -413,6 +413,7 @@ class LLMEngine:
                 "weights_fingerprint": self._weights_fingerprint,
             },
             "state_dtype": c.state_dtype,
+            "state_format": c.state_format.describe(),
             "intra_chunk_dtype": c.intra_chunk_dtype,
             "kernel_build": kernel_build(dev),
             "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",

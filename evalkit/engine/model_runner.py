@@ -99,6 +99,7 @@ class ModelRunner:
         ids: list[int] = []
         cu = [0]
         slots, has_init, want_idx, new_lens, ctx_rows, slot_map = [], [], [], [], [], []
+        store_pos = []
         per_seq_wanted = []
         for seq, n in chunks:
             c = seq.num_computed
@@ -109,6 +110,7 @@ class ModelRunner:
             cu.append(cu[-1] + n)
             slots.append(seq.slot)
             has_init.append(c > 0)
+            store_pos.append(c + n - 1)
             new_lens.append(n)
             if self.has_mla:
                 ctx_rows.append(self._rows(seq.slot, 0, c + n))
@@ -124,6 +126,7 @@ class ModelRunner:
             slots=torch.tensor(slots, dtype=torch.long, device=dev),
             cu_seqlens=torch.tensor(cu, dtype=torch.int32, device=dev),
             has_initial_state=torch.tensor(has_init, dtype=torch.bool, device=dev),
+            state_positions=torch.tensor(store_pos, dtype=torch.long, device=dev),
             mla_slot_mapping=torch.cat(slot_map) if slot_map else None,
             context_rows=ctx_rows,
             new_lens=new_lens,
@@ -211,6 +214,7 @@ class ModelRunner:
             logits_block=input_ids.shape[0],
             mla_splits=mla_splits,
             decode_rows=rows,
+            state_positions=(context_lens - 1).long(),  # device op: graph-capturable
         )
         if self.has_mla:
             bs = self.state.block_size

@@ -1,4 +1,5 @@
-"""Fixed memory pools: per KDA layer a recurrent-state pool [S, H, K, V] in the arm's dtype and a
+"""Fixed memory pools: per KDA layer a recurrent-state pool [S, H, K, V] in the dtype of the arm's
+storage format (`state_format.pool_dtype`: fp32 also for mN, 1 byte for fp8) and a
 conv-state pool [S, 3*H*K, W-1] (model dtype); per MLA layer a paged latent cache
 [blocks * block_size, kv_lora_rank + rope] (model dtype). Slot S-1 and block 0 are scratch: the
 dummy rows of a fixed-width decode batch read and write only there.
@@ -12,6 +13,7 @@ import torch
 
 from evalkit.errors import EvalkitError
 from evalkit.kernels import resolve_state_dtype
+from evalkit.kernels.formats import StateFormat, parse_format
 
 from ..model.config import KimiArch
 
@@ -25,7 +27,7 @@ class StatePools:
         self,
         arch: KimiArch,
         num_slots: int,
-        state_dtype: str | torch.dtype,
+        state_dtype: str | torch.dtype | StateFormat,
         model_dtype: torch.dtype,
         device: torch.device | str,
         num_blocks: int,
@@ -35,7 +37,8 @@ class StatePools:
     ):
         self.arch = arch
         self.device = torch.device(device)
-        self.state_dtype = resolve_state_dtype(state_dtype)
+        self.state_format = parse_format(state_dtype)  # how the kernels round each store
+        self.state_dtype = self.state_format.pool_dtype
         self.model_dtype = model_dtype
         self.num_slots = num_slots
         self.scratch_slot = num_slots
@@ -126,6 +129,9 @@ class StatePools:
         out = torch.zeros(slots.numel(), device=self.device)
         for t in self.kda.values():  # 32 slots at a time: a bounded temporary
             for i in range(0, slots.numel(), 32):
-                part = t[slots[i : i + 32]].abs().amax(dim=(1, 2, 3)).float()
+                part = t[slots[i : i + 32]]
+                if part.element_size() == 1:  # fp8 pools: torch has no fp8 reductions
+                    part = part.float()
+                part = part.abs().amax(dim=(1, 2, 3)).float()
                 out[i : i + 32] = torch.maximum(out[i : i + 32], part)
         return out

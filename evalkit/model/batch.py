@@ -24,6 +24,9 @@ class ForwardBatch:
     slots: torch.Tensor  # [N] int64: recurrent/conv state slot per sequence (decode: per row)
     cu_seqlens: torch.Tensor | None = None  # [N+1] int32, prefill only
     has_initial_state: torch.Tensor | None = None  # [N] bool, prefill only
+    # [N] int64: per sequence, the position of the last token this pass folds into its recurrent
+    # state, i.e. where the state is stored (stochastic rounding hashes it; never the slot)
+    state_positions: torch.Tensor | None = None
     # MLA cache (None for pure-KDA models)
     mla_slot_mapping: torch.Tensor | None = None  # [num rows written] int64: pool row of each new token
     block_tables: torch.Tensor | None = None  # [N, max_blocks] int32

@@ -2,7 +2,9 @@
 
 Each program streams its [K, BV] slice of the state once in and once out (the state is the only
 large operand), so the kernel is bound by memory bandwidth; q/k/gate/beta for the head are tiny and
-re-read per value block. All arithmetic is fp32; the pool dtype is the constexpr STATE_DTYPE.
+re-read per value block. All arithmetic is fp32; the pool's storage format is the build constants
+STORAGE, MANT_BITS, ROUNDING (`triton_common.store_state`); stochastic rounding hashes the launch
+key, the sequence position of the store (`positions`) and the element's index in [H, K, V].
 
 Bit-identical twins: the fp32-twin check requires the 16-bit build to compute exactly what the fp32
 build computes. The only reductions are over K (k.S and q.S); their order follows the register
@@ -15,10 +17,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..triton_common import kda_gate, l2norm_vec, round_state
+from ..triton_common import kda_gate, l2norm_vec, load_state, store_state
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["sr_key"])
 def kda_decode_kernel(
     q,
     k,
@@ -29,16 +31,19 @@ def kda_decode_kernel(
     dt_bias,
     pool,
     slots,
+    positions,
     o,
     scale,
+    sr_key,
     H: tl.constexpr,
     K: tl.constexpr,
     V: tl.constexpr,
     BK: tl.constexpr,
     BV: tl.constexpr,
     VEC: tl.constexpr,
-    STATE_DTYPE: tl.constexpr,
-    ROUND_RTZ: tl.constexpr,
+    STORAGE: tl.constexpr,
+    MANT_BITS: tl.constexpr,
+    ROUNDING: tl.constexpr,
 ):
     i_bh = tl.program_id(0).to(tl.int64)  # B*H can exceed the 65535 limit of grid axes 1 and 2
     i_v = tl.program_id(1)
@@ -67,7 +72,7 @@ def kda_decode_kernel(
     slot = tl.load(slots + i_b).to(tl.int64)
     p_s = pool + (slot * H + i_h) * K * V + o_k[:, None] * V + o_v[None, :]
     m_s = m_k[:, None] & m_v[None, :]
-    b_s = tl.load(p_s, mask=m_s, other=0.0).to(tl.float32)
+    b_s = load_state(p_s, m_s, STORAGE)
 
     b_s = b_s * tl.exp(b_g)[:, None]
     b_u = b_beta * (b_v - tl.sum(b_s * b_k[:, None], axis=0))
@@ -75,4 +80,9 @@ def kda_decode_kernel(
     b_o = tl.sum(b_s * b_q[:, None], axis=0)
 
     tl.store(o + i_bh * V + o_v, b_o.to(o.dtype.element_ty), mask=m_v)
-    tl.store(p_s, round_state(b_s, STATE_DTYPE, ROUND_RTZ), mask=m_s)
+    if ROUNDING == "sr":
+        pos = tl.load(positions + i_b)
+    else:
+        pos = 0
+    elem = (i_h * K + o_k[:, None]) * V + o_v[None, :]
+    tl.store(p_s, store_state(b_s, elem, pos, sr_key, STORAGE, MANT_BITS, ROUNDING), mask=m_s)

@@ -15,8 +15,9 @@
                           (Kd, e^{G_last} and q e^G are precomputed by kernel 1: the sequential
                           kernel only streams W, U, Kd).
                           Stores each chunk's starting state (fp32) and v_new; the final state is
-                          rounded once into the pool. With INTRA_BF16 the carried state is rounded
-                          to bf16 at every chunk boundary (the production-engine arm).
+                          rounded once into the pool (its storage format: STORAGE, MANT_BITS,
+                          ROUNDING; SR at the sequence position `positions[n]`). With INTRA_BF16
+                          the carried state is rounded to bf16 at every chunk boundary.
 5. `output_kernel`        per (chunk, head, V block): o = (q e^G) S_start + Aqk v_new.
 
 All matrices are fp32 and every tl.dot takes DOT_PREC ("tf32x3" by default: about fp32 accuracy
@@ -29,7 +30,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..triton_common import kda_gate, l2norm_rows, l2norm_vec, round_state, round_to_bf16_bits
+from ..triton_common import kda_gate, l2norm_rows, l2norm_vec, load_state, round_to_bf16_bits, store_state
 
 
 @triton.jit
@@ -386,7 +387,7 @@ def solve_wy_kernel(
 
 
 # ----------------------------------------------------------------------------------------- 4
-@triton.jit
+@triton.jit(do_not_specialize=["sr_key"])
 def state_pass_kernel(
     Kd,
     EGl,
@@ -396,6 +397,8 @@ def state_pass_kernel(
     Hs,
     pool,
     slots,
+    positions,
+    sr_key,
     cu_seqlens,
     chunk_offsets,
     has_initial_state,
@@ -407,8 +410,9 @@ def state_pass_kernel(
     BV: tl.constexpr,
     BR: tl.constexpr,
     DOT_PREC: tl.constexpr,
-    STATE_DTYPE: tl.constexpr,
-    ROUND_RTZ: tl.constexpr,
+    STORAGE: tl.constexpr,
+    MANT_BITS: tl.constexpr,
+    ROUNDING: tl.constexpr,
     INTRA_BF16: tl.constexpr,
 ):
     i_nh = tl.program_id(0)  # N*H can exceed the 65535 limit of grid axes 1 and 2
@@ -427,7 +431,7 @@ def state_pass_kernel(
     slot = tl.load(slots + i_n).to(tl.int64)
     p_pool = pool + (slot * H + i_h) * K * V + o_s
     k_lim = tl.where(tl.load(has_initial_state + i_n) != 0, K, 0)  # K rows, or none: start from zeros
-    b_s = tl.load(p_pool, mask=(o_k < k_lim)[:, None] & (o_v < V)[None, :], other=0.0).to(tl.float32)
+    b_s = load_state(p_pool, (o_k < k_lim)[:, None] & (o_v < V)[None, :], STORAGE)
 
     for i_t in range(0, n_chunks):
         t0 = bos + i_t * BT
@@ -450,7 +454,12 @@ def state_pass_kernel(
             if i_t + 1 < n_chunks:
                 b_s = round_to_bf16_bits(b_s, False).to(tl.float32)
 
-    tl.store(p_pool, round_state(b_s, STATE_DTYPE, ROUND_RTZ), mask=m_s)
+    if ROUNDING == "sr":
+        pos = tl.load(positions + i_n)
+    else:
+        pos = 0
+    elem = i_h * K * V + o_s
+    tl.store(p_pool, store_state(b_s, elem, pos, sr_key, STORAGE, MANT_BITS, ROUNDING), mask=m_s)
 
 
 @triton.jit

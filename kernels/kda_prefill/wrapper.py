@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 import triton
 
-from ..common import KernelInputError, check_kda_args, check_varlen, flat_a_log
-from ..triton_launch import check_triton_device, rounding_flag, state_constexpr
+from ..common import KernelInputError, check_kda_args, check_varlen, flat_a_log, resolve_format
+from ..formats import StateFormat
+from ..triton_launch import check_triton_device, format_constexprs, launch_key, pool_arg
 from .kernel import gate_cumsum_kernel, intra_kernel, output_kernel, solve_wy_kernel, state_pass_kernel
 
 CHUNK = 64  # BT: the block solve is written for 4 sub-blocks of 16
@@ -51,14 +52,18 @@ def kda_prefill(
     *,
     chunk_size: int = CHUNK,
     intra_chunk_dtype: torch.dtype | None = None,
+    fmt: StateFormat | str | None = None,
+    sr_seed: int = 0,
+    positions: torch.Tensor | None = None,
     out: torch.Tensor | None = None,
-    rounding: str = "rtne",
+    rounding: str | None = None,
     dot_precision: str | None = None,
 ) -> torch.Tensor:
-    """Packed variable-length prefill; see `evalkit.kernels.kda_prefill`. `rounding='rtz'` builds
-    the deliberately wrong truncating variant (tests of the twin check only)."""
+    """Packed variable-length prefill; see `evalkit.kernels.kda_prefill`. `rounding` overrides
+    the format's rounding (e.g. 'rtz': a deliberately wrong build, tests of the twin check only)."""
     check_kda_args(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, packed=True)
     check_varlen(cu_seqlens, has_initial_state, slots, q.shape[0])
+    fmt = resolve_format(fmt, state_pool, positions, slots.numel())
     check_triton_device(state_pass_kernel, q)
     if chunk_size != CHUNK:
         raise KernelInputError(
@@ -112,10 +117,10 @@ def kda_prefill(
     bv = min(bv, BVf)
     N = len(cu) - 1
     state_pass_kernel[(N * H, triton.cdiv(V, bv))](
-        Kd, EGl, W, U, Vn, Hs, state_pool, slots.contiguous(), cu_seqlens.to(torch.int32).contiguous(), c_off,
-        has_initial_state.to(torch.int32).contiguous(),
-        H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=bv, BR=br, DOT_PREC=prec,
-        STATE_DTYPE=state_constexpr(state_pool), ROUND_RTZ=rounding_flag(rounding),
+        Kd, EGl, W, U, Vn, Hs, pool_arg(state_pool), slots.contiguous(),
+        positions.contiguous() if positions is not None else slots, launch_key(fmt, sr_seed),
+        cu_seqlens.to(torch.int32).contiguous(), c_off, has_initial_state.to(torch.int32).contiguous(),
+        H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=bv, BR=br, DOT_PREC=prec, **format_constexprs(fmt, rounding),
         INTRA_BF16=intra_chunk_dtype == torch.bfloat16, num_warps=nw, num_stages=ns,
     )  # fmt: skip
     if NC > 0:

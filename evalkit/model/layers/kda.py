@@ -2,7 +2,9 @@
 
 The six projections that read the normed hidden state (q, k, v, f_a, g_a, b) are one fused GEMM.
 The short conv, gate, beta, L2 norms and the recurrence run in `evalkit.kernels` (fp32 math; the
-state pool's dtype is the arm). Output: per-head RMSNorm x sigmoid(gate) in fp32, then o_proj."""
+state pool's storage format is the arm: `state.state_format`, with the layer index as the launch
+seed and each sequence's store position for stochastic rounding). Output: per-head RMSNorm x
+sigmoid(gate) in fp32, then o_proj."""
 
 from __future__ import annotations
 
@@ -64,7 +66,10 @@ class KDAttention(nn.Module):
         q, k, v = (t.reshape(n, H, K).contiguous() for t in y.split(D, dim=-1))
         if batch.is_decode:
             ops = getattr(state, "kda_ops", None) or kernels  # kda_ops: e.g. the fp32-twin checker
-            o = ops.kda_decode(q, k, v, g_raw, beta_raw, self.A_log, self.dt_bias, kda_pool, batch.slots)
+            o = ops.kda_decode(
+                q, k, v, g_raw, beta_raw, self.A_log, self.dt_bias, kda_pool, batch.slots,
+                **self._store_args(state, batch.state_positions),
+            )  # fmt: skip
         else:
             o = self._prefill(q, k, v, g_raw, beta_raw, kda_pool, batch, state)
         o = kernels.gated_rmsnorm(o, gate, self.o_norm, self.eps).reshape(n, D)
@@ -72,12 +77,21 @@ class KDAttention(nn.Module):
             o = F.pad(o, (0, 0, 0, T - n))
         return F.linear(o, self.o_proj)
 
+    def _store_args(self, state, positions) -> dict:
+        """How this layer's state is stored: the arm's format, this layer's SR seed, positions.
+        Pools without a format (older callers) store round-to-nearest in their dtype."""
+        fmt = getattr(state, "state_format", None)
+        if fmt is None:
+            return {}
+        return dict(fmt=fmt, sr_seed=self.layer_idx, positions=positions)
+
     def _prefill(self, q, k, v, g_raw, beta_raw, pool, batch: ForwardBatch, state) -> torch.Tensor:
         """Packed prefill; with `state.serial_prefill` one kernel call per sequence (the CPU path's
         result for a sequence otherwise depends on how many sequences share the call)."""
         args = dict(chunk_size=state.chunk_size, intra_chunk_dtype=state.intra_chunk_dtype)
         ops = getattr(state, "kda_ops", None) or kernels
         n_seqs = batch.slots.numel()
+        positions = batch.state_positions
         if not getattr(state, "serial_prefill", False) or n_seqs == 1:
             return ops.kda_prefill(
                 q,
@@ -92,6 +106,7 @@ class KDAttention(nn.Module):
                 batch.cu_seqlens,
                 batch.has_initial_state,
                 **args,
+                **self._store_args(state, positions),
             )
         cu = batch.cu_seqlens.tolist()
         outs = []
@@ -112,6 +127,7 @@ class KDAttention(nn.Module):
                     local,
                     batch.has_initial_state[i : i + 1],
                     **args,
+                    **self._store_args(state, None if positions is None else positions[i : i + 1]),
                 )
             )
         return torch.cat(outs)
