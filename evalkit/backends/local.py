@@ -1,4 +1,4 @@
-"""The local backend: the in-process engine, with the recurrent state pool in the arm's dtype.
+"""The local backend: the in-process engine, its state stored as the arm says (`evalkit.arm`).
 
 `encode_prompt` is the single definition of how a prompt becomes token ids; `evalkit serve`
 uses it too, which is what makes a run through the server equal an in-process run.
@@ -63,15 +63,21 @@ class LocalBackend:
         self,
         model: str | None = None,
         *,
-        state_dtype: str = "fp32",
+        arm: Any = None,
+        state_dtype: str | None = None,
         device: str | None = None,
         max_num_seqs: int | None = None,
         engine: Any = None,
     ) -> None:
+        """`arm`: an `evalkit.arm.Arm` or its text (`state_dtype` is the same, kept for old
+        callers); it sets the state format, the prefill chunk size and the intra-chunk dtype."""
+        from evalkit.arm import parse_arm
+
+        self.arm = parse_arm(arm or state_dtype or "fp32")
         if engine is None:
             from evalkit.engine import LLMEngine
 
-            kwargs: dict[str, Any] = {"state_dtype": state_dtype}
+            kwargs: dict[str, Any] = dict(self.arm.engine_options())
             if device:
                 kwargs["device"] = device
             if max_num_seqs:
