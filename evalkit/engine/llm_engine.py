@@ -26,6 +26,7 @@ from evalkit.errors import InputError
 
 from ..model.loader import LoadedModel, load_model
 from .config import EngineConfig
+from .forced import ForcedScore, row_scores
 from .health import is_repetition, logit_flags, state_flags
 from .memory import gpu_pool_budget
 from .model_runner import ModelRunner
@@ -144,6 +145,21 @@ class LLMEngine:
         self._live[rid] = seq
         return rid
 
+    def add_forced_request(self, prompt: Prompt, answer: Seq[int], request_id: int | None = None) -> int:
+        """Teacher-force `answer` (token ids) after `prompt` in decode mode (`evalkit.engine.forced`):
+        the prompt is prefilled as for generation, then each answer token is a decode step. Its
+        `Output.forced` is a `ForcedScore`."""
+        answer = [int(t) for t in answer]
+        if not answer:
+            raise InputError("teacher forcing: empty answer")
+        rid = next(self._ids) if request_id is None else request_id
+        seq = Sequence(self.encode(prompt), SamplingParams(max_new_tokens=len(answer)), request_id=rid)
+        seq.forced = answer
+        seq.forced_score = ForcedScore(tokens=answer)
+        self.scheduler.add(seq)
+        self._live[rid] = seq
+        return rid
+
     def has_unfinished(self) -> bool:
         return self.scheduler.has_unfinished()
 
@@ -204,7 +220,9 @@ class LLMEngine:
                 continue
             lg = last_logits[seq.seq_id]
             seq.t_first_token = time.perf_counter()
-            if seq.params.max_new_tokens == 0:
+            if seq.forced is not None:
+                self._force(seq, lg[-1:])
+            elif seq.params.max_new_tokens == 0:
                 seq.finish_reason = "length"
             else:
                 self._append(seq, int(lg[-1].argmax()))
@@ -228,9 +246,13 @@ class LLMEngine:
         self._decode_steps += 1
         if self._decode_steps % self.config.health_interval == 0:
             self._check_state(seqs)
+        forced = [i for i, s in enumerate(seqs) if s.forced is not None]
+        if forced:
+            self._force_rows([seqs[i] for i in forced], logits[forced])
         done = []
         for seq, tok in zip(seqs, packed[0].tolist()):
-            self._append(seq, tok)
+            if seq.forced is None:
+                self._append(seq, tok)
             if seq.finish_reason:
                 self._check_state([seq])
                 self.scheduler.finish(seq)
@@ -261,6 +283,23 @@ class LLMEngine:
         picked = logp.gather(1, targets[:, None])[:, 0]
         seq.logprob += float(picked.double().sum())
         seq.is_greedy = seq.is_greedy and bool((lg.argmax(-1) == targets).all())
+
+    def _force(self, seq: Sequence, logits: torch.Tensor) -> None:
+        self._force_rows([seq], logits)
+
+    def _force_rows(self, seqs: list[Sequence], logits: torch.Tensor) -> None:
+        """Score the next answer token of each teacher-forced sequence (one logits row each), then
+        queue that token as the next decode input, or finish after the last one."""
+        nxt = [s.forced[len(s.forced_score.token_logprobs)] for s in seqs]
+        targets = torch.tensor(nxt, dtype=torch.long, device=logits.device)
+        logps, margins = row_scores(logits, targets)
+        for seq, tok, lp, mg in zip(seqs, nxt, logps, margins):
+            seq.forced_score.token_logprobs.append(lp)
+            seq.forced_score.margins.append(mg)
+            if len(seq.forced_score.token_logprobs) == len(seq.forced):
+                seq.finish_reason = "length"
+            else:
+                seq.token_ids.append(tok)
 
     def _append(self, seq: Sequence, tok: int) -> None:
         seq.token_ids.append(tok)
@@ -308,6 +347,7 @@ class LLMEngine:
             flags=sorted(seq.flags),
             state_max_abs=seq.state_max_abs if self.state.kda else None,
             timings=timings,
+            forced=seq.forced_score,
         )
 
     # -- batch APIs ----------------------------------------------------------------------------
@@ -349,6 +389,16 @@ class LLMEngine:
         results: dict[int, Output] = {}
         self._run(rids, results, None, use_tqdm, "loglikelihood")
         return [(s.logprob, s.is_greedy) for s in seqs]
+
+    def forced_decode(
+        self, requests: Seq[tuple[Prompt, Seq[int]]], use_tqdm: bool = False
+    ) -> list[ForcedScore]:
+        """Decode-mode teacher forcing of (prompt, answer ids) pairs (see `add_forced_request`);
+        batch-invariant like generation: a pair's scores do not depend on the other pairs."""
+        rids = [self.add_forced_request(p, a) for p, a in requests]
+        results: dict[int, Output] = {}
+        self._run(rids, results, None, use_tqdm, "forced decode")
+        return [results[r].forced for r in rids]
 
     def _run(self, rids, results, on_finish, use_tqdm, desc) -> None:
         from tqdm.auto import tqdm

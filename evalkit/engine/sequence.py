@@ -42,6 +42,9 @@ class Sequence:
         self.score_from = score_from
         self.logprob = 0.0
         self.is_greedy = True
+        # teacher forcing in decode mode (evalkit.engine.forced): the answer fed token by token
+        self.forced: list[int] | None = None
+        self.forced_score = None
         self.t_arrival = time.perf_counter()
         self.t_first_token: float | None = None
 
