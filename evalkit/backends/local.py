@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit.backends.base import GenRequest, GenResult, OnResult, Prompt
+from evalkit.errors import EvalkitError
 
 
 def encode_prompt(tokenizer: Any, prompt: Prompt) -> list[int]:
@@ -46,6 +47,7 @@ def to_result(out: Any) -> GenResult:
         finish_reason=out.finish_reason,
         flags=list(out.flags or []),
         timings=timings,
+        token_ids=[int(t) for t in out.token_ids],
     )
 
 
@@ -91,8 +93,14 @@ class LocalBackend:
 
     def generate(self, requests: list[GenRequest], on_result: OnResult) -> None:
         """All requests join the engine's continuous batch; each result is handed over the step it
-        finishes. Engine failures propagate: completed results are already stored, a re-run resumes."""
-        index: dict[int, int] = {}
+        finishes. A request with a `gold` answer also gets a decode-mode teacher-forced twin
+        (`LLMEngine.add_forced_request`: the prompt is prefilled a second time), and its result
+        waits for both. Engine failures propagate: completed results are already stored, a re-run
+        resumes."""
+        from evalkit.backends import gold as gold_mod
+
+        owner: dict[int, tuple[int, str]] = {}  # engine request id -> (request index, "gen" | "gold")
+        partial: dict[int, dict[str, Any]] = {}
         for i, r in enumerate(requests):
             params = make_params(
                 self.engine,
@@ -101,14 +109,30 @@ class LocalBackend:
                 ignore_eos=r.ignore_eos,
                 min_tokens=r.min_tokens,
             )
-            index[self.engine.add_request(encode_prompt(self.tokenizer, r.prompt), params)] = i
-        while index and self.engine.has_unfinished():
+            ids = encode_prompt(self.tokenizer, r.prompt)
+            partial[i] = {}
+            owner[self.engine.add_request(ids, params)] = (i, "gen")
+            if r.gold is not None:
+                answer = list(self.tokenizer.encode(r.gold, add_special_tokens=False))
+                try:
+                    owner[self.engine.add_forced_request(ids, answer)] = (i, "gold")
+                except EvalkitError as exc:
+                    partial[i]["gold"] = gold_mod.failed("decode", str(exc))
+            else:
+                partial[i]["gold"] = None
+        while owner and self.engine.has_unfinished():
             for out in engine_step(self.engine)[0]:
-                i = index.pop(out.request_id, None)
-                if i is not None:
-                    on_result(i, to_result(out))
-        if index:
-            raise RuntimeError(f"the engine stopped with {len(index)} requests unanswered")
+                i, kind = owner.pop(out.request_id, (None, None))
+                if i is None:
+                    continue
+                partial[i][kind] = to_result(out) if kind == "gen" else gold_mod.from_forced(out.forced)
+                if len(partial[i]) == 2:
+                    got = partial.pop(i)
+                    result = got["gen"]
+                    result.gold = got["gold"]
+                    on_result(i, result)
+        if owner:
+            raise RuntimeError(f"the engine stopped with {len(owner)} requests unanswered")
 
     def close(self) -> None:
         pass

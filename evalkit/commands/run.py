@@ -76,6 +76,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         help="cap every task's generation length (smoke tests; recorded in the manifest)",
     )
+    q.add_argument(
+        "--gold-logprob",
+        action="store_true",
+        help="also score each question's reference answer (gold_logprob, gold_margins in "
+        "samples.jsonl; the paired measure of `compare`): teacher-forced in decode mode locally "
+        "(costs a second prefill of every prompt), from prompt log-probabilities on a server",
+    )
     o = parser.add_argument_group("output")
     o.add_argument("--out", help="run directory (default runs/<model>-<arm>); re-running resumes it")
     o.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -187,6 +194,7 @@ def main(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         apply_chat_template=args.apply_chat_template,
         max_new_tokens=args.max_new_tokens,
+        gold_logprob=args.gold_logprob,
         manifest=manifest,
     )
     try:
