@@ -6,6 +6,7 @@ a scoring failure is stored the same way, so no question is ever lost.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,8 @@ class RunSpec:
     apply_chat_template: bool = False
     max_new_tokens: int | None = None  # a cap for smoke runs; recorded in the manifest
     gold_logprob: bool = False  # also score each question's reference answer (evalkit.backends.gold)
+    # shared between runs of the same questions (the sweep's arms): each task's requests built once
+    request_cache: dict[str, Any] | None = None
     manifest: dict[str, Any] = field(default_factory=dict)  # model, arm, command, ...
 
 
@@ -145,14 +148,25 @@ def run_evaluation(
     shown, long_context_base.SHOW_PROGRESS = long_context_base.SHOW_PROGRESS, progress
     try:
         for t in tasks:
-            requests_by_task[t.name] = t.requests(
-                tokenizer=tokenizer,
-                lengths=lengths[t.name],
-                limit=spec.limit,
-                seed=spec.seed,
-                data_dir=spec.data_dir,
-                apply_chat_template=spec.apply_chat_template,
+            key = (
+                json.dumps(
+                    [t.name, t.config(), lengths[t.name], spec.limit, spec.seed, spec.data_dir],
+                    sort_keys=True,
+                    default=str,
+                )
+                + f"|chat={spec.apply_chat_template}"
             )
+            cache = spec.request_cache if spec.request_cache is not None else {}
+            if key not in cache:
+                cache[key] = t.requests(
+                    tokenizer=tokenizer,
+                    lengths=lengths[t.name],
+                    limit=spec.limit,
+                    seed=spec.seed,
+                    data_dir=spec.data_dir,
+                    apply_chat_template=spec.apply_chat_template,
+                )
+            requests_by_task[t.name] = cache[key]
     finally:
         long_context_base.SHOW_PROGRESS = shown
 
