@@ -83,3 +83,46 @@ def test_row_scores_on_a_hand_computed_case():
     z0 = math.log(1 + math.e + math.e**3)
     assert logp[0] == pytest.approx(1.0 - z0) and margin[0] == pytest.approx(-2.0)
     assert margin[1] == 0.0
+
+
+def _run_all(engine):
+    outs = {}
+    while engine.has_unfinished():
+        for out in engine.step()[0]:
+            outs[out.request_id] = out
+    return outs
+
+
+def test_a_forked_answer_equals_a_separately_prefilled_one_and_leaves_generation_alone(engine):
+    """The fork copies the post-prompt state (KDA, conv and MLA rows: the hybrid checkpoint has
+    all three) instead of prefilling again; the numbers must be the same, the generation too."""
+    prompt, answer = _ids(engine, PROMPT), _ids(engine, ANSWER)
+    (alone,) = engine.forced_decode([(prompt, answer)])
+    params = SamplingParams(max_new_tokens=10, ignore_eos=True)
+    plain = engine.generate([prompt], params, use_tqdm=False)[0]
+    other = engine.add_request(_ids(engine, "Question: how many apples?"), params, forced_answer=answer[:2])
+    f_other = engine.forced_request_id(other)
+    rid = engine.add_request(prompt, params, forced_answer=answer)
+    fid = engine.forced_request_id(rid)
+    outs = _run_all(engine)
+    assert outs[fid].forced.token_logprobs == alone.token_logprobs  # exactly
+    assert outs[fid].forced.margins == alone.margins
+    assert outs[rid].token_ids == plain.token_ids and outs[rid].forced is None
+    assert len(outs[f_other].forced.token_logprobs) == 2
+    assert engine.state.free_slots == engine.config.max_num_seqs  # every slot, fork ones too, returned
+
+
+def test_a_fork_reserves_its_slot_at_admission(tiny_pure_kda_ckpt):
+    """With two slots, a forked request takes both; the next request waits, nothing deadlocks."""
+    eng = LLMEngine(str(tiny_pure_kda_ckpt), device="cpu", max_num_seqs=2)
+    prompt = _ids(eng, PROMPT)
+    params = SamplingParams(max_new_tokens=3, ignore_eos=True)
+    a = eng.add_request(prompt, params, forced_answer=prompt[:4])
+    fa = eng.forced_request_id(a)
+    b = eng.add_request(prompt, params, forced_answer=prompt[:4])
+    fb = eng.forced_request_id(b)
+    eng.step()  # prefill: only `a` (and its reserved fork) fit
+    assert len(eng.scheduler.waiting) == 1 and eng.scheduler.num_running == 2
+    outs = _run_all(eng)
+    assert outs[fa].forced.token_logprobs == outs[fb].forced.token_logprobs
+    assert outs[a].token_ids == outs[b].token_ids and eng.state.free_slots == 2

@@ -21,21 +21,26 @@ def _samples(path):
 @pytest.fixture(scope="module")
 def sweep(tiny_hybrid_ckpt, tmp_path_factory):
     out = tmp_path_factory.mktemp("sweep")
-    argv = ["sweep", "--model", str(tiny_hybrid_ckpt), "--arms", "fp32,fp16,bf16", "--out", str(out), *COMMON]
+    arms = "fp32,fp16,bf16,bf16@chunk=64"
+    argv = ["sweep", "--model", str(tiny_hybrid_ckpt), "--arms", arms, "--out", str(out), *COMMON]
     assert cli(argv) == 0
     return out, argv
 
 
 def test_the_sweep_writes_a_run_per_arm_and_its_summary(sweep):
     out, _ = sweep
-    for label in ("fp32", "fp16", "bf16"):
+    for label, chunk in (("fp32", 2048), ("fp16", 2048), ("bf16", 2048), ("bf16@chunk=64", 64)):
         manifest = json.loads((out / label / "manifest.json").read_text())
-        assert manifest["arm"]["label"] == label and manifest["arm"]["prefill_chunk_size"] == 2048
+        assert manifest["arm"]["label"] == label and manifest["arm"]["prefill_chunk_size"] == chunk
+        rows = manifest["backend"]["batch_invariance"]
+        assert (rows["prefill_chunk_size"], rows["prefill_rows"]) == (chunk, 2048)  # one budget
         assert manifest["gold_logprob"] is True and manifest["finished_at"]
         assert len(_samples(out / label)) == 2
     summary = json.loads((out / "sweep.json").read_text())
-    assert summary["baseline"] == "fp32" and [a["mantissa_bits"] for a in summary["arms"]] == [23, 10, 7]
-    assert {c["arm"] for c in summary["cells"]} == {"fp32", "fp16", "bf16"}
+    assert summary["baseline"] == "fp32" and [a["mantissa_bits"] for a in summary["arms"]] == [23, 10, 7, 7]
+    assert {c["arm"] for c in summary["cells"]} == {"fp32", "fp16", "bf16", "bf16@chunk=64"}
+    ladder = [r[1] for r in summary["bits_of_margin"]["1024"]["ladder"]]
+    assert ladder == ["fp16", "bf16"]  # other chunk sizes are not rungs
     assert set(summary["bits_of_margin"]) == {"1024"}
     assert (out / "sweep.png").stat().st_size > 1000
     assert "| `bf16` | 7 |" in (out / "sweep.md").read_text()

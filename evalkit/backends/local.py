@@ -70,16 +70,29 @@ class LocalBackend:
         device: str | None = None,
         max_num_seqs: int | None = None,
         engine: Any = None,
+        prefill_budget: int | None = None,
     ) -> None:
         """`arm`: an `evalkit.arm.Arm` or its text (`state_dtype` is the same, kept for old
-        callers); it sets the state format, the prefill chunk size and the intra-chunk dtype."""
-        from evalkit.arm import parse_arm
+        callers); it sets the state format, the prefill chunk size and the intra-chunk dtype.
+
+        `prefill_budget`: tokens per prefill forward (rows every prefill is padded to). Arms
+        compared with each other must share it, or their GEMMs differ in shape as well as their
+        stores; default: the engine's on the GPU (16,384), on the CPU `DEFAULT_PREFILL_CHUNK`,
+        raised to the arm's chunk size when that is larger (the sweep passes one for all arms)."""
+        from evalkit.arm import DEFAULT_PREFILL_CHUNK, parse_arm
 
         self.arm = parse_arm(arm or state_dtype or "fp32")
         if engine is None:
+            import torch
+
             from evalkit.engine import LLMEngine
 
             kwargs: dict[str, Any] = dict(self.arm.engine_options())
+            on_cpu = (device or ("cuda" if torch.cuda.is_available() else "cpu")) == "cpu"
+            if prefill_budget is None and on_cpu:
+                prefill_budget = max(DEFAULT_PREFILL_CHUNK, self.arm.prefill_chunk_size)
+            if prefill_budget is not None:
+                kwargs["max_num_batched_tokens"] = prefill_budget
             if device:
                 kwargs["device"] = device
             if max_num_seqs:
@@ -93,10 +106,10 @@ class LocalBackend:
 
     def generate(self, requests: list[GenRequest], on_result: OnResult) -> None:
         """All requests join the engine's continuous batch; each result is handed over the step it
-        finishes. A request with a `gold` answer also gets a decode-mode teacher-forced twin
-        (`LLMEngine.add_forced_request`: the prompt is prefilled a second time), and its result
-        waits for both. Engine failures propagate: completed results are already stored, a re-run
-        resumes."""
+        finishes. A request with a `gold` answer also teacher-forces it in decode mode from the
+        post-prompt state (`LLMEngine.add_request(forced_answer=...)`: a copy of the state, no
+        second prefill), and its result waits for both. Engine failures propagate: completed
+        results are already stored, a re-run resumes."""
         from evalkit.backends import gold as gold_mod
 
         owner: dict[int, tuple[int, str]] = {}  # engine request id -> (request index, "gen" | "gold")
@@ -111,15 +124,23 @@ class LocalBackend:
             )
             ids = encode_prompt(self.tokenizer, r.prompt)
             partial[i] = {}
-            owner[self.engine.add_request(ids, params)] = (i, "gen")
+            answer = None
             if r.gold is not None:
-                answer = list(self.tokenizer.encode(r.gold, add_special_tokens=False))
-                try:
-                    owner[self.engine.add_forced_request(ids, answer)] = (i, "gold")
-                except EvalkitError as exc:
-                    partial[i]["gold"] = gold_mod.failed("decode", str(exc))
+                answer = list(self.tokenizer.encode(r.gold, add_special_tokens=False)) or None
+                if answer is None:
+                    partial[i]["gold"] = gold_mod.failed("decode", "the reference answer has no tokens")
             else:
                 partial[i]["gold"] = None
+            try:
+                rid = self.engine.add_request(ids, params, forced_answer=answer)
+            except EvalkitError as exc:  # e.g. prompt + answer longer than the cache: no measure
+                if answer is None:
+                    raise
+                partial[i]["gold"] = gold_mod.failed("decode", str(exc))
+                rid = self.engine.add_request(ids, params)
+            owner[rid] = (i, "gen")
+            if answer is not None and "gold" not in partial[i]:
+                owner[self.engine.forced_request_id(rid)] = (i, "gold")
         while owner and self.engine.has_unfinished():
             for out in engine_step(self.engine)[0]:
                 i, kind = owner.pop(out.request_id, (None, None))

@@ -78,10 +78,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     q.add_argument(
         "--gold-logprob",
-        action="store_true",
-        help="also score each question's reference answer (gold_logprob, gold_margins in "
-        "samples.jsonl; the paired measure of `compare`): teacher-forced in decode mode locally "
-        "(costs a second prefill of every prompt), from prompt log-probabilities on a server",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also score each question's reference answer (gold_* fields in samples.jsonl; the paired "
+        "measure of `compare`). Default on for a local run (teacher-forced in decode mode from a copy "
+        "of the post-prompt state: no second prefill), off with --server (one more request per "
+        "question, from the server's prompt log-probabilities where it offers them)",
     )
     o = parser.add_argument_group("output")
     o.add_argument("--out", help="run directory (default runs/<model>-<arm>); re-running resumes it")
@@ -194,7 +196,7 @@ def main(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         apply_chat_template=args.apply_chat_template,
         max_new_tokens=args.max_new_tokens,
-        gold_logprob=args.gold_logprob,
+        gold_logprob=(not servers) if args.gold_logprob is None else args.gold_logprob,
         manifest=manifest,
     )
     try:

@@ -5,8 +5,8 @@ the fp32 arm, and report accuracy against mantissa bits and the bits of margin p
 
 Each arm goes to DIR/<arm>/ (a normal run directory: `evalkit compare DIR/fp32 DIR/m7` works on it,
 and re-running the sweep resumes it); DIR/sweep.json, sweep.md and sweep.png summarise them. The
-reference answer's log-probability is measured by default (decode-mode teacher forcing, one more
-prefill per question): it is the paired measure that separates arms exact match cannot.
+reference answer's log-probability is measured (decode-mode teacher forcing from a copy of the
+post-prompt state): the paired measure that separates arms where exact match cannot.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-gold-logprob",
         action="store_true",
-        help="skip the reference answer's log-probability (saves one prefill per question)",
+        help="skip the reference answer's log-probability (its forced decode steps)",
     )
     parser.add_argument("--out", required=True, help="sweep directory (re-running resumes it)")
     parser.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda if available)")

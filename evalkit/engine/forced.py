@@ -6,6 +6,12 @@ generation stores it: once per prefill chunk of the prompt, then after every ans
 of the prompt, rounded once per chunk); on an fp32 state the two agree to float error, on a 16-bit
 state they differ, and decode mode is the one that measures what generation suffers.
 
+Two ways in: `LLMEngine.add_forced_request` prefills the prompt itself; a generation request made
+with `add_request(..., forced_answer=...)` forks instead: when its prompt is in, its state (KDA
+state, conv state, MLA cache rows) is copied to a reserved slot and the answer is forced from
+there, so the measure costs no second prefill. Both give the same numbers: the state after a prompt
+does not depend on the batch (batch invariance), and the copy is exact.
+
 Per answer token i the engine records log p(a_i | prompt, a_<i) and the greedy margin
 logit(a_i) - max_{t != a_i} logit(t): positive exactly when greedy decoding would produce a_i.
 """
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -50,3 +57,17 @@ def row_scores(logits: torch.Tensor, targets: torch.Tensor) -> tuple[list[float]
     margin = picked - others.max(dim=-1).values
     both = torch.stack([logp, margin]).cpu()
     return both[0].tolist(), both[1].tolist()
+
+
+def copy_sequence_state(state: Any, runner: Any, src: Any, dst: Any) -> None:
+    """Copy everything `src` has folded in (KDA and conv state of its slot, its MLA cache rows) to
+    `dst`, whose slot and blocks are allocated; `dst` then continues from the same point."""
+    for pools in (state.kda, state.conv):
+        for pool in pools.values():
+            pool[dst.slot].copy_(pool[src.slot])
+    runner.bind(dst)
+    if state.mla and src.num_computed:
+        rows_src = runner._rows(src.slot, 0, src.num_computed)
+        rows_dst = runner._rows(dst.slot, 0, src.num_computed)
+        for pool in state.mla.values():
+            pool[rows_dst] = pool[rows_src]

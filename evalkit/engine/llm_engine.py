@@ -26,7 +26,7 @@ from evalkit.errors import InputError
 
 from ..model.loader import LoadedModel, load_model
 from .config import EngineConfig
-from .forced import ForcedScore, row_scores
+from .forced import ForcedScore, copy_sequence_state, row_scores
 from .health import is_repetition, logit_flags, state_flags
 from .memory import gpu_pool_budget
 from .model_runner import ModelRunner
@@ -75,6 +75,7 @@ class LLMEngine:
         self._ids = itertools.count()
         self._live: dict[int, Sequence] = {}  # unfinished requests by id
         self._decode_steps = 0
+        self._fork_ids: dict[int, int] = {}  # generation request id -> its forced answer's id
         self.stats = {
             "prefill_tokens": 0,
             "prefill_s": 0.0,
@@ -137,13 +138,30 @@ class LLMEngine:
         return [int(t) for t in prompt]
 
     def add_request(
-        self, prompt: Prompt, params: SamplingParams | None = None, request_id: int | None = None
+        self,
+        prompt: Prompt,
+        params: SamplingParams | None = None,
+        request_id: int | None = None,
+        forced_answer: Seq[int] | None = None,
     ) -> int:
+        """A generation request. With `forced_answer` (token ids) it also teacher-forces that answer
+        in decode mode from its post-prompt state (`evalkit.engine.forced`), without a second
+        prefill: the forced output comes back separately, as request `forced_request_id(rid)`."""
         rid = next(self._ids) if request_id is None else request_id
         seq = Sequence(self.encode(prompt), params or SamplingParams(), request_id=rid)
+        if forced_answer is not None:
+            seq.fork_answer = [int(t) for t in forced_answer]
+            if not seq.fork_answer:
+                raise InputError("teacher forcing: empty answer")
+            seq.fork_request_id = next(self._ids)
+            self._fork_ids[rid] = seq.fork_request_id
         self.scheduler.add(seq)
         self._live[rid] = seq
         return rid
+
+    def forced_request_id(self, request_id: int) -> int | None:
+        """The request id of the forced answer of a request made with `forced_answer`."""
+        return self._fork_ids.get(request_id)
 
     def add_forced_request(self, prompt: Prompt, answer: Seq[int], request_id: int | None = None) -> int:
         """Teacher-force `answer` (token ids) after `prompt` in decode mode (`evalkit.engine.forced`):
@@ -220,6 +238,8 @@ class LLMEngine:
                 continue
             lg = last_logits[seq.seq_id]
             seq.t_first_token = time.perf_counter()
+            if seq.fork_answer is not None:
+                done.extend(self._fork(seq, lg[-1:]))
             if seq.forced is not None:
                 self._force(seq, lg[-1:])
             elif seq.params.max_new_tokens == 0:
@@ -283,6 +303,31 @@ class LLMEngine:
         picked = logp.gather(1, targets[:, None])[:, 0]
         seq.logprob += float(picked.double().sum())
         seq.is_greedy = seq.is_greedy and bool((lg.argmax(-1) == targets).all())
+
+    def _fork(self, parent: Sequence, logits: torch.Tensor) -> list[Output]:
+        """Start the forced answer of `parent` from its post-prompt state (in its reserved slot)."""
+        answer = parent.fork_answer
+        child = Sequence(
+            parent.token_ids[: parent.n_prompt],
+            SamplingParams(max_new_tokens=len(answer)),
+            request_id=parent.fork_request_id,
+        )
+        child.forced, child.forced_score = answer, ForcedScore(tokens=answer)
+        child.slot, child.block_table = parent.fork_slot, parent.fork_blocks
+        parent.fork_slot, parent.fork_blocks = None, []
+        child.num_computed = parent.num_computed
+        child.flags, child.state_max_abs = set(parent.flags), parent.state_max_abs
+        child.t_first_token = parent.t_first_token
+        copy_sequence_state(self.state, self.runner, parent, child)
+        child.status = Status.DECODE
+        self._live[child.request_id] = child
+        self._fork_ids.pop(parent.request_id, None)
+        self._force(child, logits)
+        if child.finish_reason:
+            self.scheduler.finish(child)
+            return [self._output(child)]
+        self.scheduler.decoding.append(child)
+        return []
 
     def _force(self, seq: Sequence, logits: torch.Tensor) -> None:
         self._force_rows([seq], logits)

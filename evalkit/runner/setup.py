@@ -69,15 +69,19 @@ def local_setup(
     device: str | None,
     max_num_seqs: int | None,
     loaded: Any = None,
+    prefill_budget: int | None = None,
 ) -> Setup:
-    """`loaded`: the already loaded `model` (a `LoadedModel`: the sweep loads it once for all arms)."""
+    """`loaded`: the already loaded `model` (a `LoadedModel`: the sweep loads it once for all arms);
+    `prefill_budget`: rows per prefill forward, shared by arms compared together (LocalBackend)."""
     from evalkit.backends.local import LocalBackend
 
     arm = parse_local_arm(arm) if isinstance(arm, str) else arm
     suite = None
     if model is None:
         model, suite = default_model()
-    backend = LocalBackend(loaded or model, arm=arm, device=device, max_num_seqs=max_num_seqs)
+    backend = LocalBackend(
+        loaded or model, arm=arm, device=device, max_num_seqs=max_num_seqs, prefill_budget=prefill_budget
+    )
     model_info = {"path": model, **backend.describe().get("model", {})}
     return Setup(backend, backend.tokenizer, model_info, local_arm_info(backend, note), suite)
 

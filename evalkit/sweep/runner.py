@@ -38,6 +38,16 @@ def baseline_of(arms: list[Arm]) -> Arm:
     raise InputError("--arms needs an fp32 arm: the baseline every other arm is compared with")
 
 
+def prefill_budget(arms: list[Arm], device: str) -> int:
+    """One prefill budget (rows per prefill forward) for every arm: the engine's GPU default or
+    the CPU's `DEFAULT_PREFILL_CHUNK`, raised to the largest chunk size, so arms differ only in
+    their stores, never in the shapes of their GEMMs."""
+    from evalkit.arm import DEFAULT_PREFILL_CHUNK
+
+    floor = DEFAULT_PREFILL_CHUNK if device == "cpu" else 16384
+    return max([floor, *(a.prefill_chunk_size for a in arms)])
+
+
 def arm_dir(out_dir: Path, arm: Arm) -> Path:
     return Path(out_dir) / arm.label
 
@@ -69,8 +79,11 @@ def run_sweep(spec: SweepSpec) -> dict[str, Any]:
     loaded = load_model(model, device=device)
     _log(f"loaded {model} on {device} in {time.perf_counter() - t0:.1f} s")
     request_cache: dict[str, Any] = {}  # the questions are built once and asked of every arm
+    budget = prefill_budget(spec.arms, device)
     for arm in spec.arms:
-        setup = su.local_setup(model, arm, None, device, spec.max_num_seqs, loaded=loaded)
+        setup = su.local_setup(
+            model, arm, None, device, spec.max_num_seqs, loaded=loaded, prefill_budget=budget
+        )
         manifest = su.base_manifest_fields(spec.command or ["evalkit", "sweep"])
         manifest.update(
             model=setup.model,
