@@ -126,3 +126,20 @@ def test_a_fork_reserves_its_slot_at_admission(tiny_pure_kda_ckpt):
     outs = _run_all(eng)
     assert outs[fa].forced.token_logprobs == outs[fb].forced.token_logprobs
     assert outs[a].token_ids == outs[b].token_ids and eng.state.free_slots == 2
+
+
+def test_the_local_backend_measures_gold_without_a_second_prefill(tiny_hybrid_ckpt):
+    from evalkit.backends.base import GenRequest
+    from evalkit.backends.local import LocalBackend
+
+    backend = LocalBackend(str(tiny_hybrid_ckpt), arm="fp32", device="cpu", max_num_seqs=4)
+    eng = backend.engine
+    reqs = [GenRequest(PROMPT, 5, gold=ANSWER), GenRequest(PROMPT[:40], 5), GenRequest(PROMPT, 5, gold=" 7")]
+    got = {}
+    backend.generate(reqs, lambda i, r: got.setdefault(i, r))
+    prompt_tokens = sum(len(eng.encode(r.prompt)) for r in reqs)
+    assert eng.stats["prefill_tokens"] == prompt_tokens  # each prompt prefilled once
+    (alone,) = eng.forced_decode([(eng.encode(PROMPT), _ids(eng, ANSWER))])
+    assert got[0].gold.mode == "decode" and got[0].gold.token_logprobs == alone.token_logprobs
+    assert got[1].gold is None and got[2].gold.tokens == _ids(eng, " 7")
+    assert got[0].token_ids == got[2].token_ids and len(got[0].token_ids) == got[0].n_generated
