@@ -18,15 +18,18 @@
 # then writes the summary.
 #
 # Output: OUTDIR/sweep/<arm>/ (run directories), OUTDIR/sweep/sweep.{json,md,png}, OUTDIR/sweep.log.
+# A CPU smoke test of the mechanics: DEVICE=cpu ARMS=fp32,bf16,bf16@chunk=64 LENGTHS=1k bash ... 1
 set -u
 OUT_DIR=${1:?usage: h200_sweep.sh OUTDIR [LIMIT]}
 LIMIT=${2:-16}
-ARMS=fp32,fp16,bf16,m5,m4,m3,m2,fp8_e4m3,m3-rtz@chunk=64,bf16-rtz@chunk=64
+ARMS=${ARMS:-fp32,fp16,bf16,m5,m4,m3,m2,fp8_e4m3,m3-rtz@chunk=64,bf16-rtz@chunk=64}
+LENGTHS=${LENGTHS:-2k,8k,32k,128k}
+DEVICE=${DEVICE:-cuda}
 mkdir -p "$OUT_DIR"
 export PYTHONUNBUFFERED=1
 start=$(date +%s)
-timeout 480 evalkit sweep --device cuda --arms "$ARMS" --tasks passkey,niah_single_1 \
-  --lengths 2k,8k,32k,128k --limit "$LIMIT" --no-progress --out "$OUT_DIR/sweep" \
+timeout 480 evalkit sweep --device "$DEVICE" --arms "$ARMS" --tasks passkey,niah_single_1 \
+  --lengths "$LENGTHS" --limit "$LIMIT" --no-progress --out "$OUT_DIR/sweep" \
   > "$OUT_DIR/sweep.log" 2>&1
 rc=$?
 echo "evalkit sweep rc=$rc after $(( $(date +%s) - start )) s (124: stopped at 8 minutes; re-run to resume)"

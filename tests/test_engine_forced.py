@@ -143,3 +143,10 @@ def test_the_local_backend_measures_gold_without_a_second_prefill(tiny_hybrid_ck
     assert got[0].gold.mode == "decode" and got[0].gold.token_logprobs == alone.token_logprobs
     assert got[1].gold is None and got[2].gold.tokens == _ids(eng, " 7")
     assert got[0].token_ids == got[2].token_ids and len(got[0].token_ids) == got[0].n_generated
+
+
+def test_row_scores_resolve_a_confident_answer():
+    """fp32 would give log p = 0 exactly here, and two arms would tie; float64 does not."""
+    logp, margin = row_scores(torch.tensor([[20.0, 0.0, 0.0], [20.0, 0.0, 1.0]]), torch.tensor([0, 0]))
+    assert logp[0] == pytest.approx(-2 * math.exp(-20), rel=1e-6)
+    assert logp[1] < logp[0] < 0 and margin == [20.0, 19.0]

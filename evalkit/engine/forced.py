@@ -49,8 +49,12 @@ class ForcedScore:
 
 
 def row_scores(logits: torch.Tensor, targets: torch.Tensor) -> tuple[list[float], list[float]]:
-    """(log p(target), greedy margin) of each row of fp32 `logits` [n, vocab] for `targets` [n]."""
-    logits = logits.float()
+    """(log p(target), greedy margin) of each row of `logits` [n, vocab] for `targets` [n].
+
+    In float64: a confident model's log p is -sum_j exp(l_j - l_target), about -1e-6 for a margin
+    of 14 nats; fp32 rounds it to a few representable values near 0 and two arms whose logits
+    differ would often tie exactly. (Margins are logit differences: not saturated either way.)"""
+    logits = logits.double()
     picked = logits.gather(1, targets[:, None])[:, 0]
     logp = picked - torch.logsumexp(logits, dim=-1)
     others = logits.scatter(1, targets[:, None], float("-inf"))
