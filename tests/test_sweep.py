@@ -59,6 +59,8 @@ def test_gold_logprob_is_stored_and_separates_bf16_from_fp32(sweep):
     assert any(bf16[k]["gold_logprob"] != base[k]["gold_logprob"] for k in base)
     cells = {c["arm"]: c for c in json.loads((out / "sweep.json").read_text())["cells"]}
     assert cells["fp32"]["gold_delta_max_abs"] == 0.0 and cells["fp32"]["generations_departed"] == 0
+    assert cells["fp32"]["min_margin_delta_mean"] == 0.0 and cells["fp32"]["margin_sign_changes"] == 0
+    assert cells["bf16"]["min_margin_delta_mean"] != 0.0
     assert cells["bf16"]["gold_delta_max_abs"] > 0 and cells["bf16"]["gold_n"] == 2
 
 

@@ -43,7 +43,8 @@ def gold_summary(base: RunData, cand: RunData) -> dict[tuple, dict[str, Any]]:
         if b is None or s.get("error") is not None:
             continue
         cell = acc.setdefault(
-            (s["task"], s.get("length")), {"diffs": [], "sign_changes": 0, "departed": 0, "n_gen": 0}
+            (s["task"], s.get("length")),
+            {"diffs": [], "margin_diffs": [], "sign_changes": 0, "departed": 0, "n_gen": 0},
         )
         dep = _first_departure(b.get("generated_ids"), s.get("generated_ids"))
         if b.get("generated_ids") is not None and s.get("generated_ids") is not None:
@@ -54,8 +55,9 @@ def gold_summary(base: RunData, cand: RunData) -> dict[tuple, dict[str, Any]]:
             continue
         cell["diffs"].append(lc - lb)
         mb, mc = b.get("gold_min_margin"), s.get("gold_min_margin")
-        if mb is not None and mc is not None and (mb > 0) != (mc > 0):
-            cell["sign_changes"] += 1
+        if mb is not None and mc is not None:
+            cell["margin_diffs"].append(mc - mb)
+            cell["sign_changes"] += (mb > 0) != (mc > 0)
     out = {}
     for key, c in acc.items():
         d = c["diffs"]
@@ -63,7 +65,10 @@ def gold_summary(base: RunData, cand: RunData) -> dict[tuple, dict[str, Any]]:
             "gold_n": len(d),
             "gold_delta_mean": math.fsum(d) / len(d) if d else None,
             "gold_delta_max_abs": max((abs(x) for x in d), default=None),
-            "margin_sign_changes": c["sign_changes"] if d else None,
+            "margin_sign_changes": c["sign_changes"] if c["margin_diffs"] else None,
+            "min_margin_delta_mean": (
+                math.fsum(c["margin_diffs"]) / len(c["margin_diffs"]) if c["margin_diffs"] else None
+            ),
             "generations_compared": c["n_gen"],
             "generations_departed": c["departed"],
         }
