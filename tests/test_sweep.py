@@ -102,12 +102,32 @@ def test_bits_of_margin_walks_the_ladder_down_to_the_first_failure():
 
     arms = {a: parse_arm(a) for a in ("fp32", "m10", "m7", "m5", "m3", "m2", "bf16-rtz@chunk=64")}
     ok = {"m10": True, "m7": True, "m5": False, "m3": True, "m2": False, "bf16-rtz@chunk=64": False}
-    cells = [{"arm": a, "length": 8192, "noninferior": v} for a, v in ok.items()]
-    cells += [{"arm": "m10", "length": 32768, "noninferior": False}]
-    got = bits_of_margin(cells, arms, "fp32")
-    assert (
-        got["8192"]["fewest_bits"] == 7 and got["8192"]["arm"] == "m7"
-    )  # m3 passing below m5 does not count
+    verdicts = {(a, 8192): {"noninferior": v} for a, v in ok.items()}
+    verdicts[("m10", 32768)] = {"noninferior": False}
+    got = bits_of_margin(verdicts, arms, "fp32")
+    # m3 passing below the failing m5 does not count
+    assert got["8192"]["fewest_bits"] == 7 and got["8192"]["arm"] == "m7"
     assert got["8192"]["fp16_spare"] == 3 and got["8192"]["bf16_spare"] == 0
     assert [r[1] for r in got["8192"]["ladder"]] == ["m10", "m7", "m5", "m3", "m2"]  # no rtz control
     assert got["32768"]["fewest_bits"] is None and got["32768"]["fp16_spare"] is None
+
+
+def test_length_verdicts_pool_the_tasks_one_metric_each():
+    from evalkit.stats import noninferiority_test
+    from evalkit.sweep.cells import length_verdicts
+
+    def cell(task, metric, n, base_only, cand_only, length=8192):
+        return {"arm": "m3", "task": task, "metric": metric, "length": length, "n": n,
+                "baseline_only": base_only, "candidate_only": cand_only}  # fmt: skip
+
+    cells = [
+        cell("passkey", "string_match_all", 64, 1, 0),
+        cell("niah_single_1", "string_match_all", 64, 2, 1),
+        cell("gsm8k", "exact_match,flexible-extract", 200, 0, 0, None),
+        cell("gsm8k", "exact_match,strict-match", 200, 30, 0, None),  # second metric: not pooled
+    ]
+    got = length_verdicts(cells, 0.05)
+    want = noninferiority_test(1, 3, 128, margin=0.05)
+    assert got[("m3", 8192)]["n"] == 128 and got[("m3", 8192)]["baseline_only"] == 3
+    assert got[("m3", 8192)]["noninferiority_p"] == want.pvalue
+    assert got[("m3", None)]["baseline_only"] == 0 and got[("m3", None)]["noninferior"]

@@ -6,6 +6,7 @@ uses it too, which is what makes a run through the server equal an in-process ru
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 from evalkit.backends.base import GenRequest, GenResult, OnResult, Prompt
@@ -71,6 +72,7 @@ class LocalBackend:
         max_num_seqs: int | None = None,
         engine: Any = None,
         prefill_budget: int | None = None,
+        encode_cache: dict[str, Any] | None = None,
     ) -> None:
         """`arm`: an `evalkit.arm.Arm` or its text (`state_dtype` is the same, kept for old
         callers); it sets the state format, the prefill chunk size and the intra-chunk dtype.
@@ -78,7 +80,9 @@ class LocalBackend:
         `prefill_budget`: tokens per prefill forward (rows every prefill is padded to). Arms
         compared with each other must share it, or their GEMMs differ in shape as well as their
         stores; default: the engine's on the GPU (16,384), on the CPU `DEFAULT_PREFILL_CHUNK`,
-        raised to the arm's chunk size when that is larger (the sweep passes one for all arms)."""
+        raised to the arm's chunk size when that is larger (the sweep passes one for all arms).
+        `encode_cache`: text prompt -> token ids, shared by backends that ask the same questions
+        (a 128k-token prompt takes a good part of a second to tokenize)."""
         from evalkit.arm import DEFAULT_PREFILL_CHUNK, parse_arm
 
         self.arm = parse_arm(arm or state_dtype or "fp32")
@@ -100,6 +104,15 @@ class LocalBackend:
             engine = LLMEngine(model, **kwargs)
         self.engine = engine
         self.tokenizer = engine.tokenizer
+        self.encode_cache = encode_cache
+
+    def _encode(self, prompt: Prompt) -> Any:
+        if self.encode_cache is None or not isinstance(prompt, str):
+            return encode_prompt(self.tokenizer, prompt)
+        ids = self.encode_cache.get(prompt)
+        if ids is None:
+            ids = self.encode_cache[prompt] = array("l", encode_prompt(self.tokenizer, prompt))
+        return ids
 
     def describe(self) -> dict[str, Any]:
         return {**self.engine.describe(), "name": self.name}
@@ -122,7 +135,7 @@ class LocalBackend:
                 ignore_eos=r.ignore_eos,
                 min_tokens=r.min_tokens,
             )
-            ids = encode_prompt(self.tokenizer, r.prompt)
+            ids = self._encode(r.prompt)
             partial[i] = {}
             answer = None
             if r.gold is not None:

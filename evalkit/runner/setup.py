@@ -70,6 +70,7 @@ def local_setup(
     max_num_seqs: int | None,
     loaded: Any = None,
     prefill_budget: int | None = None,
+    encode_cache: dict[str, Any] | None = None,
 ) -> Setup:
     """`loaded`: the already loaded `model` (a `LoadedModel`: the sweep loads it once for all arms);
     `prefill_budget`: rows per prefill forward, shared by arms compared together (LocalBackend)."""
@@ -80,7 +81,12 @@ def local_setup(
     if model is None:
         model, suite = default_model()
     backend = LocalBackend(
-        loaded or model, arm=arm, device=device, max_num_seqs=max_num_seqs, prefill_budget=prefill_budget
+        loaded or model,
+        arm=arm,
+        device=device,
+        max_num_seqs=max_num_seqs,
+        prefill_budget=prefill_budget,
+        encode_cache=encode_cache,
     )
     model_info = {"path": model, **backend.describe().get("model", {})}
     return Setup(backend, backend.tokenizer, model_info, local_arm_info(backend, note), suite)

@@ -1,7 +1,8 @@
 """Each arm against the baseline, per task x length: the one place the sweep calls the paired stats.
 
-`paired_rows` is the single call site of `evalkit.compare` (pairing with its refusals, McNemar,
-non-inferiority at the margin); swap it when `compare` grows. The gold log-probability numbers
+`paired_rows` (per task: `evalkit.compare`'s pairing with its refusals, McNemar, non-inferiority)
+and `length_verdicts` (tasks pooled per length, for the bits of margin) are the only calls into
+the statistics; swap them when `compare` grows. The gold log-probability numbers
 here are descriptive (mean paired difference, sign changes of the greedy margin, where generations
 depart); `evalkit compare` owns their tests.
 """
@@ -22,6 +23,29 @@ def paired_rows(base: RunData, cand: RunData, margin: float) -> list[dict[str, A
 
     pairing = pair_runs(base, cand)
     return [compute_row(t, m, n, pairs, margin=margin) for (t, m, n), pairs in pairing.rows.items()]
+
+
+def length_verdicts(cells: list[dict[str, Any]], margin: float) -> dict[tuple, dict[str, Any]]:
+    """Per (arm, length): the tasks' questions pooled (one metric per task, its first), tested for
+    non-inferiority at `margin` like a `compare` row. Pooling doubles n with two tasks: a sweep
+    runs few questions per cell, and "is this arm worse at this length" is the question asked."""
+    from evalkit import stats as st
+
+    first_metric: dict[str, str] = {}
+    for c in sorted(cells, key=lambda c: c["metric"]):
+        first_metric.setdefault(c["task"], c["metric"])
+    pooled: dict[tuple, dict[str, int]] = {}
+    for c in cells:
+        if c["metric"] != first_metric[c["task"]]:
+            continue
+        p = pooled.setdefault((c["arm"], c["length"]), {"n": 0, "baseline_only": 0, "candidate_only": 0})
+        for k in p:
+            p[k] += c[k]
+    out = {}
+    for key, p in pooled.items():
+        ni = st.noninferiority_test(p["candidate_only"], p["baseline_only"], p["n"], margin=margin)
+        out[key] = {**p, "noninferiority_p": ni.pvalue, "noninferior": bool(ni.noninferior)}
+    return out
 
 
 def _first_departure(a: list[int] | None, b: list[int] | None) -> int | None:

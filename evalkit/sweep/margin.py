@@ -4,7 +4,7 @@ The precision ladder is the arms that differ from the baseline only in how many 
 store keeps, rounding to nearest (fp16, bf16 and `mN` arms at the baseline's chunk size and
 intra-chunk dtype; stochastic rounding, truncation and fp8 are controls, not rungs). Walking down
 from the most bits, the answer at a length is the last rung before the first one that is not
-non-inferior at delta in every task (so a lucky pass below a failure does not count). It is set
+non-inferior at delta, the length's tasks pooled (so a lucky pass below a failure does not count). It is set
 against fp16's 10 and bf16's 7 explicit bits: "fp16 has 10 - N bits to spare".
 """
 
@@ -26,25 +26,27 @@ def on_the_ladder(arm: Arm, baseline: Arm) -> bool:
     )
 
 
-def bits_of_margin(cells: list[dict[str, Any]], arms: dict[str, Arm], baseline: str) -> dict[str, Any]:
+def bits_of_margin(
+    verdicts: dict[tuple, dict[str, Any]], arms: dict[str, Arm], baseline: str
+) -> dict[str, Any]:
     """{length: {fewest_bits, arm, ladder: [[bits, arm, non-inferior]...], fp16_spare, bf16_spare}}
-    (length "all" for tasks without lengths)."""
+    from `cells.length_verdicts` ((arm, length) -> {noninferior, ...}); length "all" for tasks
+    without lengths."""
     rungs = sorted((a.mantissa_bits, label) for label, a in arms.items() if on_the_ladder(a, arms[baseline]))[
         ::-1
     ]
-    lengths = sorted({c["length"] for c in cells}, key=lambda x: (x is None, x or 0))
+    lengths = sorted({length for _, length in verdicts}, key=lambda x: (x is None, x or 0))
     out: dict[str, Any] = {}
     for length in lengths:
         ladder, fewest, fewest_arm, broken = [], None, None, False
         for bits, label in rungs:
-            mine = [c for c in cells if c["arm"] == label and c["length"] == length]
-            ok = bool(mine) and all(c["noninferior"] for c in mine)
+            v = verdicts.get((label, length))
+            ok = bool(v and v["noninferior"])
             ladder.append([bits, label, ok])
-            if ok and not broken:
-                if fewest is None or bits < fewest:
-                    fewest, fewest_arm = bits, label
-            elif not ok:
+            if not ok:
                 broken = True
+            elif not broken:
+                fewest, fewest_arm = bits, label
         key = "all" if length is None else str(length)
         out[key] = {
             "fewest_bits": fewest,

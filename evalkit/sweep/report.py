@@ -44,7 +44,23 @@ def render_markdown(summary: dict[str, Any]) -> str:
             row.append("" if c is None else _cell_text({**c, "_baseline": base}))
         lines.append(f"| `{arm}` | {bits[arm]} | " + " | ".join(row) + " |")
     ns = sorted({c["n"] for c in cells})
-    lines += ["", f"Questions per cell: {', '.join(map(str, ns))}.", "", "**Bits of margin** per length:", ""]
+    lines += ["", f"Questions per cell: {', '.join(map(str, ns))}.", ""]
+    lines += ["Tasks pooled per length (one metric per task): non-inferiority p-value (✓ shown):", ""]
+    lens = sorted({v["length"] for v in summary["lengths"]}, key=lambda x: (x is None, x or 0))
+    lines += ["| arm | " + " | ".join("all" if n is None else str(n) for n in lens) + " |"]
+    lines += ["|---|" + "---:|" * len(lens)]
+    pooled = {(v["arm"], v["length"]): v for v in summary["lengths"]}
+    for arm in [a for a in arms if a != base]:
+        row = []
+        for n in lens:
+            v = pooled.get((arm, n))
+            row.append(
+                ""
+                if v is None
+                else f"{v['noninferiority_p']:.3g}{' ✓' if v['noninferior'] else ''} (n={v['n']})"
+            )
+        lines.append(f"| `{arm}` | " + " | ".join(row) + " |")
+    lines += ["", "**Bits of margin** per length:", ""]
     lines += [
         "| length | fewest non-inferior bits | arm | fp16 (10) spare | bf16 (7) spare |",
         "|---|---:|---|---:|---:|",
@@ -57,7 +73,7 @@ def render_markdown(summary: dict[str, Any]) -> str:
     lines += [
         "",
         "The fewest bits is the last rung of the round-to-nearest ladder (fp16, bf16, mN) before the "
-        'first arm that is not non-inferior in every task at that length; "not shown" means even the '
+        'first arm that is not non-inferior at that length (tasks pooled); "not shown" means even the '
         "widest rung is not shown non-inferior at these question counts (add questions or widen δ).",
     ]
     return "\n".join(lines) + "\n"

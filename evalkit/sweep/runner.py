@@ -78,11 +78,19 @@ def run_sweep(spec: SweepSpec) -> dict[str, Any]:
     t0 = time.perf_counter()
     loaded = load_model(model, device=device)
     _log(f"loaded {model} on {device} in {time.perf_counter() - t0:.1f} s")
-    request_cache: dict[str, Any] = {}  # the questions are built once and asked of every arm
+    request_cache: dict[str, Any] = {}  # the questions are built once and asked of every arm,
+    encode_cache: dict[str, Any] = {}  # and tokenized once
     budget = prefill_budget(spec.arms, device)
     for arm in spec.arms:
         setup = su.local_setup(
-            model, arm, None, device, spec.max_num_seqs, loaded=loaded, prefill_budget=budget
+            model,
+            arm,
+            None,
+            device,
+            spec.max_num_seqs,
+            loaded=loaded,
+            prefill_budget=budget,
+            encode_cache=encode_cache,
         )
         manifest = su.base_manifest_fields(spec.command or ["evalkit", "sweep"])
         manifest.update(
@@ -118,7 +126,7 @@ def run_sweep(spec: SweepSpec) -> dict[str, Any]:
 def summarize_sweep(out_dir: Path, arms: list[Arm], margin: float) -> dict[str, Any]:
     """Pair every arm's run directory with the baseline's; write sweep.json, sweep.md, sweep.png."""
     from evalkit.store import load_run
-    from evalkit.sweep.cells import sweep_cells
+    from evalkit.sweep.cells import length_verdicts, sweep_cells
     from evalkit.sweep.margin import bits_of_margin
     from evalkit.sweep.plot import write_plot
     from evalkit.sweep.report import write_report
@@ -127,6 +135,7 @@ def summarize_sweep(out_dir: Path, arms: list[Arm], margin: float) -> dict[str, 
     runs = {a.label: load_run(arm_dir(out_dir, a)) for a in arms}
     by_label = {a.label: a for a in arms}
     cells = sweep_cells(runs, base.label, margin)
+    verdicts = length_verdicts(cells, margin)
     summary = {
         "baseline": base.label,
         "margin": margin,
@@ -142,7 +151,10 @@ def summarize_sweep(out_dir: Path, arms: list[Arm], margin: float) -> dict[str, 
             for a in arms
         ],
         "cells": cells,
-        "bits_of_margin": bits_of_margin(cells, by_label, base.label),
+        "lengths": [
+            {"arm": arm, "length": length, **v} for (arm, length), v in verdicts.items() if arm != base.label
+        ],
+        "bits_of_margin": bits_of_margin(verdicts, by_label, base.label),
     }
     write_report(Path(out_dir), summary)
     write_plot(Path(out_dir) / "sweep.png", summary, by_label)
