@@ -19,6 +19,9 @@ class DocRef:
     doc_id: int | str
     target: str
     meta: dict[str, Any] = field(default_factory=dict)
+    # the reference completion as the model should continue the prompt (e.g. " 71432" after
+    # "The pass key is"), teacher-forced for the paired log-probability measure; None: none
+    gold: str | None = None
 
 
 @dataclass

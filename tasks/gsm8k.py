@@ -209,7 +209,15 @@ class GSM8KTask:
                     prompt=prompt,
                     max_new_tokens=int(gen_kwargs.get("max_gen_toks", self.max_new_tokens)),
                     until=list(gen_kwargs.get("until", [])),
-                    docs=[DocRef(doc_id=inst.doc_id, target=str(target), meta={"doc": doc})],
+                    docs=[
+                        DocRef(
+                            doc_id=inst.doc_id,
+                            target=str(target),
+                            meta={"doc": doc},
+                            # lm-eval's target: " " + the dataset's worked answer ("... #### 72")
+                            gold=" " + doc["answer"] if isinstance(doc.get("answer"), str) else None,
+                        )
+                    ],
                     length=None,
                     meta={
                         "gen_kwargs": gen_kwargs,

@@ -153,8 +153,8 @@ def test_cli_writes_a_run_directory(tiny_hybrid_ckpt, tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--arms", "fp8"], "--arms must list state dtypes"),
-        (["--arms", "fp16,fp16"], "lists an arm twice"),
+        (["--arms", "fp8"], "unknown state format 'fp8'"),
+        (["--arms", "fp16,fp16"], "arm listed twice: fp16"),
         (["--length", "4x"], "bad length"),
         (["--length", "100k"], "fewer than --length"),
     ],

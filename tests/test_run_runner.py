@@ -168,7 +168,9 @@ def test_a_local_run_refuses_a_free_arm_label(capsys):
     from evalkit.cli import main as cli
 
     assert cli(["run", "--model", "x", "--arm", "vllm-fp16"]) == 2
-    assert "a local run's arm is the state dtype" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "unknown state format 'vllm-fp16'" in err and "free labels are for --server runs" in err
+    assert err.count("\n") == 1
 
 
 @pytest.mark.parametrize("progress", [False, True])

@@ -22,6 +22,7 @@ class GenRequest:
     stop: list[str] = field(default_factory=list)
     ignore_eos: bool = False
     min_tokens: int = 0
+    gold: str | None = None  # a reference answer to score too (evalkit.backends.gold), or None
 
 
 @dataclass
@@ -33,6 +34,8 @@ class GenResult:
     flags: list[str] = field(default_factory=list)  # "nan", "inf", "overflow", "repetition"
     error: str | None = None  # set when the request failed for good; never scored
     timings: dict[str, float] = field(default_factory=dict)
+    token_ids: list[int] | None = None  # the generated token ids, where the backend knows them
+    gold: Any = None  # an evalkit.backends.gold.GoldScore when the request had a `gold`
 
 
 OnResult = Callable[[int, GenResult], None]

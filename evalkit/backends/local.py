@@ -1,4 +1,4 @@
-"""The local backend: the in-process engine, with the recurrent state pool in the arm's dtype.
+"""The local backend: the in-process engine, its state stored as the arm says (`evalkit.arm`).
 
 `encode_prompt` is the single definition of how a prompt becomes token ids; `evalkit serve`
 uses it too, which is what makes a run through the server equal an in-process run.
@@ -6,9 +6,11 @@ uses it too, which is what makes a run through the server equal an in-process ru
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 from evalkit.backends.base import GenRequest, GenResult, OnResult, Prompt
+from evalkit.errors import EvalkitError
 
 
 def encode_prompt(tokenizer: Any, prompt: Prompt) -> list[int]:
@@ -46,6 +48,7 @@ def to_result(out: Any) -> GenResult:
         finish_reason=out.finish_reason,
         flags=list(out.flags or []),
         timings=timings,
+        token_ids=[int(t) for t in out.token_ids],
     )
 
 
@@ -63,15 +66,37 @@ class LocalBackend:
         self,
         model: str | None = None,
         *,
-        state_dtype: str = "fp32",
+        arm: Any = None,
+        state_dtype: str | None = None,
         device: str | None = None,
         max_num_seqs: int | None = None,
         engine: Any = None,
+        prefill_budget: int | None = None,
+        encode_cache: dict[str, Any] | None = None,
     ) -> None:
+        """`arm`: an `evalkit.arm.Arm` or its text (`state_dtype` is the same, kept for old
+        callers); it sets the state format, the prefill chunk size and the intra-chunk dtype.
+
+        `prefill_budget`: tokens per prefill forward (rows every prefill is padded to). Arms
+        compared with each other must share it, or their GEMMs differ in shape as well as their
+        stores; default: the engine's on the GPU (16,384), on the CPU `DEFAULT_PREFILL_CHUNK`,
+        raised to the arm's chunk size when that is larger (the sweep passes one for all arms).
+        `encode_cache`: text prompt -> token ids, shared by backends that ask the same questions
+        (a 128k-token prompt takes a good part of a second to tokenize)."""
+        from evalkit.arm import DEFAULT_PREFILL_CHUNK, parse_arm
+
+        self.arm = parse_arm(arm or state_dtype or "fp32")
         if engine is None:
+            import torch
+
             from evalkit.engine import LLMEngine
 
-            kwargs: dict[str, Any] = {"state_dtype": state_dtype}
+            kwargs: dict[str, Any] = dict(self.arm.engine_options())
+            on_cpu = (device or ("cuda" if torch.cuda.is_available() else "cpu")) == "cpu"
+            if prefill_budget is None and on_cpu:
+                prefill_budget = max(DEFAULT_PREFILL_CHUNK, self.arm.prefill_chunk_size)
+            if prefill_budget is not None:
+                kwargs["max_num_batched_tokens"] = prefill_budget
             if device:
                 kwargs["device"] = device
             if max_num_seqs:
@@ -79,14 +104,29 @@ class LocalBackend:
             engine = LLMEngine(model, **kwargs)
         self.engine = engine
         self.tokenizer = engine.tokenizer
+        self.encode_cache = encode_cache
+
+    def _encode(self, prompt: Prompt) -> Any:
+        if self.encode_cache is None or not isinstance(prompt, str):
+            return encode_prompt(self.tokenizer, prompt)
+        ids = self.encode_cache.get(prompt)
+        if ids is None:
+            ids = self.encode_cache[prompt] = array("l", encode_prompt(self.tokenizer, prompt))
+        return ids
 
     def describe(self) -> dict[str, Any]:
         return {**self.engine.describe(), "name": self.name}
 
     def generate(self, requests: list[GenRequest], on_result: OnResult) -> None:
         """All requests join the engine's continuous batch; each result is handed over the step it
-        finishes. Engine failures propagate: completed results are already stored, a re-run resumes."""
-        index: dict[int, int] = {}
+        finishes. A request with a `gold` answer also teacher-forces it in decode mode from the
+        post-prompt state (`LLMEngine.add_request(forced_answer=...)`: a copy of the state, no
+        second prefill), and its result waits for both. Engine failures propagate: completed
+        results are already stored, a re-run resumes."""
+        from evalkit.backends import gold as gold_mod
+
+        owner: dict[int, tuple[int, str]] = {}  # engine request id -> (request index, "gen" | "gold")
+        partial: dict[int, dict[str, Any]] = {}
         for i, r in enumerate(requests):
             params = make_params(
                 self.engine,
@@ -95,14 +135,38 @@ class LocalBackend:
                 ignore_eos=r.ignore_eos,
                 min_tokens=r.min_tokens,
             )
-            index[self.engine.add_request(encode_prompt(self.tokenizer, r.prompt), params)] = i
-        while index and self.engine.has_unfinished():
+            ids = self._encode(r.prompt)
+            partial[i] = {}
+            answer = None
+            if r.gold is not None:
+                answer = list(self.tokenizer.encode(r.gold, add_special_tokens=False)) or None
+                if answer is None:
+                    partial[i]["gold"] = gold_mod.failed("decode", "the reference answer has no tokens")
+            else:
+                partial[i]["gold"] = None
+            try:
+                rid = self.engine.add_request(ids, params, forced_answer=answer)
+            except EvalkitError as exc:  # e.g. prompt + answer longer than the cache: no measure
+                if answer is None:
+                    raise
+                partial[i]["gold"] = gold_mod.failed("decode", str(exc))
+                rid = self.engine.add_request(ids, params)
+            owner[rid] = (i, "gen")
+            if answer is not None and "gold" not in partial[i]:
+                owner[self.engine.forced_request_id(rid)] = (i, "gold")
+        while owner and self.engine.has_unfinished():
             for out in engine_step(self.engine)[0]:
-                i = index.pop(out.request_id, None)
-                if i is not None:
-                    on_result(i, to_result(out))
-        if index:
-            raise RuntimeError(f"the engine stopped with {len(index)} requests unanswered")
+                i, kind = owner.pop(out.request_id, (None, None))
+                if i is None:
+                    continue
+                partial[i][kind] = to_result(out) if kind == "gen" else gold_mod.from_forced(out.forced)
+                if len(partial[i]) == 2:
+                    got = partial.pop(i)
+                    result = got["gen"]
+                    result.gold = got["gold"]
+                    on_result(i, result)
+        if owner:
+            raise RuntimeError(f"the engine stopped with {len(owner)} requests unanswered")
 
     def close(self) -> None:
         pass

@@ -261,6 +261,39 @@ class OpenAIBackend:
             fingerprint=getattr(resp, "system_fingerprint", None),
         )
 
+    def _gold(self, home: int, req: GenRequest) -> Any:
+        """The reference answer's log-probabilities from the completions API's prompt log-probs
+        (`echo=True`, top-2 `logprobs`, one generated token, as vLLM offers them); a GoldScore
+        whose `error` says why when the server does not offer them. Never fails the question."""
+        from evalkit.backends import gold
+
+        if not isinstance(req.prompt, str):
+            return gold.failed("prompt", "chat prompts: the chat API returns no prompt log-probabilities")
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            replica = (home + attempt) % len(self._clients)
+            try:
+                resp = self._clients[replica].completions.create(
+                    model=self.model,
+                    prompt=req.prompt + req.gold,
+                    echo=True,
+                    logprobs=2,
+                    max_tokens=1,
+                    temperature=0.0,
+                    **({"seed": self.seed} if self.seed is not None else {}),
+                )
+                choice = resp.choices[0]
+                n = len(req.prompt)
+                return gold.from_prompt_logprobs(getattr(choice, "logprobs", None), n, n + len(req.gold))
+            except Exception as exc:  # noqa: BLE001 -- classified like any request
+                err = _classify(exc)
+                last = f"{self.base_urls[replica]}: {err}"
+                if isinstance(err, PermanentError):
+                    return gold.failed("prompt", f"the server refused prompt log-probabilities ({last})")
+                if attempt < self.max_retries:
+                    self._sleep(self._backoff(attempt))
+        return gold.failed("prompt", f"prompt log-probabilities failed: {last}")
+
     def _answer(self, home: int, req: GenRequest) -> GenResult:
         start = time.perf_counter()
         last_error = ""
@@ -322,6 +355,8 @@ class OpenAIBackend:
                     return
                 try:
                     result = self._answer(home, requests[i])
+                    if requests[i].gold is not None and result.error is None:
+                        result.gold = self._gold(home, requests[i])
                 except Exception as exc:  # noqa: BLE001 -- a bug here must not lose the request
                     result = GenResult(text="", finish_reason="error", error=f"internal: {exc!r}")
                 done.put((i, result))

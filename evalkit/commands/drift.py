@@ -17,8 +17,6 @@ from pathlib import Path
 
 from evalkit.errors import EvalkitError, InputError
 
-ARMS = ("fp32", "fp16", "bf16")
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -27,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--arms",
         default="fp16,bf16",
-        help="state dtypes compared with the fp32 arm, comma-separated (default fp16,bf16; "
+        help="state formats compared with the fp32 arm, comma-separated (evalkit.arm names: fp16, bf16, "
+        "m7, fp16-sr, ...; default fp16,bf16; "
         "fp32 here runs a second fp32 arm: a self-check that must give exactly 0)",
     )
     parser.add_argument(
@@ -87,13 +86,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _arms(text: str) -> list[str]:
-    arms = [a.strip() for a in text.split(",") if a.strip()]
-    bad = [a for a in arms if a not in ARMS]
-    if bad or not arms:
-        raise InputError(f"--arms must list state dtypes from {', '.join(ARMS)}; got {text!r}")
-    if len(set(arms)) != len(arms):
-        raise InputError(f"--arms lists an arm twice: {text!r}")
-    return arms
+    """State formats (`evalkit.arm` vocabulary, without @ parameters: drift sets its own chunking)."""
+    from evalkit.arm import parse_arms
+
+    arms = parse_arms(text)
+    with_params = [a.label for a in arms if a.label != a.format.name]
+    if with_params:
+        raise InputError(
+            "--arms: drift takes state formats only (its store points are --chunk-size), "
+            f"not {', '.join(with_params)}"
+        )
+    return [a.format.name for a in arms]
 
 
 def _model_path(model: str | None) -> str:

@@ -11,10 +11,11 @@ import argparse
 import shlex
 from dataclasses import dataclass
 
+from evalkit.arm import SERVER_FORMATS, server_format
 from evalkit.errors import InputError
 
-ARMS = ("fp32", "fp16", "bf16")
-LONG_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+ARMS = tuple(SERVER_FORMATS)  # the state formats serving engines offer
+LONG_NAMES = SERVER_FORMATS
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--arm",
-        choices=ARMS,
         action="append",
         help="only this arm (repeatable; default: fp32 fp16 bf16, fp32 first as baseline)",
     )
@@ -166,6 +166,6 @@ def main(args: argparse.Namespace) -> int:
     if args.port is not None and not (0 < args.port < 65536):
         raise InputError(f"--port {args.port} is not a TCP port")
     engines = args.engine or sorted(ENGINES)
-    arms = args.arm or list(ARMS)
+    arms = [server_format(a) for a in args.arm] if args.arm else list(ARMS)
     print(render(engines, arms, args.model, args.port, args.tasks, args.lm_eval))
     return 0

@@ -1,7 +1,8 @@
 """`evalkit run`: evaluate one arm and write a run directory (resumable).
 
 Local: `--model PATH --arm fp16` runs the in-process engine with its recurrent state stored in
-fp16. Remote: `--server URL [--server URL2 …] --arm LABEL --arm-note "how it was started"`
+fp16 (`--arm` takes any `evalkit.arm` arm: `m7`, `bf16-rtz@chunk=64`, ...).
+Remote: `--server URL [--server URL2 …] --arm LABEL --arm-note "how it was started"`
 asks OpenAI-compatible replicas. With neither, the embedded reference model runs.
 """
 
@@ -40,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src.add_argument(
         "--arm",
         required=True,
-        help="fp32|fp16|bf16 for a local run (the state dtype); any label with --server",
+        help="local run: the arm, FORMAT[@chunk=N][@intra=DTYPE] (fp32, fp16, bf16, fp8_e4m3, m7, "
+        "bf16-rtz@chunk=64, ...; see evalkit/arm.py); with --server: any label",
     )
     src.add_argument("--arm-note", help="free text recorded with the arm, e.g. 'ATOM_GDN_SSM_DTYPE=fp16'")
     src.add_argument(
@@ -73,6 +75,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-new-tokens",
         type=int,
         help="cap every task's generation length (smoke tests; recorded in the manifest)",
+    )
+    q.add_argument(
+        "--gold-logprob",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also score each question's reference answer (gold_* fields in samples.jsonl; the paired "
+        "measure of `compare`). Default on for a local run (teacher-forced in decode mode from a copy "
+        "of the post-prompt state: no second prefill), off with --server (one more request per "
+        "question, from the server's prompt log-probabilities where it offers them)",
     )
     o = parser.add_argument_group("output")
     o.add_argument("--out", help="run directory (default runs/<model>-<arm>); re-running resumes it")
@@ -185,6 +196,7 @@ def main(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         apply_chat_template=args.apply_chat_template,
         max_new_tokens=args.max_new_tokens,
+        gold_logprob=(not servers) if args.gold_logprob is None else args.gold_logprob,
         manifest=manifest,
     )
     try:

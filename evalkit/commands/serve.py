@@ -7,12 +7,14 @@ import argparse
 
 from evalkit.errors import InputError
 
-STATE_DTYPES = ("fp32", "fp16", "bf16")
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="checkpoint dir or hub id (default: the embedded reference model)")
-    parser.add_argument("--arm", required=True, choices=STATE_DTYPES, help="recurrent-state dtype")
+    parser.add_argument(
+        "--arm",
+        required=True,
+        help="how the recurrent state is stored: FORMAT[@chunk=N][@intra=DTYPE] (evalkit/arm.py), e.g. fp16",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (8000; 0 picks a free one)")
     parser.add_argument("--port-file", help="write the bound port to this file once listening")
@@ -26,13 +28,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from evalkit.backends.local import LocalBackend
-    from evalkit.runner.setup import default_model
+    from evalkit.runner.setup import default_model, parse_local_arm
     from evalkit.serve.server import Server
 
     if not (0 <= args.port < 65536):
         raise InputError(f"--port {args.port} is not a TCP port")
+    arm = parse_local_arm(args.arm)
     model = args.model or default_model()[0]
-    backend = LocalBackend(model, state_dtype=args.arm, device=args.device, max_num_seqs=args.max_num_seqs)
+    backend = LocalBackend(model, arm=arm, device=args.device, max_num_seqs=args.max_num_seqs)
     name = args.served_model_name or args.model or "evalkit-reference"
     aliases = tuple(x for x in (model, args.model) if x and x != name)
     try:
@@ -47,7 +50,7 @@ def main(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise InputError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
     print(
-        f"evalkit serve: {name} (state {args.arm}) on {server.url}  "
+        f"evalkit serve: {name} (state {arm.label}) on {server.url}  "
         f"[/v1/models /v1/completions /v1/chat/completions /health /metrics]",
         flush=True,
     )

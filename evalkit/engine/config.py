@@ -64,7 +64,9 @@ class EngineConfig:
         if gpu and not torch.cuda.is_available():
             raise InputError("device 'cuda' was requested but no CUDA GPU is available")
         c.max_num_seqs = c.max_num_seqs or (256 if gpu else 16)
-        c.max_num_batched_tokens = c.max_num_batched_tokens or (16384 if gpu else 512)
+        # a larger prefill chunk than the default budget raises the budget (one chunk must fit)
+        default_budget = max(16384 if gpu else 512, c.prefill_chunk_size or 0)
+        c.max_num_batched_tokens = c.max_num_batched_tokens or default_budget
         c.prefill_chunk_size = c.prefill_chunk_size or (
             c.max_num_batched_tokens if gpu else min(256, c.max_num_batched_tokens)
         )

@@ -26,6 +26,7 @@ from evalkit.errors import InputError
 
 from ..model.loader import LoadedModel, load_model
 from .config import EngineConfig
+from .forced import ForcedScore, copy_sequence_state, row_scores
 from .health import is_repetition, logit_flags, state_flags
 from .memory import gpu_pool_budget
 from .model_runner import ModelRunner
@@ -74,6 +75,7 @@ class LLMEngine:
         self._ids = itertools.count()
         self._live: dict[int, Sequence] = {}  # unfinished requests by id
         self._decode_steps = 0
+        self._fork_ids: dict[int, int] = {}  # generation request id -> its forced answer's id
         self.stats = {
             "prefill_tokens": 0,
             "prefill_s": 0.0,
@@ -136,10 +138,42 @@ class LLMEngine:
         return [int(t) for t in prompt]
 
     def add_request(
-        self, prompt: Prompt, params: SamplingParams | None = None, request_id: int | None = None
+        self,
+        prompt: Prompt,
+        params: SamplingParams | None = None,
+        request_id: int | None = None,
+        forced_answer: Seq[int] | None = None,
     ) -> int:
+        """A generation request. With `forced_answer` (token ids) it also teacher-forces that answer
+        in decode mode from its post-prompt state (`evalkit.engine.forced`), without a second
+        prefill: the forced output comes back separately, as request `forced_request_id(rid)`."""
         rid = next(self._ids) if request_id is None else request_id
         seq = Sequence(self.encode(prompt), params or SamplingParams(), request_id=rid)
+        if forced_answer is not None:
+            seq.fork_answer = [int(t) for t in forced_answer]
+            if not seq.fork_answer:
+                raise InputError("teacher forcing: empty answer")
+            seq.fork_request_id = next(self._ids)
+            self._fork_ids[rid] = seq.fork_request_id
+        self.scheduler.add(seq)
+        self._live[rid] = seq
+        return rid
+
+    def forced_request_id(self, request_id: int) -> int | None:
+        """The request id of the forced answer of a request made with `forced_answer`."""
+        return self._fork_ids.get(request_id)
+
+    def add_forced_request(self, prompt: Prompt, answer: Seq[int], request_id: int | None = None) -> int:
+        """Teacher-force `answer` (token ids) after `prompt` in decode mode (`evalkit.engine.forced`):
+        the prompt is prefilled as for generation, then each answer token is a decode step. Its
+        `Output.forced` is a `ForcedScore`."""
+        answer = [int(t) for t in answer]
+        if not answer:
+            raise InputError("teacher forcing: empty answer")
+        rid = next(self._ids) if request_id is None else request_id
+        seq = Sequence(self.encode(prompt), SamplingParams(max_new_tokens=len(answer)), request_id=rid)
+        seq.forced = answer
+        seq.forced_score = ForcedScore(tokens=answer)
         self.scheduler.add(seq)
         self._live[rid] = seq
         return rid
@@ -204,7 +238,11 @@ class LLMEngine:
                 continue
             lg = last_logits[seq.seq_id]
             seq.t_first_token = time.perf_counter()
-            if seq.params.max_new_tokens == 0:
+            if seq.fork_answer is not None:
+                done.extend(self._fork(seq, lg[-1:]))
+            if seq.forced is not None:
+                self._force(seq, lg[-1:])
+            elif seq.params.max_new_tokens == 0:
                 seq.finish_reason = "length"
             else:
                 self._append(seq, int(lg[-1].argmax()))
@@ -228,9 +266,13 @@ class LLMEngine:
         self._decode_steps += 1
         if self._decode_steps % self.config.health_interval == 0:
             self._check_state(seqs)
+        forced = [i for i, s in enumerate(seqs) if s.forced is not None]
+        if forced:
+            self._force_rows([seqs[i] for i in forced], logits[forced])
         done = []
         for seq, tok in zip(seqs, packed[0].tolist()):
-            self._append(seq, tok)
+            if seq.forced is None:
+                self._append(seq, tok)
             if seq.finish_reason:
                 self._check_state([seq])
                 self.scheduler.finish(seq)
@@ -261,6 +303,48 @@ class LLMEngine:
         picked = logp.gather(1, targets[:, None])[:, 0]
         seq.logprob += float(picked.double().sum())
         seq.is_greedy = seq.is_greedy and bool((lg.argmax(-1) == targets).all())
+
+    def _fork(self, parent: Sequence, logits: torch.Tensor) -> list[Output]:
+        """Start the forced answer of `parent` from its post-prompt state (in its reserved slot)."""
+        answer = parent.fork_answer
+        child = Sequence(
+            parent.token_ids[: parent.n_prompt],
+            SamplingParams(max_new_tokens=len(answer)),
+            request_id=parent.fork_request_id,
+        )
+        child.forced, child.forced_score = answer, ForcedScore(tokens=answer)
+        child.slot, child.block_table = parent.fork_slot, parent.fork_blocks
+        parent.fork_slot, parent.fork_blocks = None, []
+        child.num_computed = parent.num_computed
+        child.flags, child.state_max_abs = set(parent.flags), parent.state_max_abs
+        child.t_first_token = parent.t_first_token
+        copy_sequence_state(self.state, self.runner, parent, child)
+        child.status = Status.DECODE
+        self._live[child.request_id] = child
+        self._fork_ids.pop(parent.request_id, None)
+        self._force(child, logits)
+        if child.finish_reason:
+            self.scheduler.finish(child)
+            return [self._output(child)]
+        self.scheduler.decoding.append(child)
+        return []
+
+    def _force(self, seq: Sequence, logits: torch.Tensor) -> None:
+        self._force_rows([seq], logits)
+
+    def _force_rows(self, seqs: list[Sequence], logits: torch.Tensor) -> None:
+        """Score the next answer token of each teacher-forced sequence (one logits row each), then
+        queue that token as the next decode input, or finish after the last one."""
+        nxt = [s.forced[len(s.forced_score.token_logprobs)] for s in seqs]
+        targets = torch.tensor(nxt, dtype=torch.long, device=logits.device)
+        logps, margins = row_scores(logits, targets)
+        for seq, tok, lp, mg in zip(seqs, nxt, logps, margins):
+            seq.forced_score.token_logprobs.append(lp)
+            seq.forced_score.margins.append(mg)
+            if len(seq.forced_score.token_logprobs) == len(seq.forced):
+                seq.finish_reason = "length"
+            else:
+                seq.token_ids.append(tok)
 
     def _append(self, seq: Sequence, tok: int) -> None:
         seq.token_ids.append(tok)
@@ -308,6 +392,7 @@ class LLMEngine:
             flags=sorted(seq.flags),
             state_max_abs=seq.state_max_abs if self.state.kda else None,
             timings=timings,
+            forced=seq.forced_score,
         )
 
     # -- batch APIs ----------------------------------------------------------------------------
@@ -349,6 +434,16 @@ class LLMEngine:
         results: dict[int, Output] = {}
         self._run(rids, results, None, use_tqdm, "loglikelihood")
         return [(s.logprob, s.is_greedy) for s in seqs]
+
+    def forced_decode(
+        self, requests: Seq[tuple[Prompt, Seq[int]]], use_tqdm: bool = False
+    ) -> list[ForcedScore]:
+        """Decode-mode teacher forcing of (prompt, answer ids) pairs (see `add_forced_request`);
+        batch-invariant like generation: a pair's scores do not depend on the other pairs."""
+        rids = [self.add_forced_request(p, a) for p, a in requests]
+        results: dict[int, Output] = {}
+        self._run(rids, results, None, use_tqdm, "forced decode")
+        return [results[r].forced for r in rids]
 
     def _run(self, rids, results, on_finish, use_tqdm, desc) -> None:
         from tqdm.auto import tqdm

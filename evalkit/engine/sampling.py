@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from evalkit.errors import InputError
 
@@ -37,3 +38,4 @@ class Output:
     flags: list[str] = field(default_factory=list)  # "nan", "inf", "overflow", "repetition"
     state_max_abs: float | None = None  # largest |recurrent state| seen for this sequence
     timings: dict[str, float] = field(default_factory=dict)
+    forced: Any = None  # an evalkit.engine.forced.ForcedScore for a teacher-forced request

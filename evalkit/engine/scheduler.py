@@ -48,7 +48,7 @@ class Scheduler:
                 f"request needs {seq.max_len} tokens (prompt {seq.n_prompt} + max_new_tokens "
                 f"{seq.max_len - seq.n_prompt}), more than max_model_len={self.config.max_model_len}"
             )
-        need = self.state.blocks_needed(seq.max_len)
+        need = self.state.blocks_needed(seq.max_len) + self.state.blocks_needed(seq.fork_len)
         if need and need > self.state.num_blocks - 1:
             raise InputError(
                 f"request needs {need * self.state.block_size} cache tokens; the MLA cache holds "
@@ -61,7 +61,9 @@ class Scheduler:
 
     @property
     def num_running(self) -> int:
-        return len(self.prefilling) + len(self.decoding)
+        """Running sequences, counting the forks reserved by prefilling ones."""
+        forks = sum(1 for s in self.prefilling if s.fork_slot is not None)
+        return len(self.prefilling) + len(self.decoding) + forks
 
     def _next_chunk(self, seq: Sequence) -> int:
         C = self.config.prefill_chunk_size
@@ -69,13 +71,18 @@ class Scheduler:
         return min(left, C - seq.num_computed % C)
 
     def _admit(self, seq: Sequence) -> bool:
-        if self.num_running >= self.config.max_num_seqs or self.state.free_slots == 0:
+        slots = 1 if seq.fork_answer is None else 2  # a fork's slot is reserved up front
+        if self.num_running + slots > self.config.max_num_seqs or self.state.free_slots < slots:
             return False
         need = self.state.blocks_needed(seq.max_len)
-        if need > self.state.free_blocks:
+        fork_need = self.state.blocks_needed(seq.fork_len)
+        if need + fork_need > self.state.free_blocks:
             return False
         seq.slot = self.state.alloc_slot()
         seq.block_table = self.state.alloc_blocks(need)
+        if seq.fork_answer is not None:
+            seq.fork_slot = self.state.alloc_slot()
+            seq.fork_blocks = self.state.alloc_blocks(fork_need)
         seq.status = Status.PREFILL
         self.prefilling.append(seq)
         if self.on_admit is not None:
@@ -121,6 +128,10 @@ class Scheduler:
         if seq in self.prefilling:
             self.prefilling.remove(seq)
         seq.status = Status.FINISHED
+        if seq.fork_slot is not None:  # finished before its fork was taken (aborted)
+            self.state.free_slot(seq.fork_slot)
+            self.state.free_blocks_of(seq.fork_blocks)
+            seq.fork_slot, seq.fork_blocks = None, []
         if self.on_release is not None:
             self.on_release(seq)
             return

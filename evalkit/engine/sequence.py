@@ -42,6 +42,16 @@ class Sequence:
         self.score_from = score_from
         self.logprob = 0.0
         self.is_greedy = True
+        # teacher forcing in decode mode (evalkit.engine.forced): the answer fed token by token
+        self.forced: list[int] | None = None
+        self.forced_score = None
+        # a generation request may carry an answer to teacher-force from its post-prompt state:
+        # at admission it reserves a second slot (and cache blocks); when its prompt is in, the
+        # state is copied there and a forced sequence (request id fork_request_id) continues
+        self.fork_answer: list[int] | None = None
+        self.fork_request_id: int | None = None
+        self.fork_slot: int | None = None
+        self.fork_blocks: list[int] = []
         self.t_arrival = time.perf_counter()
         self.t_first_token: float | None = None
 
@@ -56,6 +66,11 @@ class Sequence:
     @property
     def generated(self) -> list[int]:
         return self.token_ids[self.n_prompt :]
+
+    @property
+    def fork_len(self) -> int:
+        """Tokens the forked forced sequence may hold (0 without a fork)."""
+        return 0 if self.fork_answer is None else self.n_prompt + len(self.fork_answer)
 
     @property
     def max_len(self) -> int:

@@ -1,5 +1,5 @@
 """The lm-eval model `evalkit`: generation and log-likelihoods from evalkit's engine, with the
-recurrent state stored in `state_dtype` (fp32|fp16|bf16).
+recurrent state stored as `state_dtype` says (an `evalkit.arm` arm: fp32, fp16, bf16, m7, ...).
 
 model_args: pretrained (checkpoint dir or hub id; default the embedded reference model),
 state_dtype (fp32), max_num_seqs, max_gen_toks (256, lm-eval's default when a task sets none).
@@ -47,8 +47,13 @@ class EvalkitLM(LM):
         **kwargs: Any,
     ) -> None:
         super().__init__()
-        if state_dtype not in ("fp32", "fp16", "bf16"):
-            raise ValueError(f"state_dtype must be fp32, fp16 or bf16, not {state_dtype!r}")
+        from evalkit.arm import parse_arm
+        from evalkit.errors import InputError
+
+        try:
+            arm = parse_arm(state_dtype)
+        except InputError as exc:
+            raise ValueError(f"state_dtype: {exc}") from None
         if pretrained is None and engine is None:
             from evalkit.runner.setup import default_model
 
@@ -59,7 +64,7 @@ class EvalkitLM(LM):
         self.max_gen_toks = int(max_gen_toks)
         self.backend = LocalBackend(
             pretrained,
-            state_dtype=state_dtype,
+            arm=arm,
             device=device,
             max_num_seqs=int(max_num_seqs) if max_num_seqs else None,
             engine=engine,

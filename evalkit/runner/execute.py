@@ -6,6 +6,7 @@ a scoring failure is stored the same way, so no question is ever lost.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,9 @@ class RunSpec:
     data_dir: str | None = None
     apply_chat_template: bool = False
     max_new_tokens: int | None = None  # a cap for smoke runs; recorded in the manifest
+    gold_logprob: bool = False  # also score each question's reference answer (evalkit.backends.gold)
+    # shared between runs of the same questions (the sweep's arms): each task's requests built once
+    request_cache: dict[str, Any] | None = None
     manifest: dict[str, Any] = field(default_factory=dict)  # model, arm, command, ...
 
 
@@ -60,9 +64,11 @@ def task_entries(
     return out
 
 
-def gen_request(req: Any, cap: int | None) -> GenRequest:
+def gen_request(req: Any, cap: int | None, gold: bool = False) -> GenRequest:
+    """The backend's request; with `gold`, a one-question request carries its reference answer."""
     n = req.max_new_tokens if cap is None else min(req.max_new_tokens, cap)
-    return GenRequest(prompt=req.prompt, max_new_tokens=n, stop=list(req.until or []))
+    answer = getattr(req.docs[0], "gold", None) if gold and len(req.docs) == 1 else None
+    return GenRequest(prompt=req.prompt, max_new_tokens=n, stop=list(req.until or []), gold=answer)
 
 
 def _base_sample(item: WorkItem, doc: Any, result: GenResult, prompt_hash: str) -> dict[str, Any]:
@@ -81,6 +87,8 @@ def _base_sample(item: WorkItem, doc: Any, result: GenResult, prompt_hash: str) 
         "finish_reason": result.finish_reason,
         "flags": list(result.flags),
         "timings": dict(result.timings),
+        "generated_ids": result.token_ids,
+        **(result.gold.sample_fields() if result.gold is not None else {}),
         **({"meta": item.request.meta} if item.request.meta else {}),
     }
 
@@ -132,6 +140,7 @@ def run_evaluation(
     manifest.setdefault("seeds", {"task_seed": spec.seed})
     manifest["limit"] = spec.limit
     manifest["apply_chat_template"] = spec.apply_chat_template
+    manifest["gold_logprob"] = spec.gold_logprob
 
     from evalkit.tasks.long_context import base as long_context_base
 
@@ -139,14 +148,25 @@ def run_evaluation(
     shown, long_context_base.SHOW_PROGRESS = long_context_base.SHOW_PROGRESS, progress
     try:
         for t in tasks:
-            requests_by_task[t.name] = t.requests(
-                tokenizer=tokenizer,
-                lengths=lengths[t.name],
-                limit=spec.limit,
-                seed=spec.seed,
-                data_dir=spec.data_dir,
-                apply_chat_template=spec.apply_chat_template,
+            key = (
+                json.dumps(
+                    [t.name, t.config(), lengths[t.name], spec.limit, spec.seed, spec.data_dir],
+                    sort_keys=True,
+                    default=str,
+                )
+                + f"|chat={spec.apply_chat_template}"
             )
+            cache = spec.request_cache if spec.request_cache is not None else {}
+            if key not in cache:
+                cache[key] = t.requests(
+                    tokenizer=tokenizer,
+                    lengths=lengths[t.name],
+                    limit=spec.limit,
+                    seed=spec.seed,
+                    data_dir=spec.data_dir,
+                    apply_chat_template=spec.apply_chat_template,
+                )
+            requests_by_task[t.name] = cache[key]
     finally:
         long_context_base.SHOW_PROGRESS = shown
 
@@ -171,7 +191,8 @@ def run_evaluation(
         bar.update(len(samples), result.n_generated, n_err)
 
     try:
-        backend.generate([gen_request(it.request, spec.max_new_tokens) for it in plan.items], on_result)
+        asks = [gen_request(it.request, spec.max_new_tokens, spec.gold_logprob) for it in plan.items]
+        backend.generate(asks, on_result)
     except BaseException:
         writer.close()  # every completed sample is already on disk; a re-run resumes
         raise

@@ -1,7 +1,8 @@
 """From command-line choices to a backend, a tokenizer and the manifest's model/arm/backend.
 
-Local arms are state dtypes (fp32|fp16|bf16) of the in-process engine; a remote arm is a free
-label plus `--arm-note` (how the server was started), since evalkit cannot see inside it.
+A local arm is an `evalkit.arm.Arm` (state format, prefill chunk size, intra-chunk dtype) of the
+in-process engine; a remote arm is a free label plus `--arm-note` (how the server was started),
+since evalkit cannot see inside it.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import InputError
-
-STATE_DTYPES = ("fp32", "fp16", "bf16")
 
 
 @dataclass
@@ -47,30 +46,50 @@ def load_tokenizer(name_or_path: str | None) -> Any:
         raise InputError(f"cannot load the tokenizer from {name_or_path}: {exc}") from exc
 
 
+def parse_local_arm(text: str) -> Any:
+    """The `--arm` of a local run as an `Arm`; a one-line error that says the syntax otherwise."""
+    from evalkit.arm import parse_arm
+
+    try:
+        return parse_arm(text)
+    except InputError as exc:
+        raise InputError(f"--arm: {exc} (free labels are for --server runs)") from None
+
+
+def local_arm_info(backend: Any, note: str | None) -> dict[str, Any]:
+    """The manifest's `arm` record of a local run: the arm, plus the kernels that ran it."""
+    desc = backend.describe()
+    return {**backend.arm.describe(), "note": note, "kernel_build": desc.get("kernel_build")}
+
+
 def local_setup(
-    model: str | None, arm: str, note: str | None, device: str | None, max_num_seqs: int | None
+    model: str | None,
+    arm: Any,
+    note: str | None,
+    device: str | None,
+    max_num_seqs: int | None,
+    loaded: Any = None,
+    prefill_budget: int | None = None,
+    encode_cache: dict[str, Any] | None = None,
 ) -> Setup:
+    """`loaded`: the already loaded `model` (a `LoadedModel`: the sweep loads it once for all arms);
+    `prefill_budget`: rows per prefill forward, shared by arms compared together (LocalBackend)."""
     from evalkit.backends.local import LocalBackend
 
-    if arm not in STATE_DTYPES:
-        raise InputError(
-            f"--arm {arm!r}: a local run's arm is the state dtype, one of "
-            f"{', '.join(STATE_DTYPES)} (free labels are for --server runs)"
-        )
+    arm = parse_local_arm(arm) if isinstance(arm, str) else arm
     suite = None
     if model is None:
         model, suite = default_model()
-    backend = LocalBackend(model, state_dtype=arm, device=device, max_num_seqs=max_num_seqs)
-    desc = backend.describe()
-    model_info = {"path": model, **desc.get("model", {})}
-    arm_info = {
-        "label": arm,
-        "state_dtype": desc.get("state_dtype", arm),
-        "note": note,
-        "intra_chunk_dtype": desc.get("intra_chunk_dtype"),
-        "kernel_build": desc.get("kernel_build"),
-    }
-    return Setup(backend, backend.tokenizer, model_info, arm_info, suite)
+    backend = LocalBackend(
+        loaded or model,
+        arm=arm,
+        device=device,
+        max_num_seqs=max_num_seqs,
+        prefill_budget=prefill_budget,
+        encode_cache=encode_cache,
+    )
+    model_info = {"path": model, **backend.describe().get("model", {})}
+    return Setup(backend, backend.tokenizer, model_info, local_arm_info(backend, note), suite)
 
 
 def remote_setup(
@@ -103,7 +122,9 @@ def remote_setup(
     tok_source = tokenizer or (model if model and Path(model).is_dir() else None)
     tok = load_tokenizer(tok_source)
     model_info = {"path": model or backend.model, "id": backend.model, "tokenizer": tok_source}
-    arm_info = {"label": arm, "state_dtype": arm if arm in STATE_DTYPES else None, "note": note}
+    from evalkit.arm import SERVER_FORMATS
+
+    arm_info = {"label": arm, "state_dtype": arm if arm in SERVER_FORMATS else None, "note": note}
     return Setup(
         backend, tok, model_info, arm_info, after_generate=lambda: {"backend_run": backend.run_info()}
     )

@@ -125,7 +125,8 @@ def identity_fields(manifest: dict[str, Any]) -> dict[str, Any]:
     out["model.weights_fingerprint"] = _get(manifest, "model.weights_fingerprint")
     arm = manifest.get("arm") or {}
     if isinstance(arm, dict):
-        for key in sorted(arm):
+        # the label last: it is derived from the others, which name a difference better
+        for key in sorted(arm, key=lambda k: (k == "label", k)):
             if key != "note":
                 out[f"arm.{key}"] = arm[key]
     else:

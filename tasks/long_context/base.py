@@ -254,7 +254,12 @@ class SizedTask:
             fit_evaluations=evaluations,
             max_seq_tokens=length + self.max_new_tokens,
         )
-        doc = DocRef(doc_id=index, target=", ".join(ex.answers), meta={"answers": list(ex.answers)})
+        doc = DocRef(
+            doc_id=index,
+            target=", ".join(ex.answers),
+            meta={"answers": list(ex.answers)},
+            gold=" " + ex.answer,  # as the reference model was trained: prompt + " " + answers
+        )
         return TaskRequest(
             task=self.name,
             prompt=prompt,
