@@ -39,7 +39,7 @@ mkdir -p "$OUT_DIR"
 export PYTHONUNBUFFERED=1
 start=$(date +%s)
 sweep() {  # name lengths limit margin
-  timeout 470 evalkit sweep --device "$DEVICE" --arms "$ARMS" --tasks passkey,niah_single_1 \
+  timeout 470 python3 -m evalkit sweep --device "$DEVICE" --arms "$ARMS" --tasks passkey,niah_single_1 \
     --lengths "$2" --limit "$3" --margin "$4" --no-progress --out "$OUT_DIR/$1" > "$OUT_DIR/$1.log" 2>&1
   echo "sweep $1 ($2, $3 questions) rc=$? after $(( $(date +%s) - start )) s"
 }
