@@ -1,6 +1,10 @@
-"""A flat Triton kernel around `triton_common.store_state` / `load_state`: stores any fp32 values
-the format's way and widens them back, so tests (interpreter) and GPU checks can compare the
-kernels' format arithmetic with `rounding.round_to_format` on every bit pattern."""
+"""Flat Triton kernels around `triton_common.store_state` / `load_state`: store any fp32 values
+the format's way and widen them back, so tests (interpreter) and GPU checks can compare the
+kernels' format arithmetic with `rounding.round_to_format` on every bit pattern.
+
+Store and load are two launches, as in the engine (a state is stored by one step and loaded by the
+next): within one program a load may run in another thread than the store of the same address,
+and on the GPU nothing orders the two (the first H200 run read stale fp8 codes that way)."""
 
 from __future__ import annotations
 
@@ -22,6 +26,12 @@ def store_probe_kernel(
     m = o < n
     stored = store_state(tl.load(x + o, mask=m), o, tl.load(pos), key, STORAGE, MANT_BITS, ROUNDING)
     tl.store(out + o, stored, mask=m)
+
+
+@triton.jit
+def load_probe_kernel(out, back, n, STORAGE: tl.constexpr, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = o < n
     tl.store(back + o, load_state(out + o, m, STORAGE), mask=m)
 
 
@@ -39,4 +49,7 @@ def store_and_load(
         x.contiguous(), pool_arg(out), back, pos, launch_key(fmt, sr_seed), x.numel(),
         **format_constexprs(fmt), BLOCK=512,
     )  # fmt: skip
+    load_probe_kernel[grid](
+        pool_arg(out), back, x.numel(), STORAGE=format_constexprs(fmt)["STORAGE"], BLOCK=512
+    )
     return out, back
