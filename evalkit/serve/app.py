@@ -24,7 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from evalkit import __version__
 from evalkit.backends.local import encode_prompt
 from evalkit.errors import EvalkitError
-from evalkit.serve.engine_loop import EngineLoop, Finished
+from evalkit.serve.engine_loop import Aborted, EngineLoop, Finished, Handle, ShuttingDown
 from evalkit.serve.protocol import DEFAULT_COMPLETION_TOKENS, APIError, ChatRequest, CompletionRequest
 
 FINISH = {"eos": "stop", "stop": "stop", "length": "length"}
@@ -137,15 +137,44 @@ def create_app(
             max_tokens=max_tokens, stop=req.stop_list(), ignore_eos=req.ignore_eos, min_tokens=req.min_tokens
         )
 
-    async def run_one(ids: list[int], params: Any) -> Finished:
+    def api_error(exc: BaseException) -> APIError:
+        """The HTTP error for a request the engine did not finish."""
+        if isinstance(exc, APIError):
+            return exc
+        if isinstance(exc, ShuttingDown):
+            return APIError(503, f"{exc}; retry on another replica", type_="server_error")
+        if isinstance(exc, Aborted):
+            return APIError(400, str(exc))
+        if isinstance(exc, (ValueError, EvalkitError)):  # the engine refused the request (e.g. too long)
+            return APIError(400, str(exc))
+        return APIError(500, f"generation failed: {exc}", type_="server_error")
+
+    async def until_disconnected(request: Request) -> None:
+        """Returns once the client has gone (the body is already read, so only that message is left)."""
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    async def run_all(request: Request, prompts: list[list[int]], params: Any) -> list[Finished]:
+        """Generate for every prompt; if the client disconnects first, abort them all in the engine."""
+        handles = [loop.submit(ids, params) for ids in prompts]
+        futures = [h.future for h in handles]
+        gone = asyncio.ensure_future(until_disconnected(request))
         try:
-            return await loop.submit(ids, params).future
-        except APIError:
-            raise
-        except (ValueError, EvalkitError) as exc:  # the engine refused the request (e.g. too long)
-            raise APIError(400, str(exc)) from exc
-        except Exception as exc:  # noqa: BLE001
-            raise APIError(500, f"generation failed: {exc}", type_="server_error") from exc
+            while True:
+                failed = [f for f in futures if f.done() and f.exception() is not None]
+                if failed:
+                    raise api_error(failed[0].exception())  # type: ignore[arg-type]
+                if all(f.done() for f in futures):
+                    return [f.result() for f in futures]
+                if gone.done():
+                    raise APIError(400, "client disconnected")
+                waiting = [f for f in futures if not f.done()]
+                await asyncio.wait([*waiting, gone], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            for h in handles:
+                if not h.future.done():
+                    loop.cancel(h)
 
     def usage(outs: list[Finished]) -> dict[str, int]:
         p = sum(o.n_prompt for o in outs)
@@ -155,7 +184,9 @@ def create_app(
     def sse(obj: Any) -> str:
         return f"data: {json.dumps(obj)}\n\n"
 
-    async def stream(ids: list[int], req: Any, max_tokens: int, chat: bool) -> AsyncIterator[str]:
+    async def stream(
+        request: Request, ids: list[int], req: Any, max_tokens: int, chat: bool
+    ) -> AsyncIterator[str]:
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         obj = "chat.completion.chunk" if chat else "text_completion"
         base = {
@@ -176,14 +207,19 @@ def create_app(
                 choice = {"index": 0, "text": text or "", "finish_reason": finish, "logprobs": None}
             return {**base, "choices": [choice]}
 
-        handle = loop.submit(ids, params_for(req, max_tokens), stream=True)
+        handle: Handle = loop.submit(ids, params_for(req, max_tokens), stream=True)
         st = StreamText(tokenizer, req.stop_list())
+        gone = asyncio.ensure_future(until_disconnected(request))
         try:
             if chat:
                 yield sse(chunk(None, None, first=True))
             while not handle.future.done():
                 getter = asyncio.ensure_future(handle.stream.get())
-                await asyncio.wait({getter, handle.future}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({getter, handle.future, gone}, return_when=asyncio.FIRST_COMPLETED)
+                if gone.done():  # the client left: free its slot now, not when decoding ends
+                    getter.cancel()
+                    loop.cancel(handle)
+                    return
                 if getter.done():
                     piece = st.delta(getter.result())
                     if piece:
@@ -193,7 +229,7 @@ def create_app(
             try:
                 out = handle.future.result()
             except Exception as exc:  # noqa: BLE001 -- report in-band, the status is already sent
-                yield sse(APIError(500, f"generation failed: {exc}", type_="server_error").body())
+                yield sse(api_error(exc).body())
                 yield "data: [DONE]\n\n"
                 return
             rest = st.final(out.text)
@@ -204,7 +240,9 @@ def create_app(
                 yield sse({**base, "choices": [], "usage": usage([out])})
             yield "data: [DONE]\n\n"
         finally:
-            handle.cancelled = True
+            gone.cancel()
+            if not handle.future.done():
+                loop.cancel(handle)
 
     def max_tokens_of(req: Any, default: int) -> int:
         for v in (req.max_completion_tokens, req.max_tokens):
@@ -247,7 +285,7 @@ def create_app(
         return {"uptime_s": time.time() - loop.started_at, **loop.stats.as_dict()}
 
     @app.post("/v1/completions")
-    async def completions(req: CompletionRequest) -> Any:
+    async def completions(req: CompletionRequest, request: Request) -> Any:
         check_common(req)
         if req.echo:
             raise APIError(400, "echo is not supported by evalkit serve", param="echo")
@@ -263,9 +301,9 @@ def create_app(
             if len(ids) != 1:
                 raise APIError(400, "streaming takes one prompt", param="prompt")
             return StreamingResponse(
-                stream(ids[0], req, max_tokens, chat=False), media_type="text/event-stream"
+                stream(request, ids[0], req, max_tokens, chat=False), media_type="text/event-stream"
             )
-        outs = await asyncio.gather(*(run_one(x, params_for(req, max_tokens)) for x in ids))
+        outs = await run_all(request, ids, params_for(req, max_tokens))
         return {
             "id": "cmpl-" + uuid.uuid4().hex,
             "object": "text_completion",
@@ -286,7 +324,7 @@ def create_app(
         }
 
     @app.post("/v1/chat/completions")
-    async def chat(req: ChatRequest) -> Any:
+    async def chat(req: ChatRequest, request: Request) -> Any:
         check_common(req)
         messages = [{"role": m.role, "content": m.text()} for m in req.messages]
         try:
@@ -296,8 +334,10 @@ def create_app(
         max_tokens = max_tokens_of(req, max(1, (max_model_len or 4096) - len(ids)))
         check_ids(ids, max_tokens)
         if req.stream:
-            return StreamingResponse(stream(ids, req, max_tokens, chat=True), media_type="text/event-stream")
-        out = await run_one(ids, params_for(req, max_tokens))
+            return StreamingResponse(
+                stream(request, ids, req, max_tokens, chat=True), media_type="text/event-stream"
+            )
+        (out,) = await run_all(request, [ids], params_for(req, max_tokens))
         return {
             "id": "chatcmpl-" + uuid.uuid4().hex,
             "object": "chat.completion",
