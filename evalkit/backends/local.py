@@ -67,6 +67,7 @@ class LocalBackend:
         device: str | None = None,
         max_num_seqs: int | None = None,
         engine: Any = None,
+        trust_remote_code: bool = False,
     ) -> None:
         if engine is None:
             from evalkit.engine import LLMEngine
@@ -76,6 +77,8 @@ class LocalBackend:
                 kwargs["device"] = device
             if max_num_seqs:
                 kwargs["max_num_seqs"] = max_num_seqs
+            if trust_remote_code:
+                kwargs["trust_remote_code"] = True
             engine = LLMEngine(model, **kwargs)
         self.engine = engine
         self.tokenizer = engine.tokenizer

@@ -14,6 +14,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -25,8 +26,10 @@ from evalkit import __version__
 from evalkit.backends.local import encode_prompt
 from evalkit.errors import EvalkitError
 from evalkit.serve.engine_loop import Aborted, EngineLoop, Finished, Handle, ShuttingDown
+from evalkit.serve.guards import Guards
 from evalkit.serve.protocol import DEFAULT_COMPLETION_TOKENS, APIError, ChatRequest, CompletionRequest
 
+DEFAULT_MAX_BODY_BYTES = 8 << 20  # a 139k-token prompt is about 1 MB, as text or as token ids
 FINISH = {"eos": "stop", "stop": "stop", "length": "length"}
 ParamsFactory = Callable[..., Any]
 
@@ -76,8 +79,14 @@ def create_app(
     max_model_len: int | None = None,
     vocab_size: int | None = None,
     aliases: tuple[str, ...] = (),
+    api_key: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> FastAPI:
     app = FastAPI(title="evalkit serve", version=__version__)
+    app.add_middleware(Guards, api_key=api_key, max_body_bytes=max_body_bytes)
+    # tokenizing a long prompt takes seconds: do it off the event loop (one thread: the tokenizer
+    # is not shared between threads) so /health and streams stay responsive meanwhile
+    tokenizer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalkit-tokenize")
     fp = fingerprint(describe)
     names = {model_name, *aliases}
     vocab = vocab_size or (len(tokenizer) if hasattr(tokenizer, "__len__") else None)
@@ -90,6 +99,9 @@ def create_app(
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         err = exc.errors()[0] if exc.errors() else {}
+        if err.get("type") == "json_invalid":  # loc is ("body", character offset): not a parameter
+            why = (err.get("ctx") or {}).get("error", "")
+            return JSONResponse(APIError(400, f"the body is not valid JSON: {why}").body(), status_code=400)
         loc = ".".join(str(x) for x in err.get("loc", ()) if x != "body")
         msg = f"{loc}: {err.get('msg', 'invalid request')}" if loc else err.get("msg", "invalid request")
         return JSONResponse(APIError(400, msg, param=loc or None).body(), status_code=400)
@@ -119,6 +131,14 @@ def create_app(
             raise APIError(400, "logprobs are not supported by evalkit serve", param="logprobs")
         if req.min_tokens and req.max_tokens is not None and req.min_tokens > req.max_tokens:
             raise APIError(400, "min_tokens must not exceed max_tokens", param="min_tokens")
+
+    async def tokenize(prompt: Any, param: str) -> list[int]:
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                tokenizer_thread, encode_prompt, tokenizer, prompt
+            )
+        except Exception as exc:  # noqa: BLE001 -- e.g. a lone surrogate, or a template that rejects the roles
+            raise APIError(400, f"cannot tokenize the {param}: {exc}", param=param) from exc
 
     def check_ids(ids: list[int], max_tokens: int) -> None:
         if not ids:
@@ -294,7 +314,7 @@ def create_app(
         if not prompts:
             raise APIError(400, "the prompt is empty", param="prompt")
         max_tokens = max_tokens_of(req, DEFAULT_COMPLETION_TOKENS)
-        ids = [encode_prompt(tokenizer, x) for x in prompts]
+        ids = [await tokenize(x, "prompt") for x in prompts]
         for x in ids:
             check_ids(x, max_tokens)
         if req.stream:
@@ -327,10 +347,7 @@ def create_app(
     async def chat(req: ChatRequest, request: Request) -> Any:
         check_common(req)
         messages = [{"role": m.role, "content": m.text()} for m in req.messages]
-        try:
-            ids = encode_prompt(tokenizer, messages)
-        except Exception as exc:  # noqa: BLE001 -- e.g. a template that rejects the roles
-            raise APIError(400, f"cannot apply the chat template: {exc}", param="messages") from exc
+        ids = await tokenize(messages, "messages")
         max_tokens = max_tokens_of(req, max(1, (max_model_len or 4096) - len(ids)))
         check_ids(ids, max_tokens)
         if req.stream:
