@@ -86,6 +86,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=5,
         help="retries on 429/5xx/timeouts/dropped connections before recording an error (5)",
     )
+    r.add_argument(
+        "--api-key",
+        help="key sent as `Authorization: Bearer` to every endpoint (default: OPENAI_API_KEY); never stored",
+    )
+    src.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="let Python code shipped with the tokenizer or checkpoint run (off by default; recorded)",
+    )
     loc = parser.add_argument_group("local engine")
     loc.add_argument("--max-num-seqs", type=int, help="most sequences decoded together")
     loc.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda if available)")
@@ -149,12 +158,18 @@ def main(args: argparse.Namespace) -> int:
             args.timeout,
             args.max_retries,
             args.seed,
+            trust_remote_code=args.trust_remote_code,
+            api_key=args.api_key,
         )
     else:
         for flag in ("tokenizer",):
             if getattr(args, flag):
                 raise InputError(f"--{flag} is for --server runs (a local model brings its own)")
-        setup = su.local_setup(args.model, args.arm, args.arm_note, args.device, args.max_num_seqs)
+        if args.api_key:
+            raise InputError("--api-key is for --server runs")
+        setup = su.local_setup(
+            args.model, args.arm, args.arm_note, args.device, args.max_num_seqs, args.trust_remote_code
+        )
 
     suite = setup.default_suite  # the reference model's suite fills what the command leaves out
     tasks = _split([args.tasks]) if args.tasks else (list(suite.tasks) if suite else ["gsm8k"])
@@ -171,6 +186,7 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default_out(args.model, servers, args.arm)
 
     command = ["evalkit", "run", *sys.argv[2:]] if sys.argv[1:2] == ["run"] else sys.argv
+    command = su.redact_command(command)
     manifest = su.base_manifest_fields(command)
     manifest.update(
         model=setup.model, arm=setup.arm, backend=setup.backend.describe(), seeds={"task_seed": args.seed}

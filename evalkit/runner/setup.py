@@ -36,19 +36,29 @@ def default_model() -> tuple[str, Any]:
     return str(reference_model.default_model_path()), reference_model.load_suite()
 
 
-def load_tokenizer(name_or_path: str | None) -> Any:
+def load_tokenizer(name_or_path: str | None, trust_remote_code: bool = False) -> Any:
+    """A --server run's tokenizer; its own code (if it ships some) runs only with --trust-remote-code."""
     if not name_or_path:
         return None
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=True)
+        return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:
+        if not trust_remote_code and "trust_remote_code" in str(exc):
+            raise InputError(
+                f"the tokenizer {name_or_path} ships its own Python code; pass --trust-remote-code to run it"
+            ) from None
         raise InputError(f"cannot load the tokenizer from {name_or_path}: {exc}") from exc
 
 
 def local_setup(
-    model: str | None, arm: str, note: str | None, device: str | None, max_num_seqs: int | None
+    model: str | None,
+    arm: str,
+    note: str | None,
+    device: str | None,
+    max_num_seqs: int | None,
+    trust_remote_code: bool = False,
 ) -> Setup:
     from evalkit.backends.local import LocalBackend
 
@@ -60,9 +70,11 @@ def local_setup(
     suite = None
     if model is None:
         model, suite = default_model()
-    backend = LocalBackend(model, state_dtype=arm, device=device, max_num_seqs=max_num_seqs)
+    backend = LocalBackend(
+        model, state_dtype=arm, device=device, max_num_seqs=max_num_seqs, trust_remote_code=trust_remote_code
+    )
     desc = backend.describe()
-    model_info = {"path": model, **desc.get("model", {})}
+    model_info = {"path": model, **desc.get("model", {}), "trust_remote_code": trust_remote_code}
     arm_info = {
         "label": arm,
         "state_dtype": desc.get("state_dtype", arm),
@@ -83,6 +95,8 @@ def remote_setup(
     timeout: float,
     max_retries: int,
     seed: int | None,
+    trust_remote_code: bool = False,
+    api_key: str | None = None,
 ) -> Setup:
     from evalkit.backends.openai_remote import OpenAIBackend
 
@@ -93,7 +107,7 @@ def remote_setup(
         timeout=timeout,
         max_retries=max_retries,
         seed=1234 if seed is None else seed,
-        api_key=os.environ.get("OPENAI_API_KEY"),
+        api_key=api_key or os.environ.get("OPENAI_API_KEY"),
     )
     if backend.model_substituted:
         print(
@@ -101,12 +115,36 @@ def remote_setup(
             file=sys.stderr,
         )
     tok_source = tokenizer or (model if model and Path(model).is_dir() else None)
-    tok = load_tokenizer(tok_source)
-    model_info = {"path": model or backend.model, "id": backend.model, "tokenizer": tok_source}
+    tok = load_tokenizer(tok_source, trust_remote_code)
+    model_info = {
+        "path": model or backend.model,
+        "id": backend.model,
+        "tokenizer": tok_source,
+        "trust_remote_code": trust_remote_code,
+    }
     arm_info = {"label": arm, "state_dtype": arm if arm in STATE_DTYPES else None, "note": note}
     return Setup(
         backend, tok, model_info, arm_info, after_generate=lambda: {"backend_run": backend.run_info()}
     )
+
+
+SECRET_FLAGS = ("--api-key",)
+
+
+def redact_command(argv: list[str]) -> list[str]:
+    """The command line as recorded in the manifest: secrets (--api-key) replaced by ***."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        flag = arg.split("=", 1)[0]
+        if hide_next:
+            out.append("***")
+        elif flag in SECRET_FLAGS and "=" in arg:
+            out.append(f"{flag}=***")
+        else:
+            out.append(arg)
+        hide_next = not hide_next and arg in SECRET_FLAGS
+    return out
 
 
 def base_manifest_fields(command: list[str]) -> dict[str, Any]:
