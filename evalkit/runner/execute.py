@@ -178,7 +178,7 @@ def run_evaluation(
     finally:
         bar.close()
     extra = after_generate() if after_generate else None
-    summary = writer.finish(extra) if extra else writer.finish()
+    summary = writer.finish(extra, metrics={t.name: list(t.metrics) for t in tasks})
     return RunOutcome(
         out_dir=Path(spec.out_dir),
         summary=summary,
