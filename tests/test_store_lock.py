@@ -81,3 +81,41 @@ def test_a_full_disk_is_a_one_line_error_and_a_rerun_repairs(tmp_path, monkeypat
         again = RunWriter.open(tmp_path / "run", MANIFEST)
     assert again.done_keys == {("t", "0", None)}
     again.close()
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [("resumes", "yes"), ("tasks", ["gsm8k"]), ("model", "m"), ("lengths", [4096, "8k"]), ("arm", 3)],
+)
+def test_a_manifest_field_of_the_wrong_type_is_a_one_line_error_on_resume(tmp_path, field, value):
+    import json
+
+    RunWriter.open(tmp_path / "run", MANIFEST).close()
+    path = tmp_path / "run" / "manifest.json"
+    on_disk = json.loads(path.read_text())
+    path.write_text(json.dumps({**on_disk, field: value}))
+    with pytest.raises(InputError, match=f"field '{field}'"):
+        RunWriter.open(tmp_path / "run", MANIFEST)
+
+
+@pytest.mark.parametrize("length", ["NaN", "Infinity", "-Infinity"])
+def test_a_non_finite_length_in_samples_is_a_one_line_error_on_resume(tmp_path, length):
+    RunWriter.open(tmp_path / "run", MANIFEST).close()
+    line = (
+        f'{{"task": "t", "doc_id": 1, "length": {length}, "prompt_hash": "h", "target": "1", '
+        '"response": "1", "correct": {"m": true}, "error": null}\n'
+    )
+    (tmp_path / "run" / "samples.jsonl").write_text(line)
+    with pytest.raises(InputError, match="field 'length' must be a positive integer"):
+        RunWriter.open(tmp_path / "run", MANIFEST)
+
+
+@pytest.mark.parametrize("doc_id", ["--1", "²", "0x1"])
+def test_odd_string_doc_ids_resume(tmp_path, doc_id):
+    w = RunWriter.open(tmp_path / "run", MANIFEST)
+    w.append({"task": "t", "doc_id": doc_id, "length": None, "prompt_hash": "h", "target": "1",
+              "response": "1", "correct": {"m": True}, "error": None})  # fmt: skip
+    w.close()
+    again = RunWriter.open(tmp_path / "run", MANIFEST)
+    assert again.done_keys == {("t", doc_id, None)}
+    assert again.finish()["t"]["m"]["all"]["n"] == 1

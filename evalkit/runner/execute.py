@@ -133,20 +133,25 @@ def run_evaluation(
     manifest["limit"] = spec.limit
     manifest["apply_chat_template"] = spec.apply_chat_template
 
+    from evalkit.tasks.data import recording_sources, source_identity
     from evalkit.tasks.long_context import base as long_context_base
 
     requests_by_task = {}
     shown, long_context_base.SHOW_PROGRESS = long_context_base.SHOW_PROGRESS, progress
     try:
         for t in tasks:
-            requests_by_task[t.name] = t.requests(
-                tokenizer=tokenizer,
-                lengths=lengths[t.name],
-                limit=spec.limit,
-                seed=spec.seed,
-                data_dir=spec.data_dir,
-                apply_chat_template=spec.apply_chat_template,
-            )
+            with recording_sources() as read:
+                requests_by_task[t.name] = t.requests(
+                    tokenizer=tokenizer,
+                    lengths=lengths[t.name],
+                    limit=spec.limit,
+                    seed=spec.seed,
+                    data_dir=spec.data_dir,
+                    apply_chat_template=spec.apply_chat_template,
+                )
+            data = source_identity(read)
+            if data is not None:  # part of the task's identity: resume refuses other data
+                manifest["tasks"][t.name]["data"] = data
     finally:
         long_context_base.SHOW_PROGRESS = shown
 

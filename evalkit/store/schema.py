@@ -59,6 +59,7 @@ def normalise_sample(sample: Any) -> dict[str, Any]:
         if (
             isinstance(length, bool)
             or not isinstance(length, (int, float))
+            or not math.isfinite(length)
             or length != int(length)
             or length <= 0
         ):

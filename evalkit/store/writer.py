@@ -18,7 +18,7 @@ from typing import Any
 
 from evalkit.errors import InputError, MismatchError
 from evalkit.store.jsonl import iter_jsonl, read_json, repair_torn_tail, write_json_atomic
-from evalkit.store.manifest import first_identity_difference, now_utc
+from evalkit.store.manifest import check_manifest_types, first_identity_difference, now_utc
 from evalkit.store.schema import SampleError, normalise_sample, sample_key
 from evalkit.store.summary import summarise
 
@@ -151,6 +151,7 @@ class RunWriter:
         manifest_path = path / MANIFEST
         if manifest_path.exists():
             on_disk = read_json(manifest_path)
+            check_manifest_types(on_disk, str(manifest_path))
             diff = first_identity_difference(on_disk, manifest)
             if diff is not None:
                 name, old, new = diff
