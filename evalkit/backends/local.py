@@ -83,6 +83,11 @@ class LocalBackend:
         self.engine = engine
         self.tokenizer = engine.tokenizer
 
+    @property
+    def max_model_len(self) -> int | None:
+        config = getattr(self.engine, "config", None)
+        return getattr(config, "max_model_len", None)
+
     def describe(self) -> dict[str, Any]:
         return {**self.engine.describe(), "name": self.name}
 

@@ -213,6 +213,15 @@ class OpenAIBackend:
         except (httpx.HTTPError, ValueError):
             return None
 
+    @property
+    def max_model_len(self) -> int | None:
+        """vLLM's (and evalkit serve's) /v1/models card carries max_model_len; None if absent."""
+        for card in self._models_info[0]["data"]:
+            if isinstance(card, dict) and card.get("id") == self.model:
+                value = card.get("max_model_len")
+                return value if isinstance(value, int) and not isinstance(value, bool) else None
+        return None
+
     def describe(self) -> dict[str, Any]:
         return {
             "name": self.name,

@@ -138,6 +138,12 @@ def _check(args: argparse.Namespace) -> None:
             raise InputError(f"--{flag.replace('_', '-')} must be at least 1")
     if args.concurrency < 1:
         raise InputError("--concurrency must be at least 1")
+    if args.tasks is not None and not _split([args.tasks]):  # before any model loads
+        raise InputError(f"--tasks {args.tasks!r} names no task (`evalkit tasks` lists them)")
+    if args.lengths:
+        from evalkit.tasks.registry import parse_lengths
+
+        parse_lengths(args.lengths)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -172,7 +178,7 @@ def main(args: argparse.Namespace) -> int:
         )
 
     suite = setup.default_suite  # the reference model's suite fills what the command leaves out
-    tasks = _split([args.tasks]) if args.tasks else (list(suite.tasks) if suite else ["gsm8k"])
+    tasks = _split([args.tasks]) if args.tasks is not None else (list(suite.tasks) if suite else ["gsm8k"])
     lengths = None
     if args.lengths:
         from evalkit.tasks.registry import parse_lengths
@@ -180,6 +186,7 @@ def main(args: argparse.Namespace) -> int:
         lengths = parse_lengths(args.lengths)
     elif suite:
         lengths = list(suite.lengths)
+    su.check_lengths(lengths, setup.backend)
     if suite:  # each option the command gives overrides the suite's, one by one
         args.limit = args.limit if args.limit is not None else suite.limit
         args.seed = args.seed if args.seed is not None else suite.seed

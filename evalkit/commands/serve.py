@@ -75,10 +75,11 @@ def _check(args: argparse.Namespace) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from evalkit.backends.local import LocalBackend
-    from evalkit.runner.setup import default_model
+    from evalkit.runner.setup import check_device, default_model
     from evalkit.serve.server import Server, bind
 
     _check(args)
+    check_device(args.device)
     try:  # before the model loads: a busy port is reported in a second, not after minutes
         sock = bind(args.host, args.port)
     except OSError as exc:

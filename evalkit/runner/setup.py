@@ -7,6 +7,7 @@ label plus `--arm-note` (how the server was started), since evalkit cannot see i
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,41 @@ def load_tokenizer(name_or_path: str | None, trust_remote_code: bool = False) ->
         raise InputError(f"cannot load the tokenizer from {name_or_path}: {exc}") from exc
 
 
+def check_device(device: str | None) -> None:
+    """`--device`: cpu, cuda or cuda:N, and a CUDA device must exist (a one-line error, not a
+    traceback from deep inside torch)."""
+    if device is None:
+        return
+    m = re.fullmatch(r"(cpu|cuda)(?::(\d+))?", device.strip())
+    if m is None or (m.group(1) == "cpu" and m.group(2)):
+        raise InputError(f"--device {device!r}: use cpu, cuda or cuda:N")
+    if m.group(1) == "cuda":
+        import torch
+
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0:
+            raise InputError(f"--device {device}: no CUDA GPU is visible to this process (use --device cpu)")
+        if m.group(2) is not None and int(m.group(2)) >= n:
+            raise InputError(f"--device {device}: only {n} CUDA device(s) visible (cuda:0..cuda:{n - 1})")
+
+
+def max_model_len(backend: Any) -> int | None:
+    """The longest prompt + generation the backend's model takes, when it says (else None)."""
+    value = getattr(backend, "max_model_len", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def check_lengths(lengths: list[int] | None, backend: Any) -> None:
+    """Refuse context lengths the model cannot take before any prompt is built."""
+    limit = max_model_len(backend)
+    too_long = [n for n in lengths or [] if limit is not None and n >= limit]
+    if too_long:
+        raise InputError(
+            f"--lengths {max(too_long)} does not fit the model's max length {limit} tokens "
+            "(prompt plus the answer)"
+        )
+
+
 def local_setup(
     model: str | None,
     arm: str,
@@ -68,6 +104,7 @@ def local_setup(
             f"{', '.join(STATE_DTYPES)} (free labels are for --server runs)"
         )
     suite = None
+    check_device(device)
     if model is None:
         model, suite = default_model()
     backend = LocalBackend(
