@@ -141,3 +141,24 @@ def test_an_open_host_without_a_key_warns(tmp_path, capsys):
     rc = cli(["serve", "--arm", "fp32", "--host", "0.0.0.0", "--port", "0", "--model", str(tmp_path / "x")])
     err = capsys.readouterr().err
     assert rc == 2 and "without --api-key" in err  # warned, then failed on the missing model
+
+
+def test_metrics_are_prometheus_text_with_what_health_reports(engine):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    client, loop = _client(engine)
+    try:
+        r = client.post("/v1/completions", json={"prompt": "Hi", "max_tokens": 3, "ignore_eos": True})
+        assert r.status_code == 200
+        scrape = client.get("/metrics")
+        health = client.get("/health").json()
+    finally:
+        loop.stop()
+    assert scrape.headers["content-type"].startswith("text/plain")
+    samples = {s.name: s for family in text_string_to_metric_families(scrape.text) for s in family.samples}
+    assert samples["evalkit:requests_finished_total"].value == health["finished"] == 1
+    assert samples["evalkit:generation_tokens_total"].value == health["generated_tokens"] == 3
+    assert samples["evalkit:requests_finished_total"].labels == {"model_name": "tiny"}
+    for name in ("engine_steps_total", "decode_steps_total", "requests_aborted_total", "mean_batch_size"):
+        assert f"evalkit:{name}" in samples
+    assert samples["evalkit:uptime_seconds"].value >= 0

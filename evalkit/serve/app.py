@@ -19,7 +19,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from evalkit import __version__
@@ -27,6 +27,7 @@ from evalkit.backends.local import encode_prompt
 from evalkit.errors import EvalkitError
 from evalkit.serve.engine_loop import Aborted, EngineLoop, Finished, Handle, ShuttingDown
 from evalkit.serve.guards import Guards
+from evalkit.serve.metrics import metrics_registry, render
 from evalkit.serve.protocol import DEFAULT_COMPLETION_TOKENS, APIError, ChatRequest, CompletionRequest
 
 DEFAULT_MAX_BODY_BYTES = 8 << 20  # a 139k-token prompt is about 1 MB, as text or as token ids
@@ -300,9 +301,12 @@ def create_app(
         }
         return JSONResponse(body, status_code=200 if ok else 503)
 
+    registry = metrics_registry(loop, model_name)
+
     @app.get("/metrics")
-    async def metrics() -> dict[str, Any]:
-        return {"uptime_s": time.time() - loop.started_at, **loop.stats.as_dict()}
+    async def metrics() -> Response:
+        body, content_type = render(registry)
+        return Response(body, media_type=content_type)
 
     @app.post("/v1/completions")
     async def completions(req: CompletionRequest, request: Request) -> Any:
