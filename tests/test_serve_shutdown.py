@@ -88,3 +88,23 @@ def test_a_signal_with_endless_requests_in_flight_exits_0_without_traceback(
     assert plain_reply.status_code == 503 and plain_reply.json()["error"]["message"]
     events = [x[len("data: ") :] for x in got["stream"] if x.startswith("data: ")]
     assert events[-1] == "[DONE]" and "error" in json.loads(events[-2])
+
+
+def test_a_request_in_flight_at_sigterm_finishes_within_the_timeout(tiny_hybrid_ckpt, tmp_path):
+    proc, url = _start(tiny_hybrid_ckpt, tmp_path, shutdown_timeout="3600")
+    body = {"prompt": "Go on.", "ignore_eos": True, "max_tokens": 64, "stream": True}
+    try:
+        lines = []
+        with httpx.stream("POST", url + "/completions", json=body, timeout=120) as r:
+            for line in r.iter_lines():
+                lines.append(line)
+                if len(lines) == 3:  # in flight: stop the server now
+                    proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    events = [json.loads(x[6:]) for x in lines if x.startswith("data: {")]
+    assert events[-1]["choices"][0]["finish_reason"] == "length"  # finished, not aborted
+    assert proc.returncode == 0 and "Traceback" not in err
+    assert "(0 aborted)" in out
