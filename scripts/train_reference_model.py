@@ -1010,6 +1010,28 @@ def stage_at(s: Settings, frac_time: float) -> int:
     return len(s.stages) - 1
 
 
+class Curriculum:
+    """The stage to train at time `now` (any clock: the loop passes time.time(), tests a fake one):
+    by the fraction of the training span elapsed, but advancing at most one stage per step and not
+    ending before the last stage had a step, so a slow machine (or a loaded CI box) shortens the
+    stages instead of skipping one."""
+
+    def __init__(self, s: Settings, start: float, end: float) -> None:
+        self.s, self.start, self.end = s, start, end
+        self.stage = -1
+
+    def frac(self, now: float) -> float:
+        return min(1.0, max(0.0, (now - self.start) / max(self.end - self.start, 1e-9)))
+
+    def next(self, now: float) -> int | None:
+        """The stage of the next step, or None when training is over."""
+        last = len(self.s.stages) - 1
+        if now >= self.end and self.stage >= last:
+            return None
+        self.stage = max(self.stage, min(stage_at(self.s, self.frac(now)), self.stage + 1))
+        return self.stage
+
+
 def train(s: Settings, out: Path, args: argparse.Namespace) -> None:
     global _LOG_FILE
     out.mkdir(parents=True, exist_ok=True)
@@ -1154,7 +1176,7 @@ def train(s: Settings, out: Path, args: argparse.Namespace) -> None:
     if train_end - train_start < 5:
         train_end = train_start + 5
         log("warning: the budget leaves almost no training time")
-    span = train_end - train_start
+    curriculum = Curriculum(s, train_start, train_end)
     curve_f = open(out / "loss_curve.csv", "w", newline="")
     curve = csv.writer(curve_f)
     curve.writerow(
@@ -1181,10 +1203,10 @@ def train(s: Settings, out: Path, args: argparse.Namespace) -> None:
     try:
         while True:
             now = time.time()
-            if now >= train_end:
+            si = curriculum.next(now)
+            if si is None:
                 break
-            frac = (now - train_start) / span
-            si = stage_at(s, frac)
+            frac = curriculum.frac(now)
             L = s.stages[si]
             rows = max(1, s.tokens_per_step // L)
             if si != cur_stage:

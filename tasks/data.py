@@ -10,9 +10,12 @@ waiting half a minute for `datasets` to time out.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -45,6 +48,56 @@ class GSM8KSource:
         return {"kind": "local", "files": {k: str(v) for k, v in self.files.items()}}
 
 
+_RECORDERS: list[list[GSM8KSource]] = []
+
+
+@contextmanager
+def recording_sources() -> Iterator[list[GSM8KSource]]:
+    """Collects every GSM8K source located inside the block (what a task's requests() read)."""
+    seen: list[GSM8KSource] = []
+    _RECORDERS.append(seen)
+    try:
+        yield seen
+    finally:
+        _RECORDERS.remove(seen)
+
+
+def _noted(src: GSM8KSource) -> GSM8KSource:
+    for seen in _RECORDERS:
+        if src not in seen:
+            seen.append(src)
+    return src
+
+
+@lru_cache(maxsize=16)
+def _content_hash(files: tuple[tuple[str, str, int, int], ...]) -> str:
+    h = hashlib.sha256()
+    for split, path, _size, _mtime in files:
+        h.update(split.encode() + b"\0")
+        h.update(Path(path).read_bytes())
+    return h.hexdigest()
+
+
+def source_identity(sources: list[GSM8KSource]) -> dict[str, Any] | None:
+    """What a run records about the data it read: the files and a content hash of them (resume
+    refuses another dataset under the same doc ids), or the hub dataset; None if none was read."""
+    if not sources:
+        return None
+    out: dict[str, Any] = {"sources": [], "sha256": None}
+    h = hashlib.sha256()
+    for src in sources:
+        desc = src.describe()
+        if src.kind == "local":
+            key = tuple(
+                (s, str(p), p.stat().st_size, p.stat().st_mtime_ns) for s, p in sorted(src.files.items())
+            )
+            desc["sha256"] = _content_hash(key)
+        out["sources"].append(desc)
+        h.update(json.dumps(desc.get("sha256") or desc, sort_keys=True).encode())
+    out["sha256"] = h.hexdigest()
+    return out
+
+
 def _folder_files(folder: Path) -> dict[str, Path] | None:
     for cand in (folder, folder / "gsm8k"):
         files = {s: cand / f"{s}.jsonl" for s in SPLITS}
@@ -75,16 +128,16 @@ def locate_gsm8k(data_dir: str | os.PathLike | None = None, *, allow_hub: bool =
         named = True
         files = _folder_files(Path(value).expanduser())
         if files:
-            return GSM8KSource("local", files)
+            return _noted(GSM8KSource("local", files))
         looked.append(f"{label}={value} (no train.jsonl/test.jsonl there or in its gsm8k/)")
     if allow_hub and not named:
         reason = _hub_offline_reason()
         if reason is None:
-            return GSM8KSource("hub")
+            return _noted(GSM8KSource("hub"))
         looked.append(f"hub {HUB_DATASET} ({reason})")
     bundled = _folder_files(BUNDLED_DIR)
     if bundled and not named:
-        return GSM8KSource("local", bundled)
+        return _noted(GSM8KSource("local", bundled))
     looked.append(
         f"the bundled copy {BUNDLED_DIR} ({'not used: a folder was named' if named else 'missing'})"
     )

@@ -97,6 +97,15 @@ def scoring_task(name: str):
     return GSM8KTask(name).build_lm_eval_task(cfg)
 
 
+def _whole(name: str, value: Any, minimum: int | None) -> int:
+    """An integer option (a float like 3.0 passes), at least `minimum`; else a one-line InputError."""
+    ok = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not ok or (minimum is not None and value < minimum):
+        need = "a whole number" + (f" >= {minimum}" if minimum is not None else "")
+        raise InputError(f"{name} must be {need}, got {value!r}")
+    return int(value)
+
+
 class GSM8KTask:
     """`gsm8k` (5-shot, Question/Answer) or `gsm8k_cot` (8 fixed CoT shots, Q/A), via lm-eval."""
 
@@ -116,9 +125,9 @@ class GSM8KTask:
         if name not in YAML_FILES:
             raise InputError(f"unknown GSM8K variant {name!r}; known: {', '.join(YAML_FILES)}")
         self.name = name
-        self.num_fewshot = num_fewshot
-        self.fewshot_seed = int(fewshot_seed)
-        self.max_new_tokens = int(max_new_tokens)
+        self.num_fewshot = None if num_fewshot is None else _whole("num_fewshot", num_fewshot, 0)
+        self.fewshot_seed = _whole("fewshot_seed", fewshot_seed, None)
+        self.max_new_tokens = _whole("max_new_tokens", max_new_tokens, 1)
         self.system_instruction = system_instruction
         self.fewshot_as_multiturn = fewshot_as_multiturn
         self.description = (

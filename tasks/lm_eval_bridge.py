@@ -31,7 +31,7 @@ TOKENIZER_KEYS = ("tokenizer", "pretrained", "model")
 def _tokenizer(name: str):
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(name, trust_remote_code=True)
+    return AutoTokenizer.from_pretrained(name, trust_remote_code=False)  # no code runs unasked
 
 
 def _dataset(task_name: str, **kwargs: Any):

@@ -81,7 +81,7 @@ def get_task(name: str, **options: Any) -> Task:
         raise InputError(f"unknown task {name!r}; known: {', '.join(factories)}")
     try:
         return factories[name][1](**options)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:  # e.g. int("abc") inside the task
         raise InputError(f"bad option for task {name}: {exc}") from exc
 
 
@@ -102,6 +102,7 @@ def list_tasks() -> list[TaskInfo]:
     return out
 
 
+MAX_LENGTH = 1 << 24  # 16M tokens: far beyond any model's context
 _LENGTH = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
 
 
@@ -119,6 +120,8 @@ def parse_lengths(text: str | list[int] | None) -> list[int] | None:
         value = float(m.group(1)) * {"": 1, "k": 1024, "m": 1024**2}[m.group(2).lower()]
         if value != int(value) or value <= 0:
             raise InputError(f"bad length {part!r}: must be a positive whole number of tokens")
+        if value > MAX_LENGTH:  # before any prompt is built: 99999999k would end in MemoryError
+            raise InputError(f"bad length {part!r}: longer than any model evalkit runs ({MAX_LENGTH} tokens)")
         out.append(int(value))
     if not out:
         raise InputError("no lengths given")

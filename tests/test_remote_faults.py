@@ -116,7 +116,11 @@ def test_a_sigkilled_run_resumes_without_loss_or_duplicates(tmp_path):
         assert cli(_args(srv.url, out)) == 0
     samples = _samples(out)
     assert sorted(s["doc_id"] for s in samples) == list(range(LIMIT))
-    assert (out / "samples.jsonl").read_bytes().startswith(before.rsplit(b"\n", 1)[0])
+    # the answered lines stay as they were; errored ones were set aside (errors.jsonl) and retried
+    complete = [x for x in before.split(b"\n")[:-1] if json.loads(x)["error"] is None]
+    assert (out / "samples.jsonl").read_bytes().startswith(b"".join(x + b"\n" for x in complete))
     _check_outcomes(srv, samples)
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["resumes"][0]["samples_on_disk"] == n_before and manifest["finished_at"]
+    resumed = manifest["resumes"][0]
+    assert resumed["samples_on_disk"] == len(complete) and manifest["finished_at"]
+    assert resumed["errors_retried"] == n_before - len(complete)

@@ -192,3 +192,27 @@ def test_no_progress_also_silences_the_document_building_bars(tmp_path, progress
     run_evaluation(_spec(tmp_path, BuildingTask()), ScriptedBackend(), None, progress=progress)
     assert seen == [progress, not progress]
     assert base.SHOW_PROGRESS is True
+
+
+def test_resume_retries_errored_samples_and_keeps_their_history(tmp_path):
+    """Issue 16, item 4: errors from a sick server are asked again on the next run."""
+    task = ScriptedTask(n=3)
+    first = run_evaluation(_spec(tmp_path, task), ScriptedBackend(fail={"q1?"}), None, progress=False)
+    assert first.errors == 1
+    again = ScriptedBackend()
+    out = run_evaluation(_spec(tmp_path, task), again, None, progress=False)
+    assert again.asked == ["q1?"] and out.errors == 0
+    by_id = {str(s["doc_id"]): s for s in _lines(tmp_path)}
+    assert len(by_id) == 6 and by_id["1"]["error"] is None and by_id["1"]["correct"] == {"exact": False}
+    history = (tmp_path / "run" / "errors.jsonl").read_text().splitlines()
+    assert [json.loads(x)["error"] for x in history] == ["HTTP 500: boom"]
+    assert load_run(tmp_path / "run").manifest["resumes"][-1]["errors_retried"] == 1
+    assert out.summary["scripted"]["exact"]["all"]["errors"] == 0
+
+
+def test_a_task_whose_every_sample_errored_keeps_its_error_count(tmp_path):
+    task = ScriptedTask(n=2)
+    everything = {"q0?", "q1?", "m?"}
+    out = run_evaluation(_spec(tmp_path, task), ScriptedBackend(fail=everything), None, progress=False)
+    cell = out.summary["scripted"]["exact"]["all"]
+    assert cell["n"] == 0 and cell["errors"] == 5 and cell["accuracy"] is None

@@ -150,6 +150,27 @@ def test_curriculum_clock_starts_after_the_kernel_warm_up_and_no_stage_is_skippe
     assert all(st["end_step"] > st["start_step"] for st in stages)
 
 
+def _curriculum_steps(trm, s, step_s):
+    """The stages a training loop visits when every step takes `step_s` seconds of a fake clock."""
+    curriculum = trm.Curriculum(s, start=1000.0, end=1100.0)
+    now, seen = 1000.0, []
+    while (si := curriculum.next(now)) is not None:
+        seen.append(si)
+        now += step_s
+        assert len(seen) < 100_000
+    return seen
+
+
+@pytest.mark.parametrize("step_s", [0.02, 7.0, 45.0, 250.0])
+def test_the_curriculum_never_skips_a_stage_however_slow_a_step_is(trm, step_s):
+    """The speed-independent form of the test above: a fake clock, from a fast machine (5k steps)
+    to one whose single step outlasts the whole budget; every stage runs, in order."""
+    s = trm.Settings.tiny_preset(tiny=True)
+    seen = _curriculum_steps(trm, s, step_s)
+    assert sorted(set(seen)) == list(range(len(s.stages)))
+    assert seen == sorted(seen)  # never back to a shorter stage
+
+
 def test_warm_up_helpers_start_at_different_autotune_configs(trm, monkeypatch):
     """Each helper rank benchmarks (so compiles) the same configs from its own offset."""
     import triton

@@ -73,6 +73,7 @@ class LocalBackend:
         engine: Any = None,
         prefill_budget: int | None = None,
         encode_cache: dict[str, Any] | None = None,
+        trust_remote_code: bool = False,
     ) -> None:
         """`arm`: an `evalkit.arm.Arm` or its text (`state_dtype` is the same, kept for old
         callers); it sets the state format, the prefill chunk size and the intra-chunk dtype.
@@ -101,6 +102,8 @@ class LocalBackend:
                 kwargs["device"] = device
             if max_num_seqs:
                 kwargs["max_num_seqs"] = max_num_seqs
+            if trust_remote_code:
+                kwargs["trust_remote_code"] = True
             engine = LLMEngine(model, **kwargs)
         self.engine = engine
         self.tokenizer = engine.tokenizer
@@ -113,6 +116,11 @@ class LocalBackend:
         if ids is None:
             ids = self.encode_cache[prompt] = array("l", encode_prompt(self.tokenizer, prompt))
         return ids
+
+    @property
+    def max_model_len(self) -> int | None:
+        config = getattr(self.engine, "config", None)
+        return getattr(config, "max_model_len", None)
 
     def describe(self) -> dict[str, Any]:
         return {**self.engine.describe(), "name": self.name}

@@ -92,6 +92,16 @@ def _classify(exc: BaseException) -> Exception:
     return PermanentError(f"{type(exc).__name__}: {exc}")
 
 
+def _model_list(url: str, body: Any) -> dict[str, Any]:
+    """The parsed /v1/models answer, checked: an OpenAI model list {"data": [{"id": ...}, ...]}."""
+    if not isinstance(body, dict) or not isinstance(body.get("data"), list):
+        shape = type(body).__name__ if not isinstance(body, dict) else "an object without a `data` list"
+        raise EvalkitError(
+            f"{url} answered {shape}, not an OpenAI model list; is it an OpenAI-compatible server?"
+        )
+    return body
+
+
 class OpenAIBackend:
     """Generates through one or more OpenAI-compatible servers (data-parallel replicas)."""
 
@@ -136,6 +146,8 @@ class OpenAIBackend:
         self._stats = {"requests": 0, "retries": 0, "errors": 0}
         self._stats_lock = threading.Lock()
         key = api_key or "EMPTY"
+        # the key goes to every endpoint (vLLM --api-key guards /v1/models too), never to disk
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._clients = [
             openai.OpenAI(base_url=u, api_key=key, max_retries=0, timeout=self.timeout)
             for u in self.base_urls
@@ -158,10 +170,15 @@ class OpenAIBackend:
         last: str = ""
         for attempt in range(self.max_retries + 1):
             try:
-                r = httpx.get(url, timeout=min(self.timeout, 30.0))
+                r = httpx.get(url, timeout=min(self.timeout, 30.0), headers=self._headers)
                 if r.status_code == 200:
-                    return r.json()
+                    return _model_list(url, r.json())
                 last = f"HTTP {r.status_code}"
+                if r.status_code in (401, 403):
+                    raise EvalkitError(
+                        f"{url} refused the request (HTTP {r.status_code}): "
+                        + ("wrong API key" if self._headers else "set OPENAI_API_KEY or pass --api-key")
+                    )
                 if r.status_code not in RETRYABLE_STATUS:
                     break
             except (httpx.HTTPError, ValueError) as exc:
@@ -171,7 +188,8 @@ class OpenAIBackend:
         raise EvalkitError(f"cannot list models at {url} ({last}); is the server running?")
 
     def served_models(self, replica: int = 0) -> list[str]:
-        return [str(m["id"]) for m in self._models_info[replica].get("data") or [] if "id" in m]
+        data = self._models_info[replica]["data"]
+        return [str(m["id"]) for m in data if isinstance(m, dict) and isinstance(m.get("id"), (str, int))]
 
     def _choose_model(self, wanted: str | None) -> str:
         """The name to send: `wanted` if served; else the only served model (a path given as
@@ -190,10 +208,19 @@ class OpenAIBackend:
     def _server_version(self, i: int) -> Any:
         root = self.base_urls[i][: -len("/v1")]
         try:
-            r = httpx.get(root + "/version", timeout=5.0)
+            r = httpx.get(root + "/version", timeout=5.0, headers=self._headers)
             return r.json() if r.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
             return None
+
+    @property
+    def max_model_len(self) -> int | None:
+        """vLLM's (and evalkit serve's) /v1/models card carries max_model_len; None if absent."""
+        for card in self._models_info[0]["data"]:
+            if isinstance(card, dict) and card.get("id") == self.model:
+                value = card.get("max_model_len")
+                return value if isinstance(value, int) and not isinstance(value, bool) else None
+        return None
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -97,6 +97,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=5,
         help="retries on 429/5xx/timeouts/dropped connections before recording an error (5)",
     )
+    r.add_argument(
+        "--api-key",
+        help="key sent as `Authorization: Bearer` to every endpoint (default: OPENAI_API_KEY); never stored",
+    )
+    src.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="let Python code shipped with the tokenizer or checkpoint run (off by default; recorded)",
+    )
     loc = parser.add_argument_group("local engine")
     loc.add_argument("--max-num-seqs", type=int, help="most sequences decoded together")
     loc.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda if available)")
@@ -140,6 +149,12 @@ def _check(args: argparse.Namespace) -> None:
             raise InputError(f"--{flag.replace('_', '-')} must be at least 1")
     if args.concurrency < 1:
         raise InputError("--concurrency must be at least 1")
+    if args.tasks is not None and not _split([args.tasks]):  # before any model loads
+        raise InputError(f"--tasks {args.tasks!r} names no task (`evalkit tasks` lists them)")
+    if args.lengths:
+        from evalkit.tasks.registry import parse_lengths
+
+        parse_lengths(args.lengths)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -160,15 +175,26 @@ def main(args: argparse.Namespace) -> int:
             args.timeout,
             args.max_retries,
             args.seed,
+            trust_remote_code=args.trust_remote_code,
+            api_key=args.api_key,
         )
     else:
         for flag in ("tokenizer",):
             if getattr(args, flag):
                 raise InputError(f"--{flag} is for --server runs (a local model brings its own)")
-        setup = su.local_setup(args.model, args.arm, args.arm_note, args.device, args.max_num_seqs)
+        if args.api_key:
+            raise InputError("--api-key is for --server runs")
+        setup = su.local_setup(
+            args.model,
+            args.arm,
+            args.arm_note,
+            args.device,
+            args.max_num_seqs,
+            trust_remote_code=args.trust_remote_code,
+        )
 
     suite = setup.default_suite  # the reference model's suite fills what the command leaves out
-    tasks = _split([args.tasks]) if args.tasks else (list(suite.tasks) if suite else ["gsm8k"])
+    tasks = _split([args.tasks]) if args.tasks is not None else (list(suite.tasks) if suite else ["gsm8k"])
     lengths = None
     if args.lengths:
         from evalkit.tasks.registry import parse_lengths
@@ -176,12 +202,14 @@ def main(args: argparse.Namespace) -> int:
         lengths = parse_lengths(args.lengths)
     elif suite:
         lengths = list(suite.lengths)
+    su.check_lengths(lengths, setup.backend)
     if suite:  # each option the command gives overrides the suite's, one by one
         args.limit = args.limit if args.limit is not None else suite.limit
         args.seed = args.seed if args.seed is not None else suite.seed
     out = Path(args.out) if args.out else default_out(args.model, servers, args.arm)
 
     command = ["evalkit", "run", *sys.argv[2:]] if sys.argv[1:2] == ["run"] else sys.argv
+    command = su.redact_command(command)
     manifest = su.base_manifest_fields(command)
     manifest.update(
         model=setup.model, arm=setup.arm, backend=setup.backend.describe(), seeds={"task_seed": args.seed}

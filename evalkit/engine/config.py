@@ -44,6 +44,7 @@ class EngineConfig:
     health_interval: int | None = None  # decode steps between state-magnitude checks; GPU 16, CPU 1
     overflow_threshold: float = 32768.0  # |state| at or above this flags "overflow" (fp16 max is 65504)
     dtype: str | None = None  # weights/activations: default bf16 on GPU, fp32 on CPU
+    trust_remote_code: bool = False  # let a checkpoint's own tokenizer code run (--trust-remote-code)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

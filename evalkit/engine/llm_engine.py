@@ -55,7 +55,9 @@ class LLMEngine:
             self.loaded = cfg.model
         else:
             dtype = _DTYPES[cfg.dtype] if cfg.dtype else None
-            self.loaded = load_model(cfg.model, device=device, dtype=dtype)
+            self.loaded = load_model(
+                cfg.model, device=device, dtype=dtype, trust_remote_code=cfg.trust_remote_code
+            )
         self.model = self.loaded.model
         self.arch = self.loaded.arch
         self.tokenizer = self.loaded.tokenizer

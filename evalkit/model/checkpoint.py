@@ -126,9 +126,9 @@ class TensorSource:
         self._stack.close()
 
 
-def load_tokenizer(path: Path):
-    """transformers' AutoTokenizer; remote code is trusted only when the checkpoint ships some
-    (Kimi's own tiktoken tokenizer needs it)."""
+def load_tokenizer(path: Path, trust_remote_code: bool = False):
+    """transformers' AutoTokenizer. Code the checkpoint ships (Kimi's own tiktoken tokenizer) runs
+    only with `trust_remote_code` (`--trust-remote-code`): without it such a checkpoint is refused."""
     from transformers import AutoTokenizer
 
     cfg = path / "tokenizer_config.json"
@@ -138,7 +138,12 @@ def load_tokenizer(path: Path):
             needs_remote = needs_remote or "auto_map" in json.loads(cfg.read_text())
         except json.JSONDecodeError:
             pass
+    if needs_remote and not trust_remote_code:
+        raise InputError(
+            f"the tokenizer of {path} ships its own Python code (tokenization_*.py or an auto_map); "
+            "pass --trust-remote-code to run it"
+        )
     try:
-        return AutoTokenizer.from_pretrained(str(path), trust_remote_code=needs_remote)
+        return AutoTokenizer.from_pretrained(str(path), trust_remote_code=needs_remote and trust_remote_code)
     except Exception as exc:
         raise InputError(f"cannot load the tokenizer of {path}: {type(exc).__name__}: {exc}") from None

@@ -35,6 +35,7 @@ def load_model(
     device: str | torch.device = "cpu",
     dtype: torch.dtype | None = None,
     tokenizer: bool = True,
+    trust_remote_code: bool = False,
 ) -> LoadedModel:
     path = resolve_model_path(model)
     raw, arch = read_config(path)
@@ -50,5 +51,5 @@ def load_model(
     if unused:
         warnings.warn(f"{len(unused)} checkpoint tensors were not used, e.g. {unused[:3]}", stacklevel=2)
     lm.eval()
-    tok = load_tokenizer(path) if tokenizer else None
+    tok = load_tokenizer(path, trust_remote_code) if tokenizer else None
     return LoadedModel(lm, arch, tok, path, raw)

@@ -142,6 +142,7 @@ def run_evaluation(
     manifest["apply_chat_template"] = spec.apply_chat_template
     manifest["gold_logprob"] = spec.gold_logprob
 
+    from evalkit.tasks.data import recording_sources, source_identity
     from evalkit.tasks.long_context import base as long_context_base
 
     requests_by_task = {}
@@ -157,16 +158,20 @@ def run_evaluation(
                 + f"|chat={spec.apply_chat_template}"
             )
             cache = spec.request_cache if spec.request_cache is not None else {}
-            if key not in cache:
-                cache[key] = t.requests(
-                    tokenizer=tokenizer,
-                    lengths=lengths[t.name],
-                    limit=spec.limit,
-                    seed=spec.seed,
-                    data_dir=spec.data_dir,
-                    apply_chat_template=spec.apply_chat_template,
-                )
-            requests_by_task[t.name] = cache[key]
+            if key not in cache:  # (requests, the data they read): arms of a sweep share both
+                with recording_sources() as read:
+                    built = t.requests(
+                        tokenizer=tokenizer,
+                        lengths=lengths[t.name],
+                        limit=spec.limit,
+                        seed=spec.seed,
+                        data_dir=spec.data_dir,
+                        apply_chat_template=spec.apply_chat_template,
+                    )
+                cache[key] = (built, source_identity(read))
+            requests_by_task[t.name], data = cache[key]
+            if data is not None:  # part of the task's identity: resume refuses other data
+                manifest["tasks"][t.name]["data"] = data
     finally:
         long_context_base.SHOW_PROGRESS = shown
 
@@ -199,7 +204,7 @@ def run_evaluation(
     finally:
         bar.close()
     extra = after_generate() if after_generate else None
-    summary = writer.finish(extra) if extra else writer.finish()
+    summary = writer.finish(extra, metrics={t.name: list(t.metrics) for t in tasks})
     return RunOutcome(
         out_dir=Path(spec.out_dir),
         summary=summary,

@@ -8,6 +8,7 @@ since evalkit cannot see inside it.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,14 +36,19 @@ def default_model() -> tuple[str, Any]:
     return str(reference_model.default_model_path()), reference_model.load_suite()
 
 
-def load_tokenizer(name_or_path: str | None) -> Any:
+def load_tokenizer(name_or_path: str | None, trust_remote_code: bool = False) -> Any:
+    """A --server run's tokenizer; its own code (if it ships some) runs only with --trust-remote-code."""
     if not name_or_path:
         return None
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=True)
+        return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:
+        if not trust_remote_code and "trust_remote_code" in str(exc):
+            raise InputError(
+                f"the tokenizer {name_or_path} ships its own Python code; pass --trust-remote-code to run it"
+            ) from None
         raise InputError(f"cannot load the tokenizer from {name_or_path}: {exc}") from exc
 
 
@@ -62,6 +68,41 @@ def local_arm_info(backend: Any, note: str | None) -> dict[str, Any]:
     return {**backend.arm.describe(), "note": note, "kernel_build": desc.get("kernel_build")}
 
 
+def check_device(device: str | None) -> None:
+    """`--device`: cpu, cuda or cuda:N, and a CUDA device must exist (a one-line error, not a
+    traceback from deep inside torch)."""
+    if device is None:
+        return
+    m = re.fullmatch(r"(cpu|cuda)(?::(\d+))?", device.strip())
+    if m is None or (m.group(1) == "cpu" and m.group(2)):
+        raise InputError(f"--device {device!r}: use cpu, cuda or cuda:N")
+    if m.group(1) == "cuda":
+        import torch
+
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0:
+            raise InputError(f"--device {device}: no CUDA GPU is visible to this process (use --device cpu)")
+        if m.group(2) is not None and int(m.group(2)) >= n:
+            raise InputError(f"--device {device}: only {n} CUDA device(s) visible (cuda:0..cuda:{n - 1})")
+
+
+def max_model_len(backend: Any) -> int | None:
+    """The longest prompt + generation the backend's model takes, when it says (else None)."""
+    value = getattr(backend, "max_model_len", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def check_lengths(lengths: list[int] | None, backend: Any) -> None:
+    """Refuse context lengths the model cannot take before any prompt is built."""
+    limit = max_model_len(backend)
+    too_long = [n for n in lengths or [] if limit is not None and n >= limit]
+    if too_long:
+        raise InputError(
+            f"--lengths {max(too_long)} does not fit the model's max length {limit} tokens "
+            "(prompt plus the answer)"
+        )
+
+
 def local_setup(
     model: str | None,
     arm: Any,
@@ -71,6 +112,7 @@ def local_setup(
     loaded: Any = None,
     prefill_budget: int | None = None,
     encode_cache: dict[str, Any] | None = None,
+    trust_remote_code: bool = False,
 ) -> Setup:
     """`loaded`: the already loaded `model` (a `LoadedModel`: the sweep loads it once for all arms);
     `prefill_budget`: rows per prefill forward, shared by arms compared together (LocalBackend)."""
@@ -78,6 +120,7 @@ def local_setup(
 
     arm = parse_local_arm(arm) if isinstance(arm, str) else arm
     suite = None
+    check_device(device)
     if model is None:
         model, suite = default_model()
     backend = LocalBackend(
@@ -87,8 +130,13 @@ def local_setup(
         max_num_seqs=max_num_seqs,
         prefill_budget=prefill_budget,
         encode_cache=encode_cache,
+        trust_remote_code=trust_remote_code,
     )
-    model_info = {"path": model, **backend.describe().get("model", {})}
+    model_info = {
+        "path": model,
+        **backend.describe().get("model", {}),
+        "trust_remote_code": trust_remote_code,
+    }
     return Setup(backend, backend.tokenizer, model_info, local_arm_info(backend, note), suite)
 
 
@@ -102,6 +150,8 @@ def remote_setup(
     timeout: float,
     max_retries: int,
     seed: int | None,
+    trust_remote_code: bool = False,
+    api_key: str | None = None,
 ) -> Setup:
     from evalkit.backends.openai_remote import OpenAIBackend
 
@@ -112,7 +162,7 @@ def remote_setup(
         timeout=timeout,
         max_retries=max_retries,
         seed=1234 if seed is None else seed,
-        api_key=os.environ.get("OPENAI_API_KEY"),
+        api_key=api_key or os.environ.get("OPENAI_API_KEY"),
     )
     if backend.model_substituted:
         print(
@@ -120,14 +170,38 @@ def remote_setup(
             file=sys.stderr,
         )
     tok_source = tokenizer or (model if model and Path(model).is_dir() else None)
-    tok = load_tokenizer(tok_source)
-    model_info = {"path": model or backend.model, "id": backend.model, "tokenizer": tok_source}
+    tok = load_tokenizer(tok_source, trust_remote_code)
+    model_info = {
+        "path": model or backend.model,
+        "id": backend.model,
+        "tokenizer": tok_source,
+        "trust_remote_code": trust_remote_code,
+    }
     from evalkit.arm import SERVER_FORMATS
 
     arm_info = {"label": arm, "state_dtype": arm if arm in SERVER_FORMATS else None, "note": note}
     return Setup(
         backend, tok, model_info, arm_info, after_generate=lambda: {"backend_run": backend.run_info()}
     )
+
+
+SECRET_FLAGS = ("--api-key",)
+
+
+def redact_command(argv: list[str]) -> list[str]:
+    """The command line as recorded in the manifest: secrets (--api-key) replaced by ***."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        flag = arg.split("=", 1)[0]
+        if hide_next:
+            out.append("***")
+        elif flag in SECRET_FLAGS and "=" in arg:
+            out.append(f"{flag}=***")
+        else:
+            out.append(arg)
+        hide_next = not hide_next and arg in SECRET_FLAGS
+    return out
 
 
 def base_manifest_fields(command: list[str]) -> dict[str, Any]:

@@ -14,19 +14,23 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from evalkit import __version__
 from evalkit.backends.local import encode_prompt
 from evalkit.errors import EvalkitError
-from evalkit.serve.engine_loop import EngineLoop, Finished
+from evalkit.serve.engine_loop import Aborted, EngineLoop, Finished, Handle, ShuttingDown
+from evalkit.serve.guards import Guards
+from evalkit.serve.metrics import metrics_registry, render
 from evalkit.serve.protocol import DEFAULT_COMPLETION_TOKENS, APIError, ChatRequest, CompletionRequest
 
+DEFAULT_MAX_BODY_BYTES = 8 << 20  # a 139k-token prompt is about 1 MB, as text or as token ids
 FINISH = {"eos": "stop", "stop": "stop", "length": "length"}
 ParamsFactory = Callable[..., Any]
 
@@ -76,8 +80,14 @@ def create_app(
     max_model_len: int | None = None,
     vocab_size: int | None = None,
     aliases: tuple[str, ...] = (),
+    api_key: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> FastAPI:
     app = FastAPI(title="evalkit serve", version=__version__)
+    app.add_middleware(Guards, api_key=api_key, max_body_bytes=max_body_bytes)
+    # tokenizing a long prompt takes seconds: do it off the event loop (one thread: the tokenizer
+    # is not shared between threads) so /health and streams stay responsive meanwhile
+    tokenizer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalkit-tokenize")
     fp = fingerprint(describe)
     names = {model_name, *aliases}
     vocab = vocab_size or (len(tokenizer) if hasattr(tokenizer, "__len__") else None)
@@ -90,6 +100,9 @@ def create_app(
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         err = exc.errors()[0] if exc.errors() else {}
+        if err.get("type") == "json_invalid":  # loc is ("body", character offset): not a parameter
+            why = (err.get("ctx") or {}).get("error", "")
+            return JSONResponse(APIError(400, f"the body is not valid JSON: {why}").body(), status_code=400)
         loc = ".".join(str(x) for x in err.get("loc", ()) if x != "body")
         msg = f"{loc}: {err.get('msg', 'invalid request')}" if loc else err.get("msg", "invalid request")
         return JSONResponse(APIError(400, msg, param=loc or None).body(), status_code=400)
@@ -120,6 +133,14 @@ def create_app(
         if req.min_tokens and req.max_tokens is not None and req.min_tokens > req.max_tokens:
             raise APIError(400, "min_tokens must not exceed max_tokens", param="min_tokens")
 
+    async def tokenize(prompt: Any, param: str) -> list[int]:
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                tokenizer_thread, encode_prompt, tokenizer, prompt
+            )
+        except Exception as exc:  # noqa: BLE001 -- e.g. a lone surrogate, or a template that rejects the roles
+            raise APIError(400, f"cannot tokenize the {param}: {exc}", param=param) from exc
+
     def check_ids(ids: list[int], max_tokens: int) -> None:
         if not ids:
             raise APIError(400, "the prompt is empty", param="prompt")
@@ -137,15 +158,44 @@ def create_app(
             max_tokens=max_tokens, stop=req.stop_list(), ignore_eos=req.ignore_eos, min_tokens=req.min_tokens
         )
 
-    async def run_one(ids: list[int], params: Any) -> Finished:
+    def api_error(exc: BaseException) -> APIError:
+        """The HTTP error for a request the engine did not finish."""
+        if isinstance(exc, APIError):
+            return exc
+        if isinstance(exc, ShuttingDown):
+            return APIError(503, f"{exc}; retry on another replica", type_="server_error")
+        if isinstance(exc, Aborted):
+            return APIError(400, str(exc))
+        if isinstance(exc, (ValueError, EvalkitError)):  # the engine refused the request (e.g. too long)
+            return APIError(400, str(exc))
+        return APIError(500, f"generation failed: {exc}", type_="server_error")
+
+    async def until_disconnected(request: Request) -> None:
+        """Returns once the client has gone (the body is already read, so only that message is left)."""
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    async def run_all(request: Request, prompts: list[list[int]], params: Any) -> list[Finished]:
+        """Generate for every prompt; if the client disconnects first, abort them all in the engine."""
+        handles = [loop.submit(ids, params) for ids in prompts]
+        futures = [h.future for h in handles]
+        gone = asyncio.ensure_future(until_disconnected(request))
         try:
-            return await loop.submit(ids, params).future
-        except APIError:
-            raise
-        except (ValueError, EvalkitError) as exc:  # the engine refused the request (e.g. too long)
-            raise APIError(400, str(exc)) from exc
-        except Exception as exc:  # noqa: BLE001
-            raise APIError(500, f"generation failed: {exc}", type_="server_error") from exc
+            while True:
+                failed = [f for f in futures if f.done() and f.exception() is not None]
+                if failed:
+                    raise api_error(failed[0].exception())  # type: ignore[arg-type]
+                if all(f.done() for f in futures):
+                    return [f.result() for f in futures]
+                if gone.done():
+                    raise APIError(400, "client disconnected")
+                waiting = [f for f in futures if not f.done()]
+                await asyncio.wait([*waiting, gone], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            for h in handles:
+                if not h.future.done():
+                    loop.cancel(h)
 
     def usage(outs: list[Finished]) -> dict[str, int]:
         p = sum(o.n_prompt for o in outs)
@@ -155,7 +205,9 @@ def create_app(
     def sse(obj: Any) -> str:
         return f"data: {json.dumps(obj)}\n\n"
 
-    async def stream(ids: list[int], req: Any, max_tokens: int, chat: bool) -> AsyncIterator[str]:
+    async def stream(
+        request: Request, ids: list[int], req: Any, max_tokens: int, chat: bool
+    ) -> AsyncIterator[str]:
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         obj = "chat.completion.chunk" if chat else "text_completion"
         base = {
@@ -176,14 +228,19 @@ def create_app(
                 choice = {"index": 0, "text": text or "", "finish_reason": finish, "logprobs": None}
             return {**base, "choices": [choice]}
 
-        handle = loop.submit(ids, params_for(req, max_tokens), stream=True)
+        handle: Handle = loop.submit(ids, params_for(req, max_tokens), stream=True)
         st = StreamText(tokenizer, req.stop_list())
+        gone = asyncio.ensure_future(until_disconnected(request))
         try:
             if chat:
                 yield sse(chunk(None, None, first=True))
             while not handle.future.done():
                 getter = asyncio.ensure_future(handle.stream.get())
-                await asyncio.wait({getter, handle.future}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({getter, handle.future, gone}, return_when=asyncio.FIRST_COMPLETED)
+                if gone.done():  # the client left: free its slot now, not when decoding ends
+                    getter.cancel()
+                    loop.cancel(handle)
+                    return
                 if getter.done():
                     piece = st.delta(getter.result())
                     if piece:
@@ -193,7 +250,7 @@ def create_app(
             try:
                 out = handle.future.result()
             except Exception as exc:  # noqa: BLE001 -- report in-band, the status is already sent
-                yield sse(APIError(500, f"generation failed: {exc}", type_="server_error").body())
+                yield sse(api_error(exc).body())
                 yield "data: [DONE]\n\n"
                 return
             rest = st.final(out.text)
@@ -204,7 +261,9 @@ def create_app(
                 yield sse({**base, "choices": [], "usage": usage([out])})
             yield "data: [DONE]\n\n"
         finally:
-            handle.cancelled = True
+            gone.cancel()
+            if not handle.future.done():
+                loop.cancel(handle)
 
     def max_tokens_of(req: Any, default: int) -> int:
         for v in (req.max_completion_tokens, req.max_tokens):
@@ -242,12 +301,15 @@ def create_app(
         }
         return JSONResponse(body, status_code=200 if ok else 503)
 
+    registry = metrics_registry(loop, model_name)
+
     @app.get("/metrics")
-    async def metrics() -> dict[str, Any]:
-        return {"uptime_s": time.time() - loop.started_at, **loop.stats.as_dict()}
+    async def metrics() -> Response:
+        body, content_type = render(registry)
+        return Response(body, media_type=content_type)
 
     @app.post("/v1/completions")
-    async def completions(req: CompletionRequest) -> Any:
+    async def completions(req: CompletionRequest, request: Request) -> Any:
         check_common(req)
         if req.echo:
             raise APIError(400, "echo is not supported by evalkit serve", param="echo")
@@ -256,16 +318,16 @@ def create_app(
         if not prompts:
             raise APIError(400, "the prompt is empty", param="prompt")
         max_tokens = max_tokens_of(req, DEFAULT_COMPLETION_TOKENS)
-        ids = [encode_prompt(tokenizer, x) for x in prompts]
+        ids = [await tokenize(x, "prompt") for x in prompts]
         for x in ids:
             check_ids(x, max_tokens)
         if req.stream:
             if len(ids) != 1:
                 raise APIError(400, "streaming takes one prompt", param="prompt")
             return StreamingResponse(
-                stream(ids[0], req, max_tokens, chat=False), media_type="text/event-stream"
+                stream(request, ids[0], req, max_tokens, chat=False), media_type="text/event-stream"
             )
-        outs = await asyncio.gather(*(run_one(x, params_for(req, max_tokens)) for x in ids))
+        outs = await run_all(request, ids, params_for(req, max_tokens))
         return {
             "id": "cmpl-" + uuid.uuid4().hex,
             "object": "text_completion",
@@ -286,18 +348,17 @@ def create_app(
         }
 
     @app.post("/v1/chat/completions")
-    async def chat(req: ChatRequest) -> Any:
+    async def chat(req: ChatRequest, request: Request) -> Any:
         check_common(req)
         messages = [{"role": m.role, "content": m.text()} for m in req.messages]
-        try:
-            ids = encode_prompt(tokenizer, messages)
-        except Exception as exc:  # noqa: BLE001 -- e.g. a template that rejects the roles
-            raise APIError(400, f"cannot apply the chat template: {exc}", param="messages") from exc
+        ids = await tokenize(messages, "messages")
         max_tokens = max_tokens_of(req, max(1, (max_model_len or 4096) - len(ids)))
         check_ids(ids, max_tokens)
         if req.stream:
-            return StreamingResponse(stream(ids, req, max_tokens, chat=True), media_type="text/event-stream")
-        out = await run_one(ids, params_for(req, max_tokens))
+            return StreamingResponse(
+                stream(request, ids, req, max_tokens, chat=True), media_type="text/event-stream"
+            )
+        (out,) = await run_all(request, [ids], params_for(req, max_tokens))
         return {
             "id": "chatcmpl-" + uuid.uuid4().hex,
             "object": "chat.completion",

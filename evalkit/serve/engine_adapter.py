@@ -24,6 +24,10 @@ class EngineAdapter:
     def add(self, prompt_ids: list[int], params: Any) -> Any:
         return self.engine.add_request(prompt_ids, params)
 
+    def abort(self, request_id: Any) -> None:
+        """Drop an unfinished request: the engine frees its slot and zeroes its state."""
+        self.engine.abort(request_id)
+
     def has_unfinished(self) -> bool:
         return bool(self.engine.has_unfinished())
 

@@ -36,6 +36,7 @@ class BatchStats:
     finished: int = 0
     generated_tokens: int = 0
     failed: int = 0
+    aborted: int = 0  # requests dropped mid-flight (client gone, or shutdown)
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -43,8 +44,19 @@ class BatchStats:
         return d
 
 
+class Aborted(Exception):
+    """The request was dropped before it finished: its client went away, or the server is stopping."""
+
+
+class ShuttingDown(Aborted):
+    """The server is stopping and gave up on this request."""
+
+
 class Handle:
-    """What an HTTP handler waits on: the final output, and token snapshots when streaming."""
+    """What an HTTP handler waits on: the final output, and token snapshots when streaming.
+
+    Setting `cancelled` (any thread) makes the engine thread abort the sequence at its next
+    iteration, i.e. before the next engine step: the slot is freed and its state zeroed."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, stream: bool) -> None:
         self._loop = loop
@@ -56,16 +68,24 @@ class Handle:
         def set_it() -> None:
             if self.future.done():
                 return
-            if isinstance(out, BaseException):
+            if self.cancelled:  # nobody waits for it any more: no "exception never retrieved"
+                self.future.cancel()
+            elif isinstance(out, BaseException):
                 self.future.set_exception(out)
             else:
                 self.future.set_result(out)
 
-        self._loop.call_soon_threadsafe(set_it)
+        self._call(set_it)
 
     def _snapshot(self, token_ids: list[int]) -> None:
         if self.stream is not None:
-            self._loop.call_soon_threadsafe(self.stream.put_nowait, token_ids)
+            self._call(self.stream.put_nowait, token_ids)
+
+    def _call(self, fn: Any, *args: Any) -> None:
+        try:
+            self._loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the HTTP side's event loop is closed: nobody is left to tell
+            pass
 
 
 class EngineLoop:
@@ -75,6 +95,7 @@ class EngineLoop:
         self._inbox: queue.Queue[tuple[Any, Any, Handle]] = queue.Queue()
         self._live: dict[Any, Handle] = {}
         self._stop = threading.Event()
+        self._abort_all: str | None = None
         self._idle_wait_s = idle_wait_s
         self._thread = threading.Thread(target=self._run, name="evalkit-engine-loop", daemon=True)
         self.started_at = time.time()
@@ -91,6 +112,19 @@ class EngineLoop:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
+    @property
+    def in_flight(self) -> int:
+        """Requests admitted to the engine and not yet finished (read from any thread)."""
+        return len(self._live)
+
+    def cancel(self, handle: Handle) -> None:
+        """Drop `handle`'s request (its client left); the engine thread aborts it before its next step."""
+        handle.cancelled = True
+
+    def abort_all(self, why: str = "server shutting down") -> None:
+        """Fail every queued and in-flight request before the next step (graceful shutdown's deadline)."""
+        self._abort_all = why
+
     def submit(self, prompt_ids: list[int], params: Any, *, stream: bool = False) -> Handle:
         handle = Handle(asyncio.get_running_loop(), stream)
         self._inbox.put((prompt_ids, params, handle))
@@ -98,13 +132,13 @@ class EngineLoop:
             self._fail_queued("the engine loop is not running")
         return handle
 
-    def _fail_queued(self, why: str) -> None:
+    def _fail_queued(self, why: str, error: type[Exception] = RuntimeError) -> None:
         while True:
             try:
                 _, _, handle = self._inbox.get_nowait()
             except queue.Empty:
                 return
-            handle._deliver(RuntimeError(why))
+            handle._deliver(error(why))
 
     # ---- the engine thread -------------------------------------------------------------------
 
@@ -115,7 +149,9 @@ class EngineLoop:
             return
         while True:
             prompt_ids, params, handle = item
-            if not handle.cancelled:
+            if handle.cancelled:
+                handle._deliver(Aborted("client disconnected"))
+            else:
                 try:
                     rid = self.adapter.add(prompt_ids, params)
                     self._live[rid] = handle
@@ -127,36 +163,53 @@ class EngineLoop:
             except queue.Empty:
                 return
 
+    def _reap(self) -> None:
+        """Abort the sequences whose clients have gone (or all of them, after `abort_all`)."""
+        why = self._abort_all
+        if why is not None:
+            self._fail_queued(why, ShuttingDown)
+        for rid, handle in list(self._live.items()):
+            if handle.cancelled or why is not None:
+                self.adapter.abort(rid)
+                del self._live[rid]
+                self.stats.aborted += 1
+                handle._deliver(ShuttingDown(why) if why is not None else Aborted("client disconnected"))
+
+    def iterate(self) -> None:
+        """One turn of the engine thread: admit new requests, drop abandoned ones, step once."""
+        self._admit(block=not self.adapter.has_unfinished())
+        self._reap()
+        if not self.adapter.has_unfinished():
+            return
+        try:
+            step = self.adapter.step()
+        except Exception as exc:  # noqa: BLE001 -- fail what is in flight; the engine is suspect
+            self.stats.failed += len(self._live)
+            for handle in self._live.values():
+                handle._deliver(RuntimeError(f"engine step failed: {exc!r}"))
+            self._live.clear()
+            self._stop.set()  # /health turns 503: a supervisor should restart the server
+            return
+        self.stats.steps += 1
+        if step.decode_batch:
+            self.stats.decode_steps += 1
+            self.stats.decode_seqs += step.decode_batch
+            self.stats.max_batch = max(self.stats.max_batch, step.decode_batch)
+        streaming = {rid for rid, h in self._live.items() if h.stream is not None}
+        if streaming:
+            for rid, toks in self.adapter.partial_tokens(streaming - step.finished.keys()).items():
+                self._live[rid]._snapshot(toks)
+        for rid, out in step.finished.items():
+            handle = self._live.pop(rid, None)
+            self.stats.finished += 1
+            self.stats.generated_tokens += out.n_generated
+            if handle is not None:
+                handle._deliver(out)
+
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._admit(block=not self.adapter.has_unfinished())
-            if not self.adapter.has_unfinished():
-                continue
-            try:
-                step = self.adapter.step()
-            except Exception as exc:  # noqa: BLE001 -- fail what is in flight; the engine is suspect
-                self.stats.failed += len(self._live)
-                for handle in self._live.values():
-                    handle._deliver(RuntimeError(f"engine step failed: {exc!r}"))
-                self._live.clear()
-                self._stop.set()  # /health turns 503: a supervisor should restart the server
-                break
-            self.stats.steps += 1
-            if step.decode_batch:
-                self.stats.decode_steps += 1
-                self.stats.decode_seqs += step.decode_batch
-                self.stats.max_batch = max(self.stats.max_batch, step.decode_batch)
-            streaming = {rid for rid, h in self._live.items() if h.stream is not None}
-            if streaming:
-                for rid, toks in self.adapter.partial_tokens(streaming - step.finished.keys()).items():
-                    self._live[rid]._snapshot(toks)
-            for rid, out in step.finished.items():
-                handle = self._live.pop(rid, None)
-                self.stats.finished += 1
-                self.stats.generated_tokens += out.n_generated
-                if handle is not None:
-                    handle._deliver(out)
+            self.iterate()
         for handle in self._live.values():
-            handle._deliver(RuntimeError("server shutting down"))
+            handle._deliver(ShuttingDown("server shutting down"))
         self._live.clear()
-        self._fail_queued("server shutting down")
+        self._fail_queued("server shutting down", ShuttingDown)

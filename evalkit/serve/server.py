@@ -29,7 +29,41 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def build(engine: Any, model_name: str, aliases: tuple[str, ...] = ()) -> tuple[Any, EngineLoop]:
+def make_uvicorn(config: Any, engine_loop: EngineLoop, shutdown_timeout_s: float) -> Any:
+    """uvicorn's Server with evalkit's graceful shutdown: on SIGTERM/SIGINT stop accepting, let
+    in-flight requests finish for `shutdown_timeout_s`, then abort what is left (clients get a
+    503), so the process always exits; a second signal aborts at once (a third forces exit)."""
+    import asyncio
+
+    import uvicorn
+
+    class GracefulServer(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if not self.should_exit:
+                self._captured_signals.append(sig)
+                self.should_exit = True
+            elif not self._aborted:
+                self._aborted = True
+                engine_loop.abort_all("server shutting down")
+            else:
+                self.force_exit = True
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            deadline = asyncio.get_running_loop().call_later(shutdown_timeout_s, engine_loop.abort_all)
+            try:
+                await super().shutdown(sockets)
+            finally:
+                deadline.cancel()
+
+    server = GracefulServer(config)
+    server._aborted = False
+    return server
+
+
+def build(
+    engine: Any, model_name: str, aliases: tuple[str, ...] = (), **guards: Any
+) -> tuple[Any, EngineLoop]:
+    """The app and its started engine loop; `guards` are create_app's `api_key`/`max_body_bytes`."""
     loop = EngineLoop(EngineAdapter(engine)).start()
     app = create_app(
         loop,
@@ -40,6 +74,7 @@ def build(engine: Any, model_name: str, aliases: tuple[str, ...] = ()) -> tuple[
         max_model_len=engine.config.max_model_len,
         vocab_size=engine.arch.vocab_size,
         aliases=aliases,
+        **guards,
     )
     return app, loop
 
@@ -56,16 +91,29 @@ class Server:
         port: int = 0,
         aliases: tuple[str, ...] = (),
         log_level: str = "warning",
+        shutdown_timeout_s: float = 30.0,
+        sock: socket.socket | None = None,
+        api_key: str | None = None,
+        max_body_bytes: int | None = None,
     ) -> None:
         import uvicorn
 
-        self.app, self.loop = build(engine, model_name, aliases)
-        self.sock = bind(host, port)
+        self.sock = sock if sock is not None else bind(host, port)
+        guards: dict[str, Any] = {"api_key": api_key}
+        if max_body_bytes is not None:
+            guards["max_body_bytes"] = max_body_bytes
+        self.app, self.loop = build(engine, model_name, aliases, **guards)
         self.host, self.port = host, self.sock.getsockname()[1]
         config = uvicorn.Config(
-            self.app, log_level=log_level, access_log=False, timeout_keep_alive=30, backlog=2048
+            self.app,
+            log_level=log_level,
+            access_log=False,
+            timeout_keep_alive=30,
+            backlog=2048,
+            # a backstop only: the engine loop aborts what is left at shutdown_timeout_s
+            timeout_graceful_shutdown=int(shutdown_timeout_s) + 10,
         )
-        self.uvicorn = uvicorn.Server(config)
+        self.uvicorn = make_uvicorn(config, self.loop, shutdown_timeout_s)
         self._thread: threading.Thread | None = None
 
     @property

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import evalkit
+from evalkit.errors import InputError
 
 LIBRARIES = (
     "torch",
@@ -115,6 +116,36 @@ def _get(manifest: dict[str, Any], dotted: str) -> Any:
 # recorded since a later version (or only by some backends): a run directory written before it
 # still resumes, but two values that differ are refused like any other identity field
 _CHECKED_WHEN_BOTH_HAVE_IT = ("model.weights_fingerprint",)
+_CHECKED_WHEN_BOTH_HAVE_IT_SUFFIXES = (".data.sha256",)  # tasks.<name>.data.sha256: the data read
+
+
+# the types a manifest's fields must have for a resume to read it (None: the field may be null)
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "model": (dict,),
+    "arm": (dict,),
+    "backend": (dict,),
+    "tasks": (dict,),
+    "seeds": (dict, type(None)),
+    "lengths": (list, type(None)),
+    "resumes": (list,),
+    "command": (list, str, type(None)),
+}
+
+
+def check_manifest_types(manifest: dict[str, Any], where: str) -> None:
+    """InputError naming the first field of a (hand-edited or foreign) manifest with the wrong type."""
+    for name, types in _FIELD_TYPES.items():
+        if name in manifest and not isinstance(manifest[name], types):
+            want = " or ".join(
+                "null" if t is type(None) else {dict: "an object"}.get(t, t.__name__) for t in types
+            )
+            raise InputError(f"{where}: field {name!r} must be {want}, got {type(manifest[name]).__name__}")
+    for task, spec in (manifest.get("tasks") or {}).items():
+        if not isinstance(spec, dict):
+            raise InputError(f"{where}: tasks.{task} must be an object, got {type(spec).__name__}")
+    lengths = manifest.get("lengths") or []
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in lengths):
+        raise InputError(f"{where}: field 'lengths' must list integers, got {lengths!r}")
 
 
 def identity_fields(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -138,6 +169,10 @@ def identity_fields(manifest: dict[str, Any]) -> dict[str, Any]:
             spec = tasks[name] if isinstance(tasks[name], dict) else {}
             out[f"tasks.{name}.hash"] = spec.get("hash", _MISSING)
             out[f"tasks.{name}.lengths"] = spec.get("lengths", _MISSING)
+            data = spec.get("data")
+            out[f"tasks.{name}.data.sha256"] = (
+                data.get("sha256", _MISSING) if isinstance(data, dict) else _MISSING
+            )
     return out
 
 
@@ -146,7 +181,8 @@ def first_identity_difference(on_disk: dict[str, Any], new: dict[str, Any]) -> t
     a, b = identity_fields(on_disk), identity_fields(new)
     for name in list(a) + [k for k in b if k not in a]:
         va, vb = a.get(name, _MISSING), b.get(name, _MISSING)
-        if name in _CHECKED_WHEN_BOTH_HAVE_IT and (va is _MISSING or vb is _MISSING):
+        optional = name in _CHECKED_WHEN_BOTH_HAVE_IT or name.endswith(_CHECKED_WHEN_BOTH_HAVE_IT_SUFFIXES)
+        if optional and (va is _MISSING or vb is _MISSING):
             continue
         if va != vb:
             show = lambda v: "absent" if v is _MISSING else repr(v)

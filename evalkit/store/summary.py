@@ -23,7 +23,11 @@ def _sd_stderr(values: list[float]) -> float:
     return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
 
 
-def summarise(samples: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def summarise(
+    samples: Iterable[dict[str, Any]], metrics_of: dict[str, list[str]] | None = None
+) -> dict[str, Any]:
+    """`metrics_of` ({task: metric names}) names the metrics of a task whose every sample errored
+    (its samples carry none); without it such a task's errors are listed under "unscored"."""
     right: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     scores: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     errors: dict = defaultdict(lambda: defaultdict(int))
@@ -42,6 +46,9 @@ def summarise(samples: Iterable[dict[str, Any]]) -> dict[str, Any]:
                 right[task][m][b].append(bool(ok))
             for m, v in (s.get("score") or {}).items():
                 scores[task][m][b].append(float(v))
+    for task in errors:
+        if not metrics[task]:
+            metrics[task].update((metrics_of or {}).get(task) or ["unscored"])
     out: dict[str, Any] = {}
     for task in sorted(metrics):
         out[task] = {}

@@ -8,6 +8,8 @@ Re-opening the same directory with the same identity resumes: `done_keys` says w
 from __future__ import annotations
 
 import copy
+import errno
+import fcntl
 import json
 import os
 import threading
@@ -16,20 +18,80 @@ from typing import Any
 
 from evalkit.errors import InputError, MismatchError
 from evalkit.store.jsonl import iter_jsonl, read_json, repair_torn_tail, write_json_atomic
-from evalkit.store.manifest import first_identity_difference, now_utc
+from evalkit.store.manifest import check_manifest_types, first_identity_difference, now_utc
 from evalkit.store.schema import SampleError, normalise_sample, sample_key
 from evalkit.store.summary import summarise
 
 MANIFEST = "manifest.json"
 SAMPLES = "samples.jsonl"
 SUMMARY = "summary.json"
+LOCK = ".lock"
+ERRORS = "errors.jsonl"  # errored samples set aside when a resume retries them (the error history)
+
+
+def lock_run_dir(path: Path) -> int:
+    """Take the run directory's exclusive lock (flock: the kernel drops it when the process exits or
+    is killed) and write our pid into it; a second writer gets an InputError naming the holder."""
+    fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise InputError(
+                f"{path} is being written by another evalkit process (pid {holder}); wait for it or "
+                "choose another output directory"
+            ) from None
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def set_aside_errors(samples_path: Path, errors_path: Path) -> int:
+    """Move the errored lines of samples.jsonl to errors.jsonl (appended first, then samples.jsonl
+    is replaced atomically: a crash in between only duplicates history). Returns how many moved."""
+    if not samples_path.exists():
+        return 0
+    kept: list[bytes] = []
+    errored: list[bytes] = []
+    for raw in samples_path.read_bytes().splitlines(keepends=True):
+        try:
+            obj = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            obj = None  # left in place: reading the run names the bad line
+        is_error = isinstance(obj, dict) and obj.get("error") is not None
+        (errored if is_error else kept).append(raw)
+    if not errored:
+        return 0
+    with open(errors_path, "ab") as fh:
+        fh.writelines(errored)
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp = samples_path.with_name(f".{samples_path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as fh:
+        fh.writelines(kept)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, samples_path)
+    return len(errored)
 
 
 class RunWriter:
     """Append-only writer of one run directory (use `RunWriter.open`)."""
 
-    def __init__(self, path: Path, manifest: dict[str, Any], done: set, fd: int, durable: bool = True):
+    def __init__(
+        self,
+        path: Path,
+        manifest: dict[str, Any],
+        done: set,
+        fd: int,
+        durable: bool = True,
+        lock_fd: int = -1,
+    ):
         self.path = path
+        self._lock_fd = lock_fd
         self.durable = durable
         self.manifest = manifest
         self._done = done
@@ -45,6 +107,7 @@ class RunWriter:
         resume: bool = True,
         *,
         durable: bool = True,
+        retry_errors: bool = True,
     ) -> RunWriter:
         """Create `out_dir` with `manifest`, or resume it if it holds a run with the same identity.
 
@@ -54,11 +117,41 @@ class RunWriter:
         Raises MismatchError naming the first differing identity field (model, arm, task
         config hash, seeds, lengths), and InputError if the directory holds a run and
         `resume` is False.
+
+        On resume with `retry_errors` (default), samples stored with an error are moved to
+        errors.jsonl (kept as history) so that they are asked again.
         """
         path = Path(out_dir)
+        if path.exists() and not path.is_dir():
+            raise InputError(f"{path} exists and is not a directory")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            lock_fd = lock_run_dir(path)
+        except OSError as exc:
+            raise InputError(f"cannot write the run directory {path}: {exc.strerror or exc}") from None
+        try:
+            return cls._open_locked(path, manifest, resume, durable, lock_fd, retry_errors)
+        except OSError as exc:  # read-only, disk full: a one-line error (a resume repairs the rest)
+            os.close(lock_fd)
+            raise InputError(f"cannot write the run directory {path}: {exc.strerror or exc}") from None
+        except BaseException:
+            os.close(lock_fd)
+            raise
+
+    @classmethod
+    def _open_locked(
+        cls,
+        path: Path,
+        manifest: dict[str, Any],
+        resume: bool,
+        durable: bool,
+        lock_fd: int,
+        retry_errors: bool = True,
+    ) -> RunWriter:
         manifest_path = path / MANIFEST
         if manifest_path.exists():
             on_disk = read_json(manifest_path)
+            check_manifest_types(on_disk, str(manifest_path))
             diff = first_identity_difference(on_disk, manifest)
             if diff is not None:
                 name, old, new = diff
@@ -69,11 +162,17 @@ class RunWriter:
             if not resume:
                 raise InputError(f"{path} already holds a run; resume it or choose another output directory")
             repair_torn_tail(path / SAMPLES)
+            retried = set_aside_errors(path / SAMPLES, path / ERRORS) if retry_errors else 0
             done = cls._read_done(path / SAMPLES)
             merged = copy.deepcopy(on_disk)
             merged["finished_at"] = None
             merged.setdefault("resumes", []).append(
-                {"at": now_utc(), "command": manifest.get("command"), "samples_on_disk": len(done)}
+                {
+                    "at": now_utc(),
+                    "command": manifest.get("command"),
+                    "samples_on_disk": len(done),
+                    "errors_retried": retried,
+                }
             )
             write_json_atomic(manifest_path, merged)
             manifest = merged
@@ -88,7 +187,7 @@ class RunWriter:
             write_json_atomic(manifest_path, manifest)
             done = set()
         fd = os.open(path / SAMPLES, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        return cls(path, manifest, done, fd, durable)
+        return cls(path, manifest, done, fd, durable, lock_fd)
 
     @staticmethod
     def _read_done(samples_path: Path) -> set:
@@ -128,18 +227,27 @@ class RunWriter:
                     f"sample {key} is already in {self.path / SAMPLES}; skip done_keys on resume"
                 )
             view = memoryview(line)
-            while view:
-                written = os.write(self._fd, view)
-                view = view[written:]
-            if self.durable:
-                os.fsync(self._fd)
+            try:
+                while view:
+                    written = os.write(self._fd, view)
+                    view = view[written:]
+                if self.durable:
+                    os.fsync(self._fd)
+            except OSError as exc:  # disk full, quota: what is on disk stays; a re-run repairs, resumes
+                raise InputError(
+                    f"cannot write {self.path / SAMPLES}: {exc.strerror or exc}; free space and re-run "
+                    "the same command to resume"
+                ) from None
             self._done.add(key)
 
-    def finish(self, extra_manifest: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Write summary.json from every sample on disk and stamp finished_at in manifest.json."""
+    def finish(
+        self, extra_manifest: dict[str, Any] | None = None, metrics: dict[str, list[str]] | None = None
+    ) -> dict[str, Any]:
+        """Write summary.json from every sample on disk and stamp finished_at in manifest.json.
+        `metrics` ({task: names}) keeps a task whose every sample errored in the summary."""
         with self._lock:
             samples = [normalise_sample(obj) for _, obj in iter_jsonl(self.path / SAMPLES)]
-            summary = summarise(samples)
+            summary = summarise(samples, metrics)
             write_json_atomic(self.path / SUMMARY, summary)
             self.manifest.update(copy.deepcopy(extra_manifest or {}))
             self.manifest["finished_at"] = now_utc()
@@ -152,6 +260,9 @@ class RunWriter:
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
+            if self._lock_fd >= 0:
+                os.close(self._lock_fd)  # releases the flock
+                self._lock_fd = -1
 
     def __enter__(self) -> RunWriter:
         return self
@@ -163,5 +274,7 @@ class RunWriter:
         try:
             if self._fd >= 0:
                 os.close(self._fd)
+            if self._lock_fd >= 0:
+                os.close(self._lock_fd)
         except Exception:  # noqa: BLE001
             pass
