@@ -13,6 +13,7 @@ import sys
 import evalkit
 from evalkit import __version__
 from evalkit.errors import EvalkitError
+from evalkit.extras import MissingExtraError, missing_extra_message
 
 # subcommand -> (module under evalkit.commands, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -54,6 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     except EvalkitError as exc:
         print(f"evalkit {command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except ModuleNotFoundError as exc:  # a light install (no `engine` extra) reaching for torch
+        message = missing_extra_message(exc)
+        if message is None:
+            raise
+        print(f"evalkit {command}: error: {message}", file=sys.stderr)
+        return MissingExtraError.exit_code
     except KeyboardInterrupt:
         print(
             f"evalkit {command}: interrupted; completed samples are on disk, re-run to resume",

@@ -103,6 +103,28 @@ class TokenizerView:
         }
 
 
+def load_bare_tokenizer(name_or_path: str) -> Any:
+    """A `tokenizers.Tokenizer` from a folder's tokenizer.json or a hub id, for installs without
+    transformers (`evalkit run --server` on a light install): it counts tokens as the model's
+    fast tokenizer does; chat templates still need transformers."""
+    from pathlib import Path
+
+    from tokenizers import Tokenizer
+
+    path = Path(name_or_path).expanduser()
+    try:
+        if path.is_dir():
+            return Tokenizer.from_file(str(path / "tokenizer.json"))
+        if path.is_file():
+            return Tokenizer.from_file(str(path))
+        return Tokenizer.from_pretrained(name_or_path)
+    except Exception as exc:  # noqa: BLE001 -- tokenizers raises bare Exceptions
+        raise InputError(
+            f"cannot load the tokenizer from {name_or_path} (without transformers only a "
+            f"tokenizer.json works): {exc}"
+        ) from exc
+
+
 def _monotone(starts: list[int]) -> list[int]:
     """Offsets made non-decreasing (special tokens have empty spans marked -1)."""
     out, last = [], 0

@@ -39,8 +39,12 @@ def default_model() -> tuple[str, Any]:
 def load_tokenizer(name_or_path: str | None) -> Any:
     if not name_or_path:
         return None
-    from transformers import AutoTokenizer
+    try:
+        from transformers import AutoTokenizer
+    except ModuleNotFoundError:  # a light install: the `tokenizers` library alone
+        from evalkit.tasks.tokenizer import load_bare_tokenizer
 
+        return load_bare_tokenizer(name_or_path)
     try:
         return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=True)
     except (OSError, ValueError) as exc:
