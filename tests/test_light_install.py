@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from helpers.faulty_server import FaultyServer
 
+from evalkit.store import prompt_hash
+
 ROOT = Path(__file__).resolve().parents[1]
 LIGHT = Path(__file__).parent / "helpers" / "light_evalkit.py"
 REFERENCE_TOKENIZER = ROOT / "evalkit" / "assets" / "reference-model"
@@ -67,6 +69,9 @@ def test_run_server_then_compare_without_the_engine(tmp_path):
     samples = [json.loads(line) for line in (tmp_path / "base" / "samples.jsonl").read_text().splitlines()]
     assert {s["task"] for s in samples} == {"gsm8k", "passkey"} and not any(s["error"] for s in samples)
     assert all(s["correct"] for s in samples)  # scored (by lm-eval's filters for gsm8k)
+    # the prompt is stored (as lm-eval's --log_samples does), and it is the one hashed
+    assert all(prompt_hash(s["prompt"]) == s["prompt_hash"] for s in samples)
+    assert any(s["prompt"].startswith("Question:") for s in samples if s["task"] == "gsm8k")
 
     out = _light("compare", "base", "cand", cwd=tmp_path)
     assert out.returncode == 0, out.stderr

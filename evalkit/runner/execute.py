@@ -71,6 +71,7 @@ def _base_sample(item: WorkItem, doc: Any, result: GenResult, prompt_hash: str) 
         "doc_id": doc.doc_id,
         "length": item.request.length,
         "prompt_hash": prompt_hash,
+        "prompt": item.request.prompt,  # as lm-eval's --log_samples: discordant questions stay readable
         "target": doc.target,
         "response": result.text,
         "correct": {},
