@@ -70,6 +70,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "recorded in the task config and its hash)",
     )
     q.add_argument(
+        "--include-path",
+        "--include_path",
+        action="append",
+        metavar="DIR",
+        help="folder of lm-eval task YAMLs (as lm_eval --include_path); --tasks may name any lm-eval "
+        "generate_until task, found here first, then in lm-eval's own tasks",
+    )
+    q.add_argument(
         "--max-new-tokens",
         type=int,
         help="cap every task's generation length (smoke tests; recorded in the manifest)",
@@ -120,6 +128,20 @@ def parse_task_options(items: list[str] | None, tasks: list[str]) -> dict[str, d
                 )
             out[name][key.strip()] = value
     return out
+
+
+def with_include_path(
+    options: dict[str, dict[str, Any]], paths: list[str] | None
+) -> dict[str, dict[str, Any]]:
+    """Hand --include-path to the tasks evalkit does not define (lm-eval's, found through it)."""
+    if paths:
+        from evalkit.tasks.registry import task_names
+
+        builtin = set(task_names())
+        for name, opts in options.items():
+            if name not in builtin:
+                opts.setdefault("include_path", list(paths))
+    return options
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -177,7 +199,7 @@ def main(args: argparse.Namespace) -> int:
     )
     spec = RunSpec(
         tasks=tasks,
-        task_options=parse_task_options(args.task_option, tasks),
+        task_options=with_include_path(parse_task_options(args.task_option, tasks), args.include_path),
         out_dir=out,
         lengths=lengths,
         limit=args.limit,
