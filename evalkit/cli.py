@@ -12,6 +12,7 @@ import sys
 
 import evalkit
 from evalkit import __version__
+from evalkit.config_file import parse_with_config
 from evalkit.errors import EvalkitError
 from evalkit.extras import MissingExtraError, missing_extra_message
 
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(f"evalkit.commands.{module_name}")
     sub_parser = argparse.ArgumentParser(prog=f"evalkit {command}", description=help_text)
     module.add_arguments(sub_parser)
-    args = sub_parser.parse_args(argv[1:])
+    args = parse_with_config(sub_parser, argv[1:])  # plain parse_args unless it takes --config
     try:
         return int(module.main(args) or 0)
     except EvalkitError as exc:

@@ -25,6 +25,12 @@ def _split(values: list[str] | None) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="YAML file of options: keys are the long options below (tasks: [gsm8k, passkey]); "
+        "options on the command line win",
+    )
     src = parser.add_argument_group("what to evaluate")
     src.add_argument(
         "--model",
@@ -194,6 +200,8 @@ def main(args: argparse.Namespace) -> int:
 
     command = ["evalkit", "run", *sys.argv[2:]] if sys.argv[1:2] == ["run"] else sys.argv
     manifest = su.base_manifest_fields(command)
+    if getattr(args, "config_options", None):  # `command` names the file; keep what it said
+        manifest["config_file"] = {"path": args.config, "options": args.config_options}
     manifest.update(
         model=setup.model, arm=setup.arm, backend=setup.backend.describe(), seeds={"task_seed": args.seed}
     )
