@@ -18,7 +18,8 @@ import copy
 import hashlib
 import inspect
 import json
-from functools import lru_cache
+from contextlib import contextmanager
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -144,12 +145,38 @@ def quiet_lm_eval() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
+@contextmanager
+def library_bars():
+    """lm-eval's and datasets' progress bars only where evalkit shows its own task-building bars
+    (a terminal, without --no-progress): elsewhere they flood the log."""
+    from evalkit.tasks.long_context import base as long_context_base
+
+    if long_context_base.SHOW_PROGRESS:
+        yield
+        return
+    import datasets
+    import lm_eval.api.task as lm_eval_task_module
+    from tqdm import tqdm
+
+    enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    original = lm_eval_task_module.tqdm
+    lm_eval_task_module.tqdm = partial(tqdm, disable=True)
+    try:
+        yield
+    finally:
+        lm_eval_task_module.tqdm = original
+        if enabled:
+            datasets.enable_progress_bars()
+
+
 def build_task(cfg: dict[str, Any], num_fewshot: int | None, fewshot_seed: int) -> Any:
     """lm-eval's task object from a config dict, configured as `simple_evaluate` configures it."""
     from lm_eval.tasks import TaskManager
 
     quiet_lm_eval()
-    task = next(iter(TaskManager(include_defaults=False).load([cfg])["tasks"].values()))
+    with library_bars():
+        task = next(iter(TaskManager(include_defaults=False).load([cfg])["tasks"].values()))
     if num_fewshot is not None and task.get_config("num_fewshot") != 0:
         task.set_config(key="num_fewshot", value=num_fewshot)
     elif task.get_config("num_fewshot") is None:
@@ -194,18 +221,19 @@ def task_requests(
     chat_template = None
     if apply_chat_template:
         chat_template = hf_chat_template(view) if view is not None else _messages_template
-    task.build_all_requests(
-        limit=limit,
-        rank=0,
-        world_size=1,
-        cache_requests=False,
-        rewrite_requests_cache=False,
-        system_instruction=system_instruction,
-        apply_chat_template=bool(apply_chat_template),
-        fewshot_as_multiturn=fewshot_as_multiturn,
-        chat_template=chat_template,
-        tokenizer_name=view.fingerprint()["name"] if (view is not None and apply_chat_template) else "",
-    )
+    with library_bars():
+        task.build_all_requests(
+            limit=limit,
+            rank=0,
+            world_size=1,
+            cache_requests=False,
+            rewrite_requests_cache=False,
+            system_instruction=system_instruction,
+            apply_chat_template=bool(apply_chat_template),
+            fewshot_as_multiturn=fewshot_as_multiturn,
+            chat_template=chat_template,
+            tokenizer_name=view.fingerprint()["name"] if (view is not None and apply_chat_template) else "",
+        )
     out = []
     for inst in sorted(task.instances, key=lambda i: i.doc_id):
         context, gen_kwargs = inst.args[0], dict(inst.args[1])

@@ -6,6 +6,7 @@ uses it too, which is what makes a run through the server equal an in-process ru
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from evalkit.backends.base import GenRequest, GenResult, OnResult, Prompt
@@ -79,6 +80,8 @@ class LocalBackend:
             engine = LLMEngine(model, **kwargs)
         self.engine = engine
         self.tokenizer = engine.tokenizer
+        # called after every engine step with its n (prompt tokens prefilled, or -sequences decoded)
+        self.step_observer: Callable[[int], None] | None = None
 
     def describe(self) -> dict[str, Any]:
         return {**self.engine.describe(), "name": self.name}
@@ -97,7 +100,11 @@ class LocalBackend:
             )
             index[self.engine.add_request(encode_prompt(self.tokenizer, r.prompt), params)] = i
         while index and self.engine.has_unfinished():
-            for out in engine_step(self.engine)[0]:
+            res = self.engine.step()
+            outputs, n = res if isinstance(res, tuple) else (res, 0)
+            if self.step_observer is not None:  # progress in tokens while nothing has finished yet
+                self.step_observer(n)
+            for out in outputs:
                 i = index.pop(out.request_id, None)
                 if i is not None:
                     on_result(i, to_result(out))

@@ -90,7 +90,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     o = parser.add_argument_group("output")
     o.add_argument("--out", help="run directory (default runs/<model>-<arm>); re-running resumes it")
-    o.add_argument("--no-progress", action="store_true", help="no progress bar")
+    o.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress output (default: a bar on a terminal, else a plain line every 30 s)",
+    )
     r = parser.add_argument_group("remote (--server)")
     r.add_argument("--concurrency", type=int, default=16, help="in-flight requests per server (16)")
     r.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, seconds (600)")
@@ -231,7 +235,8 @@ def main(args: argparse.Namespace) -> int:
     print(render_summary(outcome.summary, title=f"{setup.arm['label']}: {out}"))
     print(
         f"{outcome.stored} new samples ({outcome.skipped} already on disk), "
-        f"{outcome.tokens_per_s:.1f} generated tok/s, {outcome.wall_s:.1f} s -> {out}"
+        f"{outcome.prompt_tokens_per_s:.1f} prompt tok/s, {outcome.tokens_per_s:.1f} generated tok/s, "
+        f"{outcome.wall_s:.1f} s -> {out}"
     )
     run_info = getattr(setup.backend, "run_info", dict)()
     fps = run_info.get("system_fingerprints") or []
