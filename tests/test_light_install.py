@@ -92,3 +92,10 @@ def test_engine_commands_name_the_extra_in_one_line(tmp_path, argv):
     lines = [line for line in out.stderr.splitlines() if "error" in line]
     assert len(lines) == 1 and "pip install 'evalkit[engine]'" in lines[0], out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_every_module_folder_is_a_package_so_a_regular_install_ships_it():
+    """setup.py finds packages by their __init__.py; a folder without one is left out of a wheel
+    (an editable install hides that: `evalkit.commands` was missing from `pip install .`)."""
+    folders = {p.parent for top in ("evalkit", "kernels", "tasks") for p in (ROOT / top).rglob("*.py")}
+    assert [f for f in sorted(folders) if not (f / "__init__.py").is_file()] == []
