@@ -40,16 +40,17 @@ def test_a_batched_local_prefill_has_a_token_eta_before_any_question_finishes():
     clock.t = 10.0
     p.observe_step(50_000)  # 50k prompt tokens in 10 s
     assert p.done == 0 and p.prompt_tokens == 50_000
-    assert p.eta() is None  # decoding has not run yet: no honest figure for it
+    # decoding has not run yet: the prefill left (350k at 5k tok/s) is a lower bound, shown so
+    assert p.eta() == (70.0, False) and "ETA ≥1:10" in p.line()
     clock.t = 80.0
     p.observe_step(350_000)  # all 400k prefilled, 5k tok/s
     clock.t = 82.0
     p.observe_step(-4)  # 4 sequences decoded one token each in 2 s: 2 tok/s
-    assert p.eta() == (64 - 4) / 2  # no prompt left; 60 tokens of budget at 2 tok/s
+    assert p.eta() == ((64 - 4) / 2, True)  # no prompt left; 60 tokens of budget at 2 tok/s
     clock.t = 84.0
     p.update(1, 1, prompt_tokens=100_000, estimated_prompt=100_000, budget=16)  # stopped early
     # the finished request used 1/16 of its budget: the others are expected to use as little
-    assert p.gen_left() == 0 and p.eta() == 0
+    assert p.gen_left() == 0 and p.eta() == (0, True)
     assert p.prompt_tokens == 400_000 and p.tokens == 4  # live counts are not counted twice
 
 
@@ -60,7 +61,7 @@ def test_a_server_run_scales_elapsed_time_by_the_tokens_left_and_calibrates_prom
     # the estimate said 100k, the server counted 150k: the other prompts are 150k too
     p.update(1, 16, prompt_tokens=150_000, estimated_prompt=100_000, budget=16)
     assert p.prompt_total() == 600_000 and p.gen_left() == 48
-    assert p.eta() == 30.0 * (450_000 + 48) / (150_000 + 16)
+    assert p.eta() == (30.0 * (450_000 + 48) / (150_000 + 16), True)
     assert p.prompt_tokens_per_s == 5000 and p.tokens_per_s == 16 / 30
 
 

@@ -188,24 +188,31 @@ class RunProgress:
             remaining = max(0.0, remaining - (self.tokens - self._gen_done))
         return remaining
 
-    def eta(self) -> float | None:
+    def eta(self) -> tuple[float | None, bool]:
+        """(seconds left, whether that covers all the work). While the engine has only prefilled,
+        the decode rate is unknown: the prefill left is a lower bound (shown as "≥")."""
         prompt_left = max(0.0, self.prompt_total() - self.prompt_tokens)
         gen_left = self.gen_left()
         if self._live:
             rate_p = self.prompt_tokens / self._time["prefill"] if self._time["prefill"] > 0 else None
             rate_g = (self.tokens / self._time["decode"]) if self._time["decode"] > 0 else None
-            if (prompt_left and rate_p is None) or (gen_left and rate_g is None):
-                return None  # that phase has not run yet: no honest estimate
-            return (prompt_left / rate_p if prompt_left else 0.0) + (gen_left / rate_g if gen_left else 0.0)
+            parts = [(prompt_left, rate_p), (gen_left, rate_g)]
+            known = [left / rate for left, rate in parts if left and rate]
+            complete = all(rate or not left for left, rate in parts)
+            return (sum(known) if known or complete else None), complete
         done = self.prompt_tokens + self.tokens
-        return self.elapsed * (prompt_left + gen_left) / done if done else None
+        return (self.elapsed * (prompt_left + gen_left) / done if done else None), True
+
+    def _eta_text(self) -> str:
+        seconds, complete = self.eta()
+        return _clock(seconds) if complete or seconds is None else f"≥{_clock(seconds)}"
 
     def _postfix(self) -> str:
         parts = [
             f"prompt {_si(self.prompt_tokens)}/{_si(self.prompt_total())} tok "
             f"{self.prompt_tokens_per_s:.0f}/s",
             f"gen {_si(self.tokens)} tok {self.tokens_per_s:.1f}/s",
-            f"ETA {_clock(self.eta())}",
+            f"ETA {self._eta_text()}",
         ]
         if self.errors:
             parts.append(f"{self.errors} errors")
