@@ -77,6 +77,13 @@ class TokenizerView:
     def render_chat(self, messages: list[dict[str, str]], *, add_generation_prompt: bool = True) -> str:
         """The template's text, the way lm-eval's HF model renders it (a final assistant
         message is continued when no generation prompt is added)."""
+        if self._bare:
+            from evalkit.extras import install_hint
+
+            raise InputError(
+                "rendering the chat template needs transformers, which a light install lacks: "
+                f"{install_hint()} (or leave out --tokenizer: a chat server renders it)"
+            )
         if not self.has_chat_template:
             raise InputError("--apply-chat-template needs a tokenizer with a chat template")
         return self.tokenizer.apply_chat_template(

@@ -99,3 +99,10 @@ def test_every_module_folder_is_a_package_so_a_regular_install_ships_it():
     (an editable install hides that: `evalkit.commands` was missing from `pip install .`)."""
     folders = {p.parent for top in ("evalkit", "kernels", "tasks") for p in (ROOT / top).rglob("*.py")}
     assert [f for f in sorted(folders) if not (f / "__init__.py").is_file()] == []
+
+
+def test_a_chat_template_rendered_here_names_the_extra(tmp_path):
+    with FaultyServer(lambda key, attempt: "ok") as server:
+        argv = ["run", "--server", server.url, "--arm", "x", "--tasks", "gsm8k", "--limit", "1"]
+        out = _light(*argv, "--apply-chat-template", "--tokenizer", str(REFERENCE_TOKENIZER), cwd=tmp_path)
+    assert out.returncode == 2 and "pip install 'evalkit[engine]'" in out.stderr.splitlines()[-1]
