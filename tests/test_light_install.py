@@ -106,3 +106,33 @@ def test_a_chat_template_rendered_here_names_the_extra(tmp_path):
         argv = ["run", "--server", server.url, "--arm", "x", "--tasks", "gsm8k", "--limit", "1"]
         out = _light(*argv, "--apply-chat-template", "--tokenizer", str(REFERENCE_TOKENIZER), cwd=tmp_path)
     assert out.returncode == 2 and "pip install 'evalkit[engine]'" in out.stderr.splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_a_real_venv_from_the_package_index_without_torch(tmp_path):
+    """The light install for real: `pip install .` into a fresh venv (about 1 GB from the index,
+    minutes; deselected in CI by -m "not slow") gets no torch, and compare and run --server work."""
+    import shutil
+
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".venv*", ".git", "results", "runs", "build"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", str(src)], capture_output=True, text=True, timeout=1800
+    )
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    probe = f"import importlib.util as u; print([m for m in {ENGINE_ONLY!r} if u.find_spec(m)])"
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True)
+    assert out.stdout.strip() == "[]"
+    evalkit = str(venv / "bin" / "evalkit")
+    example = ROOT / "results" / "compare-example"
+    compare = [evalkit, "compare", str(example / "fp32"), str(example / "fp16")]
+    out = subprocess.run(compare, capture_output=True)
+    assert out.returncode == 0 and b"candidate `fp16` vs baseline `fp32`" in out.stdout
+    with FaultyServer(lambda key, attempt: "ok") as server:
+        argv = [evalkit, "run", "--server", server.url, "--arm", "x", "--tasks", "gsm8k", "--limit", "2"]
+        out = subprocess.run([*argv, "--out", str(tmp_path / "run")], capture_output=True, text=True)
+    assert out.returncode == 0 and "2 new samples" in out.stdout, out.stderr
+    out = subprocess.run([evalkit, "run", "--arm", "fp16"], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 2 and "pip install 'evalkit[engine]'" in out.stderr
