@@ -80,4 +80,15 @@ def test_a_run_from_a_config_file_records_it(tmp_path):
     manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
     assert manifest["arm"]["label"] == "cfg" and manifest["limit"] == 2
     assert manifest["config_file"]["options"]["tasks"] == ["tiny_arith"]
-    assert len((tmp_path / "r" / "samples.jsonl").read_text().splitlines()) == 2
+    samples = [json.loads(line) for line in (tmp_path / "r" / "samples.jsonl").read_text().splitlines()]
+    assert len(samples) == 2 and all("prompt" in s for s in samples)
+
+
+def test_no_prompts_leaves_the_text_out_and_keeps_the_hash(tmp_path):
+    argv = ["run", "--tasks", "tiny_arith", "--include-path", str(TASKS_DIR), "--arm", "a", "--limit", "2"]
+    with FaultyServer(lambda key, attempt: "ok") as server:
+        out = ["--out", str(tmp_path / "r")]
+        rc = main([*argv, "--no-prompts", "--no-progress", "--server", server.url, *out])
+    assert rc == 0
+    samples = [json.loads(line) for line in (tmp_path / "r" / "samples.jsonl").read_text().splitlines()]
+    assert len(samples) == 2 and all("prompt" not in s and s["prompt_hash"] for s in samples)

@@ -91,6 +91,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     o = parser.add_argument_group("output")
     o.add_argument("--out", help="run directory (default runs/<model>-<arm>); re-running resumes it")
     o.add_argument(
+        "--no-prompts",
+        action="store_true",
+        help="leave the prompt text out of samples.jsonl (its prompt_hash stays): a 128k-token "
+        "question stores about 0.5 MB",
+    )
+    o.add_argument(
         "--no-progress",
         action="store_true",
         help="no progress output (default: a bar on a terminal, else a plain line every 30 s)",
@@ -219,6 +225,7 @@ def main(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         apply_chat_template=args.apply_chat_template,
         max_new_tokens=args.max_new_tokens,
+        store_prompts=not args.no_prompts,
         manifest=manifest,
     )
     try:

@@ -27,6 +27,7 @@ class RunSpec:
     data_dir: str | None = None
     apply_chat_template: bool = False
     max_new_tokens: int | None = None  # a cap for smoke runs; recorded in the manifest
+    store_prompts: bool = True  # the prompt text in samples.jsonl (prompt_hash is always there)
     manifest: dict[str, Any] = field(default_factory=dict)  # model, arm, command, ...
 
 
@@ -183,6 +184,8 @@ def run_evaluation(
     def on_result(i: int, result: GenResult) -> None:
         samples = samples_for(plan.items[i], result, hashes[i])
         for s in samples:
+            if not spec.store_prompts:
+                s.pop("prompt", None)
             writer.append(s)
         n_err = sum(1 for s in samples if s["error"])
         counts["stored"] += len(samples)
