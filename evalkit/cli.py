@@ -12,7 +12,9 @@ import sys
 
 import evalkit
 from evalkit import __version__
+from evalkit.config_file import parse_with_config
 from evalkit.errors import EvalkitError
+from evalkit.extras import MissingExtraError, missing_extra_message
 
 # subcommand -> (module under evalkit.commands, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -50,12 +52,18 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(f"evalkit.commands.{module_name}")
     sub_parser = argparse.ArgumentParser(prog=f"evalkit {command}", description=help_text)
     module.add_arguments(sub_parser)
-    args = sub_parser.parse_args(argv[1:])
+    args = parse_with_config(sub_parser, argv[1:])  # plain parse_args unless it takes --config
     try:
         return int(module.main(args) or 0)
     except EvalkitError as exc:
         print(f"evalkit {command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except ModuleNotFoundError as exc:  # a light install (no `engine` extra) reaching for torch
+        message = missing_extra_message(exc)
+        if message is None:
+            raise
+        print(f"evalkit {command}: error: {message}", file=sys.stderr)
+        return MissingExtraError.exit_code
     except KeyboardInterrupt:
         print(
             f"evalkit {command}: interrupted; completed samples are on disk, re-run to resume",

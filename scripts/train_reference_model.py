@@ -177,7 +177,7 @@ def gens():
         from evalkit.tasks.long_context import generators
     except ImportError as exc:  # pragma: no cover - setup problem
         raise SystemExit(
-            f"cannot import evalkit's task generators ({exc}); run `pip install -e .` in {REPO}"
+            f"cannot import evalkit's task generators ({exc}); run `pip install -e '.[engine]'` in {REPO}"
         ) from None
     return generators
 

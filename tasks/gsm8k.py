@@ -14,16 +14,14 @@ checks it against `lm_eval.simple_evaluate`.
 from __future__ import annotations
 
 import copy
-import json
-import logging
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from evalkit.errors import InputError
-from evalkit.tasks.base import DocRef, ScoredDoc, TaskRequest
+from evalkit.tasks.base import ScoredDoc, TaskRequest
 from evalkit.tasks.data import HUB_CONFIG, HUB_DATASET, GSM8KSource, locate_gsm8k
-from evalkit.tasks.tokenizer import TokenizerView
+from evalkit.tasks.lm_eval_task import build_task, score_response, task_requests
 
 FEWSHOT_SEED = 1234  # simple_evaluate's default fewshot_random_seed
 DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's default for HF and API models when the YAML sets none
@@ -54,30 +52,6 @@ def with_data(cfg: dict[str, Any], source: GSM8KSource) -> dict[str, Any]:
         files = {k: str(Path(v).resolve()) for k, v in source.files.items()}
         cfg.update(dataset_path="json", dataset_name=None, dataset_kwargs={"data_files": files})
     return cfg
-
-
-def hf_chat_template(view: TokenizerView):
-    """lm-eval's `chat_template` callable as its HF model implements it (HFLM.apply_chat_template)."""
-    import jinja2
-
-    def apply(chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
-        try:
-            return view.render_chat(chat_history, add_generation_prompt=add_generation_prompt)
-        except jinja2.exceptions.TemplateError:
-            history = [m for m in chat_history if m["role"] != "system"]
-            return view.render_chat(history, add_generation_prompt=add_generation_prompt)
-
-    return apply
-
-
-def _messages_template(chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
-    """Stand-in template without a tokenizer: the messages themselves, for a chat server."""
-    return json.dumps({"messages": chat_history, "add_generation_prompt": add_generation_prompt})
-
-
-def _quiet_lm_eval() -> None:
-    for name in ("lm_eval", "lm-eval"):
-        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 @lru_cache(maxsize=4)
@@ -161,16 +135,7 @@ class GSM8KTask:
 
     def build_lm_eval_task(self, cfg: dict[str, Any]):
         """lm-eval's task object, configured as `simple_evaluate` configures it."""
-        from lm_eval.tasks import TaskManager
-
-        _quiet_lm_eval()
-        task = next(iter(TaskManager(include_defaults=False).load([cfg])["tasks"].values()))
-        if self.num_fewshot is not None and task.get_config("num_fewshot") != 0:
-            task.set_config(key="num_fewshot", value=self.num_fewshot)
-        elif task.get_config("num_fewshot") is None:
-            task.set_config(key="num_fewshot", value=0)
-        task.set_fewshot_seed(seed=self.fewshot_seed)
-        return task
+        return build_task(cfg, self.num_fewshot, self.fewshot_seed)
 
     def requests(
         self,
@@ -188,56 +153,17 @@ class GSM8KTask:
         if seed is not None:
             self.fewshot_seed = int(seed)
         task = self.build_lm_eval_task(with_data(lm_eval_yaml(self.name), source))
-        view = TokenizerView(tokenizer) if tokenizer is not None else None
-        chat_template = None
-        if apply_chat_template:
-            chat_template = hf_chat_template(view) if view is not None else _messages_template
-        task.build_all_requests(
+        return task_requests(
+            task,
+            self.name,
+            tokenizer=tokenizer,
             limit=limit,
-            rank=0,
-            world_size=1,
-            cache_requests=False,
-            rewrite_requests_cache=False,
+            apply_chat_template=apply_chat_template,
             system_instruction=self.system_instruction,
-            apply_chat_template=bool(apply_chat_template),
             fewshot_as_multiturn=self.fewshot_as_multiturn,
-            chat_template=chat_template,
-            tokenizer_name=view.fingerprint()["name"] if (view is not None and apply_chat_template) else "",
+            default_max_new_tokens=self.max_new_tokens,
+            meta={"data": source.describe(), "fewshot_seed": self.fewshot_seed},
         )
-        out = []
-        for inst in sorted(task.instances, key=lambda i: i.doc_id):
-            context, gen_kwargs = inst.args[0], dict(inst.args[1])
-            prompt: Any = context
-            if apply_chat_template and view is None:
-                prompt = json.loads(context)["messages"]
-            doc = dict(inst.doc)
-            target = task.doc_to_target(doc)
-            out.append(
-                TaskRequest(
-                    task=self.name,
-                    prompt=prompt,
-                    max_new_tokens=int(gen_kwargs.get("max_gen_toks", self.max_new_tokens)),
-                    until=list(gen_kwargs.get("until", [])),
-                    docs=[
-                        DocRef(
-                            doc_id=inst.doc_id,
-                            target=str(target),
-                            meta={"doc": doc},
-                            # lm-eval's target: " " + the dataset's worked answer ("... #### 72")
-                            gold=" " + doc["answer"] if isinstance(doc.get("answer"), str) else None,
-                        )
-                    ],
-                    length=None,
-                    meta={
-                        "gen_kwargs": gen_kwargs,
-                        "chat": bool(apply_chat_template),
-                        "data": source.describe(),
-                        "num_fewshot": task.get_config("num_fewshot"),
-                        "fewshot_seed": self.fewshot_seed,
-                    },
-                )
-            )
-        return out
 
     def score(self, request: TaskRequest, response: str) -> list[ScoredDoc]:
         doc_ref = request.docs[0]
@@ -251,23 +177,4 @@ class GSM8KTask:
     def score_doc(
         self, doc_id: int | str, doc: dict[str, Any], response: str, gen_kwargs: dict[str, Any] | None = None
     ) -> ScoredDoc:
-        from lm_eval.api.instance import Instance
-
-        task = self.scorer()
-        inst = Instance(
-            request_type="generate_until",
-            doc=doc,
-            arguments=("", gen_kwargs or {}),
-            idx=0,
-            metadata=(self.name, doc_id, 1),
-        )
-        inst.resps.append(response)
-        for pipeline in task._filters:
-            pipeline.apply([inst])
-        correct, extracted = {}, {}
-        for filter_name, filtered in inst.filtered_resps.items():
-            metrics = task.process_results(doc, [filtered])
-            for metric, value in metrics.items():
-                correct[f"{metric},{filter_name}"] = bool(value)
-            extracted[filter_name] = str(filtered)
-        return ScoredDoc(doc_id, str(task.doc_to_target(doc)), correct, extracted)
+        return score_response(self.scorer(), self.name, doc_id, doc, response, gen_kwargs)

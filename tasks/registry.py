@@ -75,11 +75,14 @@ def task_names() -> list[str]:
 
 
 def get_task(name: str, **options: Any) -> Task:
-    """A task by name; `options` are the task's own (e.g. num_docs, max_new_tokens, num_fewshot)."""
+    """A task by name; `options` are the task's own (e.g. num_docs, max_new_tokens, num_fewshot).
+    A name evalkit does not define is looked up as an lm-eval task (`LmEvalTask`)."""
     factories = _factories()
-    if name not in factories:
-        raise InputError(f"unknown task {name!r}; known: {', '.join(factories)}")
     try:
+        if name not in factories:  # any lm-eval generate_until task (include_path: its YAML folders)
+            from evalkit.tasks.lm_eval_task import LmEvalTask
+
+            return LmEvalTask(name, **options)
         return factories[name][1](**options)
     except (TypeError, ValueError) as exc:  # e.g. int("abc") inside the task
         raise InputError(f"bad option for task {name}: {exc}") from exc

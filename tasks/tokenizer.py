@@ -77,6 +77,13 @@ class TokenizerView:
     def render_chat(self, messages: list[dict[str, str]], *, add_generation_prompt: bool = True) -> str:
         """The template's text, the way lm-eval's HF model renders it (a final assistant
         message is continued when no generation prompt is added)."""
+        if self._bare:
+            from evalkit.extras import install_hint
+
+            raise InputError(
+                "rendering the chat template needs transformers, which a light install lacks: "
+                f"{install_hint()} (or leave out --tokenizer: a chat server renders it)"
+            )
         if not self.has_chat_template:
             raise InputError("--apply-chat-template needs a tokenizer with a chat template")
         return self.tokenizer.apply_chat_template(
@@ -101,6 +108,28 @@ class TokenizerView:
             "vocab_size": (tok.get_vocab_size() if self._bare else len(tok)),
             "sha256": h.hexdigest()[:16],
         }
+
+
+def load_bare_tokenizer(name_or_path: str) -> Any:
+    """A `tokenizers.Tokenizer` from a folder's tokenizer.json or a hub id, for installs without
+    transformers (`evalkit run --server` on a light install): it counts tokens as the model's
+    fast tokenizer does; chat templates still need transformers."""
+    from pathlib import Path
+
+    from tokenizers import Tokenizer
+
+    path = Path(name_or_path).expanduser()
+    try:
+        if path.is_dir():
+            return Tokenizer.from_file(str(path / "tokenizer.json"))
+        if path.is_file():
+            return Tokenizer.from_file(str(path))
+        return Tokenizer.from_pretrained(name_or_path)
+    except Exception as exc:  # noqa: BLE001 -- tokenizers raises bare Exceptions
+        raise InputError(
+            f"cannot load the tokenizer from {name_or_path} (without transformers only a "
+            f"tokenizer.json works): {exc}"
+        ) from exc
 
 
 def _monotone(starts: list[int]) -> list[int]:

@@ -173,11 +173,15 @@ def test_a_local_run_refuses_a_free_arm_label(capsys):
     assert err.count("\n") == 1
 
 
-@pytest.mark.parametrize("progress", [False, True])
-def test_no_progress_also_silences_the_document_building_bars(tmp_path, progress):
-    """Long-context tasks show a bar while they build documents; progress=False turns it off
-    (it filled run logs written to files) and the switch is restored afterwards."""
+@pytest.mark.parametrize("progress, tty", [(False, True), (True, True), (True, False)])
+def test_no_progress_also_silences_the_document_building_bars(tmp_path, monkeypatch, progress, tty):
+    """Long-context tasks show a bar while they build documents, only on a terminal and without
+    --no-progress (it filled run logs written to files); the switch is restored afterwards."""
+    import sys
+
     from evalkit.tasks.long_context import base
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: tty, raising=False)
 
     seen = []
 
@@ -190,7 +194,8 @@ def test_no_progress_also_silences_the_document_building_bars(tmp_path, progress
             return super().requests(**kw)
 
     run_evaluation(_spec(tmp_path, BuildingTask()), ScriptedBackend(), None, progress=progress)
-    assert seen == [progress, not progress]
+    shown = progress and tty
+    assert seen == [shown, not shown]
     assert base.SHOW_PROGRESS is True
 
 

@@ -7,6 +7,7 @@ uses it too, which is what makes a run through the server equal an in-process ru
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from typing import Any
 
 from evalkit.backends.base import GenRequest, GenResult, OnResult, Prompt
@@ -108,6 +109,8 @@ class LocalBackend:
         self.engine = engine
         self.tokenizer = engine.tokenizer
         self.encode_cache = encode_cache
+        # called after every engine step with its n (prompt tokens prefilled, or -sequences decoded)
+        self.step_observer: Callable[[int], None] | None = None
 
     def _encode(self, prompt: Prompt) -> Any:
         if self.encode_cache is None or not isinstance(prompt, str):
@@ -163,7 +166,11 @@ class LocalBackend:
             if answer is not None and "gold" not in partial[i]:
                 owner[self.engine.forced_request_id(rid)] = (i, "gold")
         while owner and self.engine.has_unfinished():
-            for out in engine_step(self.engine)[0]:
+            res = self.engine.step()
+            outputs, n = res if isinstance(res, tuple) else (res, 0)
+            if self.step_observer is not None:  # progress in tokens while nothing has finished yet
+                self.step_observer(n)
+            for out in outputs:
                 i, kind = owner.pop(out.request_id, (None, None))
                 if i is None:
                     continue

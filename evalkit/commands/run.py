@@ -26,6 +26,12 @@ def _split(values: list[str] | None) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="YAML file of options: keys are the long options below (tasks: [gsm8k, passkey]); "
+        "options on the command line win",
+    )
     src = parser.add_argument_group("what to evaluate")
     src.add_argument(
         "--model",
@@ -72,6 +78,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "recorded in the task config and its hash)",
     )
     q.add_argument(
+        "--include-path",
+        "--include_path",
+        action="append",
+        metavar="DIR",
+        help="folder of lm-eval task YAMLs (as lm_eval --include_path); --tasks may name any lm-eval "
+        "generate_until task, found here first, then in lm-eval's own tasks",
+    )
+    q.add_argument(
         "--max-new-tokens",
         type=int,
         help="cap every task's generation length (smoke tests; recorded in the manifest)",
@@ -87,7 +101,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     o = parser.add_argument_group("output")
     o.add_argument("--out", help="run directory (default runs/<model>-<arm>); re-running resumes it")
-    o.add_argument("--no-progress", action="store_true", help="no progress bar")
+    o.add_argument(
+        "--no-prompts",
+        action="store_true",
+        help="leave the prompt text out of samples.jsonl (its prompt_hash stays): a 128k-token "
+        "question stores about 0.5 MB",
+    )
+    o.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress output (default: a bar on a terminal, else a plain line every 30 s)",
+    )
     r = parser.add_argument_group("remote (--server)")
     r.add_argument("--concurrency", type=int, default=16, help="in-flight requests per server (16)")
     r.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, seconds (600)")
@@ -140,6 +164,20 @@ def parse_task_options(items: list[str] | None, tasks: list[str]) -> dict[str, d
                 )
             out[name][key.strip()] = value
     return out
+
+
+def with_include_path(
+    options: dict[str, dict[str, Any]], paths: list[str] | None
+) -> dict[str, dict[str, Any]]:
+    """Hand --include-path to the tasks evalkit does not define (lm-eval's, found through it)."""
+    if paths:
+        from evalkit.tasks.registry import task_names
+
+        builtin = set(task_names())
+        for name, opts in options.items():
+            if name not in builtin:
+                opts.setdefault("include_path", list(paths))
+    return options
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -211,12 +249,14 @@ def main(args: argparse.Namespace) -> int:
     command = ["evalkit", "run", *sys.argv[2:]] if sys.argv[1:2] == ["run"] else sys.argv
     command = su.redact_command(command)
     manifest = su.base_manifest_fields(command)
+    if getattr(args, "config_options", None):  # `command` names the file; keep what it said
+        manifest["config_file"] = {"path": args.config, "options": args.config_options}
     manifest.update(
         model=setup.model, arm=setup.arm, backend=setup.backend.describe(), seeds={"task_seed": args.seed}
     )
     spec = RunSpec(
         tasks=tasks,
-        task_options=parse_task_options(args.task_option, tasks),
+        task_options=with_include_path(parse_task_options(args.task_option, tasks), args.include_path),
         out_dir=out,
         lengths=lengths,
         limit=args.limit,
@@ -225,6 +265,7 @@ def main(args: argparse.Namespace) -> int:
         apply_chat_template=args.apply_chat_template,
         max_new_tokens=args.max_new_tokens,
         gold_logprob=(not servers) if args.gold_logprob is None else args.gold_logprob,
+        store_prompts=not args.no_prompts,
         manifest=manifest,
     )
     try:
@@ -241,7 +282,8 @@ def main(args: argparse.Namespace) -> int:
     print(render_summary(outcome.summary, title=f"{setup.arm['label']}: {out}"))
     print(
         f"{outcome.stored} new samples ({outcome.skipped} already on disk), "
-        f"{outcome.tokens_per_s:.1f} generated tok/s, {outcome.wall_s:.1f} s -> {out}"
+        f"{outcome.prompt_tokens_per_s:.1f} prompt tok/s, {outcome.tokens_per_s:.1f} generated tok/s, "
+        f"{outcome.wall_s:.1f} s -> {out}"
     )
     run_info = getattr(setup.backend, "run_info", dict)()
     fps = run_info.get("system_fingerprints") or []

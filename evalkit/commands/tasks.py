@@ -66,6 +66,10 @@ def main(args: argparse.Namespace) -> int:
     if not console.is_terminal:
         console = Console(width=160)
     console.print(table)
+    print(
+        "Any lm-eval generate_until task also runs by name (evalkit run --tasks NAME), from "
+        "--include-path DIR first, then lm-eval's own tasks."
+    )
     return 0
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from evalkit.backends.base import Backend, GenRequest, GenResult
 from evalkit.runner.plan import Plan, WorkItem, build_plan
-from evalkit.runner.progress import RunProgress
+from evalkit.runner.progress import RunProgress, estimate_prompt_tokens, progress_mode
 
 
 @dataclass
@@ -31,6 +31,7 @@ class RunSpec:
     gold_logprob: bool = False  # also score each question's reference answer (evalkit.backends.gold)
     # shared between runs of the same questions (the sweep's arms): each task's requests built once
     request_cache: dict[str, Any] | None = None
+    store_prompts: bool = True  # the prompt text in samples.jsonl (prompt_hash is always there)
     manifest: dict[str, Any] = field(default_factory=dict)  # model, arm, command, ...
 
 
@@ -44,6 +45,7 @@ class RunOutcome:
     skipped: int  # questions already on disk (resume)
     tokens_per_s: float
     wall_s: float
+    prompt_tokens_per_s: float = 0.0
 
 
 def task_entries(
@@ -77,6 +79,7 @@ def _base_sample(item: WorkItem, doc: Any, result: GenResult, prompt_hash: str) 
         "doc_id": doc.doc_id,
         "length": item.request.length,
         "prompt_hash": prompt_hash,
+        "prompt": item.request.prompt,  # as lm-eval's --log_samples: discordant questions stay readable
         "target": doc.target,
         "response": result.text,
         "correct": {},
@@ -115,6 +118,15 @@ def samples_for(item: WorkItem, result: GenResult, prompt_hash: str) -> list[dic
     return out
 
 
+def _token_counter(tokenizer: Any) -> Any:
+    """A TokenizerView for sizing prompts in the progress, or None (then characters/4)."""
+    if tokenizer is None:
+        return None
+    from evalkit.tasks.tokenizer import TokenizerView
+
+    return TokenizerView(tokenizer)
+
+
 def run_evaluation(
     spec: RunSpec, backend: Backend, tokenizer: Any, *, progress: bool = True, after_generate: Any = None
 ) -> RunOutcome:
@@ -146,7 +158,8 @@ def run_evaluation(
     from evalkit.tasks.long_context import base as long_context_base
 
     requests_by_task = {}
-    shown, long_context_base.SHOW_PROGRESS = long_context_base.SHOW_PROGRESS, progress
+    # task-building bars only on a terminal (they flood CI logs)
+    shown, long_context_base.SHOW_PROGRESS = long_context_base.SHOW_PROGRESS, progress_mode(progress) == "bar"
     try:
         for t in tasks:
             key = (
@@ -177,27 +190,42 @@ def run_evaluation(
 
     writer = RunWriter.open(spec.out_dir, manifest, resume=True)
     plan: Plan = build_plan(tasks, requests_by_task, set(writer.done_keys))
+    gen_requests = [gen_request(it.request, spec.max_new_tokens, spec.gold_logprob) for it in plan.items]
+    view = _token_counter(tokenizer)
+    est_prompt = [estimate_prompt_tokens(it.request.prompt, it.request.length, view) for it in plan.items]
     bar = RunProgress(
         plan.total_docs,
         plan.done_docs,
         enabled=progress,
         desc=f"{manifest.get('arm', {}).get('label', 'run')}",
+        prompt_tokens=est_prompt,
+        gen_budgets=[g.max_new_tokens for g in gen_requests],
     )
+    if hasattr(backend, "step_observer"):  # the local engine reports prefill/decode steps live
+        backend.step_observer = bar.observe_step
     hashes = [prompt_hash(item.request.prompt) for item in plan.items]
     counts = {"stored": 0, "errors": 0}
 
     def on_result(i: int, result: GenResult) -> None:
         samples = samples_for(plan.items[i], result, hashes[i])
         for s in samples:
+            if not spec.store_prompts:
+                s.pop("prompt", None)
             writer.append(s)
         n_err = sum(1 for s in samples if s["error"])
         counts["stored"] += len(samples)
         counts["errors"] += n_err
-        bar.update(len(samples), result.n_generated, n_err)
+        bar.update(
+            len(samples),
+            result.n_generated,
+            n_err,
+            prompt_tokens=result.n_prompt,
+            estimated_prompt=est_prompt[i],
+            budget=gen_requests[i].max_new_tokens,
+        )
 
     try:
-        asks = [gen_request(it.request, spec.max_new_tokens, spec.gold_logprob) for it in plan.items]
-        backend.generate(asks, on_result)
+        backend.generate(gen_requests, on_result)
     except BaseException:
         writer.close()  # every completed sample is already on disk; a re-run resumes
         raise
@@ -213,5 +241,6 @@ def run_evaluation(
         errors=counts["errors"],
         skipped=plan.done_docs,
         tokens_per_s=bar.tokens_per_s,
+        prompt_tokens_per_s=bar.prompt_tokens_per_s,
         wall_s=time.perf_counter() - t0,
     )

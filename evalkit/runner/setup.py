@@ -40,8 +40,12 @@ def load_tokenizer(name_or_path: str | None, trust_remote_code: bool = False) ->
     """A --server run's tokenizer; its own code (if it ships some) runs only with --trust-remote-code."""
     if not name_or_path:
         return None
-    from transformers import AutoTokenizer
+    try:
+        from transformers import AutoTokenizer
+    except ModuleNotFoundError:  # a light install: the `tokenizers` library alone
+        from evalkit.tasks.tokenizer import load_bare_tokenizer
 
+        return load_bare_tokenizer(name_or_path)
     try:
         return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:

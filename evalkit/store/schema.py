@@ -6,7 +6,16 @@ import math
 from typing import Any
 
 REQUIRED_FIELDS = ("task", "doc_id", "prompt_hash", "target", "response", "correct", "error")
-OPTIONAL_FIELDS = ("length", "score", "extracted", "n_generated", "finish_reason", "flags", "timings")
+OPTIONAL_FIELDS = (
+    "prompt",
+    "length",
+    "score",
+    "extracted",
+    "n_generated",
+    "finish_reason",
+    "flags",
+    "timings",
+)
 
 
 class SampleError(ValueError):

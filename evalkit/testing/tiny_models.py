@@ -151,3 +151,21 @@ def build_tiny_checkpoint(
         shutil.rmtree(final)
     os.replace(path, final)
     return final
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m evalkit.testing.tiny_models PATH [--kind hybrid|pure_kda] [--seed N]`: the tiny
+    random checkpoint the README's examples and the tests use (needs `evalkit[engine]`)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m evalkit.testing.tiny_models", description=main.__doc__)
+    parser.add_argument("path", help="folder to write the checkpoint to (reused when already built)")
+    parser.add_argument("--kind", choices=("hybrid", "pure_kda"), default="hybrid")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    print(build_tiny_checkpoint(args.path, kind=args.kind, seed=args.seed))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Glue for continuous integration: posting evalkit's paired report on a pull request."""

@@ -1,0 +1,1 @@
+"""One module per `evalkit` subcommand (see `evalkit.cli`)."""
