@@ -14,21 +14,27 @@ from __future__ import annotations
 
 import os
 
-import torch
-
-from . import cpu
-
-# The op subpackages share names with the public functions below. Import them first so that the
-# function definitions win the package attribute (a later `from .kda_decode.wrapper import ...`
-# finds the subpackage in sys.modules and does not rebind it). Their __init__ imports nothing heavy.
-from . import gated_rmsnorm as _gated_rmsnorm_pkg  # noqa: F401
-from . import kda_decode as _kda_decode_pkg  # noqa: F401
-from . import kda_prefill as _kda_prefill_pkg  # noqa: F401
-from . import short_conv as _short_conv_pkg  # noqa: F401
-from .common import STATE_DTYPES, KernelInputError, resolve_state_dtype, state_dtype_name
+# The format vocabulary needs no torch (a light install parses arms); everything else does.
 from .formats import FormatError, StateFormat, parse_format
-from .rounding import round_to_format
-from .twin_check import TwinChecker, TwinMismatch
+
+try:
+    import torch
+except ModuleNotFoundError:  # the `engine` extra is not installed: formats only
+    torch = None
+
+if torch is not None:
+    from . import cpu
+
+    # The op subpackages share names with the public functions below. Import them first so that the
+    # function definitions win the package attribute (a later `from .kda_decode.wrapper import ...`
+    # finds the subpackage in sys.modules and does not rebind it). Their __init__ imports nothing heavy.
+    from . import gated_rmsnorm as _gated_rmsnorm_pkg  # noqa: F401
+    from . import kda_decode as _kda_decode_pkg  # noqa: F401
+    from . import kda_prefill as _kda_prefill_pkg  # noqa: F401
+    from . import short_conv as _short_conv_pkg  # noqa: F401
+    from .common import STATE_DTYPES, KernelInputError, resolve_state_dtype, state_dtype_name
+    from .rounding import round_to_format
+    from .twin_check import TwinChecker, TwinMismatch
 
 __all__ = [
     "STATE_DTYPES",

@@ -9,11 +9,11 @@ import torch
 
 from evalkit.errors import EvalkitError
 
-from .formats import STORAGES, FormatError, StateFormat, parse_format
+from .formats import FormatError, StateFormat, parse_format, storage_dtypes
 
 # the 16/32-bit pool dtypes (also the intra-chunk rounding dtypes); every storage: formats.STORAGES
 STATE_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-_NAME_OF = {v: k for k, v in STORAGES.items()}
+_NAME_OF = {v: k for k, v in storage_dtypes().items()}
 
 
 class KernelInputError(EvalkitError):
@@ -28,7 +28,7 @@ def state_dtype_name(dtype: torch.dtype) -> str:
     except KeyError:
         raise KernelInputError(
             f"unsupported state pool dtype {dtype}; supported: "
-            + ", ".join(f"{n} ({d})" for n, d in STORAGES.items())
+            + ", ".join(f"{n} ({d})" for n, d in storage_dtypes().items())
         ) from None
 
 

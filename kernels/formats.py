@@ -21,16 +21,30 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-STORAGES: dict[str, torch.dtype] = {
-    "fp32": torch.float32,
-    "fp16": torch.float16,
-    "bf16": torch.bfloat16,
-    "fp8_e4m3": torch.float8_e4m3fn,
-    "fp8_e5m2": torch.float8_e5m2,
+# torch's dtype of each storage, by attribute name: this module imports no torch, so the format
+# vocabulary (`parse_format`, `evalkit.arm`) works in a light install without the engine.
+STORAGE_DTYPE_NAMES: dict[str, str] = {
+    "fp32": "float32",
+    "fp16": "float16",
+    "bf16": "bfloat16",
+    "fp8_e4m3": "float8_e4m3fn",
+    "fp8_e5m2": "float8_e5m2",
 }
+STORAGES = tuple(STORAGE_DTYPE_NAMES)
+
+
+def storage_dtypes() -> dict:
+    """storage name -> torch dtype (imports torch)."""
+    import torch
+
+    return {k: getattr(torch, v) for k, v in STORAGE_DTYPE_NAMES.items()}
+
+
 ROUNDINGS = ("rtne", "sr", "rtz")
 # explicit mantissa bits of each storage (what "bits of margin" is measured against)
 MANTISSA_BITS = {"fp32": 23, "fp16": 10, "bf16": 7, "fp8_e4m3": 3, "fp8_e5m2": 2}
@@ -67,7 +81,7 @@ class StateFormat:
 
     @property
     def pool_dtype(self) -> torch.dtype:
-        return STORAGES[self.storage]
+        return storage_dtypes()[self.storage]
 
     @property
     def bits(self) -> int:
@@ -105,8 +119,8 @@ def parse_format(name: str | StateFormat | torch.dtype) -> StateFormat:
     """'fp16' / 'm7' / 'bf16-rtz' / 'fp16-sr:3' / torch.float16 -> StateFormat; FormatError otherwise."""
     if isinstance(name, StateFormat):
         return name
-    if isinstance(name, torch.dtype):
-        for key, dt in STORAGES.items():
+    if type(name).__module__ == "torch":  # a torch.dtype (torch is loaded when one exists)
+        for key, dt in storage_dtypes().items():
             if dt == name:
                 return StateFormat(key)
         raise FormatError(f"no state format stores {name}")
