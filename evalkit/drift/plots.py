@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-ARM_COLORS = {"fp32": "0.45", "fp16": "tab:blue", "bf16": "tab:orange"}
+ARM_COLORS = {"fp32": "0.45", "fp32-aa": "0.6", "fp16": "tab:blue", "bf16": "tab:orange"}
 TOKEN_PLOTS = {
     "kl": ("kl.png", "mean KL(p_fp32 ‖ p_arm) per position bucket", "KL (nats)"),
     "top1_disagree": ("top1.png", "top-1 disagreement with the fp32 arm", "1 − top-1 agreement"),
