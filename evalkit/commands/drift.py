@@ -129,12 +129,12 @@ def _arms(text: str) -> list[str]:
     names = [a.strip() for a in text.split(",") if a.strip()]
     if not names:
         raise InputError(f"--arms must list state formats; got {text!r}")
+    if AA_ARM in names:
+        raise InputError(f"--arms: {AA_ARM} is the A/A floor arm, added unless --no-floor")
     try:
         arms = [parse_format(a).name for a in names]
     except FormatError as exc:
         raise InputError(f"--arms: {exc}") from None
-    if AA_ARM in names:
-        raise InputError(f"--arms: {AA_ARM} is the A/A floor arm, added unless --no-floor")
     if len(set(arms)) != len(arms):
         raise InputError(f"--arms lists an arm twice: {text!r}")
     return arms

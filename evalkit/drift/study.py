@@ -357,6 +357,9 @@ def run_study(
             _write(out, summary, states)
             if on_prompt:
                 on_prompt(mode, i)
+        if ms.stopped_by_budget and ms.prompt_rows:
+            summary["study"][mode] = summarize_mode(ms, arms, cfg.floor, cfg.fit_starts)
+            _write(out, summary, states)
     if cfg.generate > 0:
         try:
             _free_running(
