@@ -16,6 +16,12 @@ def add_link_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", help="folder holding GSM8K (also EVALKIT_DATA), to rebuild prompts")
     parser.add_argument("--chunk-size", type=int, default=2048, help="prefill chunk of the prompt (2048)")
     parser.add_argument("--limit", type=int, help="at most this many questions (the first ones)")
+    parser.add_argument(
+        "--baseline-format", help="the baseline's state format (default: its manifest's arm.state_dtype)"
+    )
+    parser.add_argument(
+        "--candidate-format", help="the candidate's state format (default: its manifest's arm.state_dtype)"
+    )
 
 
 def link_main(args: argparse.Namespace) -> int:
