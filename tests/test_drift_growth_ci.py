@@ -87,6 +87,8 @@ def test_summaries_verdicts():
     g = summarize_slopes("kl", [(0.5, ""), (0.6, ""), (0.55, ""), (None, "zero")], 1, 2)
     assert g.verdict == "grows" and g.n_prompts == 3 and g.n_zero == 1
     assert summarize_slopes("kl", [(None, "zero")] * 3, 1, 2).verdict == "zero"
+    wide = summarize_slopes("kl", [(1.5, ""), (-1.0, ""), (0.3, "")], 1, 2)  # holds 0, but 6 wide
+    assert wide.verdict == "inconclusive"
 
 
 def test_ratio_ci_is_a_geometric_mean_of_paired_ratios():

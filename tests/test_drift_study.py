@@ -26,7 +26,7 @@ L, CHUNK = 256, 32
 def study(tmp_path_factory):
     out = tmp_path_factory.mktemp("study") / "run"
     prompts = random_prompts(TOY.vocab_size, L, 4, seed=11)
-    cfg = StudyConfig(arms=["fp32", "fp16", "bf16"], chunk_size=CHUNK, decode_block=64, fit_starts=(64,))
+    cfg = StudyConfig(arms=["fp32", "fp16", "bf16"], chunk_size=CHUNK, decode_block=64, fit_starts=(40,))
     summary = run_study(TOY, prompts, cfg, out, show_progress=False, plots=False)
     return out, summary
 
@@ -48,7 +48,7 @@ def test_every_metric_is_summarised_across_prompts(study):
     a = s["study"]["decode"]["arms"]["fp16"]
     assert a["mean_kl"]["n"] == 4 and a["mean_kl"]["ci_low"] < a["mean_kl"]["mean"] < a["mean_kl"]["ci_high"]
     g = a["growth"]["kl"]
-    assert set(g) == {"main", "from_64"} and g["main"]["n_prompts"] == 4 and len(g["main"]["slopes"]) == 4
+    assert set(g) == {"main", "from_40"} and g["main"]["n_prompts"] == 4 and len(g["main"]["slopes"]) == 4
     assert g["main"]["mean"] == pytest.approx(np.mean(g["main"]["slopes"]))
 
 
@@ -73,7 +73,7 @@ def test_verdicts_are_pasteable_sentences(study):
     pre = v["prefill", "fp16"]["text"]
     assert pre.startswith("prefill mode: KL(fp32‖fp16) per token ")
     assert "(95% CI " in pre and "over [" in pre and "across 4 prompts" in pre
-    assert "the A/A floor" in pre and "Sensitivity (fit start): from_64 L^" in pre
+    assert "the A/A floor" in pre and "Sensitivity (fit start): from_40 L^" in pre
     assert any("only 4 prompts" in c for c in v["prefill", "fp16"]["caveats"])
     md = drift_markdown(out)
     assert "### Verdicts" in md and "CAVEAT: only 4 prompts" in md and "| fp32-aa |" in md
@@ -102,6 +102,9 @@ def test_the_floor_dominating_is_a_caveat():
     (out,) = verdicts(s)
     assert "1.2× the A/A floor at 4k (95% CI 1× to 1.4×)" in out["text"]
     assert any(c.startswith("the A/A floor dominates") for c in out["caveats"])
+    floor["kl_last_bucket"].update(ratio=50.0, ci_low=2.0, ci_high=900.0)
+    (c,) = verdicts(s)[0]["caveats"]
+    assert c.startswith("the ratio to the A/A floor at 4k is uncertain (95% CI down to 2×)")
     floor["kl_last_bucket"].update(ratio=50.0, ci_low=40.0, ci_high=60.0)
     assert not verdicts(s)[0]["caveats"]
 

@@ -23,6 +23,7 @@ from evalkit.drift.positions import format_position
 
 LEVEL = 0.95
 FLAT_BELOW = 0.1  # |exponent| below this is "flat" whatever its CI
+INCONCLUSIVE_WIDTH = 1.0  # a CI containing 0 but wider than this says "no clear trend", not "flat"
 
 
 def mean_ci(values, level: float = LEVEL) -> dict:
@@ -90,7 +91,7 @@ class SlopeSummary:
     sd: float | None
     ci_low: float | None
     ci_high: float | None
-    verdict: str  # grows | shrinks | flat | zero | insufficient
+    verdict: str  # grows | shrinks | flat | inconclusive (CI holds 0 but is wide) | zero | insufficient
     slopes: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -123,6 +124,8 @@ def summarize_slopes(
         verdict = "zero" if n_zero and not n_ins else "insufficient"
     elif c["ci_low"] is None:
         verdict = "insufficient" if abs(c["mean"]) >= FLAT_BELOW else "flat"
+    elif c["ci_low"] <= 0 <= c["ci_high"] and c["ci_high"] - c["ci_low"] > INCONCLUSIVE_WIDTH:
+        verdict = "inconclusive"
     elif c["ci_low"] <= 0 <= c["ci_high"] or abs(c["mean"]) < FLAT_BELOW:
         verdict = "flat"
     else:

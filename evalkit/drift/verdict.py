@@ -15,7 +15,13 @@ from evalkit.drift.positions import format_position
 
 FLOOR_DOMINATES = 3.0  # arm KL below this many times the A/A floor: the floor, not the state, is measured
 FEW_PROMPTS = 8
-VERB = {"grows": "grows as", "shrinks": "shrinks as", "flat": "is flat:", "insufficient": "has"}
+VERB = {
+    "grows": "grows as",
+    "shrinks": "shrinks as",
+    "flat": "is flat:",
+    "inconclusive": "has no clear trend:",
+    "insufficient": "goes as",
+}
 SENSITIVITY_LABEL = {"from_1024": "from 1k", "from_4096": "from 4k", "from_16384": "from 16k"}
 
 
@@ -54,7 +60,12 @@ def _floor_text(floor: dict | None, at: str) -> tuple[str, list[str]]:
     ci = "" if f["ci_low"] is None else f" (95% CI {f['ci_low']:.3g}× to {f['ci_high']:.3g}×)"
     text = f", {f['ratio']:.3g}× the A/A floor at {at}{ci}"
     caveats = []
-    if f["ratio"] < FLOOR_DOMINATES or (f["ci_low"] is not None and f["ci_low"] < 1.5):
+    if f["ratio"] >= FLOOR_DOMINATES and f["ci_low"] is not None and f["ci_low"] < FLOOR_DOMINATES:
+        caveats.append(
+            f"the ratio to the A/A floor at {at} is uncertain (95% CI down to {f['ci_low']:.3g}×): "
+            "that the floor dominates cannot be excluded"
+        )
+    if f["ratio"] < FLOOR_DOMINATES:
         caveats.append(
             f"the A/A floor dominates: at {at} the arm's KL is only {f['ratio']:.3g}× that of fp32 "
             "against fp32 computed another way, so this curve mostly measures arithmetic noise "
