@@ -63,6 +63,7 @@ def plot_run(run: dict, out_dir: str | Path, prefix: str = "") -> list[Path]:
                     continue
                 c = ARM_COLORS.get(arm)
                 ax.plot(xs, ys, marker="o", ms=3, color=c, label=f"{arm} mean")
+                _band(ax, rows, mode, arm, c)
                 if metric != "top1_disagree" and (m, arm) in p99s:
                     px, py = p99s[(m, arm)]
                     ax.plot(px, py, ls=":", color=c, lw=1, label=f"{arm} p99")
@@ -119,6 +120,19 @@ def _plot_states(plt, states: list[dict], modes: list[str], path: Path, title: s
     fig.suptitle(f"KDA recurrent state vs the fp32 arm{' — ' + title if title else ''}", fontsize=10)
     fig.tight_layout()
     return _save(fig, plt, path)
+
+
+def _band(ax, rows: list[dict], mode: str, arm: str, color) -> None:
+    """The 95% CI across prompts of a study's bucket means (rows with ci_low/ci_high), where positive."""
+    pts = [
+        (r["position"], r["ci_low"], r["ci_high"])
+        for r in rows
+        if r["mode"] == mode and r["arm"] == arm and r.get("ci_low") is not None and r.get("position")
+    ]
+    pts = [(x, max(lo, hi * 1e-3), hi) for x, lo, hi in sorted(pts) if hi > 0]
+    if len(pts) > 1:
+        x, lo, hi = (np.array(v) for v in zip(*pts))
+        ax.fill_between(x, lo, hi, color=color, alpha=0.15, lw=0)
 
 
 def _log_axes(ax, title: str, ylabel: str) -> None:
