@@ -162,6 +162,13 @@ def main() -> int:
         )
     total_est = sum(e["total"] for e in est.values())
     log(f"estimated total {total_est:.0f} s against a budget of {args.max_minutes * 60:.0f} s")
+    usable = args.max_minutes * 60 - 30
+    if total_est > usable:
+        log(
+            f"WARNING: the budget covers about {100 * usable / total_est:.0f}% of the plan: "
+            "each part gets its share and stops taking prompts when it is spent (fewer prompts than asked); "
+            "shorten --ref-length / --length-48b, lower --prompts or run the parts one per command"
+        )
     if args.estimate:
         return 0
     out = Path(args.out)
