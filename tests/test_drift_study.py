@@ -150,3 +150,26 @@ def _csv(path):
 
     with open(path) as f:
         return list(csv.DictReader(f))
+
+
+def test_prefill_within_one_chunk_is_refused(tmp_path):
+    from evalkit.errors import InputError
+
+    prompts = random_prompts(TOY.vocab_size, 64, 2, seed=0)
+    with pytest.raises(InputError, match="longer than one chunk"):
+        run_study(TOY, prompts, StudyConfig(arms=["fp16"], chunk_size=64), tmp_path / "r", plots=False)
+
+
+def test_campaign_estimates_scale_with_prompts_length_and_sessions():
+    from evalkit.drift.campaign import Part, estimate_seconds, kimi_48b_raw
+
+    ref = Part("ref", "bf16", 65536, 16, 2048)
+    e = estimate_seconds(ref, ["fp16", "bf16"])
+    # 4 sessions (fp32, fp16, bf16, A/A) x 65536 tokens at the H200 throughputs, per prompt
+    assert e["decode"] == pytest.approx(16 * (4 * 65536 / 26_000 + 0.5))
+    assert e["total"] == pytest.approx(e["prefill"] + e["decode"] + 20.0)
+    longer = estimate_seconds(Part("ref", "bf16", 131072, 16, 2048), ["fp16", "bf16"])
+    assert longer["decode"] > 1.9 * e["decode"]
+    assert estimate_seconds(Part("48b", "bf16", 4096, 8, 512, 27), ["fp16"])["total"] > 0
+    raw = kimi_48b_raw(4, smoke=True)
+    assert raw["num_hidden_layers"] == 4 and raw["hidden_size"] == 64

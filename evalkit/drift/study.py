@@ -273,8 +273,15 @@ def run_study(
     from evalkit.drift.driver import DriftConfig, _bar, _free_running, _manifest, _now, _record_error
 
     budgets = budgets or {}
-    out = rundir.prepare(out_dir, overwrite)
     L = len(prompts[0].ids)
+    if "prefill" in cfg.modes and L <= cfg.chunk_size:
+        from evalkit.errors import InputError
+
+        raise InputError(
+            f"prefill mode needs prompts longer than one chunk ({L} tokens, chunk {cfg.chunk_size}): "
+            "the first chunk never reads a rounded state back"
+        )
+    out = rundir.prepare(out_dir, overwrite)
     prompt_info = [
         {**p.info, "index": i, "length": len(p.ids), "sha256": tokens_sha256(torch.tensor(p.ids))}
         for i, p in enumerate(prompts)
