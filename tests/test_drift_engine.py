@@ -197,7 +197,17 @@ def test_an_arm_the_engine_cannot_store_is_a_one_line_error(tiny_hybrid_ckpt, tm
     monkeypatch.setattr(EngineDriftModel, "open_session", refuse)
     text = tmp_path / "in.txt"
     text.write_text("A short text. " * 20)
-    argv = ["drift", "--model", str(tiny_hybrid_ckpt), "--input", str(text), "--length", "40"]
+    argv = [
+        "drift",
+        "--model",
+        str(tiny_hybrid_ckpt),
+        "--input",
+        str(text),
+        "--length",
+        "40",
+        "--chunk-size",
+        "16",
+    ]
     rc = cli_main([*argv, "--arms", "m3-rtz", "--out", str(tmp_path / "r"), "--no-progress", "--no-plots"])
     err = capsys.readouterr().err
     assert rc == 2 and "unknown state dtype 'm3-rtz'" in err and "Traceback" not in err

@@ -27,11 +27,19 @@ from evalkit.drift.driver import tokens_sha256
 from evalkit.drift.floor import AA_ARM, AA_HOW, session_opener
 from evalkit.drift.prompts import Prompt
 from evalkit.drift.session import DriftModel
-from evalkit.drift.summarize import fit_from
 from evalkit.drift.teacher_forced import TOKEN_METRICS, TeacherForcedResult, run_teacher_forced
 
 FIT_STARTS = (1024, 4096, 16384)  # sensitivity rows: fits from these positions on, where they fit
 GROWTH_METRICS = (*TOKEN_METRICS, "state_rel_fro")
+
+
+def fit_from(length: int, mode: str, chunk_size: int | None) -> int:
+    """First position of the main growth fits: skip the first ~1% of positions (single-digit
+    counts per bucket) and, in prefill mode, the first chunk, which never reads a rounded state."""
+    start = max(32, length // 128)
+    if mode == "prefill" and chunk_size:
+        start = max(start, chunk_size + 1)
+    return start
 
 
 @dataclass
@@ -270,7 +278,7 @@ def run_study(
 ) -> dict:
     """Measure every mode over the prompts, writing the run directory after every prompt; return
     the summary. `budgets` caps the seconds of each mode (at least one prompt always runs)."""
-    from evalkit.drift.driver import DriftConfig, _bar, _free_running, _manifest, _now, _record_error
+    from evalkit.drift.driver import free_running, manifest, now, progress_bar, record_error
 
     budgets = budgets or {}
     L = len(prompts[0].ids)
@@ -287,19 +295,17 @@ def run_study(
         for i, p in enumerate(prompts)
     ]
     arms = cfg.all_arms()
-    legacy = DriftConfig(
-        arms=cfg.arms,
-        modes=cfg.modes,
-        chunk_size=cfg.chunk_size,
-        decode_block=cfg.decode_block,
-        generate=cfg.generate,
-        prompt_length=cfg.prompt_length,
-        title=cfg.title,
+    man = manifest(
+        model,
+        {
+            **asdict(cfg),
+            "floor_arm": AA_ARM if cfg.floor else None,
+            "input": {"n_prompts": len(prompts), "length": L},
+        },
+        command,
     )
-    manifest = _manifest(model, legacy, {"n_prompts": len(prompts), "length": L}, command)
-    manifest["drift"]["study"] = {**asdict(cfg), "floor_arm": AA_ARM if cfg.floor else None}
-    manifest.update(manifest_extra or {})
-    rundir.write_json(out / "manifest.json", manifest)
+    man.update(manifest_extra or {})
+    rundir.write_json(out / "manifest.json", man)
     rundir.write_json(out / "prompts.json", prompt_info)
     summary: dict[str, Any] = {
         "kind": "drift",
@@ -330,7 +336,7 @@ def run_study(
             if stop_at is not None and ms.seconds and time.perf_counter() + ms.seconds[-1] > stop_at:
                 ms.stopped_by_budget = True
                 break
-            bar = _bar(show_progress, L, f"drift {mode} prompt {i + 1}/{len(prompts)}")
+            bar = progress_bar(show_progress, L, f"drift {mode} prompt {i + 1}/{len(prompts)}")
             t0 = time.perf_counter()
             try:
                 res = run_teacher_forced(
@@ -350,7 +356,7 @@ def run_study(
 
                 if isinstance(exc, EvalkitError):
                     raise
-                _record_error(summary, f"teacher-forced {mode}, prompt {i}", exc)
+                record_error(summary, f"teacher-forced {mode}, prompt {i}", exc)
                 break
             finally:
                 if bar:
@@ -369,34 +375,37 @@ def run_study(
             _write(out, summary, states)
     if cfg.generate > 0:
         try:
-            _free_running(
+            free_running(
                 model,
                 torch.tensor(prompts[0].ids),
-                legacy,
-                out,
-                summary,
-                show_progress,
-                budgets.get("generate"),
+                cfg.arms,
+                generate=cfg.generate,
+                prompt_length=cfg.prompt_length,
+                chunk_size=cfg.chunk_size,
+                out=out,
+                summary=summary,
+                show_progress=show_progress,
+                budget=budgets.get("generate"),
             )
         except Exception as exc:  # noqa: BLE001
             from evalkit.errors import EvalkitError
 
             if isinstance(exc, EvalkitError):
                 raise
-            _record_error(summary, "free running", exc)
+            record_error(summary, "free running", exc)
     from evalkit.drift.verdict import verdicts
 
     summary["verdicts"] = verdicts(summary)
     _write(out, summary, states)
-    manifest["finished_at"] = _now()
-    rundir.write_json(out / "manifest.json", manifest)
+    man["finished_at"] = now()
+    rundir.write_json(out / "manifest.json", man)
     if plots:
         from evalkit.drift.plots import plot_run
 
         try:
             plot_run(rundir.load_run(out), out)
         except Exception as exc:  # noqa: BLE001 - a plot must not lose the numbers
-            _record_error(summary, "plots", exc)
+            record_error(summary, "plots", exc)
             _write(out, summary, states)
     from evalkit.drift.report import drift_markdown
 
