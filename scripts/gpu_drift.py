@@ -114,6 +114,7 @@ def plan(args):
 
     out = []
     for name in [p.strip() for p in args.parts.split(",") if p.strip()]:
+        name = {"ref": "ref-bf16", "48b": "48b-bf16"}.get(name, name)  # the names before weight variants
         kind, _, weights = name.partition("-")
         weights = weights.replace("-weights", "")
         if kind not in ("ref", "48b") or weights not in ("bf16", "fp32"):
