@@ -46,6 +46,12 @@ def test_every_metric_is_summarised_across_prompts(study):
     prompts = json.loads((out / "prompts.json").read_text())
     assert [p["seed"] for p in prompts] == [11, 12, 13, 14] and all(len(p["sha256"]) == 64 for p in prompts)
     a = s["study"]["decode"]["arms"]["fp16"]
+    p99 = [
+        float(r["p99_kl"])
+        for r in _csv(out / "prompt_results.csv")
+        if (r["mode"], r["arm"]) == ("decode", "fp16")
+    ]
+    assert a["p99_kl"]["mean"] == pytest.approx(np.mean(p99)) and a["max_kl"] >= max(p99)
     assert a["mean_kl"]["n"] == 4 and a["mean_kl"]["ci_low"] < a["mean_kl"]["mean"] < a["mean_kl"]["ci_high"]
     g = a["growth"]["kl"]
     assert set(g) == {"main", "from_40"} and g["main"]["n_prompts"] == 4 and len(g["main"]["slopes"]) == 4

@@ -94,6 +94,8 @@ def _per_prompt(res: TeacherForcedResult, prompt: int, ranges: dict[str, tuple[f
         row: dict[str, Any] = {"prompt": prompt, "mode": res.mode, "arm": arm}
         kl = tr.buckets["kl"]
         row["mean_kl"] = float(kl.total.sum() / kl.count.sum()) if kl.count.sum() else None
+        row["p99_kl"] = kl.quantile(0.99, np.arange(len(kl.count))) if kl.count.sum() else None  # exact
+        row["max_kl"] = float(kl.maximum.max()) if kl.count.sum() else None
         top = tr.buckets["top1_disagree"]
         row["top1_agreement"] = 1.0 - float(top.total.sum() / top.count.sum()) if top.count.sum() else None
         dn = tr.buckets["abs_dnll"]
@@ -153,8 +155,16 @@ def summarize_mode(ms: ModeState, arms: list[str], floor: bool, starts=FIT_START
         mine = [rows[(arm, p)] for p in prompts if (arm, p) in rows]
         a: dict[str, Any] = {
             k: mean_ci([r[k] for r in mine])
-            for k in ("mean_kl", "top1_agreement", "mean_abs_dnll", "ln_ppl_ratio", "state_rel_err_end")
+            for k in (
+                "mean_kl",
+                "p99_kl",
+                "top1_agreement",
+                "mean_abs_dnll",
+                "ln_ppl_ratio",
+                "state_rel_err_end",
+            )
         }
+        a["max_kl"] = max((r["max_kl"] for r in mine if r["max_kl"] is not None), default=None)
         a["state_max_abs"] = max(
             (r["state_max_abs"] for r in mine if r["state_max_abs"] is not None), default=None
         )

@@ -49,7 +49,8 @@ def study_markdown(run: dict, *, heading_level: int = 3, images: bool = True) ->
         f"all in prompts.json with their seeds and sha256). Arms {', '.join(cfg.get('arms', []))} against "
         f"an fp32 state arm on the same tokens; model weights {cfg.get('model', {}).get('dtype', '?')}."
         + (f" A/A floor `{cfg['floor_arm']}`: {cfg.get('floor_how')}." if cfg.get("floor_arm") else "")
-        + " Every figure is across prompts: mean [95% t-CI]."
+        + " Every figure is across prompts: mean [95% t-CI]; p99 is each prompt's exact 99th percentile"
+        " over its positions, averaged; max is the largest value anywhere."
     )
     lines.append("")
     lines.append(f"{h}# Verdicts")
@@ -72,10 +73,10 @@ def study_markdown(run: dict, *, heading_level: int = 3, images: bool = True) ->
         lb = st.get("last_bucket") or [None, None]
         at = f"{format_position(lb[0])}–{format_position(lb[1])}" if lb[0] else "end"
         lines.append(
-            f"| arm | mean KL | KL ÷ A/A floor ({at}) | top-1 agreement % | mean \\|ΔNLL\\| | ln PPL ratio "
-            "| state rel. error at end | max \\|state\\| | non-finite |"
+            f"| arm | mean KL | p99 KL | max KL | KL ÷ A/A floor ({at}) | top-1 agreement % "
+            "| mean \\|ΔNLL\\| | ln PPL ratio | state rel. error at end | max \\|state\\| | non-finite |"
         )
-        lines.append("|---|---|---|---|---|---|---|---|---|")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
         for arm, a in st["arms"].items():
             fl = (a.get("floor") or {}).get("kl_last_bucket") or {}
             ratio = "–"
@@ -86,7 +87,9 @@ def study_markdown(run: dict, *, heading_level: int = 3, images: bool = True) ->
             elif fl.get("den_zero"):
                 ratio = "floor = 0"
             lines.append(
-                f"| {arm} | {_ci(a['mean_kl'])} | {ratio} | {_ci(a['top1_agreement'], '.2f', 100)} "
+                f"| {arm} | {_ci(a['mean_kl'])} | {_ci(a.get('p99_kl') or {})} | {_g(a.get('max_kl'))} "
+                f"| {ratio} "
+                f"| {_ci(a['top1_agreement'], '.2f', 100)} "
                 f"| {_ci(a['mean_abs_dnll'])} | {_ci(a['ln_ppl_ratio'], '+.2e')} "
                 f"| {_ci(a['state_rel_err_end'])} "
                 f"| {_g(a.get('state_max_abs'))} | {a.get('nonfinite', 0)} |"
