@@ -14,7 +14,8 @@ Modules, one idea each:
 - `teacher_forced`, `generate`: the lockstep drivers over an `ArmSession` (see `session`).
 - `prompts`, `floor`: the N independent prompts; the A/A arm (fp32 computed another way).
 - `across`: statistics across prompts (t-CIs, per-prompt slopes summarised, floor ratios).
-- `study`: N prompts × modes × arms, written after every prompt; `verdict`: pasteable sentences.
+- `study`: N prompts × modes × arms, written after every prompt; `study_summary`: one mode across
+  prompts; `verdict`: pasteable sentences.
 - `driver`: manifest, errors, progress, free running; `campaign`: the GPU studies' parts and costs.
 - `link`, `link_stats`: per-question divergence of two `evalkit run` arms against flips.
 - `rundir`, `plots`, `report`, `study_report`: the run directory, PNGs and the Markdown summary.
