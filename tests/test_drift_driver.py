@@ -11,10 +11,11 @@ import json
 
 import torch
 
-from evalkit.drift.driver import DriftConfig, run_drift
 from evalkit.drift.generate import generate_greedy
+from evalkit.drift.prompts import Prompt
 from evalkit.drift.report import drift_markdown
 from evalkit.drift.rundir import is_drift_run
+from evalkit.drift.study import StudyConfig, run_study
 from evalkit.drift.teacher_forced import run_teacher_forced
 from evalkit.kernels import STATE_DTYPES, kda_decode, kda_prefill
 
@@ -148,21 +149,31 @@ def test_free_running_fp32_twice_is_identical():
     assert a.tokens == b.tokens and len(a.tokens) == 30 and a.nonfinite_logits == 0
 
 
-def test_run_drift_writes_a_complete_run_directory(tmp_path):
-    cfg = DriftConfig(
-        arms=["fp16", "bf16"], chunk_size=64, decode_block=128, generate=40, prompt_length=32, title="toy"
+def _prompts(n: int, length: int) -> list[Prompt]:
+    g = torch.Generator().manual_seed(5)
+    return [
+        Prompt(torch.randint(0, TOY.vocab_size, (length,), generator=g).tolist(), {"seed": i})
+        for i in range(n)
+    ]
+
+
+def test_a_study_writes_a_complete_run_directory(tmp_path):
+    cfg = StudyConfig(
+        arms=["fp16", "bf16"], chunk_size=64, decode_block=128, generate=16, prompt_length=32, title="toy"
     )
-    summary = run_drift(
-        TOY, TOKENS[:512], cfg, tmp_path / "run", input_info={"source": "random"}, show_progress=False
-    )
+    summary = run_study(TOY, _prompts(2, 256), cfg, tmp_path / "run", show_progress=False)
     d = tmp_path / "run"
     for f in (
         "manifest.json",
         "summary.json",
+        "prompts.json",
         "buckets.csv",
         "buckets.json",
+        "prompt_buckets.csv",
+        "prompt_results.csv",
         "states.csv",
         "states.json",
+        "state_errors.csv",
         "free_running.json",
         "summary.md",
         "kl.png",
@@ -173,42 +184,23 @@ def test_run_drift_writes_a_complete_run_directory(tmp_path):
         assert (d / f).is_file(), f
     assert is_drift_run(d) and not is_drift_run(tmp_path)
     man = json.loads((d / "manifest.json").read_text())
-    assert man["kind"] == "drift" and man["drift"]["input"]["length"] == 512 and man["finished_at"]
-    tf = summary["teacher_forced"]
-    assert set(tf) == {"prefill", "decode"}
-    for mode in tf:
+    assert man["kind"] == "drift" and man["drift"]["input"] == {"n_prompts": 2, "length": 256}
+    assert man["finished_at"] and man["drift"]["floor_arm"] == "fp32-aa"
+    st = summary["study"]
+    assert set(st) == {"prefill", "decode"}
+    for mode in st:
         for arm in ("fp16", "bf16"):
-            a = tf[mode]["arms"][arm]
-            assert a["kl"]["n"] == 512 and a["kl"]["mean"] > 0
+            a = st[mode]["arms"][arm]
+            assert a["mean_kl"]["n"] == 2 and a["mean_kl"]["mean"] > 0
             assert set(a["growth"]) == {"kl", "top1_disagree", "abs_dnll", "state_rel_fro"}
     fr = summary["free_running"]
-    assert fr["n_tokens"] == 40 and set(fr["arms"]) == {"fp16", "bf16"}
+    assert fr["n_tokens"] == 16 and set(fr["arms"]) == {"fp16", "bf16"}
     md = drift_markdown(d)
     assert "Teacher-forced, decode" in md and "| bf16 |" in md and "Free-running" in md
-    assert "KL(fp32‖arm)" in md
+    assert "KL(fp32‖bf16) per token" in md
     rows = json.loads((d / "buckets.json").read_text())
     assert {r["metric"] for r in rows} == {"kl", "top1_disagree", "abs_dnll"}
-    n_kl = [r["n"] for r in rows if (r["metric"], r["mode"], r["arm"]) == ("kl", "decode", "fp16")]
-    assert sum(n_kl) == 512
-
-
-def test_deadline_stops_early_and_says_so(tmp_path):
-    cfg = DriftConfig(arms=["bf16"], modes=["decode"], decode_block=32, generate=20, prompt_length=16)
-    s = run_drift(
-        TOY,
-        TOKENS[:400],
-        cfg,
-        tmp_path / "r",
-        show_progress=False,
-        plots=False,
-        budgets={"decode": 0.0, "generate": 0.0},
-    )
-    tf = s["teacher_forced"]["decode"]
-    # decode blocks are cut at the state checkpoints 1, 2, 4, ...: the first block is one token
-    assert tf["stopped_early"] and tf["length"] == 1 and tf["requested_length"] == 400
-    assert tf["arms"]["bf16"]["kl"]["n"] == 1
-    assert max(r["position"] for r in json.loads((tmp_path / "r" / "states.json").read_text())) == 1
-    assert s["free_running"]["arms"]["bf16"]["n_generated"] == 1
+    assert {r["n_prompts"] for r in rows} == {2}
 
 
 def test_stopping_between_checkpoints_compares_the_state_there(monkeypatch):
@@ -246,10 +238,10 @@ class _BrokenDecode(ToyModel):
 
 
 def test_a_failing_phase_is_recorded_and_the_others_kept(tmp_path, capsys):
-    cfg = DriftConfig(arms=["bf16"], chunk_size=32, decode_block=32, generate=4, prompt_length=8)
-    s = run_drift(_BrokenDecode(), TOKENS[:96], cfg, tmp_path / "r", show_progress=False, plots=False)
-    assert "prefill" in s["teacher_forced"] and "decode" not in s["teacher_forced"]
+    cfg = StudyConfig(arms=["bf16"], chunk_size=32, decode_block=32, generate=4, prompt_length=8)
+    s = run_study(_BrokenDecode(), _prompts(2, 96), cfg, tmp_path / "r", show_progress=False, plots=False)
+    assert "prefill" in s["study"] and "decode" not in s["study"]
     phases = [e["phase"] for e in s["errors"]]
-    assert phases == ["teacher-forced decode", "free running"]  # free running decodes too
+    assert phases == ["teacher-forced decode, prompt 0", "free running"]  # free running decodes too
     assert "simulated device failure" in (tmp_path / "r" / "summary.md").read_text()
     assert "simulated device failure" in capsys.readouterr().err

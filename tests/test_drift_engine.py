@@ -109,16 +109,16 @@ def test_block_decode_matches_engine_decode_steps(hybrid):
 
 
 def test_cli_writes_a_run_directory(tiny_hybrid_ckpt, tmp_path, capsys):
-    text = tmp_path / "in.txt"
-    text.write_text(" ".join(f"Item {i} costs {3 * i} dollars, weighs {i % 7} pounds." for i in range(200)))
     out = tmp_path / "run"
     rc = cli_main(
         [
             "drift",
             "--model",
             str(tiny_hybrid_ckpt),
-            "--input",
-            str(text),
+            "--task",
+            "passkey",
+            "--prompts",
+            "3",
             "--length",
             "160",
             "--chunk-size",
@@ -136,10 +136,14 @@ def test_cli_writes_a_run_directory(tiny_hybrid_ckpt, tmp_path, capsys):
     )
     assert rc == 0
     printed = capsys.readouterr().out
-    assert "drift vs the fp32 arm" in printed and "free running" in printed
+    assert "drift vs the fp32 arm: 3 prompts" in printed and "free running" in printed
+    assert "prefill mode: KL(fp32‖fp16) per token" in printed and "across 3 prompts" in printed
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["kind"] == "drift" and set(summary["teacher_forced"]) == {"prefill", "decode"}
-    assert summary["config"]["input"]["length"] == 160
+    assert summary["kind"] == "drift" and set(summary["study"]) == {"prefill", "decode"}
+    assert set(summary["study"]["decode"]["arms"]) == {"fp16", "bf16", "fp32-aa"}
+    prompts = json.loads((out / "prompts.json").read_text())
+    assert [p["doc_index"] for p in prompts] == [0, 1, 2] and {p["task"] for p in prompts} == {"passkey"}
+    assert len({p["sha256"] for p in prompts}) == 3 and len({p["length"] for p in prompts}) == 1
     for f in ("kl.png", "top1.png", "nll.png", "state.png", "buckets.csv", "states.csv", "summary.md"):
         assert (out / f).is_file()
     man = json.loads((out / "manifest.json").read_text())
@@ -153,8 +157,10 @@ def test_cli_writes_a_run_directory(tiny_hybrid_ckpt, tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--arms", "fp8"], "unknown state format 'fp8'"),
-        (["--arms", "fp16,fp16"], "arm listed twice: fp16"),
+        (["--arms", "fp8"], "--arms: unknown state format 'fp8'"),
+        (["--arms", "fp16,float16"], "lists an arm twice"),
+        (["--arms", "fp32-aa"], "is the A/A floor arm"),
+        (["--prompts", "2"], "--input is one prompt"),
         (["--length", "4x"], "bad length"),
         (["--length", "100k"], "fewer than --length"),
     ],
@@ -177,6 +183,34 @@ def test_cli_refuses_bad_input(tiny_hybrid_ckpt, tmp_path, capsys, argv, message
     )
     assert rc == 2
     assert message in capsys.readouterr().err
+
+
+def test_an_arm_the_engine_cannot_store_is_a_one_line_error(tiny_hybrid_ckpt, tmp_path, capsys, monkeypatch):
+    from evalkit.kernels import KernelInputError
+
+    def refuse(self, state_dtype):
+        if state_dtype != "fp32":
+            raise KernelInputError(f"unknown state dtype {state_dtype!r}; supported: fp32, fp16, bf16")
+        return orig(self, state_dtype)
+
+    orig = EngineDriftModel.open_session
+    monkeypatch.setattr(EngineDriftModel, "open_session", refuse)
+    text = tmp_path / "in.txt"
+    text.write_text("A short text. " * 20)
+    argv = [
+        "drift",
+        "--model",
+        str(tiny_hybrid_ckpt),
+        "--input",
+        str(text),
+        "--length",
+        "40",
+        "--chunk-size",
+        "16",
+    ]
+    rc = cli_main([*argv, "--arms", "m3-rtz", "--out", str(tmp_path / "r"), "--no-progress", "--no-plots"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "unknown state dtype 'm3-rtz'" in err and "Traceback" not in err
 
 
 def test_cli_without_model_or_reference_is_a_clear_error(tmp_path, capsys, monkeypatch):

@@ -1,11 +1,15 @@
 """`evalkit drift`: how state error and output divergence grow with sequence length.
 
-Teacher-forced: one token sequence runs through an fp32-state arm and each arm under test in
-lockstep, in `prefill` mode (chunked: the state is rounded once per chunk) and/or `decode` mode
-(token by token: rounded after every token); every position's next-token distribution and, at
-log-spaced checkpoints, every KDA layer's state are compared with fp32's. Free-running: each
-arm greedily generates --generate tokens from the same prompt. Writes a run directory with
-CSV/JSON per log-spaced position bucket, a summary with growth fits, PNG plots and summary.md.
+Teacher-forced, over --prompts independent prompts (default 16, drawn from a long-context task
+at --length, seeds recorded): each prompt runs through an fp32-state arm and each arm under test
+in lockstep, in `prefill` mode (chunked: the state is rounded once per chunk) and/or `decode`
+mode (token by token: rounded after every token), plus the A/A floor arm (fp32 computed another
+way, `evalkit.drift.floor`); every position's next-token distribution and, at log-spaced
+checkpoints, every KDA layer's state are compared with fp32's. Everything is summarised across
+prompts (mean and 95% t-CI; growth exponents fitted per prompt, with sensitivity rows) and
+ends in pasteable verdicts. Free-running: each arm greedily generates --generate tokens from the
+first prompt. `evalkit drift link BASELINE_RUN CANDIDATE_RUN` relates per-question divergence
+to accuracy flips (`evalkit.drift.link`).
 """
 
 from __future__ import annotations
@@ -17,17 +21,45 @@ from pathlib import Path
 
 from evalkit.errors import EvalkitError, InputError
 
+WEIGHT_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", metavar="[link]")
+    link = actions.add_parser(
+        "link",
+        help="per-question divergence of two `evalkit run` arms against their correctness flips",
+        description="Replay each question's baseline answer teacher-forced in decode mode under both "
+        "arms' state formats; test whether questions whose correctness flips diverged more.",
+    )
+    from evalkit.drift.link_cli import add_link_arguments
+
+    add_link_arguments(link)
     parser.add_argument(
         "--model", help="Kimi-Linear checkpoint dir or hub id (default: the embedded reference model)"
     )
     parser.add_argument(
         "--arms",
         default="fp16,bf16",
-        help="state formats compared with the fp32 arm, comma-separated (evalkit.arm names: fp16, bf16, "
-        "m7, fp16-sr, ...; default fp16,bf16; "
-        "fp32 here runs a second fp32 arm: a self-check that must give exactly 0)",
+        help="state formats compared with the fp32 arm, comma-separated: fp32, fp16, bf16, fp8_e4m3, "
+        "fp8_e5m2, mN, with -sr/-rtz (the engine refuses what it cannot store yet); default fp16,bf16. "
+        "fp32 here runs a second identical fp32 arm: a self-check that must give exactly 0",
+    )
+    parser.add_argument(
+        "--prompts",
+        type=int,
+        help="independent prompts (default 16; 1 with --input): every figure gets a between-prompt CI",
+    )
+    parser.add_argument(
+        "--no-floor",
+        action="store_true",
+        help="skip the A/A floor arm (fp32 computed with other chunk/block cuts)",
+    )
+    parser.add_argument(
+        "--weights-dtype",
+        choices=tuple(WEIGHT_DTYPES),
+        help="model weights/activations dtype (default bf16 on GPU, fp32 on CPU); fp32 removes the "
+        "bf16 activation floor when the question is the state alone",
     )
     parser.add_argument(
         "--mode",
@@ -43,11 +75,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     src = parser.add_mutually_exclusive_group()
     src.add_argument("--input", metavar="FILE", help="a text file, or a .json list of token ids")
-    src.add_argument("--gsm8k-text", action="store_true", help="GSM8K train text (the default input)")
+    src.add_argument("--gsm8k-text", action="store_true", help="GSM8K train text, one start item per prompt")
     src.add_argument(
         "--task",
         metavar="NAME",
-        help="the first prompt of a long-context task (`evalkit tasks`), built for --length tokens",
+        help="docs 0..N-1 of a long-context task (`evalkit tasks`) built for --length tokens "
+        "(default kv_retrieval)",
     )
     src.add_argument(
         "--random-tokens", action="store_true", help="uniform random token ids (random-weight models)"
@@ -62,7 +95,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1024,
         help="free running: the first N input tokens are the prompt (1024)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of --task / --random-tokens (0)")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of --task / --random-tokens (prompt i: seed + i) (0)"
+    )
     parser.add_argument("--data-dir", help="folder holding GSM8K train.jsonl (also EVALKIT_DATA)")
     parser.add_argument("--out", help="run directory (default runs/drift-<time>)")
     parser.add_argument("--overwrite", action="store_true", help="replace a drift run already in --out")
@@ -86,17 +121,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _arms(text: str) -> list[str]:
-    """State formats (`evalkit.arm` vocabulary, without @ parameters: drift sets its own chunking)."""
-    from evalkit.arm import parse_arms
+    """State format names (`evalkit.kernels.formats`), canonical spelling; the engine refuses the
+    formats it cannot store yet when a session opens."""
+    from evalkit.drift.floor import AA_ARM
+    from evalkit.kernels.formats import FormatError, parse_format
 
-    arms = parse_arms(text)
-    with_params = [a.label for a in arms if a.label != a.format.name]
-    if with_params:
-        raise InputError(
-            "--arms: drift takes state formats only (its store points are --chunk-size), "
-            f"not {', '.join(with_params)}"
-        )
-    return [a.format.name for a in arms]
+    names = [a.strip() for a in text.split(",") if a.strip()]
+    if not names:
+        raise InputError(f"--arms must list state formats; got {text!r}")
+    if AA_ARM in names:
+        raise InputError(f"--arms: {AA_ARM} is the A/A floor arm, added unless --no-floor")
+    try:
+        arms = [parse_format(a).name for a in names]
+    except FormatError as exc:
+        raise InputError(f"--arms: {exc}") from None
+    if len(set(arms)) != len(arms):
+        raise InputError(f"--arms lists an arm twice: {text!r}")
+    return arms
 
 
 def _model_path(model: str | None) -> str:
@@ -136,11 +177,16 @@ def _length(text: str) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
+    if getattr(args, "action", None) == "link":
+        from evalkit.drift.link_cli import link_main
+
+        return link_main(args)
     import torch
 
     from evalkit.drift import inputs
-    from evalkit.drift.driver import DriftConfig, run_drift
+    from evalkit.drift import prompts as P
     from evalkit.drift.engine_adapter import EngineDriftModel
+    from evalkit.drift.study import StudyConfig, run_study
 
     arms = _arms(args.arms)
     length = _length(args.length)
@@ -149,15 +195,28 @@ def main(args: argparse.Namespace) -> int:
             raise InputError(f"--{name.replace('_', '-')} must be >= 1")
     if args.generate < 0:
         raise InputError("--generate must be >= 0")
+    n_prompts = args.prompts if args.prompts is not None else (1 if args.input else 16)
+    if n_prompts < 1:
+        raise InputError("--prompts must be >= 1")
+    if args.input and n_prompts > 1:
+        raise InputError(
+            "--input is one prompt; use --task, --gsm8k-text or --random-tokens for --prompts > 1"
+        )
     path = _model_path(args.model)
     out = Path(args.out) if args.out else Path("runs") / f"drift-{time.strftime('%Y%m%d-%H%M%S')}"
     if (out / "summary.json").exists() and not args.overwrite:
         raise InputError(f"{out} already holds a drift run; pass another --out (or --overwrite)")
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     max_len = max(length, min(length, args.prompt_length) + args.generate) + 1
+    dtype = getattr(torch, WEIGHT_DTYPES[args.weights_dtype]) if args.weights_dtype else None
     try:
         model = EngineDriftModel.load(
-            path, device=device, max_len=max_len, chunk_size=args.chunk_size, decode_impl=args.decode_impl
+            path,
+            device=device,
+            dtype=dtype,
+            max_len=max_len,
+            chunk_size=args.chunk_size,
+            decode_impl=args.decode_impl,
         )
     except EvalkitError:
         raise
@@ -165,31 +224,32 @@ def main(args: argparse.Namespace) -> int:
         raise InputError(f"cannot load model {path}: {exc}") from None
     if args.input:
         ids, info = inputs.from_file(args.input, model.tokenize, length)
-    elif args.task:
-        ids, info = inputs.task_prompt(
-            args.task, model.tokenizer, model.tokenize, length, args.seed, args.data_dir
-        )
+        prompts = [P.Prompt(ids, info)]
     elif args.random_tokens:
-        ids, info = inputs.random_ids(model.vocab_size, length, args.seed)
+        prompts = P.random_prompts(model.vocab_size, length, n_prompts, args.seed)
+    elif args.gsm8k_text:
+        prompts = P.gsm8k_prompts(model.tokenize, length, n_prompts, args.seed, args.data_dir)
     else:
-        ids, info = inputs.gsm8k_text(model.tokenize, length, args.data_dir)
-    if len(ids) < 2:
-        raise InputError("the input has fewer than 2 tokens")
-    cfg = DriftConfig(
+        task = args.task or "kv_retrieval"
+        prompts = P.task_prompts(
+            task, model.tokenizer, model.tokenize, length, n_prompts, args.seed, args.data_dir
+        )
+    prompts = P.common_length(prompts)
+    cfg = StudyConfig(
         arms=arms,
         modes=["prefill", "decode"] if args.mode == "both" else [args.mode],
         chunk_size=args.chunk_size,
         decode_block=args.decode_block,
+        floor=not args.no_floor,
         generate=args.generate,
         prompt_length=args.prompt_length,
         title=args.title or Path(path).name,
     )
-    summary = run_drift(
+    summary = run_study(
         model,
-        torch.tensor(ids),
+        prompts,
         cfg,
         out,
-        input_info=info,
         command=_command_line(args),
         overwrite=args.overwrite,
         show_progress=not args.no_progress,
@@ -205,43 +265,48 @@ def print_summary(summary: dict, out: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from evalkit.drift.study_report import _ci, _slope
+
     console = Console()
     if not console.is_terminal:  # piped or logged: do not squeeze the table into 80 columns
-        console = Console(width=150)
-    t = Table(title=f"drift vs the fp32 arm ({summary['config']['input']['length']} tokens)")
+        console = Console(width=160)
+    cfg = summary["config"]
+    t = Table(
+        title=f"drift vs the fp32 arm: {cfg['n_prompts']} prompts of {cfg['input']['length']} tokens "
+        "(mean [95% CI across prompts])"
+    )
     for col in (
         "mode",
         "arm",
+        "prompts",
         "mean KL",
-        "p99 KL",
-        "top-1 agree",
-        "mean |ΔNLL|",
+        "KL ÷ A/A floor (end)",
+        "top-1 agree %",
         "state rel. err (end)",
-        "max |state|",
-        "KL trend (95% CI of the slope)",
     ):
         t.add_column(col)
-    for mode, tf in summary["teacher_forced"].items():
-        for arm, a in tf["arms"].items():
-            st = a.get("state") or {}
-            g = a["growth"]["kl"]
-            trend = g["verdict"]
-            if g["slope"] is not None and g["verdict"] == "flat":
-                trend = f"flat [{g['ci_low']:.2f}, {g['ci_high']:.2f}]"
-            elif g["slope"] is not None:
-                trend = f"{g['verdict']} L^{g['slope']:.2f} [{g['ci_low']:.2f}, {g['ci_high']:.2f}]"
+    t.add_column("KL exponent (main fit)")
+    for mode, st in summary["study"].items():
+        for arm, a in st["arms"].items():
+            fl = ((a.get("floor") or {}).get("kl_last_bucket")) or {}
+            ratio = "–" if fl.get("ratio") is None else f"{fl['ratio']:.3g}"
+            if fl.get("ratio") is None and fl.get("den_zero"):
+                ratio = "floor = 0"
             t.add_row(
                 mode,
                 arm,
-                _g(a["kl"]["mean"]),
-                _g(a["kl"]["p99"]),
-                "–" if a["top1_agreement"] is None else f"{100 * a['top1_agreement']:.2f}%",
-                _g(a["abs_dnll"]["mean"]),
-                _g(st.get("final_rel_fro_max")),
-                _g(st.get("max_abs")),
-                trend,
+                str(st["n_prompts"]),
+                _ci(a["mean_kl"]),
+                ratio,
+                _ci(a["top1_agreement"], ".2f", 100),
+                _ci(a["state_rel_err_end"]),
+                _slope(a["growth"]["kl"]["main"]),
             )
     console.print(t)
+    for v in summary.get("verdicts") or []:
+        console.print(f"- {v['arm']}, {v['text']}", highlight=False, markup=False)
+        for c in v["caveats"]:
+            console.print(f"    CAVEAT: {c}.", highlight=False, markup=False)
     fr = summary.get("free_running")
     if fr:
         f = Table(
@@ -253,7 +318,7 @@ def print_summary(summary: dict, out: Path) -> None:
             div = "never" if a["first_divergence"] is None else str(a["first_divergence"])
             f.add_row(arm, div, f"{100 * a['token_agreement']:.1f}%", ", ".join(a["flags"]) or "none")
         console.print(f)
-    console.print(f"run directory: {out}  (summary.md, summary.json, buckets.csv, states.csv, *.png)")
+    console.print(f"run directory: {out}  (summary.md, summary.json, buckets.csv, prompt_results.csv, *.png)")
 
 
 def _g(x) -> str:

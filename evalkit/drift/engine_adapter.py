@@ -212,11 +212,14 @@ class EngineDriftModel:
         self.info = dict(info or {})
 
     @classmethod
-    def load(cls, path: str, *, device: str | None = None, **kw) -> EngineDriftModel:
+    def load(
+        cls, path: str, *, device: str | None = None, dtype: torch.dtype | None = None, **kw
+    ) -> EngineDriftModel:
+        """`dtype`: weights and activations (default bf16 on GPU, fp32 on CPU)."""
         from evalkit.model import load_model
 
         dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        loaded = load_model(path, device=dev)
+        loaded = load_model(path, device=dev, dtype=dtype)
         return cls(loaded.model, loaded.tokenizer, info={"path": str(loaded.path)}, **kw)
 
     def open_session(self, state_dtype: str) -> EngineSession:

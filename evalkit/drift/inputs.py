@@ -35,12 +35,18 @@ def from_file(path: str, tokenize, length: int | None) -> tuple[list[int], dict[
     return _fit(tokenize(text), length, str(p)), {"source": f"text file {p.name}"}
 
 
-def gsm8k_text(tokenize, length: int, data_dir: str | None = None) -> tuple[list[int], dict[str, Any]]:
-    """GSM8K train questions and worked solutions, in file order, until `length` tokens."""
+def gsm8k_text(
+    tokenize, length: int, data_dir: str | None = None, start: int = 0
+) -> tuple[list[int], dict[str, Any]]:
+    """GSM8K train questions and worked solutions, in file order from item `start` (wrapping
+    around), until `length` tokens."""
     from evalkit.tasks.data import load_rows
     from evalkit.tasks.long_context.haystacks import clean_gsm8k_text
 
     rows = load_rows("train", data_dir)
+    if rows and start:
+        k = start % len(rows)
+        rows = rows[k:] + rows[:k]
     ids: list[int] = []
     n = 0
     step = 64
@@ -48,7 +54,8 @@ def gsm8k_text(tokenize, length: int, data_dir: str | None = None) -> tuple[list
         n = min(len(rows), n + step)
         ids = tokenize("\n\n".join(clean_gsm8k_text(r["question"], r["answer"]) for r in rows[:n]))
         step *= 2
-    return _fit(ids, length, f"GSM8K train ({len(rows)} items)"), {"source": f"GSM8K train text ({n} items)"}
+    what = f"GSM8K train text ({n} items from item {start})" if start else f"GSM8K train text ({n} items)"
+    return _fit(ids, length, f"GSM8K train ({len(rows)} items)"), {"source": what}
 
 
 def task_prompt(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-ARM_COLORS = {"fp32": "0.45", "fp16": "tab:blue", "bf16": "tab:orange"}
+ARM_COLORS = {"fp32": "0.45", "fp32-aa": "0.6", "fp16": "tab:blue", "bf16": "tab:orange"}
 TOKEN_PLOTS = {
     "kl": ("kl.png", "mean KL(p_fp32 ‖ p_arm) per position bucket", "KL (nats)"),
     "top1_disagree": ("top1.png", "top-1 disagreement with the fp32 arm", "1 − top-1 agreement"),
@@ -63,6 +63,7 @@ def plot_run(run: dict, out_dir: str | Path, prefix: str = "") -> list[Path]:
                     continue
                 c = ARM_COLORS.get(arm)
                 ax.plot(xs, ys, marker="o", ms=3, color=c, label=f"{arm} mean")
+                _band(ax, rows, mode, arm, c)
                 if metric != "top1_disagree" and (m, arm) in p99s:
                     px, py = p99s[(m, arm)]
                     ax.plot(px, py, ls=":", color=c, lw=1, label=f"{arm} p99")
@@ -119,6 +120,19 @@ def _plot_states(plt, states: list[dict], modes: list[str], path: Path, title: s
     fig.suptitle(f"KDA recurrent state vs the fp32 arm{' — ' + title if title else ''}", fontsize=10)
     fig.tight_layout()
     return _save(fig, plt, path)
+
+
+def _band(ax, rows: list[dict], mode: str, arm: str, color) -> None:
+    """The 95% CI across prompts of a study's bucket means (rows with ci_low/ci_high), where positive."""
+    pts = [
+        (r["position"], r["ci_low"], r["ci_high"])
+        for r in rows
+        if r["mode"] == mode and r["arm"] == arm and r.get("ci_low") is not None and r.get("position")
+    ]
+    pts = [(x, max(lo, hi * 1e-3), hi) for x, lo, hi in sorted(pts) if hi > 0]
+    if len(pts) > 1:
+        x, lo, hi = (np.array(v) for v in zip(*pts))
+        ax.fill_between(x, lo, hi, color=color, alpha=0.15, lw=0)
 
 
 def _log_axes(ax, title: str, ylabel: str) -> None:

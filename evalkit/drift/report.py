@@ -26,6 +26,10 @@ def drift_markdown(run_dir: str | Path, *, heading_level: int = 3, images: bool 
     """Markdown: setup, per-mode table of the arms against fp32, growth verdicts, free running."""
     run = load_run(run_dir)
     s = run["summary"]
+    if "study" in s:  # a many-prompt study (`evalkit.drift.study`)
+        from evalkit.drift.study_report import study_markdown
+
+        return study_markdown(run, heading_level=heading_level, images=images)
     cfg = s.get("config", {})
     h = "#" * heading_level
     lines = [f"{h} State-precision drift: {s.get('title') or cfg.get('model', {}).get('path', 'model')}", ""]
@@ -122,6 +126,10 @@ def drift_brief(run: str | Path | dict) -> dict:
     """The headline numbers of a drift run (a run directory or its summary dict), per mode and
     arm, plus free running and errors: what `compare --format json` and the GPU note quote."""
     summary = run if isinstance(run, dict) else load_run(run)["summary"]
+    if "study" in summary:
+        from evalkit.drift.study_report import study_brief
+
+        return study_brief(summary)
     out: dict = {}
     for mode, tf in (summary.get("teacher_forced") or {}).items():
         out[mode] = {

@@ -7,6 +7,10 @@ states.csv/.json    per mode × arm × checkpoint × KDA layer: relative error, 
 free_running.json   per arm: generated tokens, first divergence, agreement, health flags
 kl.png top1.png nll.png state.png   metric against position, one line per arm, log axes
 summary.md          Markdown for a pull request (`evalkit.drift.report.drift_markdown`)
+A many-prompt study (`evalkit.drift.study`) adds prompts.json (each prompt's source, seed, sha256),
+prompt_results.csv (per prompt × arm: scalars and growth slopes), prompt_buckets.csv (per prompt
+bucket means and exact p50/p99/max) and state_errors.csv (across prompts per checkpoint); its
+buckets.csv/json are then across prompts (mean, 95% t-CI, exact quantiles across prompts).
 """
 
 from __future__ import annotations
@@ -81,7 +85,7 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
     if not (d / "summary.json").is_file():
         raise InputError(f"{d} is not a drift run directory (no summary.json)")
     out: dict[str, Any] = {"dir": d}
-    for name in ("manifest", "summary", "buckets", "states", "free_running"):
+    for name in ("manifest", "summary", "buckets", "states", "free_running", "prompts"):
         p = d / f"{name}.json"
         out[name] = json.loads(p.read_text()) if p.is_file() else None
     return out

@@ -20,7 +20,7 @@ import torch
 
 from evalkit.drift.accumulate import BucketStats
 from evalkit.drift.positions import checkpoints
-from evalkit.drift.session import DriftModel
+from evalkit.drift.session import ArmSession, DriftModel
 from evalkit.drift.state_metrics import compare_states
 from evalkit.drift.token_metrics import token_metrics
 
@@ -87,12 +87,14 @@ def run_teacher_forced(
     max_bytes: int = 256 << 20,
     progress: Callable[[int, int], None] | None = None,
     deadline: float | None = None,
+    open_session: Callable[[str], ArmSession] | None = None,
 ) -> TeacherForcedResult:
     """Run the fp32 arm and every arm in `arms` over `tokens` [L] in `mode`; return the traces.
 
     `deadline` (a `time.perf_counter()` value) stops after the first block that ends past it;
     the result then covers the positions done (`length` < `requested_length`), and the state is
-    compared once more at the position where it stopped."""
+    compared once more at the position where it stopped. `open_session` maps an arm label to
+    its session (default `model.open_session`): how the A/A arm computes fp32 another way."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     tokens = tokens.to(torch.long).reshape(-1)
@@ -104,8 +106,9 @@ def run_teacher_forced(
         a: ArmTrace(a, mode, {m: BucketStats.for_length(L, per_octave) for m in TOKEN_METRICS}) for a in arms
     }
     t_wall = time.perf_counter()
+    opener = open_session or model.open_session
     ref = model.open_session("fp32")
-    sessions = {a: model.open_session(a) for a in arms}
+    sessions = {a: opener(a) for a in arms}
     seconds_fp32 = 0.0
     done = 0
     try:

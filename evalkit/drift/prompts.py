@@ -1,0 +1,99 @@
+"""The N independent prompts a drift study reads, each with what made it (task, doc index, seed).
+
+Between-prompt confidence intervals need prompts that are independent draws: doc i of a
+long-context task at the requested length (its generator seeded by (task, length, seed, i)),
+uniform random ids with seed `seed + i` (random-weight models), or GSM8K train text starting at
+a different item per prompt. All prompts are cut to the shortest one's length, so every prompt
+fills the same position buckets and a bucket's across-prompt CI is over the same positions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalkit.errors import InputError
+
+GSM8K_STRIDE = 37  # items between the first items of consecutive GSM8K-text prompts
+
+
+@dataclass
+class Prompt:
+    ids: list[int]
+    info: dict[str, Any] = field(default_factory=dict)  # source, task, doc index, seed: recorded per prompt
+
+
+def common_length(prompts: list[Prompt]) -> list[Prompt]:
+    """Cut every prompt to the shortest one's length (recorded as `cut_from` where it cut)."""
+    if not prompts:
+        raise InputError("a drift study needs at least one prompt")
+    n = min(len(p.ids) for p in prompts)
+    if n < 2:
+        raise InputError("a prompt has fewer than 2 tokens")
+    out = []
+    for p in prompts:
+        info = dict(p.info)
+        if len(p.ids) > n:
+            info["cut_from"] = len(p.ids)
+        out.append(Prompt(p.ids[:n], info))
+    return out
+
+
+def task_prompts(
+    name: str, tokenizer, tokenize, length: int, n: int, seed: int, data_dir: str | None = None
+) -> list[Prompt]:
+    """Docs 0..n-1 of a long-context task built for `length` tokens (each within 2% below it)."""
+    from evalkit.tasks.registry import get_task
+
+    if tokenizer is None:
+        raise InputError("--task needs the model's tokenizer; this model has none (use --random-tokens)")
+    task = get_task(name)
+    reqs = task.requests(
+        tokenizer=tokenizer,
+        lengths=[length],
+        limit=n,
+        seed=seed,
+        data_dir=data_dir,
+        apply_chat_template=False,
+    )
+    if len(reqs) < n:
+        raise InputError(
+            f"task {name} built {len(reqs)} prompts for length {length}, fewer than --prompts {n}"
+        )
+    out = []
+    for i, req in enumerate(reqs[:n]):
+        if not isinstance(req.prompt, str):
+            raise InputError(f"task {name} builds chat prompts; drift needs a plain text prompt")
+        meta = {k: v for k, v in req.meta.items() if isinstance(v, (int, float, str, type(None)))}
+        info = {
+            "source": f"task {name} doc {i} (target {length}, seed {seed})",
+            "task": name,
+            "doc_index": i,
+            "doc_id": req.docs[0].doc_id if req.docs else i,
+            "seed": seed,
+            "task_meta": meta,
+        }
+        out.append(Prompt(tokenize(req.prompt)[:length], info))
+    return out
+
+
+def random_prompts(vocab_size: int, length: int, n: int, seed: int) -> list[Prompt]:
+    from evalkit.drift.inputs import random_ids
+
+    out = []
+    for i in range(n):
+        ids, info = random_ids(vocab_size, length, seed + i)
+        out.append(Prompt(ids, {**info, "seed": seed + i, "doc_index": i}))
+    return out
+
+
+def gsm8k_prompts(tokenize, length: int, n: int, seed: int, data_dir: str | None = None) -> list[Prompt]:
+    """GSM8K train text from item (seed + i * GSM8K_STRIDE) on, for prompt i."""
+    from evalkit.drift.inputs import gsm8k_text
+
+    out = []
+    for i in range(n):
+        start = seed + i * GSM8K_STRIDE
+        ids, info = gsm8k_text(tokenize, length, data_dir, start=start)
+        out.append(Prompt(ids, {**info, "first_item": start, "seed": seed, "doc_index": i}))
+    return out

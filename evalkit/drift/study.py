@@ -1,0 +1,223 @@
+"""A drift study: N independent prompts × modes × arms (plus the A/A floor), summarised across prompts.
+
+For each mode, prompt after prompt, every arm runs in lockstep with an fp32 arm
+(`teacher_forced.run_teacher_forced`); per prompt, each bucketed metric's bucket means, exact
+p50/p99/max, the per-layer state errors and the per-prompt growth exponents are kept, and after
+every prompt the across-prompt summary is rewritten (a run stopped by its budget or killed keeps
+the prompts it finished). A mode stops taking new prompts when its budget would be exceeded by
+one more (the duration of the last prompt is the estimate); every prompt it takes it finishes, so
+all prompts cover the same positions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evalkit.drift import rundir
+from evalkit.drift.driver import tokens_sha256
+from evalkit.drift.floor import AA_ARM, AA_HOW, session_opener
+from evalkit.drift.prompts import Prompt
+from evalkit.drift.session import DriftModel
+from evalkit.drift.study_summary import (
+    FIT_STARTS,
+    ModeState,
+    across_bucket_rows,
+    across_state_rows,
+    fit_ranges,
+    per_prompt_rows,
+    summarize_mode,
+)
+from evalkit.drift.teacher_forced import run_teacher_forced
+
+
+@dataclass
+class StudyConfig:
+    arms: list[str]
+    modes: list[str] = field(default_factory=lambda: ["prefill", "decode"])
+    chunk_size: int = 1024
+    decode_block: int = 256
+    per_octave: int = 2
+    max_bytes: int = 256 << 20
+    floor: bool = True  # add the A/A arm
+    fit_starts: tuple[int, ...] = FIT_STARTS
+    generate: int = 0  # free running on the first prompt: greedy tokens per arm (0 = skip)
+    prompt_length: int = 1024  # free running: its first tokens are the prompt
+    title: str = ""
+
+    def all_arms(self) -> list[str]:
+        return [*self.arms, AA_ARM] if self.floor and AA_ARM not in self.arms else list(self.arms)
+
+
+def run_study(
+    model: DriftModel,
+    prompts: list[Prompt],
+    cfg: StudyConfig,
+    out_dir: str | Path,
+    *,
+    command: list[str] | None = None,
+    overwrite: bool = False,
+    show_progress: bool = True,
+    plots: bool = True,
+    budgets: dict[str, float] | None = None,
+    manifest_extra: dict | None = None,
+    on_prompt: Callable[[str, int], None] | None = None,
+) -> dict:
+    """Measure every mode over the prompts, writing the run directory after every prompt; return
+    the summary. `budgets` caps the seconds of each mode (at least one prompt always runs)."""
+    from evalkit.drift.driver import free_running, manifest, now, progress_bar, record_error
+
+    budgets = budgets or {}
+    L = len(prompts[0].ids)
+    if "prefill" in cfg.modes and L <= cfg.chunk_size:
+        from evalkit.errors import InputError
+
+        raise InputError(
+            f"prefill mode needs prompts longer than one chunk ({L} tokens, chunk {cfg.chunk_size}): "
+            "the first chunk never reads a rounded state back"
+        )
+    out = rundir.prepare(out_dir, overwrite)
+    prompt_info = [
+        {**p.info, "index": i, "length": len(p.ids), "sha256": tokens_sha256(torch.tensor(p.ids))}
+        for i, p in enumerate(prompts)
+    ]
+    arms = cfg.all_arms()
+    man = manifest(
+        model,
+        {
+            **asdict(cfg),
+            "floor_arm": AA_ARM if cfg.floor else None,
+            "input": {"n_prompts": len(prompts), "length": L},
+        },
+        command,
+    )
+    man.update(manifest_extra or {})
+    rundir.write_json(out / "manifest.json", man)
+    rundir.write_json(out / "prompts.json", prompt_info)
+    summary: dict[str, Any] = {
+        "kind": "drift",
+        "version": 2,
+        "title": cfg.title,
+        "config": {
+            "model": model.describe(),
+            "arms": cfg.arms,
+            "floor_arm": AA_ARM if cfg.floor else None,
+            "floor_how": AA_HOW if cfg.floor else None,
+            "modes": cfg.modes,
+            "chunk_size": cfg.chunk_size,
+            "decode_block": cfg.decode_block,
+            "n_prompts": len(prompts),
+            "input": {"length": L, "source": prompts[0].info.get("source", "?"), "n_prompts": len(prompts)},
+        },
+        "study": {},
+        "free_running": None,
+        "errors": [],
+    }
+    states: dict[str, ModeState] = {}
+    opener = session_opener(model)
+    for mode in cfg.modes:
+        ms = states[mode] = ModeState(mode, L, cfg.chunk_size if mode == "prefill" else None)
+        ranges = fit_ranges(L, mode, ms.chunk_size, cfg.fit_starts)
+        stop_at = time.perf_counter() + budgets[mode] if mode in budgets else None
+        for i, p in enumerate(prompts):
+            if stop_at is not None and ms.seconds and time.perf_counter() + ms.seconds[-1] > stop_at:
+                ms.stopped_by_budget = True
+                break
+            bar = progress_bar(show_progress, L, f"drift {mode} prompt {i + 1}/{len(prompts)}")
+            t0 = time.perf_counter()
+            try:
+                res = run_teacher_forced(
+                    model,
+                    torch.tensor(p.ids),
+                    arms,
+                    mode,
+                    chunk_size=cfg.chunk_size,
+                    decode_block=cfg.decode_block,
+                    per_octave=cfg.per_octave,
+                    max_bytes=cfg.max_bytes,
+                    progress=(lambda n, _L, b=bar: b.update(n)) if bar else None,
+                    open_session=opener,
+                )
+            except Exception as exc:  # noqa: BLE001 - keep the other mode (e.g. out of memory in one)
+                from evalkit.errors import EvalkitError
+
+                if isinstance(exc, EvalkitError):
+                    raise
+                record_error(summary, f"teacher-forced {mode}, prompt {i}", exc)
+                break
+            finally:
+                if bar:
+                    bar.close()
+            ms.seconds.append(time.perf_counter() - t0)
+            b, s, r = per_prompt_rows(res, i, ranges)
+            ms.bucket_rows += b
+            ms.state_rows += s
+            ms.prompt_rows += r
+            summary["study"][mode] = summarize_mode(ms, arms, cfg.floor, cfg.fit_starts)
+            _write(out, summary, states)
+            if on_prompt:
+                on_prompt(mode, i)
+        if ms.stopped_by_budget and ms.prompt_rows:
+            summary["study"][mode] = summarize_mode(ms, arms, cfg.floor, cfg.fit_starts)
+            _write(out, summary, states)
+    if cfg.generate > 0:
+        try:
+            free_running(
+                model,
+                torch.tensor(prompts[0].ids),
+                cfg.arms,
+                generate=cfg.generate,
+                prompt_length=cfg.prompt_length,
+                chunk_size=cfg.chunk_size,
+                out=out,
+                summary=summary,
+                show_progress=show_progress,
+                budget=budgets.get("generate"),
+            )
+        except Exception as exc:  # noqa: BLE001
+            from evalkit.errors import EvalkitError
+
+            if isinstance(exc, EvalkitError):
+                raise
+            record_error(summary, "free running", exc)
+    from evalkit.drift.verdict import verdicts
+
+    summary["verdicts"] = verdicts(summary)
+    _write(out, summary, states)
+    man["finished_at"] = now()
+    rundir.write_json(out / "manifest.json", man)
+    if plots:
+        from evalkit.drift.plots import plot_run
+
+        try:
+            plot_run(rundir.load_run(out), out)
+        except Exception as exc:  # noqa: BLE001 - a plot must not lose the numbers
+            record_error(summary, "plots", exc)
+            _write(out, summary, states)
+    from evalkit.drift.report import drift_markdown
+
+    (out / "summary.md").write_text(drift_markdown(out))
+    return summary
+
+
+def _write(out: Path, summary: dict, states: dict[str, ModeState]) -> None:
+    buckets, st, pb, ps, pr = [], [], [], [], []
+    for ms in states.values():
+        buckets += across_bucket_rows(ms)
+        st += across_state_rows(ms)
+        pb += ms.bucket_rows
+        ps += ms.state_rows
+        pr += ms.prompt_rows
+    rundir.write_json(out / "summary.json", summary)
+    rundir.write_json(out / "buckets.json", buckets)
+    rundir.write_csv(out / "buckets.csv", buckets)
+    rundir.write_json(out / "states.json", ps)
+    rundir.write_csv(out / "states.csv", ps)
+    rundir.write_csv(out / "state_errors.csv", st)
+    rundir.write_csv(out / "prompt_buckets.csv", pb)
+    rundir.write_csv(out / "prompt_results.csv", pr)

@@ -1,0 +1,181 @@
+"""Markdown and headline numbers of a drift study (a run directory with `summary["study"]`).
+
+Every number is across prompts: the mean of the per-prompt values with its 95% t-CI; p99 is the
+mean of the per-prompt exact p99s; growth exponents are per-prompt fits summarised across
+prompts, with one sensitivity row per later fit start.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evalkit.drift.positions import format_position
+from evalkit.drift.verdict import SENSITIVITY_LABEL, verdict_lines
+
+
+def _g(x, fmt: str = ".3g") -> str:
+    return "–" if x is None else format(x, fmt)
+
+
+def _ci(c: dict, fmt: str = ".3g", scale: float = 1.0) -> str:
+    if not c or c.get("mean") is None:
+        return "–"
+    m = format(c["mean"] * scale, fmt)
+    if c.get("ci_low") is None:
+        return m
+    return f"{m} [{format(c['ci_low'] * scale, fmt)}, {format(c['ci_high'] * scale, fmt)}]"
+
+
+def _slope(g: dict) -> str:
+    if g["verdict"] == "zero":
+        return "exactly 0"
+    if g["mean"] is None:
+        return "–"
+    ci = "" if g["ci_low"] is None else f" [{g['ci_low']:.2f}, {g['ci_high']:.2f}]"
+    left = g["n_zero"] + g["n_insufficient"]
+    return f"{g['mean']:.2f}{ci}" + (f" ({left} left out)" if left else "")
+
+
+def study_markdown(run: dict, *, heading_level: int = 3, images: bool = True) -> str:
+    s = run["summary"]
+    cfg = s.get("config", {})
+    h = "#" * heading_level
+    title = s.get("title") or cfg.get("model", {}).get("path", "model")
+    lines = [f"{h} State-precision drift study: {title}", ""]
+    prompts = run.get("prompts") or []
+    src = cfg.get("input", {}).get("source", "?")
+    lines.append(
+        f"{cfg.get('n_prompts')} prompts of {cfg.get('input', {}).get('length')} tokens (first: {src}; "
+        f"all in prompts.json with their seeds and sha256). Arms {', '.join(cfg.get('arms', []))} against "
+        f"an fp32 state arm on the same tokens; model weights {cfg.get('model', {}).get('dtype', '?')}."
+        + (f" A/A floor `{cfg['floor_arm']}`: {cfg.get('floor_how')}." if cfg.get("floor_arm") else "")
+        + " Every figure is across prompts: mean [95% t-CI]; p99 is each prompt's exact 99th percentile"
+        " over its positions, averaged; max is the largest value anywhere."
+    )
+    lines.append("")
+    lines.append(f"{h}# Verdicts")
+    lines.append("")
+    lines += verdict_lines(s)
+    lines.append("")
+    for mode, st in (s.get("study") or {}).items():
+        how = (
+            f"chunked prefill, {st.get('chunk_size')} tokens per chunk (state rounded once per chunk)"
+            if mode == "prefill"
+            else "token-by-token decode (state rounded after every token)"
+        )
+        lines.append(f"{h}# Teacher-forced, {mode}: {how}; {st['n_prompts']} prompts")
+        lines.append("")
+        if st.get("stopped_by_budget"):
+            lines.append(
+                f"**Stopped by its time budget after {st['n_prompts']} of {cfg.get('n_prompts')} prompts.**"
+            )
+            lines.append("")
+        lb = st.get("last_bucket") or [None, None]
+        at = f"{format_position(lb[0])}–{format_position(lb[1])}" if lb[0] else "end"
+        lines.append(
+            f"| arm | mean KL | p99 KL | max KL | KL ÷ A/A floor ({at}) | top-1 agreement % "
+            "| mean \\|ΔNLL\\| | ln PPL ratio | state rel. error at end | max \\|state\\| | non-finite |"
+        )
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        for arm, a in st["arms"].items():
+            fl = (a.get("floor") or {}).get("kl_last_bucket") or {}
+            ratio = "–"
+            if fl.get("ratio") is not None:
+                ratio = f"{fl['ratio']:.3g}" + (
+                    f" [{fl['ci_low']:.3g}, {fl['ci_high']:.3g}]" if fl.get("ci_low") else ""
+                )
+            elif fl.get("den_zero"):
+                ratio = "floor = 0"
+            lines.append(
+                f"| {arm} | {_ci(a['mean_kl'])} | {_ci(a.get('p99_kl') or {})} | {_g(a.get('max_kl'))} "
+                f"| {ratio} "
+                f"| {_ci(a['top1_agreement'], '.2f', 100)} "
+                f"| {_ci(a['mean_abs_dnll'])} | {_ci(a['ln_ppl_ratio'], '+.2e')} "
+                f"| {_ci(a['state_rel_err_end'])} "
+                f"| {_g(a.get('state_max_abs'))} | {a.get('nonfinite', 0)} |"
+            )
+        lines.append("")
+        keys = list(st.get("fit_ranges", {}))
+        heads = [
+            f"{'main' if k == 'main' else SENSITIVITY_LABEL.get(k, k)} "
+            f"[{format_position(st['fit_ranges'][k][0])}, {format_position(st['fit_ranges'][k][1])}]"
+            for k in keys
+        ]
+        lines.append(
+            "Growth exponents (per-prompt OLS of log bucket mean on log position; Poisson for top-1 flips; "
+            "mean [95% t-CI] across prompts):"
+        )
+        lines.append("")
+        lines.append("| arm | metric | " + " | ".join(heads) + " |")
+        lines.append("|---|---|" + "---|" * len(heads))
+        for arm, a in st["arms"].items():
+            for metric, rows in a["growth"].items():
+                lines.append(f"| {arm} | {metric} | " + " | ".join(_slope(rows[k]) for k in keys) + " |")
+        lines.append("")
+        sp = st.get("seconds_per_prompt") or {}
+        lines.append(f"Cost: {_g(sp.get('mean'), '.1f')} s per prompt (all arms), {st['n_prompts']} prompts.")
+        lines.append("")
+    fr = s.get("free_running")
+    if fr:
+        lines.append(f"{h}# Free-running (first prompt): greedy {fr.get('n_tokens')} tokens")
+        lines.append("")
+        for arm, a in fr.get("arms", {}).items():
+            div = "never" if a.get("first_divergence") is None else str(a["first_divergence"])
+            lines.append(
+                f"- {arm}: first divergent token {div}; flags {', '.join(a.get('flags', [])) or 'none'}"
+            )
+        lines.append("")
+    for err in s.get("errors") or []:
+        lines.append(f"**Failed: {err['error']}** (traceback in summary.json)")
+        lines.append("")
+    if images:
+        pngs = [p for p in ("kl.png", "top1.png", "nll.png", "state.png") if (Path(run["dir"]) / p).is_file()]
+        if pngs:
+            lines.append("Plots: " + ", ".join(f"[{p}]({p})" for p in pngs) + ".")
+            lines.append("")
+    if prompts:
+        lines.append(
+            "Per-prompt rows: prompt_results.csv (scalars and slopes), prompt_buckets.csv (bucket means, "
+            "exact p50/p99/max), states.csv (per layer); across prompts: buckets.csv, state_errors.csv."
+        )
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def study_brief(summary: dict) -> dict:
+    """Headline numbers per mode and arm (what `compare --format json` and the GPU note quote)."""
+    out: dict = {"n_prompts": summary.get("config", {}).get("n_prompts"), "verdicts": summary.get("verdicts")}
+    for mode, st in (summary.get("study") or {}).items():
+        out[mode] = {
+            "length": st["length"],
+            "n_prompts": st["n_prompts"],
+            "stopped_by_budget": st.get("stopped_by_budget", False),
+            "chunk_size": st.get("chunk_size"),
+            "seconds_per_prompt": (st.get("seconds_per_prompt") or {}).get("mean"),
+            "arms": {
+                arm: {
+                    "mean_kl": a["mean_kl"],
+                    "top1_agreement": a["top1_agreement"],
+                    "state_rel_err_end": a["state_rel_err_end"],
+                    "floor": a.get("floor"),
+                    "kl_exponent": {
+                        k: {
+                            x: g[x]
+                            for x in ("mean", "ci_low", "ci_high", "start", "stop", "n_prompts", "verdict")
+                        }
+                        for k, g in a["growth"]["kl"].items()
+                    },
+                    "state_exponent": {
+                        k: {
+                            x: g[x]
+                            for x in ("mean", "ci_low", "ci_high", "start", "stop", "n_prompts", "verdict")
+                        }
+                        for k, g in a["growth"]["state_rel_fro"].items()
+                    },
+                    "nonfinite": a.get("nonfinite"),
+                }
+                for arm, a in st["arms"].items()
+            },
+        }
+    if summary.get("errors"):
+        out["errors"] = [e["error"] for e in summary["errors"]]
+    return out

@@ -1,0 +1,245 @@
+"""One mode of a drift study, prompt by prompt, and its summary across prompts.
+
+`ModeState` collects what each prompt measured (bucket means with exact p50/p99/max, per-layer
+state errors, per-prompt scalars and growth slopes over every fitting range); `summarize_mode`,
+`across_bucket_rows` and `across_state_rows` turn them into across-prompt figures
+(`evalkit.drift.across`): means with t-CIs, exact quantiles across prompts, exponents with
+sensitivity rows, and each arm's ratio to the A/A floor in the last position bucket.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from evalkit.drift.across import mean_ci, ols_slope, rate_slope, ratio_ci, summarize_slopes
+from evalkit.drift.floor import AA_ARM
+from evalkit.drift.teacher_forced import TOKEN_METRICS, TeacherForcedResult
+
+FIT_STARTS = (1024, 4096, 16384)  # sensitivity rows: fits from these positions on, where they fit
+GROWTH_METRICS = (*TOKEN_METRICS, "state_rel_fro")
+
+
+def fit_from(length: int, mode: str, chunk_size: int | None) -> int:
+    """First position of the main growth fits: skip the first ~1% of positions (single-digit
+    counts per bucket) and, in prefill mode, the first chunk, which never reads a rounded state."""
+    start = max(32, length // 128)
+    if mode == "prefill" and chunk_size:
+        start = max(start, chunk_size + 1)
+    return start
+
+
+@dataclass
+class ModeState:
+    """What one mode has measured so far, prompt by prompt."""
+
+    mode: str
+    length: int
+    chunk_size: int | None
+    bucket_rows: list[dict] = field(default_factory=list)  # per prompt × arm × metric × bucket
+    state_rows: list[dict] = field(default_factory=list)  # per prompt × arm × checkpoint × layer
+    prompt_rows: list[dict] = field(default_factory=list)  # per prompt × arm: scalars and slopes
+    seconds: list[float] = field(default_factory=list)  # wall seconds per prompt
+    stopped_by_budget: bool = False
+
+
+def per_prompt_rows(res: TeacherForcedResult, prompt: int, ranges: dict[str, tuple[float, float]]) -> tuple:
+    """(bucket rows, state rows, scalar rows) of one prompt's traces, slopes over every range."""
+    buckets, states, scalars = [], [], []
+    for arm, tr in res.traces.items():
+        series = {}
+        for metric in TOKEN_METRICS:
+            st = tr.buckets[metric]
+            for b, r in zip(np.flatnonzero(st.count + st.nonfinite), st.rows()):
+                buckets.append(
+                    {"prompt": prompt, "mode": res.mode, "arm": arm, "metric": metric, "bucket": int(b), **r}
+                )
+            series[metric] = (st.position(), st.mean(), st.total, st.count)
+        by_pos = defaultdict(list)
+        for r in tr.states:
+            states.append({"prompt": prompt, "mode": res.mode, "arm": arm, **r})
+            by_pos[r["position"]].append(r["rel_fro"])
+        pos = np.array(sorted(by_pos), dtype=np.float64)
+        state_mean = np.array([np.mean(by_pos[p]) for p in sorted(by_pos)])
+        row: dict[str, Any] = {"prompt": prompt, "mode": res.mode, "arm": arm}
+        kl = tr.buckets["kl"]
+        row["mean_kl"] = float(kl.total.sum() / kl.count.sum()) if kl.count.sum() else None
+        row["p99_kl"] = kl.quantile(0.99, np.arange(len(kl.count))) if kl.count.sum() else None  # exact
+        row["max_kl"] = float(kl.maximum.max()) if kl.count.sum() else None
+        top = tr.buckets["top1_disagree"]
+        row["top1_agreement"] = 1.0 - float(top.total.sum() / top.count.sum()) if top.count.sum() else None
+        dn = tr.buckets["abs_dnll"]
+        row["mean_abs_dnll"] = float(dn.total.sum() / dn.count.sum()) if dn.count.sum() else None
+        row["ln_ppl_ratio"] = tr.sum_dnll / tr.n_nll if tr.n_nll else None
+        row["state_rel_err_end"] = float(state_mean[-1]) if state_mean.size else None
+        row["state_max_abs"] = max((r["max_abs"] for r in tr.states), default=None)
+        row["nonfinite"] = tr.nonfinite_logits + sum(r["n_nonfinite"] for r in tr.states)
+        row["n_over_fp16"] = sum(r["n_over_fp16"] for r in tr.states)
+        row["seconds"] = tr.seconds
+        for key, (lo, hi) in ranges.items():
+            for metric in GROWTH_METRICS:
+                if metric == "state_rel_fro":
+                    s, why = ols_slope(pos, state_mean, lo, hi)
+                elif metric == "top1_disagree":
+                    p, _, events, n = series[metric]
+                    s, why = rate_slope(p, events, n, lo, hi)
+                else:
+                    p, m, _, _ = series[metric]
+                    s, why = ols_slope(p, m, lo, hi)
+                row[f"slope:{metric}:{key}"] = s
+                row[f"why:{metric}:{key}"] = why
+        scalars.append(row)
+    return buckets, states, scalars
+
+
+def fit_ranges(
+    length: int, mode: str, chunk_size: int | None, starts=FIT_STARTS
+) -> dict[str, tuple[float, float]]:
+    """The main fitting range ([fit_from, L]) and a sensitivity row for each start that leaves
+    at least MIN_SPAN x of positions."""
+    from evalkit.drift.growth import MIN_SPAN
+
+    out = {"main": (float(fit_from(length, mode, chunk_size)), float(length))}
+    for s in starts:
+        if s > out["main"][0] and s * MIN_SPAN <= length:
+            out[f"from_{s}"] = (float(s), float(length))
+    return out
+
+
+def summarize_mode(ms: ModeState, arms: list[str], floor: bool, starts=FIT_STARTS) -> dict:
+    """The across-prompt summary of one mode (see the module doc of `evalkit.drift.across`)."""
+    ranges = fit_ranges(ms.length, ms.mode, ms.chunk_size, starts)
+    prompts = sorted({r["prompt"] for r in ms.prompt_rows})
+    out: dict[str, Any] = {
+        "length": ms.length,
+        "chunk_size": ms.chunk_size,
+        "n_prompts": len(prompts),
+        "stopped_by_budget": ms.stopped_by_budget,
+        "fit_ranges": {k: list(v) for k, v in ranges.items()},
+        "seconds_per_prompt": mean_ci(ms.seconds),
+        "arms": {},
+    }
+    rows = {(r["arm"], r["prompt"]): r for r in ms.prompt_rows}
+    last_bucket = _last_bucket_kl(ms)
+    for arm in arms:
+        mine = [rows[(arm, p)] for p in prompts if (arm, p) in rows]
+        a: dict[str, Any] = {
+            k: mean_ci([r[k] for r in mine])
+            for k in (
+                "mean_kl",
+                "p99_kl",
+                "top1_agreement",
+                "mean_abs_dnll",
+                "ln_ppl_ratio",
+                "state_rel_err_end",
+            )
+        }
+        a["max_kl"] = max((r["max_kl"] for r in mine if r["max_kl"] is not None), default=None)
+        a["state_max_abs"] = max(
+            (r["state_max_abs"] for r in mine if r["state_max_abs"] is not None), default=None
+        )
+        a["nonfinite"] = sum(r["nonfinite"] for r in mine)
+        a["n_over_fp16"] = sum(r["n_over_fp16"] for r in mine)
+        a["growth"] = {
+            metric: {
+                key: summarize_slopes(
+                    metric, [(r[f"slope:{metric}:{key}"], r[f"why:{metric}:{key}"]) for r in mine], lo, hi
+                ).to_dict()
+                for key, (lo, hi) in ranges.items()
+            }
+            for metric in GROWTH_METRICS
+        }
+        if floor and arm != AA_ARM and AA_ARM in arms:
+            end = last_bucket.get(arm, {})
+            den = last_bucket.get(AA_ARM, {})
+            common = sorted(set(end) & set(den))
+            at_end = ratio_ci([end[p] for p in common], [den[p] for p in common])
+            at_end["arm_mean"] = mean_ci([end[p] for p in common])["mean"]
+            at_end["floor_mean"] = mean_ci([den[p] for p in common])["mean"]
+            overall = ratio_ci(
+                [rows[(arm, p)]["mean_kl"] for p in prompts], [rows[(AA_ARM, p)]["mean_kl"] for p in prompts]
+            )
+            a["floor"] = {"kl_last_bucket": at_end, "kl_overall": overall}
+        out["arms"][arm] = a
+    out["last_bucket"] = _last_bucket_range(ms)
+    return out
+
+
+def _last_bucket_kl(ms: ModeState) -> dict[str, dict[int, float]]:
+    """Per arm and prompt: the mean KL of the last position bucket (where 'at L1' is read)."""
+    kl = [r for r in ms.bucket_rows if r["metric"] == "kl" and r["mean"] is not None]
+    if not kl:
+        return {}
+    last = max(r["bucket"] for r in kl)
+    out: dict[str, dict[int, float]] = defaultdict(dict)
+    for r in kl:
+        if r["bucket"] == last:
+            out[r["arm"]][r["prompt"]] = r["mean"]
+    return out
+
+
+def _last_bucket_range(ms: ModeState) -> list[int] | None:
+    kl = [r for r in ms.bucket_rows if r["metric"] == "kl"]
+    if not kl:
+        return None
+    last = max(kl, key=lambda r: r["bucket"])
+    return [last["pos_lo"], last["pos_hi"]]
+
+
+def across_bucket_rows(ms: ModeState) -> list[dict]:
+    """Per arm × metric × bucket: the mean over prompts of the per-prompt bucket means with its
+    t-CI, exact quantiles across prompts, the mean of the per-prompt exact p99s and the max."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in ms.bucket_rows:
+        groups[(r["arm"], r["metric"], r["bucket"])].append(r)
+    out = []
+    for (arm, metric, b), rs in sorted(groups.items()):
+        c = mean_ci([r["mean"] for r in rs])
+        p99 = mean_ci([r["p99"] for r in rs])
+        out.append(
+            {
+                "mode": ms.mode,
+                "arm": arm,
+                "metric": metric,
+                "bucket": b,
+                "pos_lo": rs[0]["pos_lo"],
+                "pos_hi": rs[0]["pos_hi"],
+                "position": rs[0]["position"],
+                "n_prompts": c["n"],
+                "mean": c["mean"],
+                "sd_prompts": c["sd"],
+                "ci_low": c["ci_low"],
+                "ci_high": c["ci_high"],
+                "p50_prompts": c["p50"],
+                "max_prompts": c["max"],
+                "p99": p99["mean"],
+                "p99_ci_low": p99["ci_low"],
+                "p99_ci_high": p99["ci_high"],
+                "max": max((r["max"] for r in rs if r["max"] is not None), default=None),
+                "zeros": sum(r["zeros"] for r in rs),
+                "nonfinite": sum(r["nonfinite"] for r in rs),
+            }
+        )
+    return out
+
+
+def across_state_rows(ms: ModeState) -> list[dict]:
+    """Per arm × checkpoint: per-prompt mean-over-layers state error, summarised across prompts."""
+    per: dict[tuple, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in ms.state_rows:
+        per[(r["arm"], r["position"])][r["prompt"]].append(r["rel_fro"])
+    out = []
+    for (arm, pos), by_prompt in sorted(per.items()):
+        c = mean_ci([float(np.mean(v)) for v in by_prompt.values()])
+        out.append(
+            {
+                "mode": ms.mode,
+                "arm": arm,
+                "position": pos,
+                **{k: c[k] for k in ("n", "mean", "sd", "ci_low", "ci_high", "max")},
+            }
+        )
+    return out
