@@ -129,6 +129,14 @@ _INT_FIELDS = (
 )
 
 
+# where transformers' Qwen3.5 config defaults differ from Qwen3NextConfig's (gated-deltanet.md §1)
+_FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "qwen3_5": dict(vocab_size=248320, hidden_size=4096, num_hidden_layers=32, num_key_value_heads=4,
+                    intermediate_size=12288),
+    "qwen3_5_moe": dict(vocab_size=248320, num_hidden_layers=40, num_experts=256, num_experts_per_tok=8),
+}  # fmt: skip
+
+
 def _text_config(raw: dict[str, Any]) -> dict[str, Any]:
     """The text model's fields: `text_config` of a VLM checkpoint (top-level ids fill gaps)."""
     if not isinstance(raw.get("text_config"), dict):
@@ -197,12 +205,12 @@ def parse_gdn_config(raw: dict[str, Any], source: str = "config.json") -> GDNArc
         raise UnsupportedModelError(f"{source}: model_type {raw.get('model_type')!r} is not a GDN model")
     text = _text_config(raw)
     _refuse_unsupported(text, source)
-    arch = GDNArch(family=family)
+    arch = GDNArch(family=family, **_FAMILY_DEFAULTS.get(family, {}))
     for name in _INT_FIELDS:
         if text.get(name) is not None:
             setattr(arch, name, int(text[name]))
     arch.rms_norm_eps = float(text.get("rms_norm_eps", arch.rms_norm_eps))
-    arch.head_dim = int(text.get("head_dim") or arch.hidden_size // arch.num_attention_heads)
+    arch.head_dim = int(text.get("head_dim", 256) or arch.hidden_size // arch.num_attention_heads)
     arch.tie_word_embeddings = bool(text.get("tie_word_embeddings", False))
     arch.rope_theta, arch.partial_rotary_factor = _rope(text, source)
     if family == "qwen3_5":
