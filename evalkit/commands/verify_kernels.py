@@ -4,7 +4,11 @@ Every launch runs a 16-bit (fp16 or bf16) decode or prefill on random inputs and
 contents, checked against the fp32-pool build on an exactly widened copy of the touched rows
 (`evalkit.kernels.twin_check`). On --device cpu the Triton kernels run in Triton's interpreter
 (small shapes, slow); on cuda they run compiled. --self-test also runs a deliberately truncating
-build and requires the check to catch every launch of it."""
+build and requires the check to catch every launch of it.
+
+Half the launches use a Gated DeltaNet gate (one decay per head, broadcast over K as the GDN
+layers feed it: `evalkit.model.qwen3_next.gdn.as_kda_gate`), the other half KDA's per-channel
+gate."""
 
 from __future__ import annotations
 
@@ -41,7 +45,7 @@ def _shape(rng: random.Random, device: str) -> dict:
     """A random launch. On cuda the head shapes come from a short list (every new (H, K, V, dtype)
     combination costs a Triton compile); sizes, slots, lengths and contents vary freely."""
     if device == "cuda":
-        H, K, V = rng.choice([(32, 128, 128), (4, 64, 64)])
+        H, K, V = rng.choice([(32, 128, 128), (48, 128, 128), (4, 64, 64)])  # KDA/GDN real, GDN Hv=48, small
         B, lengths = rng.randint(1, 64), [rng.randint(1, 300) for _ in range(rng.randint(1, 4))]
         model_dtype = "bfloat16"
     else:
@@ -50,9 +54,22 @@ def _shape(rng: random.Random, device: str) -> dict:
         model_dtype = rng.choice(["float32", "bfloat16"])
     return {
         "op": rng.choice(["decode", "decode", "prefill"]),
+        "gate": rng.choice(["kda", "gdn"]),
         "dtype": rng.choice(["fp16", "bf16"]),
         "H": H, "K": K, "V": V, "B": B, "lengths": lengths, "model_dtype": model_dtype,
     }  # fmt: skip
+
+
+def _launch_inputs(s: dict, rows: int, model_dtype, device: str, gen):
+    """Random kernel inputs for launch `s`; a GDN launch gets one gate input per head."""
+    from evalkit.kernels.testing import kda_inputs
+    from evalkit.model.qwen3_next.gdn import as_kda_gate
+
+    H, K, V = s["H"], s["K"], s["V"]
+    x = kda_inputs(rows, H, K, V, dtype=model_dtype, device=device, generator=gen)
+    if s["gate"] == "gdn":
+        x.g_raw, x.dt_bias = as_kda_gate(x.g_raw[..., 0], x.dt_bias.view(H, K)[:, 0], K)
+    return x
 
 
 def run_launches(n: int, device: str, *, seed: int | None, rounding: str = "rtne", progress=None):
@@ -60,26 +77,29 @@ def run_launches(n: int, device: str, *, seed: int | None, rounding: str = "rtne
     import torch
 
     from evalkit.kernels import STATE_DTYPES
-    from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool
+    from evalkit.kernels.testing import random_cu_seqlens, random_pool
     from evalkit.kernels.twin_check import TwinChecker
 
     rng = random.Random(seed)
     gen = torch.Generator(device=device).manual_seed(rng.randrange(2**31)) if seed is not None else None
     checker = TwinChecker(rounding=rounding)
+    checker.gate_counts = {"kda": 0, "gdn": 0}
     for i in range(n):
         s = _shape(rng, device)
         dt, mdt = STATE_DTYPES[s["dtype"]], getattr(torch, s["model_dtype"])
         H, K, V = s["H"], s["K"], s["V"]
+        checker.gate_counts[s["gate"]] += 1
+
         if s["op"] == "decode":
             B = s["B"]
-            x = kda_inputs(B, H, K, V, dtype=mdt, device=device, generator=gen)
+            x = _launch_inputs(s, B, mdt, device, gen)
             pool = random_pool(B + 3, H, K, V, dt, device=device, generator=gen)
             slots = torch.randperm(B + 3, generator=gen, device=device)[:B].to(torch.int32)
             checker.kda_decode(*x.args(), pool, slots)
         else:
             lengths = s["lengths"]
             N = len(lengths)
-            x = kda_inputs(sum(lengths), H, K, V, dtype=mdt, device=device, generator=gen)
+            x = _launch_inputs(s, sum(lengths), mdt, device, gen)
             pool = random_pool(N + 2, H, K, V, dt, device=device, generator=gen)
             slots = torch.randperm(N + 2, generator=gen, device=device)[:N].to(torch.int32)
             init = torch.rand(N, generator=gen, device=device) < 0.5
@@ -139,6 +159,8 @@ def main(args: argparse.Namespace) -> int:
     with tqdm(total=n, desc="twin check", unit="launch") as bar:
         checker = run_launches(n, device, seed=args.seed, progress=lambda i: bar.update(1))
     print(_table(f"fp32-twin check on {device} ({n} launches, {time.time() - t0:.1f} s)", checker))
+    gates = checker.gate_counts
+    print(f"  gates: {gates['kda']} KDA (per channel), {gates['gdn']} GDN (per head)")
     result = {
         "device": device,
         "launches": n,
@@ -146,6 +168,7 @@ def main(args: argparse.Namespace) -> int:
         "summary": checker.summary(),
         "checked": checker.checked,
         "passed": checker.passed,
+        "gate_launches": checker.gate_counts,
     }
     ok = checker.passed == checker.checked
 
