@@ -77,7 +77,11 @@ class GatedAttention(nn.Module):
             L = k.shape[1]
             qi = q[start : start + m].transpose(0, 1)  # [H, m, hd]
             mask = None
-            if m > 1:
+            if m > 1 and q.is_cuda:  # no dense [m, L] mask at long contexts
+                from torch.nn.attention.bias import causal_lower_right
+
+                mask = causal_lower_right(m, L)
+            elif m > 1:
                 pos = torch.arange(L - m, L, device=q.device)
                 mask = torch.arange(L, device=q.device)[None, :] <= pos[:, None]
             oi = F.scaled_dot_product_attention(qi[None], k[None], v[None], attn_mask=mask, scale=self.scale)
