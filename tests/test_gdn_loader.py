@@ -155,3 +155,56 @@ def test_absent_fields_default_like_transformers(cls, model_type):
         if hasattr(hf, name):
             assert getattr(arch, name) == getattr(hf, name), name
     assert arch.layer_types == hf.layer_types
+
+
+@pytest.mark.parametrize(
+    "name, billions", [("qwen3-next-80b-a3b", 80), ("qwen3.5-35b-a3b", 35), ("qwen3.5-27b", 27)]
+)
+def test_real_configs_have_the_released_sizes(name, billions):
+    from evalkit.model.qwen3_next.random_init import real_gdn_config
+
+    arch = parse_any_config(real_gdn_config(name))
+    with torch.device("meta"):
+        n = sum(p.numel() for p in Qwen3NextLM(arch, torch.bfloat16, "meta").parameters())
+    assert abs(n / 1e9 - billions) / billions < 0.04, n
+    cut = parse_any_config(real_gdn_config(name, num_layers=10))
+    assert cut.num_hidden_layers == 12 and cut.mla_layers == [3, 7, 11]
+
+
+def test_random_model_runs_in_the_engine():
+    from evalkit.engine import LLMEngine, SamplingParams
+    from evalkit.model import LoadedModel
+    from evalkit.model.qwen3_next.random_init import random_gdn_model
+
+    raw = {"model_type": "qwen3_5_moe_text", "vocab_size": 128, "hidden_size": 32, "num_hidden_layers": 4}
+    raw |= {"num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "linear_num_key_heads": 1}
+    raw |= {
+        "linear_num_value_heads": 2,
+        "linear_key_head_dim": 8,
+        "linear_value_head_dim": 8,
+        "num_experts": 4,
+    }
+    raw |= {"num_experts_per_tok": 2, "moe_intermediate_size": 16, "shared_expert_intermediate_size": 16}
+    arch = parse_any_config(raw)
+    lm = random_gdn_model(arch, "cpu", torch.float32, std=0.2)
+    dt = lm.layers[0].attn.dt_bias.view(2, 8)
+    assert torch.equal(dt, dt[:, :1].expand(2, 8))  # one gate input per head
+    eng = LLMEngine(LoadedModel(lm, arch, None, None, raw), device="cpu")
+    out = eng.generate([[5, 6, 7]], SamplingParams(max_new_tokens=5, ignore_eos=True), use_tqdm=False)
+    assert out[0].n_generated == 5
+
+
+def test_tied_embeddings_without_lm_head(request, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from evalkit.testing.tiny_gdn_models import build_tiny_gdn_checkpoint
+
+    ckpt = build_tiny_gdn_checkpoint(tmp_path / "tied", "qwen3_5", tie_word_embeddings=True)
+    assert "lm_head.weight" not in load_file(ckpt / "model.safetensors")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hf = AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.float32).eval()
+        with torch.no_grad():
+            ref = hf(torch.arange(3, 43)[None], use_cache=False).logits[0]
+    got = _logits(load_model(ckpt))
+    assert (got - ref).abs().max() <= 1e-4 * ref.abs().max()

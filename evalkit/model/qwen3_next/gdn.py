@@ -25,11 +25,15 @@ from .config import GDNArch
 from .norms import silu_gated_rms_norm
 
 
+def per_channel(x: torch.Tensor, K: int) -> torch.Tensor:
+    """A per-head value [n, H] repeated over the key dim: [n, H, K]."""
+    return x[:, :, None].expand(*x.shape, K).contiguous()
+
+
 def as_kda_gate(a: torch.Tensor, dt_bias: torch.Tensor, K: int) -> tuple[torch.Tensor, torch.Tensor]:
     """GDN's per-head gate input a [n, H] and dt_bias [H] as the KDA kernels' per-channel
     g_raw [n, H, K] and dt_bias [H*K]: the kernels' gate is then GDN's on every channel."""
-    n, H = a.shape
-    return a[:, :, None].expand(n, H, K).contiguous(), dt_bias.reshape(H, 1).expand(H, K).reshape(H * K)
+    return per_channel(a, K), per_channel(dt_bias.reshape(1, -1), K).reshape(-1)
 
 
 class GatedDeltaNet(nn.Module):
@@ -72,7 +76,7 @@ class GatedDeltaNet(nn.Module):
         q = q.reshape(n, self.Hk, self.dk).repeat_interleave(self.r, dim=1)
         k = k.reshape(n, self.Hk, self.dk).repeat_interleave(self.r, dim=1)
         v = v.reshape(n, self.Hv, self.dv).contiguous()
-        g_raw = as_kda_gate(a, self.A_log, self.dk)[0]
+        g_raw = per_channel(a, self.dk)
         beta_raw = b.contiguous()
         if batch.is_decode:
             ops = getattr(state, "kda_ops", None) or kernels  # kda_ops: e.g. the fp32-twin checker

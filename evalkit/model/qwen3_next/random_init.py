@@ -10,7 +10,7 @@ import math
 import torch
 
 from .config import GDNArch
-from .gdn import as_kda_gate
+from .gdn import per_channel
 from .model import Qwen3NextLM
 
 _COMMON = {
@@ -102,7 +102,7 @@ def random_gdn_model(
         elif leaf == "dt_bias":
             H = p.numel() // arch.linear_key_head_dim
             per_head = torch.ones(H, device=dev, dtype=dtype)
-            p.copy_(as_kda_gate(per_head[None], per_head, arch.linear_key_head_dim)[1])
+            p.copy_(per_channel(per_head[None], arch.linear_key_head_dim).reshape(-1))
         else:
             p.normal_(0.0, std, generator=gen)
     return lm.eval()

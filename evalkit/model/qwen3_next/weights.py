@@ -14,7 +14,7 @@ import torch
 
 from ..checkpoint import TensorSource
 from ..weights import _put, _Reader
-from .gdn import as_kda_gate
+from .gdn import per_channel
 from .model import Qwen3NextLM
 
 # checkpoint tensors a text model never reads
@@ -77,7 +77,7 @@ def _load_gdn(attn, r: _Reader, a: str, model_dtype: torch.dtype) -> None:
     # stored in the model dtype by transformers (no fp32 keep-list): round like it, compute in fp32
     _put(attn.A_log, r.first(f"{a}.A_log").reshape(-1).to(model_dtype), f"{a}.A_log")
     dt_bias = r.first(f"{a}.dt_bias").reshape(-1).to(model_dtype)
-    _put(attn.dt_bias, as_kda_gate(dt_bias[None], dt_bias, attn.dk)[1], f"{a}.dt_bias")
+    _put(attn.dt_bias, per_channel(dt_bias[None], attn.dk).reshape(-1), f"{a}.dt_bias")
     _put(attn.norm, r.first(f"{a}.norm.weight"), f"{a}.norm.weight")
     _put(attn.out_proj, r.first(f"{a}.out_proj.weight"), f"{a}.out_proj.weight")
 
