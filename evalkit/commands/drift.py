@@ -22,7 +22,7 @@ ARMS = ("fp32", "fp16", "bf16")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--model", help="Kimi-Linear checkpoint dir or hub id (default: the embedded reference model)"
+        "--model", help="Kimi-Linear or Qwen GDN checkpoint dir or hub id (default: the reference model)"
     )
     parser.add_argument(
         "--arms",

@@ -73,7 +73,7 @@ class Engine:
         )
 
     def notes(self, family: str) -> tuple[str, ...]:
-        return self.caveats + self.family_caveats.get("gdn" if family != "kimi" else "kimi", ())
+        return self.family_caveats.get("gdn" if family != "kimi" else "kimi", ()) + self.caveats
 
     def note(self, arm: str) -> str:
         if self.name == "vllm":
@@ -172,7 +172,7 @@ def render(
     family: str | None = None,
 ) -> str:
     family = family or model_family(model)
-    out: list[str] = [f"# model family: {family}\n"]
+    out: list[str] = []
     for name in engines:
         eng = ENGINES[name]
         p = port or eng.default_port
