@@ -208,3 +208,26 @@ def test_tied_embeddings_without_lm_head(request, tmp_path):
             ref = hf(torch.arange(3, 43)[None], use_cache=False).logits[0]
     got = _logits(load_model(ckpt))
     assert (got - ref).abs().max() <= 1e-4 * ref.abs().max()
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_fused_experts_load_like_per_expert_ones(tmp_path, transposed):
+    from evalkit.testing.tiny_gdn_models import build_tiny_gdn_checkpoint
+
+    # 2I != hidden: a transposed [E, in, out] export is told apart by its shape
+    src = build_tiny_gdn_checkpoint(tmp_path / "moe", "qwen3_5_moe", moe_intermediate_size=24)
+    want = _logits(load_model(src, tokenizer=False))
+    dst = tmp_path / "fused"
+    shutil.copytree(src, dst)
+    tensors = load_file(src / "model.safetensors")
+    for i in range(4):
+        p = f"model.layers.{i}.mlp.experts"
+        gate_up = torch.stack(
+            [torch.cat([tensors.pop(f"{p}.{e}.{n}_proj.weight") for n in ("gate", "up")]) for e in range(4)]
+        )
+        down = torch.stack([tensors.pop(f"{p}.{e}.down_proj.weight") for e in range(4)])
+        if transposed:
+            gate_up, down = gate_up.transpose(1, 2), down.transpose(1, 2)
+        tensors[f"{p}.gate_up_proj"], tensors[f"{p}.down_proj"] = gate_up.contiguous(), down.contiguous()
+    save_file(tensors, str(dst / "model.safetensors"))
+    assert torch.equal(_logits(load_model(dst, tokenizer=False)), want)

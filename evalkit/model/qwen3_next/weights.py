@@ -6,7 +6,8 @@ Accepted layouts:
 - Qwen3-Next's `in_proj_qkvz` / `in_proj_ba`, grouped per key head, reordered here to the flat
   [q | k | v | z | b | a] rows of Qwen3.5's `in_proj_qkv`, `in_proj_z`, `in_proj_b`, `in_proj_a`;
 - experts per expert (`mlp.experts.{e}.{gate,up,down}_proj.weight`) or fused
-  (`mlp.experts.gate_up_proj`, `mlp.experts.down_proj`)."""
+  (`mlp.experts.gate_up_proj` [E, 2I, hidden] with gate rows first, `mlp.experts.down_proj`
+  [E, hidden, I]; also accepted transposed, [E, in, out])."""
 
 from __future__ import annotations
 
@@ -96,11 +97,19 @@ def _load_swiglu(mlp, r: _Reader, q: str) -> None:
     _put(mlp.down, r.first(f"{q}down_proj.weight"), f"{q}down_proj.weight")
 
 
+def _out_in(fused: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """Fused experts as [E, out, in]; some exports store them [E, in, out] (told apart by shape;
+    a square ambiguous one is taken as transformers' [E, out, in])."""
+    if fused.shape != shape and fused.shape == (shape[0], shape[2], shape[1]):
+        return fused.transpose(1, 2)
+    return fused
+
+
 def _load_moe(moe, r: _Reader, p: str) -> None:
     _put(moe.gate_weight, r.first(f"{p}.gate.weight"), f"{p}.gate.weight")
     if r.has(f"{p}.experts.gate_up_proj"):
-        _put(moe.w13, r.first(f"{p}.experts.gate_up_proj"), f"{p}.experts.gate_up_proj")
-        _put(moe.w2, r.first(f"{p}.experts.down_proj"), f"{p}.experts.down_proj")
+        for param, name in ((moe.w13, "gate_up_proj"), (moe.w2, "down_proj")):
+            _put(param, _out_in(r.first(f"{p}.experts.{name}"), param.shape), f"{p}.experts.{name}")
     else:
         for e in range(moe.E):
             x = f"{p}.experts.{e}."
