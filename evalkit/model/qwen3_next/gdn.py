@@ -58,6 +58,12 @@ class GatedDeltaNet(nn.Module):
         self.norm = p(self.dv)
         self.out_proj = p(arch.hidden_size, self.Dv)
 
+    def _value_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """[n, Hk, d] -> [n, Hv, d], value head j reading key head j // r (repeat_interleave, as an
+        expand: no host sync, so CUDA graphs can capture it)."""
+        n, _, d = x.shape
+        return x[:, :, None].expand(n, self.Hk, self.r, d).reshape(n, self.Hv, d)
+
     _prefill = KDAttention._prefill  # packed or per-sequence kernel calls: one home for that choice
 
     def forward(self, h: torch.Tensor, batch: ForwardBatch, state) -> torch.Tensor:
@@ -73,8 +79,7 @@ class GatedDeltaNet(nn.Module):
                 qkv, self.conv_weight, conv_pool, batch.slots, batch.cu_seqlens, batch.has_initial_state
             )
         q, k, v = y.split([self.Dk, self.Dk, self.Dv], dim=-1)
-        q = q.reshape(n, self.Hk, self.dk).repeat_interleave(self.r, dim=1)
-        k = k.reshape(n, self.Hk, self.dk).repeat_interleave(self.r, dim=1)
+        q, k = (self._value_heads(t.reshape(n, self.Hk, self.dk)) for t in (q, k))
         v = v.reshape(n, self.Hv, self.dv).contiguous()
         g_raw = per_channel(a, self.dk)
         beta_raw = b.contiguous()
