@@ -72,6 +72,14 @@ def test_unsupported_configs_are_refused(extra, needle):
         parse_any_config({**NEXT, **extra})
 
 
+def test_quantized_checkpoints_are_refused():
+    fp8 = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+    with pytest.raises(UnsupportedModelError, match=r"quantized checkpoints \(fp8\)"):
+        parse_any_config({**NEXT, "quantization_config": fp8})
+    with pytest.raises(UnsupportedModelError, match="quantized"):
+        parse_any_config({"model_type": "qwen3_5", "text_config": {"quantization_config": fp8}})
+
+
 def test_unknown_model_type_names_both_families():
     with pytest.raises(UnsupportedModelError, match="Kimi-Linear and Qwen Gated DeltaNet"):
         parse_any_config({"model_type": "mamba2"})

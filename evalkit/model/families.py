@@ -17,6 +17,12 @@ Arch = KimiArch | GDNArch
 def parse_any_config(raw: dict[str, Any], source: str = "config.json") -> Arch:
     """The architecture of any supported checkpoint; a one-line refusal otherwise."""
     model_type = raw.get("model_type")
+    quant = raw.get("quantization_config") or (raw.get("text_config") or {}).get("quantization_config")
+    if quant:
+        method = quant.get("quant_method", "?") if isinstance(quant, dict) else quant
+        raise UnsupportedModelError(
+            f"{source}: quantized checkpoints ({method}) are not supported; use the bf16 release"
+        )
     if model_type in GDN_MODEL_TYPES:
         return parse_gdn_config(raw, source)
     if model_type in SUPPORTED_MODEL_TYPES:
