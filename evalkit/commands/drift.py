@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_link_arguments(link)
     parser.add_argument(
-        "--model", help="Kimi-Linear checkpoint dir or hub id (default: the embedded reference model)"
+        "--model", help="Kimi-Linear or Qwen GDN checkpoint dir or hub id (default: the reference model)"
     )
     parser.add_argument(
         "--arms",

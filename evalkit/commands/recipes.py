@@ -3,18 +3,44 @@ matching `evalkit run` line, so a fleet user evaluates exactly what they deploy.
 
 The knobs (see ../shared/reference/kimi-linear.md §7 and long-context.md §4):
 vLLM `--mamba-ssm-cache-dtype`, SGLang `--mamba-ssm-dtype`, ATOM env `ATOM_GDN_SSM_DTYPE`.
+The same knobs serve Kimi-Linear (KDA) and the Gated DeltaNet family (Qwen3-Next, Qwen3.5); the
+family (`--family`, else guessed from the model) picks the rest of the command line and the notes.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from evalkit.arm import SERVER_FORMATS, server_format
 from evalkit.errors import InputError
 
 ARMS = tuple(SERVER_FORMATS)  # the state formats serving engines offer
+FAMILIES = ("kimi", "qwen3_next", "qwen3_5")
+_GDN_TYPES = {"qwen3_next": "qwen3_next", "qwen3_5": "qwen3_5", "qwen3_5_text": "qwen3_5"}
+_GDN_TYPES |= {"qwen3_5_moe": "qwen3_5", "qwen3_5_moe_text": "qwen3_5"}
+
+
+def model_family(model: str) -> str:
+    """kimi | qwen3_next | qwen3_5: a local checkpoint's model_type, else the hub id's name."""
+    config = Path(model).expanduser() / "config.json"
+    if config.is_file():
+        try:
+            model_type = json.loads(config.read_text()).get("model_type", "")
+        except (json.JSONDecodeError, OSError):
+            model_type = ""
+        return _GDN_TYPES.get(model_type, "kimi")
+    name = model.lower().replace("_", ".").replace("-", ".")
+    if "qwen3.next" in name:
+        return "qwen3_next"
+    if "qwen3.5" in name or "qwen3.6" in name:
+        return "qwen3_5"
+    return "kimi"
+
+
 LONG_NAMES = SERVER_FORMATS
 
 
@@ -23,23 +49,32 @@ class Engine:
     name: str
     default_port: int
     caveats: tuple[str, ...]
+    family_caveats: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def server(self, model: str, arm: str, port: int) -> str:
+    def server(self, model: str, arm: str, port: int, family: str = "kimi") -> str:
         m, p = shlex.quote(model), port
+        # Kimi-Linear ships remote code (its tokenizer); the Qwen GDN models are native everywhere
+        remote = " --trust-remote-code" if family == "kimi" else ""
         if self.name == "vllm":
+            text_only = (
+                " --language-model-only" if family == "qwen3_5" else ""
+            )  # a VLM: skip the vision tower
             return (
-                f"vllm serve {m} --host 127.0.0.1 --port {p} --trust-remote-code "
+                f"vllm serve {m} --host 127.0.0.1 --port {p}{remote}{text_only} "
                 f"--mamba-ssm-cache-dtype {LONG_NAMES[arm]}"
             )
         if self.name == "sglang":
             return (
-                f"python -m sglang.launch_server --model-path {m} --host 127.0.0.1 --port {p} "
-                f"--trust-remote-code --mamba-ssm-dtype {LONG_NAMES[arm]}"
+                f"python -m sglang.launch_server --model-path {m} --host 127.0.0.1 --port {p}"
+                f"{remote} --mamba-ssm-dtype {LONG_NAMES[arm]}"
             )
         return (
             f"ATOM_GDN_SSM_DTYPE={arm} python -m atom.entrypoints.openai_server --model {m} "
             f"--host 127.0.0.1 --server-port {p}"
         )
+
+    def notes(self, family: str) -> tuple[str, ...]:
+        return self.family_caveats.get("gdn" if family != "kimi" else "kimi", ()) + self.caveats
 
     def note(self, arm: str) -> str:
         if self.name == "vllm":
@@ -54,14 +89,23 @@ ENGINES = {
         "vllm",
         8000,
         (
-            "`auto` follows the model dtype (bf16) for GDN models (Qwen3-Next): pass float32 explicitly "
-            "for the baseline arm.",
-            "Some vLLM versions keep Kimi-Linear's KDA state in fp32 whatever the flag says "
-            "(`kda_state_dtype`); newer builds honour it. If two arms give identical responses on every "
-            "question, suspect the flag was ignored.",
             "`--mamba-cache-dtype` would change the conv state too; leave it unset to vary only the "
             "recurrent state.",
         ),
+        {
+            "kimi": (
+                "Some vLLM versions keep Kimi-Linear's KDA state in fp32 whatever the flag says "
+                "(`kda_state_dtype`); newer builds honour it. If two arms give identical responses on "
+                "every question, suspect the flag was ignored.",
+            ),
+            "gdn": (
+                "`auto` follows the model dtype (bf16) for GDN models (Qwen3-Next, Qwen3.5): pass float32 "
+                "explicitly for the baseline arm. Older snapshots ignored the flag for GDN: if two arms "
+                "give identical responses on every question, suspect that.",
+                "Qwen3.5 is a vision-language checkpoint: `--language-model-only` (vLLM >= 0.17) skips "
+                "the vision tower. Leave MTP speculative decoding (`--speculative-config`) off in every arm.",
+            ),
+        },
     ),
     "sglang": Engine(
         "sglang",
@@ -69,21 +113,35 @@ ENGINES = {
         (
             "The flag sets SGLANG_MAMBA_SSM_DTYPE; without it SGLang reads `mamba_ssm_dtype` from the "
             "model config, else float32. The conv state stays bf16 (SGLANG_MAMBA_CONV_DTYPE).",
-            "Kimi-Linear shares the Mamba/GDN state-dtype resolution, so its KDA state really is stored "
-            "in the dtype you pick.",
         ),
+        {
+            "kimi": (
+                "Kimi-Linear shares the Mamba/GDN state-dtype resolution, so its KDA state really is "
+                "stored in the dtype you pick.",
+            ),
+            "gdn": (
+                "Qwen3.5 configs carry `mamba_ssm_dtype: float32` (in text_config), which SGLang reads "
+                "when no flag is given; the flag overrides it in every arm printed here.",
+            ),
+        },
     ),
     "atom": Engine(
         "atom",
         8000,
-        (
-            "ATOM_GDN_SSM_DTYPE takes fp32 (default), fp16, bf16 and covers kimi_linear (ROCm/ATOM "
-            "#2130). The diff under review named it ATOM_KDA_SSM_DTYPE: check which name your build "
-            "reads (`grep -r SSM_DTYPE "
-            "$(python -c 'import atom,os;print(os.path.dirname(atom.__file__))')`).",
-            "Builds before #2130 store the KDA state in fp32 for kimi_linear regardless of the variable.",
-            "Older openai_server builds listen on 8888 unless --server-port is given.",
-        ),
+        ("Older openai_server builds listen on 8888 unless --server-port is given.",),
+        {
+            "kimi": (
+                "ATOM_GDN_SSM_DTYPE takes fp32 (default), fp16, bf16 and covers kimi_linear (ROCm/ATOM "
+                "#2130). The diff under review named it ATOM_KDA_SSM_DTYPE: check which name your build "
+                "reads (`grep -r SSM_DTYPE "
+                "$(python -c 'import atom,os;print(os.path.dirname(atom.__file__))')`).",
+                "Builds before #2130 store the KDA state in fp32 for kimi_linear regardless of the variable.",
+            ),
+            "gdn": (
+                "ATOM_GDN_SSM_DTYPE (fp32 default, fp16, bf16) is ATOM's own switch for Gated DeltaNet "
+                "models (Qwen3-Next, Qwen3.5).",
+            ),
+        },
     ),
 }
 
@@ -106,8 +164,15 @@ def lm_eval_line(engine: Engine, model: str, arm: str, port: int) -> str:
 
 
 def render(
-    engines: list[str], arms: list[str], model: str, port: int | None, tasks: str, with_lm_eval: bool
+    engines: list[str],
+    arms: list[str],
+    model: str,
+    port: int | None,
+    tasks: str,
+    with_lm_eval: bool,
+    family: str | None = None,
 ) -> str:
+    family = family or model_family(model)
     out: list[str] = []
     for name in engines:
         eng = ENGINES[name]
@@ -115,7 +180,7 @@ def render(
         out.append(f"## {name}\n")
         for arm in arms:
             out.append(f"# arm {arm}: start the server, wait for it, evaluate, stop it")
-            out.append(eng.server(model, arm, p) + " &")
+            out.append(eng.server(model, arm, p, family) + " &")
             out.append(f"until curl -sf http://127.0.0.1:{p}/v1/models >/dev/null; do sleep 5; done")
             out.append(run_line(eng, model, arm, p, tasks))
             if with_lm_eval:
@@ -125,7 +190,7 @@ def render(
         for arm in arms[1:]:
             out.append(f"evalkit compare runs/{name}-{base} runs/{name}-{arm}")
         out.append("\nNotes:")
-        out.extend(f"- {c}" for c in eng.caveats)
+        out.extend(f"- {c}" for c in eng.notes(family))
         out.append("")
     out.append(
         "Scale out: start one server per GPU (different ports) and pass every URL: "
@@ -153,6 +218,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="moonshotai/Kimi-Linear-48B-A3B-Instruct",
         help="model path or hub id used in the printed commands",
     )
+    parser.add_argument(
+        "--family",
+        choices=FAMILIES,
+        help="model family for the server flags (default: from the model's config.json or its name)",
+    )
     parser.add_argument("--port", type=int, help="server port (default: the engine's usual one)")
     parser.add_argument("--tasks", default="gsm8k", help="tasks for the printed `evalkit run` lines")
     parser.add_argument(
@@ -167,5 +237,5 @@ def main(args: argparse.Namespace) -> int:
         raise InputError(f"--port {args.port} is not a TCP port")
     engines = args.engine or sorted(ENGINES)
     arms = [server_format(a) for a in args.arm] if args.arm else list(ARMS)
-    print(render(engines, arms, args.model, args.port, args.tasks, args.lm_eval))
+    print(render(engines, arms, args.model, args.port, args.tasks, args.lm_eval, args.family))
     return 0

@@ -6,7 +6,11 @@ fp8, mN; round-to-nearest, truncation or stochastic rounding: `--formats`, defau
 fp32-pool build on an exactly widened copy of the touched rows (`evalkit.kernels.twin_check`).
 On --device cpu the Triton kernels run in Triton's interpreter (small shapes, slow); on cuda they
 run compiled. --self-test also runs deliberately wrong builds (each format with another rounding)
-and requires the check to catch every launch of them."""
+and requires the check to catch every launch of them.
+
+Half the launches use a Gated DeltaNet gate (one decay per head, broadcast over K as the GDN
+layers feed it: `evalkit.model.qwen3_next.gdn.as_kda_gate`), the other half KDA's per-channel
+gate."""
 
 from __future__ import annotations
 
@@ -49,7 +53,7 @@ def _shape(rng: random.Random, device: str, formats: tuple[str, ...]) -> dict:
     """A random launch. On cuda the head shapes come from a short list (every new (H, K, V, dtype)
     combination costs a Triton compile); sizes, slots, lengths and contents vary freely."""
     if device == "cuda":
-        H, K, V = rng.choice([(32, 128, 128), (4, 64, 64)])
+        H, K, V = rng.choice([(32, 128, 128), (48, 128, 128), (4, 64, 64)])  # KDA/GDN real, GDN Hv=48, small
         B, lengths = rng.randint(1, 64), [rng.randint(1, 300) for _ in range(rng.randint(1, 4))]
         model_dtype = "bfloat16"
     else:
@@ -59,6 +63,7 @@ def _shape(rng: random.Random, device: str, formats: tuple[str, ...]) -> dict:
     return {
         "op": rng.choice(["decode", "decode", "prefill"]),
         "format": rng.choice(formats),
+        "gate": rng.choice(["kda", "gdn"]),
         "H": H, "K": K, "V": V, "B": B, "lengths": lengths, "model_dtype": model_dtype,
     }  # fmt: skip
 
@@ -74,6 +79,18 @@ def _stored_pool(rows: int, *, H: int, K: int, V: int, fmt, device: str, gen):
 
     stored = dataclasses.replace(fmt, rounding="rtne", seed=0)
     return round_to_format(random_pool(rows, H, K, V, torch.float32, device=device, generator=gen), stored)
+
+
+def _launch_inputs(s: dict, rows: int, model_dtype, device: str, gen):
+    """Random kernel inputs for launch `s`; a GDN launch gets one gate input per head."""
+    from evalkit.kernels.testing import kda_inputs
+    from evalkit.model.qwen3_next.gdn import as_kda_gate
+
+    H, K, V = s["H"], s["K"], s["V"]
+    x = kda_inputs(rows, H, K, V, dtype=model_dtype, device=device, generator=gen)
+    if s["gate"] == "gdn":
+        x.g_raw, x.dt_bias = as_kda_gate(x.g_raw[..., 0], x.dt_bias.view(H, K)[:, 0], K)
+    return x
 
 
 def _positions(rows: int, *, device: str, gen):
@@ -98,7 +115,7 @@ def run_launches(
     import torch
 
     from evalkit.kernels import parse_format
-    from evalkit.kernels.testing import kda_inputs, random_cu_seqlens
+    from evalkit.kernels.testing import random_cu_seqlens
     from evalkit.kernels.twin_check import TWIN_FORMATS, TwinChecker
 
     formats = tuple(formats or TWIN_FORMATS)
@@ -106,23 +123,25 @@ def run_launches(
     rng = random.Random(seed)
     gen = torch.Generator(device=device).manual_seed(rng.randrange(2**31)) if seed is not None else None
     checker = TwinChecker(rounding=rounding)
+    checker.gate_counts = {"kda": 0, "gdn": 0}
     for i in range(n):
         s = _shape(rng, device, formats)
         fmt, mdt = parse_format(s["format"]), getattr(torch, s["model_dtype"])
         store = dict(fmt=fmt, sr_seed=rng.randrange(64))
         H, K, V = s["H"], s["K"], s["V"]
+        checker.gate_counts[s["gate"]] += 1
         pool_of = functools.partial(_stored_pool, H=H, K=K, V=V, fmt=fmt, device=device, gen=gen)
         positions = functools.partial(_positions, device=device, gen=gen)
         if s["op"] == "decode":
             B = s["B"]
-            x = kda_inputs(B, H, K, V, dtype=mdt, device=device, generator=gen)
+            x = _launch_inputs(s, B, mdt, device, gen)
             pool = pool_of(B + 3)
             slots = torch.randperm(B + 3, generator=gen, device=device)[:B].to(torch.int32)
             checker.kda_decode(*x.args(), pool, slots, positions=positions(B), **store)
         else:
             lengths = s["lengths"]
             N = len(lengths)
-            x = kda_inputs(sum(lengths), H, K, V, dtype=mdt, device=device, generator=gen)
+            x = _launch_inputs(s, sum(lengths), mdt, device, gen)
             pool = pool_of(N + 2)
             slots = torch.randperm(N + 2, generator=gen, device=device)[:N].to(torch.int32)
             init = torch.rand(N, generator=gen, device=device) < 0.5
@@ -194,6 +213,8 @@ def main(args: argparse.Namespace) -> int:
     with tqdm(total=n, desc="twin check", unit="launch") as bar:
         checker = run_launches(n, device, seed=args.seed, progress=lambda i: bar.update(1), formats=formats)
     print(_table(f"fp32-twin check on {device} ({n} launches, {time.time() - t0:.1f} s)", checker))
+    gates = checker.gate_counts
+    print(f"  gates: {gates['kda']} KDA (per channel), {gates['gdn']} GDN (per head)")
     result = {
         "device": device,
         "launches": n,
@@ -201,6 +222,7 @@ def main(args: argparse.Namespace) -> int:
         "summary": checker.summary(),
         "checked": checker.checked,
         "passed": checker.passed,
+        "gate_launches": checker.gate_counts,
     }
     ok = checker.passed == checker.checked
 

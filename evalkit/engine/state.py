@@ -9,6 +9,8 @@ ignores the old contents through `has_initial_state`)."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from evalkit.errors import EvalkitError
@@ -16,6 +18,14 @@ from evalkit.kernels import resolve_state_dtype
 from evalkit.kernels.formats import StateFormat, parse_format
 
 from ..model.config import KimiArch
+
+
+def _recurrent_dims(arch) -> tuple[tuple[int, ...], int, int]:
+    """Per recurrent layer: the state shape, the conv channels and the conv width. KDA: [H, K, K]
+    and 3*H*K; a GDN arch (fewer key than value heads) declares its own."""
+    H, K, W = arch.linear_num_heads, arch.linear_head_dim, arch.linear_conv_kernel_dim
+    shape = getattr(arch, "recurrent_state_shape", (H, K, K))
+    return tuple(shape), getattr(arch, "conv_dim", 3 * H * K), W
 
 
 class OutOfSlots(EvalkitError):
@@ -48,14 +58,13 @@ class StatePools:
         # one KDA prefill kernel call per sequence (set by the engine for the batch-invariant CPU path)
         self.serial_prefill = False
         self.intra_chunk_dtype = None if intra_chunk_dtype is None else resolve_state_dtype(intra_chunk_dtype)
-        H, K, W = arch.linear_num_heads, arch.linear_head_dim, arch.linear_conv_kernel_dim
+        shape, C, W = _recurrent_dims(arch)
         S = num_slots + 1
         self.kda = {
-            i: torch.zeros(S, H, K, K, dtype=self.state_dtype, device=self.device) for i in arch.kda_layers
+            i: torch.zeros(S, *shape, dtype=self.state_dtype, device=self.device) for i in arch.kda_layers
         }
         self.conv = {
-            i: torch.zeros(S, 3 * H * K, W - 1, dtype=model_dtype, device=self.device)
-            for i in arch.kda_layers
+            i: torch.zeros(S, C, W - 1, dtype=model_dtype, device=self.device) for i in arch.kda_layers
         }
         rows = max(self.num_blocks, 1) * block_size
         self.mla = {
@@ -68,9 +77,9 @@ class StatePools:
     # -- sizes ---------------------------------------------------------------------------------
     @staticmethod
     def bytes_per_slot(arch: KimiArch, state_dtype: torch.dtype, model_dtype: torch.dtype) -> int:
-        H, K, W = arch.linear_num_heads, arch.linear_head_dim, arch.linear_conv_kernel_dim
+        shape, C, W = _recurrent_dims(arch)
         n = len(arch.kda_layers)
-        return n * (H * K * K * state_dtype.itemsize + 3 * H * K * (W - 1) * model_dtype.itemsize)
+        return n * (math.prod(shape) * state_dtype.itemsize + C * (W - 1) * model_dtype.itemsize)
 
     @staticmethod
     def bytes_per_token(arch: KimiArch, model_dtype: torch.dtype) -> int:

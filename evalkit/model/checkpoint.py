@@ -17,7 +17,7 @@ import torch
 
 from evalkit.errors import InputError
 
-from .config import KimiArch, parse_config
+from .families import Arch, parse_any_config
 
 _HUB_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "*.py", "*.tiktoken", "*.jinja"]
 
@@ -48,13 +48,13 @@ def resolve_model_path(model: str | os.PathLike) -> Path:
     return resolve_model_path(local)
 
 
-def read_config(path: Path) -> tuple[dict[str, Any], KimiArch]:
-    """The raw config dict and the parsed architecture (refuses non-Kimi-Linear models)."""
+def read_config(path: Path) -> tuple[dict[str, Any], Arch]:
+    """The raw config dict and the parsed architecture (refuses unsupported model types)."""
     try:
         raw = json.loads((path / "config.json").read_text())
     except json.JSONDecodeError as exc:
         raise InputError(f"{path / 'config.json'} is not valid JSON: {exc}") from None
-    return raw, parse_config(raw, source=str(path / "config.json"))
+    return raw, parse_any_config(raw, source=str(path / "config.json"))
 
 
 def safetensors_files(path: Path) -> list[Path]:

@@ -1,4 +1,5 @@
-"""`load_model`: a checkpoint directory or hub id -> a ready `KimiLinearLM` plus its tokenizer."""
+"""`load_model`: a checkpoint directory or hub id -> a ready model (`KimiLinearLM`, or `Qwen3NextLM` for
+the Gated DeltaNet family, by `model_type`) plus its tokenizer."""
 
 from __future__ import annotations
 
@@ -11,15 +12,15 @@ from typing import Any
 import torch
 
 from .checkpoint import TensorSource, load_tokenizer, read_config, resolve_model_path
-from .config import KimiArch
+from .families import Arch, build_and_load
 from .kimi import KimiLinearLM
-from .weights import load_weights
+from .qwen3_next import Qwen3NextLM
 
 
 @dataclass
 class LoadedModel:
-    model: KimiLinearLM
-    arch: KimiArch
+    model: KimiLinearLM | Qwen3NextLM
+    arch: Arch
     tokenizer: Any  # a transformers tokenizer, or None when loaded with tokenizer=False
     path: Path
     raw_config: dict[str, Any]
@@ -43,8 +44,7 @@ def load_model(
     dt = dtype or default_dtype(dev)
     source = TensorSource(path)
     try:
-        lm = KimiLinearLM(arch, dt, dev)
-        unused = load_weights(lm, source)
+        lm, unused = build_and_load(arch, source, dt, dev)
     finally:
         source.close()
     unused = [n for n in unused if "rotary_emb" not in n]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["build_tiny_checkpoint"]
+__all__ = ["build_tiny_checkpoint", "build_tiny_gdn_checkpoint"]
 
 
 def __getattr__(name: str) -> Any:
@@ -14,4 +14,8 @@ def __getattr__(name: str) -> Any:
         from evalkit.testing.tiny_models import build_tiny_checkpoint
 
         return build_tiny_checkpoint
+    if name == "build_tiny_gdn_checkpoint":
+        from evalkit.testing.tiny_gdn_models import build_tiny_gdn_checkpoint
+
+        return build_tiny_gdn_checkpoint
     raise AttributeError(f"module 'evalkit.testing' has no attribute {name!r}")
