@@ -64,7 +64,9 @@ class GatedDeltaNet(nn.Module):
         n, _, d = x.shape
         return x[:, :, None].expand(n, self.Hk, self.r, d).reshape(n, self.Hv, d)
 
-    _prefill = KDAttention._prefill  # packed or per-sequence kernel calls: one home for that choice
+    # packed or per-sequence kernel calls, and how the state is stored: one home for both
+    _prefill = KDAttention._prefill
+    _store_args = KDAttention._store_args
 
     def forward(self, h: torch.Tensor, batch: ForwardBatch, state) -> torch.Tensor:
         T = h.shape[0]
@@ -85,7 +87,10 @@ class GatedDeltaNet(nn.Module):
         beta_raw = b.contiguous()
         if batch.is_decode:
             ops = getattr(state, "kda_ops", None) or kernels  # kda_ops: e.g. the fp32-twin checker
-            o = ops.kda_decode(q, k, v, g_raw, beta_raw, self.A_log, self.dt_bias, pool, batch.slots)
+            o = ops.kda_decode(
+                q, k, v, g_raw, beta_raw, self.A_log, self.dt_bias, pool, batch.slots,
+                **self._store_args(state, batch.state_positions),
+            )  # fmt: skip
         else:
             o = self._prefill(q, k, v, g_raw, beta_raw, pool, batch, state)
         o = silu_gated_rms_norm(o, z.reshape(n, self.Hv, self.dv), self.norm, self.eps).reshape(n, self.Dv)
