@@ -163,3 +163,15 @@ def test_gate_on_the_logprob_measure(lp_runs, tmp_path, capsys):
     assert "gsm8k gold log-prob" in out.err
     assert main(["compare", base, plain, "--fail-on", "loss", "--gate-on", "both"]) == 2
     assert "no paired gold_logprob to gate on" in capsys.readouterr().err
+
+
+def test_gold_tokens_as_stored_by_runs_count_as_their_length():
+    """Runs store `gold_tokens` as the answer's token ids (local) or strings (server): a list whose
+    length is the per-token denominator; a count is accepted too, anything else is not a measure."""
+    from evalkit.compare.logprob import _per_token
+
+    assert _per_token({"gold_logprob": -2.0, "gold_tokens": [5, 6, 7, 8]}) == -0.5
+    assert _per_token({"gold_logprob": -2.0, "gold_tokens": [" 4", "2"]}) == -1.0
+    assert _per_token({"gold_logprob": -2.0, "gold_tokens": 4}) == -0.5
+    assert _per_token({"gold_logprob": -2.0, "gold_tokens": []}) is None
+    assert _per_token({"gold_logprob": -2.0, "gold_tokens": True}) is None

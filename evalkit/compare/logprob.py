@@ -37,11 +37,21 @@ READ_ME = (
 )
 
 
+def _token_count(tokens: Any) -> int | None:
+    """`gold_tokens` as runs store it: the answer's token ids (local engine) or token strings (a
+    server's prompt log-probs), i.e. a list; a bare count is accepted too."""
+    if isinstance(tokens, list):
+        return len(tokens) or None
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
+        return None
+    return tokens
+
+
 def _per_token(sample: dict[str, Any]) -> float | None:
-    lp, tokens = sample.get("gold_logprob"), sample.get("gold_tokens")
+    lp, tokens = sample.get("gold_logprob"), _token_count(sample.get("gold_tokens"))
     if isinstance(lp, bool) or not isinstance(lp, (int, float)) or not math.isfinite(lp):
         return None
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
+    if tokens is None:
         return None
     return float(lp) / tokens
 
