@@ -1,9 +1,9 @@
 """Float32 torch implementations with the Triton wrappers' signatures: the engine's CPU path.
 
-A recurrent loop over tokens, vectorised over sequences and heads (the chunked form builds
-[64, 64, K] decay tensors and is several times slower on CPU). Sequences of a prefill are sorted
-by length so the ones still running at step t are a prefix: each step works on a view, no copies.
-Compute is fp32 whatever the pool dtype; stores round to nearest even (torch's `.to`)."""
+Decode is one recurrent step vectorised over sequences and heads. Prefill computes each sequence
+in chunks with matrix products (`kda_prefill/cpu_chunked.py`, the Triton kernel's WY/UT algebra);
+the token loop it replaced paid Python overhead per token. Compute is fp32 whatever the pool
+dtype; stores round to nearest even (torch's `.to`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from .common import check_kda_args, check_varlen, flat_a_log
+from .kda_prefill.cpu_chunked import chunked_sequence
 
 F32 = torch.float32
 
@@ -33,7 +34,7 @@ def _prepare(q, k, v, g_raw, beta_raw, A_log, dt_bias):
         _l2norm(q) * K**-0.5,
         _l2norm(k),
         v.to(F32),
-        torch.exp(_gate(g_raw, A_log, dt_bias)),
+        _gate(g_raw, A_log, dt_bias),  # log decay
         torch.sigmoid(beta_raw.to(F32)),
     )
 
@@ -48,10 +49,10 @@ def _step(S, q, k, v, decay, beta):
 
 def kda_decode(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots) -> torch.Tensor:
     check_kda_args(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, packed=False)
-    qn, kn, vv, decay, beta = _prepare(q, k, v, g_raw, beta_raw, A_log, dt_bias)
+    qn, kn, vv, g, beta = _prepare(q, k, v, g_raw, beta_raw, A_log, dt_bias)
     idx = slots.long()
     S = state_pool[idx].to(F32)
-    o = _step(S, qn, kn, vv, decay, beta)
+    o = _step(S, qn, kn, vv, torch.exp(g), beta)
     state_pool[idx] = S.to(state_pool.dtype)
     return o.to(q.dtype)
 
@@ -74,7 +75,6 @@ def kda_prefill(
 ) -> torch.Tensor:
     check_kda_args(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, packed=True)
     check_varlen(cu_seqlens, has_initial_state, slots, q.shape[0])
-    qn, kn, vv, decay, beta = _prepare(q, k, v, g_raw, beta_raw, A_log, dt_bias)
     cu = cu_seqlens.long().cpu()
     lens = cu[1:] - cu[:-1]
     order = torch.argsort(lens, descending=True, stable=True)
@@ -84,14 +84,15 @@ def kda_prefill(
     S = state_pool[idx].to(F32)
     S[~init] = 0.0
     o = torch.empty(q.shape[0], q.shape[1], v.shape[-1], dtype=F32, device=q.device)
-    max_len = int(lens_sorted[0]) if lens_sorted.numel() else 0
-    for t in range(max_len):
-        n = int((lens_sorted > t).sum())
-        rows = (starts[:n] + t).to(q.device)
-        o[rows] = _step(S[:n], qn[rows], kn[rows], vv[rows], decay[rows], beta[rows])
-        if intra_chunk_dtype is not None and (t + 1) % chunk_size == 0:
-            m = int((lens_sorted > t + 1).sum())  # sequences with tokens left: boundary state
-            S[:m] = S[:m].to(intra_chunk_dtype).to(F32)
+    for n in range(int(lens_sorted.numel())):  # each sequence on its own: batch invariant
+        bos, eos = int(starts[n]), int(starts[n] + lens_sorted[n])
+        rows = slice(bos, eos)
+        # inputs prepared per sequence too: SIMD bodies and scalar tails of exp/sigmoid differ in
+        # the last bit, so an element's result must not depend on its offset in the packed batch
+        qn, kn, vv, g, beta = _prepare(q[rows], k[rows], v[rows], g_raw[rows], beta_raw[rows], A_log, dt_bias)
+        o[rows] = chunked_sequence(
+            qn, kn, vv, g, beta, S[n], chunk_size=chunk_size, intra_chunk_dtype=intra_chunk_dtype
+        )
     state_pool[idx] = S.to(state_pool.dtype)
     return o.to(q.dtype)
 

@@ -1,0 +1,102 @@
+"""Chunked KDA prefill on the CPU in float32: the Triton kernel's algebra with torch matrix products.
+
+The token loop (`cpu._step`) pays Python and dispatch overhead per token; here a sequence is cut
+into chunks of `block` tokens and the chunk-local work is done for many chunks at once:
+
+    Akk[i, j] = beta_i sum_c k_ic k_jc exp(G_ic - G_jc)   (j < i)     G = in-chunk cumsum of g
+    Aqk[i, j] =        sum_c q_ic k_jc exp(G_ic - G_jc)   (j <= i)
+    T = (I + Akk)^-1 (unit lower triangular solve),  W = T (beta k e^G),  U = T (beta v)
+
+then one short loop over chunks carries the state (the WY/UT form of kernel.py's state pass):
+
+    v_new = U - W S;   o = (q e^G) S + Aqk v_new;   S <- e^{G_last} S + (k e^{G_last - G})^T v_new
+
+Decays enter only as exp of non-positive numbers (the pairwise [block, block, K] form, as in the
+Triton kernel's diagonal blocks), so no gate overflows. Each sequence is computed on its own and
+every chunk is padded to `block` rows (zero k, v, beta and gate leave the state untouched), so a
+sequence's numbers do not depend on the other sequences of the call nor on where its chunks sit.
+With `intra_chunk_dtype` the carried state is rounded at every `chunk_size` boundary, as the
+token loop and the Triton kernel do."""
+
+from __future__ import annotations
+
+import torch
+
+F32 = torch.float32
+GROUP_TOKENS = 1024  # chunk-local tensors are built for this many tokens at a time (memory bound)
+
+
+def compute_block(chunk_size: int) -> int:
+    """Rows per compute chunk: 32 (or 16) when it divides the rounding chunk, else the chunk itself."""
+    for b in (32, 16):
+        if chunk_size % b == 0:
+            return b
+    return chunk_size
+
+
+def _chunk_local(q, k, v, g, beta, block: int):
+    """Chunk-local factors for n whole chunks; inputs [n*block, H, *] fp32, outputs [H, n, block, *]."""
+    n = q.shape[0] // block
+    H = q.shape[1]
+
+    def chunks(x):
+        return x.reshape(n, block, H, -1).permute(2, 0, 1, 3)  # [H, n, block, D]
+
+    qc, kc, vc, gc = chunks(q), chunks(k), chunks(v), chunks(g)
+    bc = beta.reshape(n, block, H).permute(2, 0, 1)[..., None]  # [H, n, block, 1]
+    G = gc.cumsum(2)
+    low = torch.tril(torch.ones(block, block, dtype=torch.bool))
+    diff = G[:, :, :, None, :] - G[:, :, None, :, :]  # [H, n, i, j, K] = G_i - G_j
+    decay = torch.exp(diff.masked_fill_(~low[:, :, None], float("-inf")))
+    Aqk = (qc[:, :, :, None, :] * decay * kc[:, :, None, :, :]).sum(-1)
+    Akk = (kc[:, :, :, None, :] * decay * kc[:, :, None, :, :]).sum(-1).tril_(-1) * bc
+    eye = torch.eye(block, dtype=F32)
+    Tm_rhs = torch.cat([bc * kc * torch.exp(G), bc * vc], dim=-1)
+    WU = torch.linalg.solve_triangular(Akk + eye, Tm_rhs, upper=False, unitriangular=True)
+    K = q.shape[-1]
+    W, U = WU[..., :K], WU[..., K:]
+    G_last = G[:, :, -1:, :]
+    Kd = kc * torch.exp(G_last - G)
+    return qc * torch.exp(G), Aqk, W, U, Kd, torch.exp(G_last[:, :, 0, :])
+
+
+def chunked_sequence(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    S: torch.Tensor,
+    *,
+    chunk_size: int = 64,
+    intra_chunk_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """One sequence: q, k, g [T, H, K] (q, k normalised, q scaled; g the log decay), v [T, H, V],
+    beta [T, H], all fp32; S [H, K, V] fp32 updated in place to the final state. Returns o [T, H, V]."""
+    T, H, _ = q.shape
+    V = v.shape[-1]
+    block = compute_block(chunk_size)
+    per_round = chunk_size // block if chunk_size % block == 0 else 1
+    group = max(block, GROUP_TOKENS // block * block)
+    o = torch.empty(T, H, V, dtype=F32)
+    n_chunks_total = -(-T // block)
+    chunk_no = 0
+    for t0 in range(0, T, group):
+        t1 = min(t0 + group, T)
+        pad = -(t1 - t0) % block
+        # fresh zero-padded buffers: the same shapes and memory alignment wherever the rows sat
+        xs = [torch.cat([x[t0:t1], x.new_zeros(pad, *x.shape[1:])]) for x in (q, k, v, g, beta)]
+        Qg, Aqk, W, U, Kd, e_last = _chunk_local(*xs, block)
+        n = Qg.shape[1]
+        starts = torch.empty(H, n, *S.shape[1:], dtype=F32)
+        v_new = torch.empty_like(U)
+        for c in range(n):
+            starts[:, c] = S
+            v_new[:, c] = U[:, c] - W[:, c] @ S
+            S.mul_(e_last[:, c, :, None]).add_(Kd[:, c].transpose(1, 2) @ v_new[:, c])
+            chunk_no += 1
+            if intra_chunk_dtype is not None and chunk_no % per_round == 0 and chunk_no < n_chunks_total:
+                S.copy_(S.to(intra_chunk_dtype).to(F32))
+        out = Qg @ starts + Aqk @ v_new  # [H, n, block, V]
+        o[t0:t1] = out.permute(1, 2, 0, 3).reshape(n * block, H, V)[: t1 - t0]
+    return o
