@@ -24,6 +24,7 @@ import torch
 
 F32 = torch.float32
 GROUP_TOKENS = 1024  # chunk-local tensors are built for this many tokens at a time (memory bound)
+SAFE_SPAN = 30.0  # channels decaying by at most e^-30 over a chunk go through a matrix product
 
 
 def compute_block(chunk_size: int) -> int:
@@ -34,10 +35,32 @@ def compute_block(chunk_size: int) -> int:
     return chunk_size
 
 
+def _pair_scores(a, b, G, strict: bool):
+    """M[i, j] = sum_c a_ic b_jc exp(G_ic - G_jc) for j <= i (j < i if strict), zero above; inputs
+    [H, n, C, K], output [H, n, C, C].
+
+    A channel whose decay over the chunk spans at most SAFE_SPAN (most of them) enters one matrix
+    product as (a e^G)(b e^-G)^T: both factors lie within e^{+-SAFE_SPAN}, so nothing overflows and
+    each product keeps fp32's relative accuracy. The few fast-forgetting channels are gathered and
+    summed in the exact pairwise form exp(G_i - G_j) (never above 1), any gate included."""
+    H, n, C, _ = a.shape
+    strong = (-G[:, :, -1, :] > SAFE_SPAN)[:, :, None, :]  # [H, n, 1, K]; G decreases along the chunk
+    a_f = a * torch.exp(G.masked_fill(strong, float("-inf")))
+    b_f = b * torch.exp((-G).masked_fill(strong, float("-inf")))
+    M = a_f @ b_f.transpose(-1, -2)
+    h, c, _, kk = strong.nonzero(as_tuple=True)
+    if h.numel():
+        Gs, a_s, b_s = G[h, c, :, kk], a[h, c, :, kk], b[h, c, :, kk]  # [N, C]
+        keep = torch.tril(torch.ones(C, C, dtype=torch.bool))
+        decay = torch.exp((Gs[:, :, None] - Gs[:, None, :]).masked_fill_(~keep, float("-inf")))
+        M.view(H * n, C, C).index_add_(0, h * n + c, a_s[:, :, None] * b_s[:, None, :] * decay)
+    return M.tril_(-1 if strict else 0)
+
+
 def _chunk_local(q, k, v, g, beta, block: int):
     """Chunk-local factors for n whole chunks; inputs [n*block, H, *] fp32, outputs [H, n, block, *]."""
     n = q.shape[0] // block
-    H = q.shape[1]
+    H, K = q.shape[1], q.shape[2]
 
     def chunks(x):
         return x.reshape(n, block, H, -1).permute(2, 0, 1, 3)  # [H, n, block, D]
@@ -45,15 +68,12 @@ def _chunk_local(q, k, v, g, beta, block: int):
     qc, kc, vc, gc = chunks(q), chunks(k), chunks(v), chunks(g)
     bc = beta.reshape(n, block, H).permute(2, 0, 1)[..., None]  # [H, n, block, 1]
     G = gc.cumsum(2)
-    low = torch.tril(torch.ones(block, block, dtype=torch.bool))
-    diff = G[:, :, :, None, :] - G[:, :, None, :, :]  # [H, n, i, j, K] = G_i - G_j
-    decay = torch.exp(diff.masked_fill_(~low[:, :, None], float("-inf")))
-    Aqk = (qc[:, :, :, None, :] * decay * kc[:, :, None, :, :]).sum(-1)
-    Akk = (kc[:, :, :, None, :] * decay * kc[:, :, None, :, :]).sum(-1).tril_(-1) * bc
-    eye = torch.eye(block, dtype=F32)
-    Tm_rhs = torch.cat([bc * kc * torch.exp(G), bc * vc], dim=-1)
-    WU = torch.linalg.solve_triangular(Akk + eye, Tm_rhs, upper=False, unitriangular=True)
-    K = q.shape[-1]
+    Aqk = _pair_scores(qc, kc, G, strict=False)
+    Akk = _pair_scores(kc, kc, G, strict=True) * bc
+    rhs = torch.cat([bc * kc * torch.exp(G), bc * vc], dim=-1)
+    WU = torch.linalg.solve_triangular(
+        Akk + torch.eye(block, dtype=F32), rhs, upper=False, unitriangular=True
+    )
     W, U = WU[..., :K], WU[..., K:]
     G_last = G[:, :, -1:, :]
     Kd = kc * torch.exp(G_last - G)
