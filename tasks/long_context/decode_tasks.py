@@ -123,7 +123,7 @@ DECODE_VARIANTS: dict[str, tuple[type[DecodeHeavyTask], str, dict[str, Any], lis
         RegisterTask,
         "state tracking: the register after each of 144 steps (~290 generated tokens)",
         {"items": 144},
-        LONG_LENGTHS,
+        LONG_LENGTHS[1:],  # 144 step lines alone take ~2.1k tokens
     ),
 }
 
