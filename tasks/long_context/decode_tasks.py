@@ -33,6 +33,7 @@ class DecodeHeavyTask(SizedTask):
     num_docs = 50
     make: Callable[[random.Random, int, int], Example]
     rule: Callable[[str, list[str]], list[bool]]
+    rule_name: str = "ordered"  # the rule's key in itemwise.RULES (lm-eval's rows carry it)
     tokens_per_item: int = 4
 
     def __init__(
@@ -51,6 +52,9 @@ class DecodeHeavyTask(SizedTask):
 
     def example(self, rng: random.Random, n_units: int, target: int, index: int, ctx: Any) -> Example:
         return type(self).make(rng, n_units, int(self.params["items"]))
+
+    def lm_eval_rows(self, **kwargs: Any) -> list[dict[str, Any]]:
+        return [{**row, "item_rule": self.rule_name} for row in super().lm_eval_rows(**kwargs)]
 
     def score(self, request: TaskRequest, response: str) -> list[ScoredDoc]:
         doc = request.docs[0]
@@ -78,6 +82,7 @@ class CopyTask(DecodeHeavyTask):
 class ReciteTask(DecodeHeavyTask):
     make = staticmethod(dg.recite_example)
     rule = staticmethod(found_items)
+    rule_name = "found"
     tokens_per_item = 14  # `adjective-noun: 123,`
 
 

@@ -35,3 +35,6 @@ def found_items(response: str, items: list[str]) -> list[bool]:
     """Whether each item's reference string occurs in the response."""
     hits = set(found(response, items))
     return [item in hits for item in items]
+
+
+RULES = {"ordered": ordered_items, "found": found_items}  # by name, for lm-eval's doc rows
