@@ -11,8 +11,11 @@ then one short loop over chunks carries the state (the WY/UT form of kernel.py's
 
     v_new = U - W S;   o = (q e^G) S + Aqk v_new;   S <- e^{G_last} S + (k e^{G_last - G})^T v_new
 
-Decays enter only as exp of non-positive numbers (the pairwise [block, block, K] form, as in the
-Triton kernel's diagonal blocks), so no gate overflows. Each sequence is computed on its own and
+The decay products exp(G_i - G_j) of a channel enter a matrix product as e^G and e^-G when the
+channel decays by at most e^-30 over the chunk (both factors within e^+-30: no overflow, fp32's
+relative accuracy); the few fast-forgetting channels (a trained model has ~10-20% per 16-32-token
+chunk) are gathered and summed in the exact pairwise form, as the Triton kernel's diagonal blocks
+are, so no gate overflows. Each sequence is computed on its own and
 every chunk is padded to `block` rows (zero k, v, beta and gate leave the state untouched), so a
 sequence's numbers do not depend on the other sequences of the call nor on where its chunks sit.
 With `intra_chunk_dtype` the carried state is rounded at every `chunk_size` boundary, as the
