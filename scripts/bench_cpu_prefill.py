@@ -59,6 +59,48 @@ def _timed(fn, repeats: int) -> dict:
     return {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times), "n": repeats}
 
 
+def _vcs() -> tuple[str, bool]:
+    """(commit, whether the tree has changes), taken before anything is written."""
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True).stdout)
+    return commit, dirty
+
+
+def _write(out: Path, rows: list[dict], repeats: int, vcs: tuple[str, bool]) -> None:
+    """prefill.json and prefill.md with the rows so far (rewritten after every row)."""
+    commit, dirty = vcs
+    meta = {
+        "command": " ".join(["python", *sys.argv]),
+        "git_commit": commit,
+        "dirty_tree": dirty,
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
+        "load_average_at_end": os.getloadavg(),
+        "torch": torch.__version__,
+        "model": "evalkit reference model (4 KDA layers, H=4, K=V=64), fp32 state",
+    }
+    (out / "prefill.json").write_text(json.dumps({**meta, "rows": rows}, indent=2) + "\n")
+    lines = ["| prompt tokens | threads | impl | KDA op, layer 0 (s) | engine prefill (s) | prompt tok/s |",
+             "|---:|---:|---|---:|---:|---:|"]  # fmt: skip
+    for r in rows:
+        op, full = r["kda_op_layer0"], r["engine_prefill"]
+        lines.append(
+            f"| {r['length']} | {r['threads']} | {r['impl']} | {op['median_s']:.3f} "
+            f"[{op['min_s']:.3f}, {op['max_s']:.3f}] | {full['median_s']:.3f} "
+            f"[{full['min_s']:.3f}, {full['max_s']:.3f}] | {r['length'] / full['median_s']:.0f} |"
+        )
+    note = [
+        "# CPU prefill: per-token loop vs chunked KDA prefill",
+        "",
+        f"`{meta['command']}` at {commit[:10]}{' (dirty tree)' if dirty else ''}; {meta['machine']}, "
+        f"load average at the end {', '.join(f'{x:.1f}' for x in meta['load_average_at_end'])}.",
+        f"Median of {repeats} repeats [min, max].",
+        "",
+        *lines,
+        "",
+    ]
+    (out / "prefill.md").write_text("\n".join(note))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -66,6 +108,7 @@ def main() -> int:
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
+    vcs = _vcs()
     from evalkit.engine import LLMEngine, SamplingParams
 
     engine = LLMEngine(str(default_model_path()), device="cpu", state_dtype="fp32", max_num_seqs=1)
@@ -79,7 +122,9 @@ def main() -> int:
         captured.setdefault("args", (a, kw))
         return chunked(*a, **kw)
 
-    rows = []
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
     for length in [int(x) for x in args.lengths.split(",")]:
         prompt = ids[:length]
         if len(prompt) < length:
@@ -100,42 +145,8 @@ def main() -> int:
                 rows.append({"length": length, "threads": threads, "impl": name,
                              "kda_op_layer0": op, "engine_prefill": full})  # fmt: skip
                 print(json.dumps(rows[-1]), flush=True)
+                _write(out, rows, args.repeats, vcs)
         cpu.kda_prefill = chunked
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True).stdout)
-    meta = {
-        "command": " ".join(["python", *sys.argv]),
-        "git_commit": commit,
-        "dirty_tree": dirty,
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
-        "load_average_at_end": os.getloadavg(),
-        "torch": torch.__version__,
-        "model": "evalkit reference model (4 KDA layers, H=4, K=V=64), fp32 state",
-    }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "prefill.json").write_text(json.dumps({**meta, "rows": rows}, indent=2) + "\n")
-    lines = ["| prompt tokens | threads | impl | KDA op, layer 0 (s) | engine prefill (s) | prompt tok/s |",
-             "|---:|---:|---|---:|---:|---:|"]  # fmt: skip
-    for r in rows:
-        op, full = r["kda_op_layer0"], r["engine_prefill"]
-        lines.append(
-            f"| {r['length']} | {r['threads']} | {r['impl']} | {op['median_s']:.3f} "
-            f"[{op['min_s']:.3f}, {op['max_s']:.3f}] | {full['median_s']:.3f} "
-            f"[{full['min_s']:.3f}, {full['max_s']:.3f}] | {r['length'] / full['median_s']:.0f} |"
-        )
-    note = [
-        "# CPU prefill: per-token loop vs chunked KDA prefill",
-        "",
-        f"`{meta['command']}` at {commit[:10]}{' (dirty tree)' if dirty else ''}; {meta['machine']}, "
-        f"load average at the end {', '.join(f'{x:.1f}' for x in meta['load_average_at_end'])}.",
-        f"Median of {args.repeats} repeats [min, max].",
-        "",
-        *lines,
-        "",
-    ]
-    (out / "prefill.md").write_text("\n".join(note))
-    print("\n".join(note))
     return 0
 
 
