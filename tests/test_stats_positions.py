@@ -46,3 +46,15 @@ def test_pairs_only_questions_scored_in_both_runs():
     assert math.isfinite(row.se_clustered)
     with pytest.raises(ValueError):
         position_differences(base, cand, bucket=0)
+
+
+def test_report_covers_every_task_and_length_with_item_flags():
+    from evalkit.stats import position_report
+
+    base = [_sample(0, [True, True]), _sample(0, [True], task="register", length=1024)]
+    base.append({"task": "passkey", "doc_id": 0, "length": 4096, "error": None})  # no item flags
+    cand = [_sample(0, [True, False]), _sample(0, [False], task="register", length=1024)]
+    report = position_report(base, cand, bucket=1)
+    assert set(report) == {"copy_list_long", "register"}
+    assert [r["difference"] for r in report["copy_list_long"]["2048"]] == [0.0, -1.0]
+    assert report["register"]["1024"][0]["cand_accuracy"] == 0.0

@@ -35,7 +35,7 @@ _WHERE = {
         "tango_score",
         "wald_ci",
     ],
-    "positions": ["PositionBucket", "position_differences"],
+    "positions": ["PositionBucket", "position_differences", "position_report"],
     "power": ["MdeResult", "connor_mde", "connor_power", "connor_sample_size", "exact_power"],
     "accuracy": ["ProportionResult", "proportion", "wilson_ci", "z_value"],
     "stderr": ["lmeval_stderr"],

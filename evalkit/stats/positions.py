@@ -92,3 +92,17 @@ def position_differences(
             )
         )
     return rows
+
+
+def position_report(
+    base: list[dict[str, Any]], cand: list[dict[str, Any]], *, bucket: int = 16
+) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """`position_differences` for every (task, length) whose samples carry `item_correct`:
+    {task: {length: [bucket rows as dicts]}} (JSON-able)."""
+    cells = sorted({(s["task"], s.get("length")) for s in base if s.get("item_correct") is not None}, key=str)
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for task, length in cells:
+        rows = position_differences(base, cand, task=task, length=length, bucket=bucket)
+        if rows:
+            out.setdefault(task, {})[str(length)] = [r.to_dict() for r in rows]
+    return out
