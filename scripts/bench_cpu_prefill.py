@@ -3,8 +3,9 @@ KDA prefill (kernels/kda_prefill/cpu_chunked.py), at 1 and 2 torch threads.
 
     python scripts/bench_cpu_prefill.py --out results/bench/cpu [--lengths 2048,8192] [--repeats 3]
 
-Times one engine prefill of a prompt (median of --repeats, with min and max) and the KDA op alone
-on the same layer-0 inputs. Writes prefill.json and prefill.md under --out. Not a test: the
+Times one engine prefill of a prompt (median of --repeats, with min and max; the CPU engine cuts a
+prompt into 256-token prefill calls) and the KDA op alone on the first KDA layer's inputs for the
+whole prompt as one call. Writes prefill.json and prefill.md under --out. Not a test: the
 numbers depend on the machine and its load, which the note records (load average)."""
 
 from __future__ import annotations
@@ -49,6 +50,17 @@ def token_loop_prefill(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slo
     return o.to(q.dtype)
 
 
+def _whole_prompt(calls: list) -> tuple[tuple, dict]:
+    """One layer's inputs over the whole prompt, as one sequence: the engine prefills a CPU prompt
+    in 256-token pieces, so its calls for that layer are concatenated (same layer parameters)."""
+    a0, kw = calls[0]
+    rows = [torch.cat([c[0][i] for c in calls]) for i in range(5)]  # q, k, v, g_raw, beta_raw
+    pool = torch.zeros(1, *a0[7].shape[1:], dtype=a0[7].dtype)
+    T = rows[0].shape[0]
+    one = (torch.tensor([0]), torch.tensor([0, T], dtype=torch.int32), torch.tensor([False]))
+    return (*rows, a0[5], a0[6], pool, *one), kw
+
+
 def _timed(fn, repeats: int) -> dict:
     fn()  # warm-up
     times = []
@@ -79,7 +91,8 @@ def _write(out: Path, rows: list[dict], repeats: int, vcs: tuple[str, bool]) -> 
         "model": "evalkit reference model (4 KDA layers, H=4, K=V=64), fp32 state",
     }
     (out / "prefill.json").write_text(json.dumps({**meta, "rows": rows}, indent=2) + "\n")
-    lines = ["| prompt tokens | threads | impl | KDA op, layer 0 (s) | engine prefill (s) | prompt tok/s |",
+    lines = ["| prompt tokens | threads | impl | KDA op, first layer, whole prompt (s) | engine prefill (s) "
+             "| prompt tok/s |",
              "|---:|---:|---|---:|---:|---:|"]  # fmt: skip
     for r in rows:
         op, full = r["kda_op_layer0"], r["engine_prefill"]
@@ -119,7 +132,7 @@ def main() -> int:
     chunked = cpu.kda_prefill
 
     def capture(*a, **kw):
-        captured.setdefault("args", (a, kw))
+        captured.setdefault(id(a[5]), []).append((a, kw))  # by layer (its A_log parameter)
         return chunked(*a, **kw)
 
     out = Path(args.out)
@@ -132,12 +145,12 @@ def main() -> int:
         captured.clear()
         cpu.kda_prefill = capture
         engine.generate([prompt], params, use_tqdm=False)
-        a, kw = captured["args"]
+        a, kw = _whole_prompt(next(iter(captured.values())))
         for threads in [int(x) for x in args.threads.split(",")]:
             torch.set_num_threads(threads)
             for name, impl in (("token_loop", token_loop_prefill), ("chunked", chunked)):
                 cpu.kda_prefill = impl
-                pool = a[7].clone()
+                pool = torch.zeros_like(a[7])
                 op = _timed(functools.partial(impl, *a[:7], pool, *a[8:], **kw), args.repeats)
                 full = _timed(
                     functools.partial(engine.generate, [prompt], params, use_tqdm=False), args.repeats
