@@ -38,26 +38,31 @@ def compute_block(chunk_size: int) -> int:
     return chunk_size
 
 
-def _pair_scores(a, b, G, strict: bool):
+def _pair_scores(a, b, G, strict: bool, factors):
     """M[i, j] = sum_c a_ic b_jc exp(G_ic - G_jc) for j <= i (j < i if strict), zero above; inputs
-    [H, n, C, K], output [H, n, C, C].
+    [H, n, C, K], output [H, n, C, C]; `factors` from `_decay_factors(G)`.
 
     A channel whose decay over the chunk spans at most SAFE_SPAN (most of them) enters one matrix
     product as (a e^G)(b e^-G)^T: both factors lie within e^{+-SAFE_SPAN}, so nothing overflows and
     each product keeps fp32's relative accuracy. The few fast-forgetting channels are gathered and
     summed in the exact pairwise form exp(G_i - G_j) (never above 1), any gate included."""
     H, n, C, _ = a.shape
-    strong = (-G[:, :, -1, :] > SAFE_SPAN)[:, :, None, :]  # [H, n, 1, K]; G decreases along the chunk
-    a_f = a * torch.exp(G.masked_fill(strong, float("-inf")))
-    b_f = b * torch.exp((-G).masked_fill(strong, float("-inf")))
-    M = a_f @ b_f.transpose(-1, -2)
-    h, c, _, kk = strong.nonzero(as_tuple=True)
+    e_pos, e_neg, strong_at = factors
+    M = (a * e_pos) @ (b * e_neg).transpose(-1, -2)
+    h, c, kk = strong_at
     if h.numel():
         Gs, a_s, b_s = G[h, c, :, kk], a[h, c, :, kk], b[h, c, :, kk]  # [N, C]
         keep = torch.tril(torch.ones(C, C, dtype=torch.bool))
         decay = torch.exp((Gs[:, :, None] - Gs[:, None, :]).masked_fill_(~keep, float("-inf")))
         M.view(H * n, C, C).index_add_(0, h * n + c, a_s[:, :, None] * b_s[:, None, :] * decay)
     return M.tril_(-1 if strict else 0)
+
+
+def _decay_factors(G, e_G):
+    """e^G and e^-G with the fast-forgetting channels (span > SAFE_SPAN) zeroed, and where those are."""
+    strong = -G[:, :, -1:, :] > SAFE_SPAN  # [H, n, 1, K]; G decreases along the chunk
+    h, c, _, kk = strong.nonzero(as_tuple=True)
+    return e_G.masked_fill(strong, 0.0), torch.exp(-G).masked_fill_(strong, 0.0), (h, c, kk)
 
 
 def _chunk_local(q, k, v, g, beta, block: int):
@@ -71,16 +76,18 @@ def _chunk_local(q, k, v, g, beta, block: int):
     qc, kc, vc, gc = chunks(q), chunks(k), chunks(v), chunks(g)
     bc = beta.reshape(n, block, H).permute(2, 0, 1)[..., None]  # [H, n, block, 1]
     G = gc.cumsum(2)
-    Aqk = _pair_scores(qc, kc, G, strict=False)
-    Akk = _pair_scores(kc, kc, G, strict=True) * bc
-    rhs = torch.cat([bc * kc * torch.exp(G), bc * vc], dim=-1)
+    e_G = torch.exp(G)
+    factors = _decay_factors(G, e_G)
+    Aqk = _pair_scores(qc, kc, G, False, factors)
+    Akk = _pair_scores(kc, kc, G, True, factors) * bc
+    rhs = torch.cat([bc * kc * e_G, bc * vc], dim=-1)
     WU = torch.linalg.solve_triangular(
         Akk + torch.eye(block, dtype=F32), rhs, upper=False, unitriangular=True
     )
     W, U = WU[..., :K], WU[..., K:]
     G_last = G[:, :, -1:, :]
     Kd = kc * torch.exp(G_last - G)
-    return qc * torch.exp(G), Aqk, W, U, Kd, torch.exp(G_last[:, :, 0, :])
+    return qc * e_G, Aqk, W, U, Kd, torch.exp(G_last[:, :, 0, :])
 
 
 def chunked_sequence(
