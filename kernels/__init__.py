@@ -4,8 +4,9 @@ fp16, bf16, fp8, mN x rtne/sr/rtz) is a build constant, defined bit for bit by `
 
 Public entry points dispatch on the tensors' device:
 - CUDA tensors -> the Triton kernels;
-- CPU tensors -> `evalkit.kernels.cpu` (float32 torch, recurrent loop), unless the environment has
-  TRITON_INTERPRET=1, in which case the Triton kernels run in Triton's CPU interpreter (tests).
+- CPU tensors -> `evalkit.kernels.cpu` (float32 torch: chunked prefill, recurrent decode), unless
+  the environment has TRITON_INTERPRET=1, in which case the Triton kernels run in Triton's CPU
+  interpreter (tests).
 
 The Triton modules are imported lazily, on first use, so importing this package never needs a GPU
 and TRITON_INTERPRET only has to be set before the first Triton call."""

@@ -1,10 +1,10 @@
 """Float32 torch implementations with the Triton wrappers' signatures: the engine's CPU path.
 
-A recurrent loop over tokens, vectorised over sequences and heads (the chunked form builds
-[64, 64, K] decay tensors and is several times slower on CPU). Sequences of a prefill are sorted
-by length so the ones still running at step t are a prefix: each step works on a view, no copies.
-Compute is fp32 whatever the pool dtype; stores round the state format's way
-(`rounding.store_rows`: torch's `.to` for round-to-nearest fp16/bf16)."""
+Decode is one recurrent step vectorised over sequences and heads. Prefill computes each sequence
+in chunks with matrix products (`kda_prefill/cpu_chunked.py`, the Triton kernel's WY/UT algebra);
+the token loop it replaced paid Python overhead per token. Compute is fp32 whatever the pool
+dtype; stores round the state format's way (`rounding.store_rows`: torch's `.to` for
+round-to-nearest fp16/bf16)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from .common import check_kda_args, check_varlen, flat_a_log, resolve_format
+from .kda_prefill.cpu_chunked import chunked_sequence
 from .rounding import store_rows
 
 F32 = torch.float32
@@ -35,7 +36,7 @@ def _prepare(q, k, v, g_raw, beta_raw, A_log, dt_bias):
         _l2norm(q) * K**-0.5,
         _l2norm(k),
         v.to(F32),
-        torch.exp(_gate(g_raw, A_log, dt_bias)),
+        _gate(g_raw, A_log, dt_bias),  # log decay
         torch.sigmoid(beta_raw.to(F32)),
     )
 
@@ -53,10 +54,10 @@ def kda_decode(
 ) -> torch.Tensor:
     check_kda_args(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, packed=False)
     fmt = resolve_format(fmt, state_pool, positions, q.shape[0])
-    qn, kn, vv, decay, beta = _prepare(q, k, v, g_raw, beta_raw, A_log, dt_bias)
+    qn, kn, vv, g, beta = _prepare(q, k, v, g_raw, beta_raw, A_log, dt_bias)
     idx = slots.long()
     S = state_pool[idx].to(F32)
-    o = _step(S, qn, kn, vv, decay, beta)
+    o = _step(S, qn, kn, vv, torch.exp(g), beta)
     store_rows(state_pool, idx, S, fmt, sr_seed=sr_seed, positions=positions)
     return o.to(q.dtype)
 
@@ -83,7 +84,6 @@ def kda_prefill(
     check_kda_args(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, packed=True)
     check_varlen(cu_seqlens, has_initial_state, slots, q.shape[0])
     fmt = resolve_format(fmt, state_pool, positions, slots.numel())
-    qn, kn, vv, decay, beta = _prepare(q, k, v, g_raw, beta_raw, A_log, dt_bias)
     cu = cu_seqlens.long().cpu()
     lens = cu[1:] - cu[:-1]
     order = torch.argsort(lens, descending=True, stable=True)
@@ -93,14 +93,15 @@ def kda_prefill(
     S = state_pool[idx].to(F32)
     S[~init] = 0.0
     o = torch.empty(q.shape[0], q.shape[1], v.shape[-1], dtype=F32, device=q.device)
-    max_len = int(lens_sorted[0]) if lens_sorted.numel() else 0
-    for t in range(max_len):
-        n = int((lens_sorted > t).sum())
-        rows = (starts[:n] + t).to(q.device)
-        o[rows] = _step(S[:n], qn[rows], kn[rows], vv[rows], decay[rows], beta[rows])
-        if intra_chunk_dtype is not None and (t + 1) % chunk_size == 0:
-            m = int((lens_sorted > t + 1).sum())  # sequences with tokens left: boundary state
-            S[:m] = S[:m].to(intra_chunk_dtype).to(F32)
+    for n in range(int(lens_sorted.numel())):  # each sequence on its own: batch invariant
+        bos, eos = int(starts[n]), int(starts[n] + lens_sorted[n])
+        rows = slice(bos, eos)
+        # inputs prepared per sequence too: SIMD bodies and scalar tails of exp/sigmoid differ in
+        # the last bit, so an element's result must not depend on its offset in the packed batch
+        qn, kn, vv, g, beta = _prepare(q[rows], k[rows], v[rows], g_raw[rows], beta_raw[rows], A_log, dt_bias)
+        o[rows] = chunked_sequence(
+            qn, kn, vv, g, beta, S[n], chunk_size=chunk_size, intra_chunk_dtype=intra_chunk_dtype
+        )
     pos = None if positions is None else positions[order.to(positions.device)]
     store_rows(state_pool, idx, S, fmt, sr_seed=sr_seed, positions=pos)
     return o.to(q.dtype)

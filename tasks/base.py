@@ -42,6 +42,7 @@ class ScoredDoc:
     correct: dict[str, bool]  # metric-or-filter name -> right/wrong
     extracted: dict[str, str] = field(default_factory=dict)  # filter name -> filtered answer
     score: dict[str, float] = field(default_factory=dict)  # fractional scores (string_match_all)
+    item_correct: list[bool] | None = None  # per answer item, in answer order (decode-heavy tasks)
 
 
 class Task(Protocol):

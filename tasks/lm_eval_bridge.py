@@ -12,6 +12,8 @@ here with lm-eval's metadata (merged with `--model_args`): the tokenizer comes f
 `apply_chat_template` (fit lengths to the chat-rendered prompt; default false, as RULER).
 Docs are the same as `evalkit run` builds for that tokenizer (doc i at length L from the same
 seed); lm-eval places `gen_prefix` after the input (or as a prefilled assistant turn).
+The decode-heavy tasks (`_evalkit_items.yaml`) report `item_match_all` (all items right) and
+`item_fraction` instead of `string_match_all`.
 Metrics: `string_match_all` over all docs, and per length under the length's name (RULER's
 convention: other lengths report -1, ignored by the aggregation).
 """
@@ -24,6 +26,7 @@ from typing import Any
 from evalkit.tasks.long_context.scoring import postprocess, string_match_all
 
 LENGTH_KEYS = [4096, 8192, 16384, 32768, 65536, 131072]
+ITEM_LENGTH_KEYS = [1024, 2048, *LENGTH_KEYS]
 TOKENIZER_KEYS = ("tokenizer", "pretrained", "model")
 
 
@@ -64,6 +67,20 @@ def process_results(doc: dict[str, Any], results: list[str]) -> dict[str, float]
     out["string_match_all"] = score
     if str(doc["max_length"]) in out:
         out[str(doc["max_length"])] = score
+    return out
+
+
+def process_item_results(doc: dict[str, Any], results: list[str]) -> dict[str, float]:
+    """The decode-heavy tasks: `item_match_all` = every item right (the exact-match bit),
+    `item_fraction` = fraction of items right; per length, the exact-match bit."""
+    from evalkit.tasks.long_context.itemwise import RULES
+
+    flags = RULES[doc["item_rule"]](results[0], list(doc["outputs"]))
+    exact = float(all(flags))
+    out = {str(n): -1.0 for n in ITEM_LENGTH_KEYS}
+    out.update(item_match_all=exact, item_fraction=sum(flags) / len(flags))
+    if str(doc["max_length"]) in out:
+        out[str(doc["max_length"])] = exact
     return out
 
 
@@ -126,3 +143,27 @@ def kv_retrieval(**kw):
 
 def kv_retrieval_uuid(**kw):
     return _dataset("kv_retrieval_uuid", **kw)  # noqa: E704
+
+
+def copy_list(**kw):
+    return _dataset("copy_list", **kw)  # noqa: E704
+
+
+def copy_list_long(**kw):
+    return _dataset("copy_list_long", **kw)  # noqa: E704
+
+
+def kv_recite(**kw):
+    return _dataset("kv_recite", **kw)  # noqa: E704
+
+
+def kv_recite_long(**kw):
+    return _dataset("kv_recite_long", **kw)  # noqa: E704
+
+
+def register(**kw):
+    return _dataset("register", **kw)  # noqa: E704
+
+
+def register_long(**kw):
+    return _dataset("register_long", **kw)  # noqa: E704

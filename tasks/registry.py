@@ -18,7 +18,7 @@ class TaskInfo:
     description: str
     metrics: list[str]
     default_lengths: list[int] | None
-    family: str  # "gsm8k" | "ruler" | "gsm8k_long"
+    family: str  # "gsm8k" | "ruler" | "gsm8k_long" | "decode_heavy"
     max_new_tokens: int | None
 
 
@@ -50,7 +50,17 @@ def _variant(cls: str, table: str, name: str) -> Callable[..., Task]:
     return make
 
 
+def _decode(name: str) -> Callable[..., Task]:
+    def make(**options: Any) -> Task:
+        from evalkit.tasks.long_context.decode_tasks import make_decode_task
+
+        return make_decode_task(name, **options)
+
+    return make
+
+
 def _factories() -> dict[str, tuple[str, Callable[..., Task]]]:
+    from evalkit.tasks.long_context.decode_tasks import DECODE_VARIANTS
     from evalkit.tasks.long_context.ruler import KV_VARIANTS, NIAH_VARIANTS
 
     out: dict[str, tuple[str, Callable[..., Task]]] = {
@@ -67,6 +77,8 @@ def _factories() -> dict[str, tuple[str, Callable[..., Task]]]:
     out["fwe"] = ("ruler", _cls("ruler", "FrequentWordsTask"))
     for name in KV_VARIANTS:
         out[name] = ("ruler", _variant("KeyValueTask", "KV_VARIANTS", name))
+    for name in DECODE_VARIANTS:
+        out[name] = ("decode_heavy", _decode(name))
     return out
 
 

@@ -130,8 +130,9 @@ def test_cpu_prefill_equals_decode_steps_fp32():
     slot = torch.tensor([1])
     o_pre = cpu.kda_prefill(*x.args(), pool_a, slot, random_cu_seqlens([T]), torch.tensor([True]))
     o_dec = torch.cat([cpu.kda_decode(*x.rows(slice(t, t + 1)).args(), pool_b, slot) for t in range(T)])
-    assert rel_err(o_dec, o_pre) < 1e-6
-    assert rel_err(pool_b, pool_a) < 1e-6
+    # prefill is chunked (matrix products), decode recurrent: equal up to fp32 rounding
+    assert rel_err(o_dec, o_pre) < 1e-5
+    assert rel_err(pool_b, pool_a) < 1e-5
 
 
 def test_cpu_conv_and_norm_match_reference():

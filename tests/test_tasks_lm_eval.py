@@ -11,6 +11,7 @@ import pytest
 
 from evalkit.tasks import lm_eval_dir
 from evalkit.tasks.data import BUNDLED_DIR
+from evalkit.tasks.long_context.decode_tasks import DECODE_VARIANTS
 from evalkit.tasks.registry import get_task
 
 DATA = BUNDLED_DIR
@@ -50,7 +51,7 @@ def model(answer):
     return Scripted()
 
 
-def evaluate(lm, tok_dir):
+def evaluate(lm, tok_dir, tasks=TASKS):
     import lm_eval
     from lm_eval.tasks import TaskManager
 
@@ -66,7 +67,7 @@ def evaluate(lm, tok_dir):
         },
     )
     return lm_eval.simple_evaluate(
-        model=lm, tasks=[f"evalkit_{t}" for t in TASKS], task_manager=tm, bootstrap_iters=0
+        model=lm, tasks=[f"evalkit_{t}" for t in tasks], task_manager=tm, bootstrap_iters=0
     )
 
 
@@ -107,5 +108,20 @@ def test_every_long_task_has_a_yaml():
         "fwe",
         "kv_retrieval",
         "kv_retrieval_uuid",
+        *DECODE_VARIANTS,
     }
     assert names == {f"evalkit_{n}" for n in expected}
+
+
+def test_lm_eval_scores_decode_heavy_tasks_per_item(tok_dir):
+    tasks = ["copy_list", "kv_recite_long"]
+    res = evaluate(model(lambda doc: " " + " ".join(doc["outputs"])), tok_dir, tasks)
+    for t in tasks:
+        r = res["results"][f"evalkit_{t}"]
+        assert r["item_match_all,none"] == 1.0 and r["item_fraction,none"] == 1.0 and r["4096,none"] == 1.0
+    half = evaluate(
+        model(lambda doc: " " + " ".join(doc["outputs"][: len(doc["outputs"]) // 2])), tok_dir, tasks
+    )
+    for t in tasks:
+        r = half["results"][f"evalkit_{t}"]
+        assert r["item_match_all,none"] == 0.0 and r["item_fraction,none"] == 0.5

@@ -30,6 +30,12 @@ EXPECTED = [
     "fwe",
     "kv_retrieval",
     "kv_retrieval_uuid",
+    "copy_list",
+    "copy_list_long",
+    "kv_recite",
+    "kv_recite_long",
+    "register",
+    "register_long",
 ]
 
 

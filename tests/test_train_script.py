@@ -258,7 +258,19 @@ def test_install_refuses_a_folder_without_a_checkpoint(trm, tmp_path):
 
 @pytest.mark.parametrize(
     "family",
-    ["passkey", "niah_single", "niah_distractors", "niah_needles", "niah_multi", "niah_essay", "vt", "kv"],
+    [
+        "passkey",
+        "niah_single",
+        "niah_distractors",
+        "niah_needles",
+        "niah_multi",
+        "niah_essay",
+        "vt",
+        "kv",
+        "copy",
+        "recite",
+        "register",
+    ],
 )
 def test_task_rows_weight_exactly_the_answer(trm, worker_globals, monkeypatch, family):
     built = []
@@ -277,6 +289,24 @@ def test_task_rows_weight_exactly_the_answer(trm, worker_globals, monkeypatch, f
         assert context[0] == worker_globals["bos_id"]
         assert tok.decode(context[1:]) == ex.prompt
         assert all(a in ex.answer for a in ex.answers)
+
+
+def test_decode_item_counts_span_the_range_and_fit_the_row(trm):
+    rng = random.Random(5)
+    for family, (_, lo, hi, per_item, fixed) in trm.DECODE_ITEMS.items():
+        free = [trm.decode_items(family, rng, None) for _ in range(400)]
+        assert min(free) == lo and max(free) > 0.8 * hi and max(free) <= hi
+        capped = [trm.decode_items(family, rng, 512) for _ in range(200)]
+        assert max(capped) <= max(lo, (512 - fixed) / per_item)
+
+
+def test_size_presets_set_the_model_shape(trm, tmp_path):
+    _, s = trm.parse_args(["--out", str(tmp_path), "--size", "13m"])
+    assert (s.layers, s.hidden, s.heads, s.head_dim, s.intermediate) == trm.SIZES["13m"]
+    _, s = trm.parse_args(["--out", str(tmp_path), "--size", "10m", "--layers", "3"])
+    assert s.layers == 3 and s.hidden == trm.SIZES["10m"][1]
+    _, s = trm.parse_args(["--out", str(tmp_path)])
+    assert (s.layers, s.hidden) == (4, 256)  # default: the v1 size
 
 
 def test_batches_are_padded_rows_with_zero_pad_weight(trm, worker_globals):

@@ -26,6 +26,7 @@ from evalkit.errors import InputError
 
 from ..model.loader import LoadedModel, load_model
 from .config import EngineConfig
+from .cpu_threads import apply_cpu_threads
 from .forced import ForcedScore, copy_sequence_state, row_scores
 from .health import is_repetition, logit_flags, state_flags
 from .memory import gpu_pool_budget
@@ -67,6 +68,8 @@ class LLMEngine:
         # the CPU KDA prefill vectorises over the sequences of a call, in a way that depends on
         # their number; one call per sequence keeps each sequence's numerics its own
         self.state.serial_prefill = self.config.batch_invariant and self.model.device.type == "cpu"
+        if self.model.device.type == "cpu":
+            apply_cpu_threads()  # one thread unless EVALKIT_CPU_THREADS / OMP_NUM_THREADS say otherwise
         self.runner = ModelRunner(self.model, self.state, self.config)
         self.scheduler = Scheduler(
             self.config, self.state, on_admit=self.runner.bind, on_release=self.runner.detach

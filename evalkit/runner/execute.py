@@ -114,6 +114,8 @@ def samples_for(item: WorkItem, result: GenResult, prompt_hash: str) -> list[dic
                 sample["error"] = "scoring returned no result for this doc"
             else:
                 sample.update(correct=dict(s.correct), extracted=dict(s.extracted), score=dict(s.score))
+                if s.item_correct is not None:
+                    sample["item_correct"] = [bool(x) for x in s.item_correct]
         out.append(sample)
     return out
 
