@@ -48,8 +48,14 @@ def load_tokenizer(name_or_path: str | None) -> Any:
 
 
 def local_setup(
-    model: str | None, arm: str, note: str | None, device: str | None, max_num_seqs: int | None
+    model: str | None,
+    arm: str,
+    note: str | None,
+    device: str | None,
+    max_num_seqs: int | None,
+    data_parallel: int | None = None,
 ) -> Setup:
+    from evalkit.backends.data_parallel import DataParallelBackend, parse_devices
     from evalkit.backends.local import LocalBackend
 
     if arm not in STATE_DTYPES:
@@ -60,7 +66,11 @@ def local_setup(
     suite = None
     if model is None:
         model, suite = default_model()
-    backend = LocalBackend(model, state_dtype=arm, device=device, max_num_seqs=max_num_seqs)
+    devices = parse_devices(device, data_parallel)  # several: one engine process per device
+    if devices:
+        backend = DataParallelBackend(model, devices, state_dtype=arm, max_num_seqs=max_num_seqs)
+    else:
+        backend = LocalBackend(model, state_dtype=arm, device=device, max_num_seqs=max_num_seqs)
     desc = backend.describe()
     model_info = {"path": model, **desc.get("model", {})}
     arm_info = {
