@@ -9,6 +9,8 @@ prompt + tokens_to_generate <= target), so a "32k" doc prefills about 32k tokens
 
 Seeds: doc i at target L draws from `eval_rng(task, L, seed, i)`, seed default 42 and below
 1_000_000 (training seeds start there; see `generators`).
+
+Docs are built in worker processes and cached on disk (`parallel_build`, `prompt_cache`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from evalkit.errors import InputError
 from evalkit.tasks.base import DocRef, ScoredDoc, TaskRequest
 from evalkit.tasks.long_context.fitting import Fit, LengthError, fit_units
 from evalkit.tasks.long_context.generators import EVAL_SEED_DEFAULT, Example, eval_rng
+from evalkit.tasks.long_context.parallel_build import build_sized_requests
 from evalkit.tasks.long_context.scoring import found
 from evalkit.tasks.tokenizer import TokenizerView
 
@@ -132,13 +135,10 @@ class SizedTask:
         n_docs = self.num_docs if limit is None else int(limit)
         seed = resolve_seed(seed)
         ctx = self.context(data_dir)
-        out = []
         with progress(len(lengths) * n_docs, f"{self.name}") as bar:
-            for target in lengths:
-                for i in range(n_docs):
-                    out.append(self.sized_request(view, target, seed, i, ctx, apply_chat_template))
-                    bar.update(1)
-        return out
+            return build_sized_requests(
+                self, view, lengths, n_docs, seed, ctx, apply_chat_template, lambda: bar.update(1)
+            )
 
     def score(self, request: TaskRequest, response: str) -> list[ScoredDoc]:
         doc = request.docs[0]
