@@ -133,59 +133,72 @@ def run_evaluation(
     manifest["limit"] = spec.limit
     manifest["apply_chat_template"] = spec.apply_chat_template
 
+    from evalkit.runner.groups import request_batches
     from evalkit.tasks.long_context import base as long_context_base
 
-    requests_by_task = {}
+    build = dict(
+        tokenizer=tokenizer,
+        limit=spec.limit,
+        seed=spec.seed,
+        data_dir=spec.data_dir,
+        apply_chat_template=spec.apply_chat_template,
+    )
+    # requests arrive in batches as they are built (long-context docs build in worker processes
+    # while the backend answers the batches before them); bad input fails in the first batch,
+    # before the run directory exists
     shown, long_context_base.SHOW_PROGRESS = long_context_base.SHOW_PROGRESS, progress
     try:
-        for t in tasks:
-            requests_by_task[t.name] = t.requests(
-                tokenizer=tokenizer,
-                lengths=lengths[t.name],
-                limit=spec.limit,
-                seed=spec.seed,
-                data_dir=spec.data_dir,
-                apply_chat_template=spec.apply_chat_template,
-            )
-    finally:
+        batches = request_batches(tasks, lengths, build)
+        first = next(batches, [])
+        writer = RunWriter.open(spec.out_dir, manifest, resume=True)
+    except BaseException:
         long_context_base.SHOW_PROGRESS = shown
+        raise
+    done_keys = set(writer.done_keys)
+    bar = RunProgress(0, 0, enabled=progress, desc=f"{manifest.get('arm', {}).get('label', 'run')}")
+    counts = {"stored": 0, "errors": 0, "asked": 0, "skipped": 0}
 
-    writer = RunWriter.open(spec.out_dir, manifest, resume=True)
-    plan: Plan = build_plan(tasks, requests_by_task, set(writer.done_keys))
-    bar = RunProgress(
-        plan.total_docs,
-        plan.done_docs,
-        enabled=progress,
-        desc=f"{manifest.get('arm', {}).get('label', 'run')}",
-    )
-    hashes = [prompt_hash(item.request.prompt) for item in plan.items]
-    counts = {"stored": 0, "errors": 0}
+    def ask(batch: list[tuple[Any, list[Any]]]) -> None:
+        requests_by_task: dict[str, list[Any]] = {}
+        for task, reqs in batch:
+            requests_by_task.setdefault(task.name, []).extend(reqs)
+        plan: Plan = build_plan(list({t.name: t for t, _ in batch}.values()), requests_by_task, done_keys)
+        bar.grow(plan.total_docs, plan.done_docs)
+        counts["asked"] += len(plan.items)
+        counts["skipped"] += plan.done_docs
+        hashes = [prompt_hash(item.request.prompt) for item in plan.items]
 
-    def on_result(i: int, result: GenResult) -> None:
-        samples = samples_for(plan.items[i], result, hashes[i])
-        for s in samples:
-            writer.append(s)
-        n_err = sum(1 for s in samples if s["error"])
-        counts["stored"] += len(samples)
-        counts["errors"] += n_err
-        bar.update(len(samples), result.n_generated, n_err)
+        def on_result(i: int, result: GenResult) -> None:
+            samples = samples_for(plan.items[i], result, hashes[i])
+            for s in samples:
+                writer.append(s)
+            n_err = sum(1 for s in samples if s["error"])
+            counts["stored"] += len(samples)
+            counts["errors"] += n_err
+            bar.update(len(samples), result.n_generated, n_err)
+
+        if plan.items:
+            backend.generate([gen_request(it.request, spec.max_new_tokens) for it in plan.items], on_result)
 
     try:
-        backend.generate([gen_request(it.request, spec.max_new_tokens) for it in plan.items], on_result)
+        ask(first)
+        for batch in batches:
+            ask(batch)
     except BaseException:
         writer.close()  # every completed sample is already on disk; a re-run resumes
         raise
     finally:
         bar.close()
+        long_context_base.SHOW_PROGRESS = shown
     extra = after_generate() if after_generate else None
     summary = writer.finish(extra) if extra else writer.finish()
     return RunOutcome(
         out_dir=Path(spec.out_dir),
         summary=summary,
-        asked=len(plan.items),
+        asked=counts["asked"],
         stored=counts["stored"],
         errors=counts["errors"],
-        skipped=plan.done_docs,
+        skipped=counts["skipped"],
         tokens_per_s=bar.tokens_per_s,
         wall_s=time.perf_counter() - t0,
     )

@@ -29,6 +29,14 @@ class RunProgress:
                 smoothing=0.1,
             )
 
+    def grow(self, questions: int, already_done: int) -> None:
+        """More questions joined the run (a batch of requests was built), some already on disk."""
+        if self._bar is None:
+            return
+        self._bar.total = (self._bar.total or 0) + questions
+        self._bar.n += already_done
+        self._bar.refresh()
+
     def update(self, questions: int, tokens: int, errors: int = 0) -> None:
         self.tokens += tokens
         self.errors += errors

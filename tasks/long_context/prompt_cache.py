@@ -101,21 +101,20 @@ class PromptCache:
 
     @classmethod
     def open(cls, task: Any, tokenizer: Any, ctx: Any, seed: int, chat: bool) -> PromptCache | None:
-        """The cache for these docs, or None when caching is off or the material cannot be hashed."""
+        """The cache for these docs, or None when caching is off or the tokenizer or the material
+        cannot be fingerprinted."""
         root = cache_root()
         material = material_fingerprint(ctx)
         if root is None or material is None:
             return None
         from evalkit.store import config_hash
 
+        try:
+            tok = tokenizer_fingerprint(tokenizer)
+        except Exception:  # noqa: BLE001 -- a tokenizer we cannot fingerprint is built uncached
+            return None
         key = _sha(
-            str(CACHE_FORMAT),
-            task.name,
-            config_hash(task.config()),
-            tokenizer_fingerprint(tokenizer),
-            material,
-            str(seed),
-            str(bool(chat)),
+            str(CACHE_FORMAT), task.name, config_hash(task.config()), tok, material, str(seed), str(chat)
         )
         safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in task.name)
         return cls(root / safe / key[:32])
