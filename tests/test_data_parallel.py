@@ -63,3 +63,14 @@ def test_a_worker_that_cannot_start_is_one_line(tiny_hybrid_ckpt, tmp_path, caps
     assert cli(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "nodevice" in err[0], err
+
+
+def test_each_gpu_worker_sees_only_its_gpu():
+    from evalkit.backends.data_parallel import pin_visible_gpu
+
+    assert pin_visible_gpu("cuda:1", None) == ("cuda:0", "1")
+    assert pin_visible_gpu("cuda", None) == ("cuda:0", "0")
+    assert pin_visible_gpu("cuda:1", "4,6") == ("cuda:0", "6")
+    assert pin_visible_gpu("cpu", "4,6") == ("cpu", "4,6")
+    with pytest.raises(InputError):
+        pin_visible_gpu("cuda:2", "4,6")

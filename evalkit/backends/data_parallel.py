@@ -1,10 +1,11 @@
 """Data parallelism: one engine per device, each in its own process, the questions sharded among them.
 
 One process per device keeps each engine's CUDA context, allocator and CUDA graphs its own (and the
-GIL out of the way). Every result comes back to the parent through one queue, and the parent hands
-it to `on_result`, so the run directory keeps its single writer and samples are stored the moment
-any engine finishes them. The engine is batch-invariant (a sequence's numerics do not depend on the
-batch around it), so a sharded run gives the same samples as one device.
+GIL out of the way); a worker sees only its GPU (CUDA_VISIBLE_DEVICES), as cuda:0. Every result
+comes back to the parent through one queue, and the parent hands it to `on_result`, so the run
+directory keeps its single writer and samples are stored the moment any engine finishes them. The
+engine is batch-invariant (a sequence's numerics do not depend on the batch around it), so a
+sharded run gives the same samples as one device.
 
 Requests are dealt round-robin in plan order (the plan groups a task's lengths together, so every
 engine gets a like share of long and short prompts)."""
@@ -12,6 +13,7 @@ engine gets a like share of long and short prompts)."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import queue
 import traceback
 from typing import Any
@@ -43,9 +45,26 @@ def parse_devices(device: str | None, data_parallel: int | None) -> list[str] | 
     return devices if data_parallel > 1 else None
 
 
+def pin_visible_gpu(device: str, visible: str | None) -> tuple[str, str | None]:
+    """(device for the worker, its CUDA_VISIBLE_DEVICES): a worker for `cuda:N` sees only that GPU,
+    as its cuda:0, so Triton launches, CUDA graphs and the allocator all use it without a current-
+    device switch. `visible` is the parent's CUDA_VISIBLE_DEVICES (N indexes into it)."""
+    if not device.startswith("cuda"):
+        return device, visible
+    index = int(device.partition(":")[2] or 0)
+    ids = [x.strip() for x in visible.split(",") if x.strip()] if visible else None
+    if ids is not None and index >= len(ids):
+        raise InputError(f"--device {device}: CUDA_VISIBLE_DEVICES={visible} shows {len(ids)} GPUs")
+    return "cuda:0", ids[index] if ids is not None else str(index)
+
+
 def _worker(rank: int, engine_kwargs: dict[str, Any], inbox: Any, outbox: Any) -> None:
     """A worker process: build the engine, then answer batches until told to stop (None)."""
     try:
+        device, visible = pin_visible_gpu(engine_kwargs["device"], os.environ.get("CUDA_VISIBLE_DEVICES"))
+        if visible is not None:
+            os.environ["CUDA_VISIBLE_DEVICES"] = visible  # before anything initialises CUDA here
+        engine_kwargs = {**engine_kwargs, "device": device}
         from evalkit.backends.local import LocalBackend
 
         backend = LocalBackend(**engine_kwargs)
