@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from evalkit.backends.base import GenResult
 from evalkit.runner import RunSpec, run_evaluation
 from evalkit.runner.groups import request_batches
@@ -37,6 +39,9 @@ class Groups:
 
     def next_ready(self):
         return self.k >= len(self.ready) or self.ready[self.k]
+
+    def close(self):
+        self.events.append(f"closed {self.task.name}")
 
 
 class StreamedTask:
@@ -78,7 +83,10 @@ def test_batches_end_where_a_group_would_wait():
     events = []
     a = StreamedTask("a", events, [True, False, True])
     b = StreamedTask("b", events, [True, True, True])
-    batches = [[(t.name, r[0].prompt) for t, r in batch] for batch in request_batches([a, b], {"a": None, "b": None}, {})]
+    batches = [
+        [(t.name, r[0].prompt) for t, r in batch]
+        for batch in request_batches([a, b], {"a": None, "b": None}, {})
+    ]
     assert batches == [[("a", "a0")], [("a", "a1"), ("a", "a2"), ("b", "b0"), ("b", "b1"), ("b", "b2")]]
 
 
@@ -87,7 +95,8 @@ def test_generation_starts_before_later_groups_are_built(tmp_path):
     a = StreamedTask("a", events, [True, False, False])
     spec = RunSpec(tasks=[a], out_dir=tmp_path / "run", manifest={"model": {}, "arm": {"label": "x"}})
     out = run_evaluation(spec, RecordingBackend(events), None, progress=False)
-    assert events == ["built a0", "generate a0", "built a1", "generate a1", "built a2", "generate a2"]
+    built = [e for e in events if not e.startswith("closed")]
+    assert built == ["built a0", "generate a0", "built a1", "generate a1", "built a2", "generate a2"]
     assert out.stored == 3 and out.asked == 3
     again = run_evaluation(spec, RecordingBackend(events := []), None, progress=False)
     assert again.skipped == 3 and again.asked == 0 and not [e for e in events if e.startswith("generate")]
@@ -112,3 +121,17 @@ def test_long_context_run_with_worker_processes_equals_serial(tmp_path, monkeypa
         rows = [json.loads(x) for x in (tmp_path / workers / "samples.jsonl").read_text().splitlines()]
         runs[workers] = {(r["task"], r["doc_id"], r["length"]): r["prompt_hash"] for r in rows}
     assert len(runs["1"]) == 12 and runs["1"] == runs["2"]
+
+
+class FailingBackend(RecordingBackend):
+    def generate(self, requests, on_result):
+        raise RuntimeError("engine died")
+
+
+def test_a_failed_run_stops_the_builders(tmp_path):
+    events = []
+    a, b = StreamedTask("a", events, [True, False, False]), StreamedTask("b", events, [False] * 3)
+    spec = RunSpec(tasks=[a, b], out_dir=tmp_path / "run", manifest={"model": {}, "arm": {"label": "x"}})
+    with pytest.raises(RuntimeError, match="engine died"):
+        run_evaluation(spec, FailingBackend(events), None, progress=False)
+    assert "closed a" in events and "closed b" in events and "built a1" not in events

@@ -147,11 +147,12 @@ def run_evaluation(
     # while the backend answers the batches before them); bad input fails in the first batch,
     # before the run directory exists
     shown, long_context_base.SHOW_PROGRESS = long_context_base.SHOW_PROGRESS, progress
+    batches = request_batches(tasks, lengths, build)
     try:
-        batches = request_batches(tasks, lengths, build)
         first = next(batches, [])
         writer = RunWriter.open(spec.out_dir, manifest, resume=True)
     except BaseException:
+        batches.close()
         long_context_base.SHOW_PROGRESS = shown
         raise
     done_keys = set(writer.done_keys)
@@ -186,6 +187,7 @@ def run_evaluation(
             ask(batch)
     except BaseException:
         writer.close()  # every completed sample is already on disk; a re-run resumes
+        batches.close()  # and the document builders stop
         raise
     finally:
         bar.close()

@@ -32,18 +32,23 @@ def request_batches(
     (of this task, or the first of the next) would have to wait for its builders. `build` holds
     requests()'s other keyword arguments (tokenizer, limit, seed, data_dir, apply_chat_template)."""
     batch: list[tuple[Any, list[Any]]] = []
-    pending = _start(tasks[0], lengths[tasks[0].name], build) if tasks else None
-    for k, task in enumerate(tasks):
-        current, pending = pending, None
-        nxt = tasks[k + 1] if k + 1 < len(tasks) else None
-        for group in current:
+    current = pending = None
+    try:
+        pending = _start(tasks[0], lengths[tasks[0].name], build) if tasks else None
+        for k, task in enumerate(tasks):
+            current, pending = pending, None
+            nxt = tasks[k + 1] if k + 1 < len(tasks) else None
+            for group in current:
+                if pending is None and nxt is not None:
+                    pending = _start(nxt, lengths[nxt.name], build)
+                batch.append((task, group))
+                if not (_ready(current) and _ready(pending)):  # something would wait: ask what is here
+                    yield batch
+                    batch = []
             if pending is None and nxt is not None:
                 pending = _start(nxt, lengths[nxt.name], build)
-            batch.append((task, group))
-            if not (_ready(current) and _ready(pending)):  # something would wait: generate what is here
-                yield batch
-                batch = []
-        if pending is None and nxt is not None:
-            pending = _start(nxt, lengths[nxt.name], build)
-    if batch:
-        yield batch
+        if batch:
+            yield batch
+    finally:  # a run that stops early (an error, Ctrl-C) stops the builders too
+        for groups in (current, pending):
+            getattr(groups, "close", lambda: None)()

@@ -119,7 +119,7 @@ class SizedBuild:
 
     def close(self) -> None:
         if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool.shutdown(wait=True, cancel_futures=True)  # docs being built finish (seconds)
             self.pool = None
 
 
@@ -145,6 +145,9 @@ class BuildGroups:
         except BaseException:
             b.close()
             raise
+
+    def close(self) -> None:
+        self.build.close()
 
     def next_ready(self) -> bool:
         b = self.build
