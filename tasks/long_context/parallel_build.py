@@ -3,7 +3,7 @@
 Fitting one 128k-token doc takes 1-2 s of tokenization on one core, and the docs are independent
 (doc i at target L draws from its own seeded rng), so they are built in a process pool, in target
 order, so that a run can start on the first length while the next ones build (`SizedBuild.groups`).
-Workers are forked where the platform allows it: they inherit the task, tokenizer and shared
+Workers are forked on Linux: they inherit the task, tokenizer and shared
 material without pickling, and only tokenize (never touch a GPU). The docs come back in the serial
 order, equal to a serial build. `EVALKIT_PROMPT_WORKERS` sets the pool size (1: serial, in this
 process); by default one worker per core but one, at most 16."""
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import sys
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -48,8 +49,13 @@ def _build(target: int, index: int) -> tuple[int, int, TaskRequest]:
 
 
 def _context():
-    methods = mp.get_all_start_methods()
-    return mp.get_context("fork" if "fork" in methods else "spawn")
+    """fork on Linux (workers inherit the tokenizer and material); spawn elsewhere (macOS frameworks
+    are not fork-safe), which pickles them to each worker once."""
+    if sys.platform.startswith("linux"):
+        # the tokenizers library would print a warning per forked worker and turn its threads off there
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        return mp.get_context("fork")
+    return mp.get_context("spawn")
 
 
 class SizedBuild:
