@@ -22,6 +22,12 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+import bench_engine  # noqa: E402
+
+# evalkit from this checkout when it is not installed (also in spawned engine processes, which
+# import this module again)
+bench_engine.bootstrap_evalkit()
 
 
 class TimedBackend:
