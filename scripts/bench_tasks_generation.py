@@ -19,7 +19,11 @@ import sys
 import time
 from pathlib import Path
 
-from evalkit.tasks.data import BUNDLED_DIR
+# one doc's building cost, on one core: no prompt cache, no worker pool
+os.environ["EVALKIT_PROMPT_CACHE"] = "off"
+os.environ["EVALKIT_PROMPT_WORKERS"] = "1"
+
+from evalkit.tasks.data import BUNDLED_DIR  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 LONG = [

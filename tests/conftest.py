@@ -16,6 +16,11 @@ try:
 except ImportError:  # pragma: no cover
     pass
 
+# Long-context docs are built fresh in tests (no prompt cache in ~/.cache) and serially (no pool on a
+# shared 2-core box); tests of the cache and the pool turn them on themselves.
+os.environ.setdefault("EVALKIT_PROMPT_CACHE", "off")
+os.environ.setdefault("EVALKIT_PROMPT_WORKERS", "1")
+
 
 def _tiny(request: pytest.FixtureRequest, kind: str) -> Path:
     from evalkit.testing import build_tiny_checkpoint

@@ -132,7 +132,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     loc = parser.add_argument_group("local engine")
     loc.add_argument("--max-num-seqs", type=int, help="most sequences decoded together")
-    loc.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda if available)")
+    loc.add_argument(
+        "--device",
+        help="cpu | cuda | cuda:N (default: cuda if available); several, comma-separated "
+        "(cuda:0,cuda:1): one engine process per device, the questions sharded among them",
+    )
+    loc.add_argument(
+        "--data-parallel",
+        type=int,
+        metavar="N",
+        help="N engine processes (on cuda:0 … cuda:N-1, or N on the one --device)",
+    )
 
 
 def default_out(model: str | None, servers: list[str], arm: str) -> Path:
@@ -229,6 +239,7 @@ def main(args: argparse.Namespace) -> int:
             args.device,
             args.max_num_seqs,
             trust_remote_code=args.trust_remote_code,
+            data_parallel=args.data_parallel,
         )
 
     suite = setup.default_suite  # the reference model's suite fills what the command leaves out

@@ -117,25 +117,35 @@ def local_setup(
     prefill_budget: int | None = None,
     encode_cache: dict[str, Any] | None = None,
     trust_remote_code: bool = False,
+    data_parallel: int | None = None,
 ) -> Setup:
     """`loaded`: the already loaded `model` (a `LoadedModel`: the sweep loads it once for all arms);
-    `prefill_budget`: rows per prefill forward, shared by arms compared together (LocalBackend)."""
+    `prefill_budget`: rows per prefill forward, shared by arms compared together (LocalBackend);
+    several devices (`device` "cuda:0,cuda:1" or `data_parallel` N): one engine process each."""
+    from evalkit.backends.data_parallel import DataParallelBackend, parse_devices
     from evalkit.backends.local import LocalBackend
 
     arm = parse_local_arm(arm) if isinstance(arm, str) else arm
     suite = None
-    check_device(device)
     if model is None:
         model, suite = default_model()
-    backend = LocalBackend(
-        loaded or model,
-        arm=arm,
-        device=device,
-        max_num_seqs=max_num_seqs,
-        prefill_budget=prefill_budget,
-        encode_cache=encode_cache,
-        trust_remote_code=trust_remote_code,
-    )
+    devices = parse_devices(device, data_parallel)  # several: one engine process per device
+    for d in devices or [device]:
+        check_device(d)
+    if devices:
+        backend = DataParallelBackend(
+            model, devices, arm=arm, max_num_seqs=max_num_seqs, trust_remote_code=trust_remote_code
+        )
+    else:
+        backend = LocalBackend(
+            loaded or model,
+            arm=arm,
+            device=device,
+            max_num_seqs=max_num_seqs,
+            prefill_budget=prefill_budget,
+            encode_cache=encode_cache,
+            trust_remote_code=trust_remote_code,
+        )
     model_info = {
         "path": model,
         **backend.describe().get("model", {}),

@@ -3,10 +3,10 @@
 Per token the cache holds the normalised latent c [kv_lora_rank] and the shared k_rot
 [qk_rope_head_dim] (one row of a paged pool, `ForwardBatch.mla_slot_mapping`). Prefill (and decode
 on CPU) expands the whole cached context with kv_b_proj and runs softmax attention per sequence,
-as transformers does. Decode on GPU absorbs kv_b_proj into the query and the output (exact: there
-is no RoPE) and runs `mla_decode_attention` (Triton) over the paged latents, so that a CUDA graph
-of fixed width can replay it whatever the context lengths (on CPU under TRITON_INTERPRET=1 too,
-which is how the tests run this GPU path)."""
+as transformers does (`mla_prefill`: SDPA, on the GPU its flash kernel). Decode on GPU absorbs
+kv_b_proj into the query and the output (exact: there is no RoPE) and runs `mla_decode_attention`
+(Triton) over the paged latents, so that a CUDA graph of fixed width can replay it whatever the
+context lengths (on CPU under TRITON_INTERPRET=1 too, which is how the tests run this GPU path)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from evalkit import kernels
 
 from ..batch import ForwardBatch
 from ..config import KimiArch
+from .mla_prefill import causal_prefill_attention
 from .norm import rms_norm
 
 MLA_DECODE_SPLIT = 2048  # tokens per split of the split-KV decode kernel
@@ -73,21 +74,9 @@ class MLAttention(nn.Module):
         start = 0
         for rows, m in zip(batch.context_rows, batch.new_lens):
             lat = pool[rows].to(q.dtype)
-            L = lat.shape[0]
             k, v = self._expand(lat)
             qi = q[start : start + m].transpose(0, 1)  # [H, m, qk]
-            mask = None
-            if m > 1:
-                if q.is_cuda:
-                    from torch.nn.attention.bias import causal_lower_right
-
-                    mask = causal_lower_right(m, L)
-                else:
-                    pos = torch.arange(L - m, L, device=q.device)
-                    mask = torch.arange(L, device=q.device)[None, :] <= pos[:, None]
-            oi = F.scaled_dot_product_attention(
-                qi[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None], attn_mask=mask, scale=self.scale
-            )[0]
+            oi = causal_prefill_attention(qi, k.transpose(0, 1), v.transpose(0, 1), self.scale)
             out[start : start + m] = oi.transpose(0, 1)
             start += m
         return out

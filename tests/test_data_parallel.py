@@ -1,0 +1,76 @@
+"""`evalkit run --device cpu,cpu`: two engine processes, questions sharded, results funnelled to the
+one writer; the samples equal a one-device run's (the engine is batch-invariant)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evalkit.backends.data_parallel import parse_devices
+from evalkit.cli import main as cli
+from evalkit.errors import InputError
+from evalkit.tasks.data import BUNDLED_DIR
+
+COMMON = ["--arm", "fp32", "--tasks", "gsm8k", "--limit", "5", "--max-new-tokens", "8", "--no-progress"]
+
+
+def _samples(out: Path) -> dict:
+    rows = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
+    return {(s["task"], str(s["doc_id"])): s for s in rows}
+
+
+def test_parse_devices():
+    assert parse_devices(None, None) is None and parse_devices("cuda:1", None) is None
+    assert parse_devices("cuda:0, cuda:1", None) == ["cuda:0", "cuda:1"]
+    assert parse_devices(None, 2) == ["cuda:0", "cuda:1"] == parse_devices("cuda", 2)
+    assert parse_devices("cpu", 3) == ["cpu"] * 3
+    assert parse_devices("cpu", 1) is None
+    with pytest.raises(InputError):
+        parse_devices("cuda:0,cuda:1", 3)
+    with pytest.raises(InputError):
+        parse_devices(None, 0)
+
+
+def test_two_cpu_workers_equal_one_device(tiny_hybrid_ckpt, tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    data = ["--model", str(tiny_hybrid_ckpt), "--data-dir", str(BUNDLED_DIR), *COMMON]
+    assert cli(["run", *data, "--device", "cpu", "--out", str(one)]) == 0
+    assert cli(["run", *data, "--device", "cpu,cpu", "--out", str(two)]) == 0
+    a, b = _samples(one), _samples(two)
+    assert len(a) == 5 and a.keys() == b.keys()
+    assert len({s["response"] for s in a.values()}) > 1, "responses too alike to catch a mix-up"
+    for k in a:
+        for field in ("prompt_hash", "response", "n_generated", "finish_reason", "correct", "error"):
+            assert a[k][field] == b[k][field], (k, field)
+    backend = json.loads((two / "manifest.json").read_text())["backend"]
+    assert backend["devices"] == ["cpu", "cpu"] and backend["name"] == "local"
+    assert json.loads((two / "summary.json").read_text()) == json.loads((one / "summary.json").read_text())
+
+
+def test_a_worker_that_cannot_start_is_one_line(tiny_hybrid_ckpt, tmp_path, capsys):
+    args = [
+        "run",
+        "--model",
+        str(tiny_hybrid_ckpt),
+        *COMMON,
+        "--device",
+        "cpu,nodevice",
+        "--out",
+        str(tmp_path),
+    ]
+    assert cli(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nodevice" in err[0], err
+
+
+def test_each_gpu_worker_sees_only_its_gpu():
+    from evalkit.backends.data_parallel import pin_visible_gpu
+
+    assert pin_visible_gpu("cuda:1", None) == ("cuda:0", "1")
+    assert pin_visible_gpu("cuda", None) == ("cuda:0", "0")
+    assert pin_visible_gpu("cuda:1", "4,6") == ("cuda:0", "6")
+    assert pin_visible_gpu("cpu", "4,6") == ("cpu", "4,6")
+    with pytest.raises(InputError):
+        pin_visible_gpu("cuda:2", "4,6")
