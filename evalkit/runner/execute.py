@@ -238,10 +238,10 @@ def run_evaluation(
     return RunOutcome(
         out_dir=Path(spec.out_dir),
         summary=summary,
-        asked=counts["asked"],
+        asked=len(plan.items),
         stored=counts["stored"],
         errors=counts["errors"],
-        skipped=counts["skipped"],
+        skipped=plan.done_docs,
         tokens_per_s=bar.tokens_per_s,
         prompt_tokens_per_s=bar.prompt_tokens_per_s,
         wall_s=time.perf_counter() - t0,

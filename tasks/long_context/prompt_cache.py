@@ -11,6 +11,7 @@ file is a miss. Root: `EVALKIT_PROMPT_CACHE` ("off" disables it), else
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -21,7 +22,7 @@ from typing import Any
 
 from evalkit.tasks.base import DocRef, TaskRequest
 
-CACHE_FORMAT = 1  # bump when the stored layout or the request-building code changes meaning
+CACHE_FORMAT = 2  # 2: docs keep their reference answer (DocRef.gold)  # bump when the stored layout or the request-building code changes meaning
 ENV = "EVALKIT_PROMPT_CACHE"
 OFF = {"off", "0", "none", "false", ""}
 
@@ -75,7 +76,7 @@ def _to_json(req: TaskRequest) -> dict[str, Any]:
         "prompt": req.prompt,
         "max_new_tokens": req.max_new_tokens,
         "until": req.until,
-        "docs": [{"doc_id": d.doc_id, "target": d.target, "meta": d.meta} for d in req.docs],
+        "docs": [dataclasses.asdict(d) for d in req.docs],
         "length": req.length,
         "meta": req.meta,
     }
@@ -87,7 +88,7 @@ def _from_json(d: dict[str, Any]) -> TaskRequest:
         prompt=d["prompt"],
         max_new_tokens=d["max_new_tokens"],
         until=d["until"],
-        docs=[DocRef(x["doc_id"], x["target"], x["meta"]) for x in d["docs"]],
+        docs=[DocRef(**x) for x in d["docs"]],
         length=d["length"],
         meta=d["meta"],
     )
