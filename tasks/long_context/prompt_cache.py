@@ -22,7 +22,7 @@ from typing import Any
 
 from evalkit.tasks.base import DocRef, TaskRequest
 
-CACHE_FORMAT = 2  # 2: docs keep their reference answer (DocRef.gold)  # bump when the stored layout or the request-building code changes meaning
+CACHE_FORMAT = 2  # bump when the stored layout or request building changes meaning (2: DocRef.gold kept)
 ENV = "EVALKIT_PROMPT_CACHE"
 OFF = {"off", "0", "none", "false", ""}
 
