@@ -7,6 +7,7 @@
 #             128k prompt through the engine at Kimi-Linear-48B dims (scripts/bench_mla_prefill.py)
 #      GPU 1: the GDN kernels vs FLA (decode, prefill) and a real-size random-weights engine run
 #             at Qwen3.5-35B-A3B dims, all arms (scripts/bench_gdn.py)                (issue 18)
+# On a one-GPU machine part A is skipped (it needs two) and B's two parts run one after the other.
 # Everything lands in OUTDIR/perf.tar.gz.
 #   bash scripts/h200x2_perf.sh OUTDIR
 set -u
@@ -15,12 +16,20 @@ W=/tmp/perf
 mkdir -p "$W" "$OUT_DIR"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 t0=$(date +%s)
-python3 -c "import torch; print('GPUs', torch.cuda.device_count())"
-timeout 210 python3 scripts/bench_data_parallel.py --out "$W/data-parallel" > "$W/data-parallel.log" 2>&1
-echo "A. data parallel rc=$? after $(( $(date +%s) - t0 )) s"; tail -5 "$W/data-parallel.log"
-CUDA_VISIBLE_DEVICES=0 timeout 300 python3 scripts/bench_mla_prefill.py --out "$W/mla-prefill" > "$W/mla.log" 2>&1 &
-CUDA_VISIBLE_DEVICES=1 timeout 300 python3 scripts/bench_gdn.py --out "$W/bench-gdn" --skip correctness \
-  --engine-arch qwen3.5-35b-a3b --budget-s 220 > "$W/bench-gdn.log" 2>&1 &
+GPUS=$(python3 -c "import torch; print(torch.cuda.device_count())")
+echo "GPUs: $GPUS"
+if [ "$GPUS" -ge 2 ]; then
+  timeout 210 python3 scripts/bench_data_parallel.py --out "$W/data-parallel" > "$W/data-parallel.log" 2>&1
+  echo "A. data parallel rc=$? after $(( $(date +%s) - t0 )) s"; tail -5 "$W/data-parallel.log"
+  G1=1
+else
+  echo "A. data parallel skipped: one GPU"
+  G1=0
+fi
+CUDA_VISIBLE_DEVICES=0 timeout 280 python3 scripts/bench_mla_prefill.py --out "$W/mla-prefill" > "$W/mla.log" 2>&1 &
+[ "$GPUS" -ge 2 ] || wait
+CUDA_VISIBLE_DEVICES=$G1 timeout 280 python3 scripts/bench_gdn.py --out "$W/bench-gdn" --skip correctness \
+  --engine-arch qwen3.5-35b-a3b --budget-s 200 > "$W/bench-gdn.log" 2>&1 &
 wait
 echo "B. done after $(( $(date +%s) - t0 )) s"; tail -3 "$W/mla.log"; tail -3 "$W/bench-gdn.log"
 tar -czf "$OUT_DIR/perf.tar.gz" -C /tmp perf
