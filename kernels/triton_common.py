@@ -177,12 +177,13 @@ def store_state(S, elem, pos, key, STORAGE: tl.constexpr, MANT_BITS: tl.constexp
 @triton.jit
 def _decode_fp8(c, N: tl.constexpr, EMIN: tl.constexpr, MAXC: tl.constexpr, TINY: tl.constexpr):
     """uint32 fp8 codes -> fp32: normal codes by bit arithmetic, subnormal ones as code x TINY
-    (exact), codes above MAXC (NaN) as NaN."""
+    (exact), codes above MAXC (NaN) as NaN. The sign is OR-ed in as a bit for both, so -0 stays
+    -0 (a `where(neg, -x, x)` loaded +0 for the code 0x80 on the H200)."""
     mag = c & 0x7F
-    neg = (c >> 7) != 0
-    normal = (((mag + ((EMIN - 1) << N)) << (23 - N)) | ((c >> 7) << 31)).to(tl.float32, bitcast=True)
-    tiny = mag.to(tl.float32) * TINY
-    v = tl.where(mag < (1 << N), tl.where(neg, -tiny, tiny), normal)
+    sign = (c >> 7) << 31
+    normal = ((mag + ((EMIN - 1) << N)) << (23 - N)) | sign
+    tiny = (mag.to(tl.float32) * TINY).to(tl.uint32, bitcast=True) | sign
+    v = tl.where(mag < (1 << N), tiny, normal).to(tl.float32, bitcast=True)
     return tl.where(mag > MAXC, float("nan"), v)
 
 
