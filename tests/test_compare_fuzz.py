@@ -5,6 +5,7 @@ Examples are derandomized so that CI sees the same cases on every run.
 """
 
 import contextlib
+import copy
 import io
 import json
 import math
@@ -145,7 +146,7 @@ def test_mutated_manifest(field, value, whole):
         path.write_text(json.dumps(manifest))
         _check(*_compare(base, cand))
         if isinstance(manifest, dict) and isinstance(manifest.get("tasks"), dict):
-            manifest["tasks"]["gsm8k"] = value
+            manifest["tasks"]["gsm8k"] = copy.deepcopy(value)  # `value` may be that very dict
             path.write_text(json.dumps(manifest))
             _check(*_compare(base, cand))
 

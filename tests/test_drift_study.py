@@ -64,13 +64,13 @@ def test_identical_fp32_is_exactly_zero_and_the_floor_is_not(study):
         arms = s["study"][mode]["arms"]
         assert arms["fp32"]["mean_kl"]["max"] == 0.0 and arms["fp32"]["state_rel_err_end"]["max"] == 0.0
         assert arms["fp32"]["growth"]["kl"]["main"]["verdict"] == "zero"
-    # the toy's CPU recurrence is token by token: cutting its blocks elsewhere changes only the
-    # batch shapes of its matmuls, a floor (0 or last-bit noise, as the BLAS has it) far below fp16
+    # cutting the blocks elsewhere changes the CPU prefill's chunking and the batch shapes of the
+    # matmuls: a floor of last-bit noise (0 where the BLAS happens to agree), far below fp16's
     for mode in ("prefill", "decode"):
         arms = s["study"][mode]["arms"]
-        assert 0 <= arms[AA_ARM]["mean_kl"]["max"] < 1e-6 * arms["fp16"]["mean_kl"]["min"]
+        assert 0 <= arms[AA_ARM]["mean_kl"]["max"] < 1e-3 * arms["fp16"]["mean_kl"]["min"]
         fl = arms["fp16"]["floor"]["kl_last_bucket"]
-        assert fl["den_zero"] == 4 or fl["ratio"] > 1e6
+        assert fl["den_zero"] == 4 or fl["ratio"] > 1e3
 
 
 def test_verdicts_are_pasteable_sentences(study):
