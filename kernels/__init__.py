@@ -16,7 +16,8 @@ from __future__ import annotations
 import os
 
 # The format vocabulary needs no torch (a light install parses arms); everything else does.
-from .formats import FormatError, StateFormat, parse_format
+from .errors import FormatError, KernelError, KernelInputError, TwinMismatch
+from .formats import StateFormat, parse_format
 
 try:
     import torch
@@ -33,13 +34,14 @@ if torch is not None:
     from . import kda_decode as _kda_decode_pkg  # noqa: F401
     from . import kda_prefill as _kda_prefill_pkg  # noqa: F401
     from . import short_conv as _short_conv_pkg  # noqa: F401
-    from .common import STATE_DTYPES, KernelInputError, resolve_state_dtype, state_dtype_name
+    from .common import STATE_DTYPES, resolve_state_dtype, state_dtype_name
     from .rounding import round_to_format
-    from .twin_check import TwinChecker, TwinMismatch
+    from .twin_check import TwinChecker
 
 __all__ = [
     "STATE_DTYPES",
     "FormatError",
+    "KernelError",
     "KernelInputError",
     "StateFormat",
     "TwinChecker",

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import torch
 
-from .common import STATE_DTYPES, KernelInputError, check_kda_args, check_varlen, flat_a_log
+from .common import STATE_DTYPES, check_kda_args, check_varlen, flat_a_log
+from .errors import KernelInputError
 from .formats import parse_format
 from .rounding import round_to_format
 

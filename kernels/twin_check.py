@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from evalkit.errors import EvalkitError
-
 from . import cpu
 from .common import resolve_format
+from .errors import TwinMismatch
 from .formats import StateFormat
 from .rounding import round_to_format
 
@@ -34,10 +33,6 @@ TWIN_FORMATS = (
 )  # fmt: skip
 # a deliberately wrong build of a format with each rounding (what --self-test must catch)
 WRONG_ROUNDING = {"rtne": "rtz", "sr": "rtz", "rtz": "rtne"}
-
-
-class TwinMismatch(EvalkitError):
-    """A 16-bit launch differed from its fp32 twin."""
 
 
 @dataclass
