@@ -1,1 +1,2 @@
-"""kda_prefill op: Triton kernel (kernel.py) and its wrapper (wrapper.py), CPU implementation (cpu.py), float64 reference (reference.py), naive torch form (naive.py)."""
+"""kda_prefill op: Triton kernel (kernel.py) and wrapper (wrapper.py), CPU implementation (cpu.py),
+float64 reference (reference.py), naive torch form (naive.py)."""
