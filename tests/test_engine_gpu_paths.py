@@ -32,7 +32,7 @@ SCRIPT = textwrap.dedent("""
     out = {"tokens": [o.token_ids for o in outs], "logits": torch.cat(rows).tolist()}
     if sys.argv[2] == "triton":  # the Triton modules really ran in the interpreter
         from evalkit.kernels.kda_decode import wrapper
-        from evalkit.model.layers import mla_decode
+        from evalkit.kernels.mla_decode import kernel as mla_decode
         out["interpreted"] = [type(wrapper.kda_decode_kernel).__name__,
                               type(mla_decode._mla_partial_kernel).__name__]
     print(json.dumps(out))
@@ -59,8 +59,8 @@ def test_triton_path_matches_cpu_path(tiny_hybrid_ckpt):
 KERNEL_SCRIPT = textwrap.dedent("""
     import json
     import torch
-    from evalkit.model.layers import mla_decode as M
-    assert type(M._mla_partial_kernel).__name__ == "InterpretedFunction"
+    from evalkit.kernels.mla_decode import kernel, wrapper as M
+    assert type(kernel._mla_partial_kernel).__name__ == "InterpretedFunction"
     g = torch.Generator().manual_seed(0)
     H, R, P, bs = 3, 32, 16, 16
     lens = [1, 37, 2048, 2049, 4500]

@@ -31,7 +31,7 @@ SCRIPT = textwrap.dedent("""
     out = {"tokens": [o.token_ids for o in outs], "logits": torch.cat(rows).tolist()}
     if sys.argv[2] == "triton":  # the Triton modules really ran in the interpreter
         from evalkit.kernels.kda_decode import wrapper
-        from evalkit.model.layers import mla_decode
+        from evalkit.kernels.mla_decode import kernel as mla_decode
         out["interpreted"] = [type(wrapper.kda_decode_kernel).__name__,
                               type(mla_decode._mla_partial_kernel).__name__]
     print(json.dumps(out))
