@@ -113,7 +113,7 @@ def _all_checks(ckpt: str) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    kern = __import__("evalkit.drift.recurrent_rounding", fromlist=["x"])
+    kern = __import__("evalkit.kernels.kda_decode.recurrent", fromlist=["x"])
     assert type(kern._recurrent_rounded_kernel).__name__ == "InterpretedFunction"
     out = {"cases": {f"{a}-{i}": _case(kern, a, i) for a, i in CASES}}
     out["self_check"] = kern.check_against_decode_loop(H=2, K=16, V=32, T=20, device="cpu")
