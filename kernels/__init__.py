@@ -1,6 +1,6 @@
-"""KDA kernels (installed as `evalkit.kernels`): one op per folder, each with its Triton kernel,
-Python wrapper and naive reference; the state pool's storage format (`formats.StateFormat`: fp32,
-fp16, bf16, fp8, mN x rtne/sr/rtz) is a build constant, defined bit for bit by `rounding`.
+"""KDA kernels (installed as `evalkit.kernels`): one op per folder; the state pool's storage
+format (`formats.StateFormat`: fp32, fp16, bf16, fp8, mN x rtne/sr/rtz) is a build constant,
+defined bit for bit by `rounding`.
 
 Public entry points dispatch on the tensors' device (`dispatch.py`): CUDA tensors -> the Triton
 kernels; CPU tensors -> `evalkit.kernels.cpu` (float32 torch), or the Triton kernels in Triton's
