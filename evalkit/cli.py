@@ -13,7 +13,7 @@ import sys
 import evalkit
 from evalkit import __version__
 from evalkit.config_file import parse_with_config
-from evalkit.errors import EvalkitError
+from evalkit.errors import is_user_error
 from evalkit.extras import MissingExtraError, missing_extra_message
 
 # subcommand -> (module under evalkit.commands, one-line help)
@@ -55,11 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_with_config(sub_parser, argv[1:])  # plain parse_args unless it takes --config
     try:
         return int(module.main(args) or 0)
-    except EvalkitError as exc:
-        print(f"evalkit {command}: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except ModuleNotFoundError as exc:  # a light install (no `engine` extra) reaching for torch
-        message = missing_extra_message(exc)
+    except Exception as exc:
+        if is_user_error(exc):
+            print(f"evalkit {command}: error: {exc}", file=sys.stderr)
+            return exc.exit_code
+        # a light install (no `engine` extra) reaching for torch
+        message = missing_extra_message(exc) if isinstance(exc, ModuleNotFoundError) else None
         if message is None:
             raise
         print(f"evalkit {command}: error: {message}", file=sys.stderr)

@@ -7,17 +7,12 @@ from __future__ import annotations
 
 import torch
 
-from evalkit.errors import EvalkitError
-
-from .formats import FormatError, StateFormat, parse_format, storage_dtypes
+from .errors import FormatError, KernelInputError
+from .formats import StateFormat, parse_format, storage_dtypes
 
 # the 16/32-bit pool dtypes (also the intra-chunk rounding dtypes); every storage: formats.STORAGES
 STATE_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 _NAME_OF = {v: k for k, v in storage_dtypes().items()}
-
-
-class KernelInputError(EvalkitError):
-    """A kernel was called with tensors of the wrong shape, dtype or device."""
 
 
 def state_dtype_name(dtype: torch.dtype) -> str:

@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .errors import FormatError
+
 if TYPE_CHECKING:
     import torch
 
@@ -48,10 +50,6 @@ def storage_dtypes() -> dict:
 ROUNDINGS = ("rtne", "sr", "rtz")
 # explicit mantissa bits of each storage (what "bits of margin" is measured against)
 MANTISSA_BITS = {"fp32": 23, "fp16": 10, "bf16": 7, "fp8_e4m3": 3, "fp8_e5m2": 2}
-
-
-class FormatError(ValueError):
-    """A state format name or combination that does not exist (one line, says what does)."""
 
 
 _NAME = re.compile(

@@ -111,6 +111,35 @@ def run_module_under_interpreter(path: str, timeout: int = 900) -> tuple[int, st
     return r.returncode, out
 
 
+def run_json_script(code: str, *args: str, interpret: bool = True, timeout: int = 900) -> dict:
+    """Run `python -c code args` in a fresh process (TRITON_INTERPRET=1 when `interpret`, see
+    `run_module_under_interpreter`) and return the JSON object its last stdout line prints.
+
+    The script must say what it executed: a non-empty list under "executed" (e.g. the Triton
+    kernels that ran interpreted, the checks it made). A failed run, a run that printed no result
+    or one that executed nothing raises AssertionError: an exit code alone proves nothing."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1" if interpret else "0"}
+    r = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
+    tail = r.stdout[-2000:] + "\n" + r.stderr[-3000:]
+    if r.returncode != 0:
+        raise AssertionError(f"the subprocess failed (exit {r.returncode}):\n{tail}")
+    lines = r.stdout.strip().splitlines()
+    try:
+        result = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        result = None
+    if not isinstance(result, dict) or not result.get("executed"):
+        raise AssertionError(f"the subprocess reported no result with a non-empty 'executed' list:\n{tail}")
+    return result
+
+
 def check_rounded_like_reference(
     stored: torch.Tensor, exact: torch.Tensor, *, rel_tol: float = 1e-5
 ) -> float:  # noqa: E501

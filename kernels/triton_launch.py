@@ -7,7 +7,7 @@ import os
 
 import torch
 
-from .common import KernelInputError
+from .errors import KernelInputError
 from .formats import ROUNDINGS, StateFormat
 from .rounding import sr_key
 

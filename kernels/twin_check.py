@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from evalkit.errors import EvalkitError
-
-from . import cpu
 from .common import resolve_format
+from .dispatch import KDA_POOL_ARG, implementation, use_triton
+from .errors import TwinMismatch
 from .formats import StateFormat
 from .rounding import round_to_format
 
@@ -34,10 +33,6 @@ TWIN_FORMATS = (
 )  # fmt: skip
 # a deliberately wrong build of a format with each rounding (what --self-test must catch)
 WRONG_ROUNDING = {"rtne": "rtz", "sr": "rtz", "rtz": "rtne"}
-
-
-class TwinMismatch(EvalkitError):
-    """A 16-bit launch differed from its fp32 twin."""
 
 
 @dataclass
@@ -68,12 +63,6 @@ def bits(t: torch.Tensor) -> torch.Tensor:
 
 def bit_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and torch.equal(bits(a), bits(b))
-
-
-def _use_triton(t: torch.Tensor) -> bool:
-    from . import use_triton
-
-    return use_triton(t)
 
 
 class TwinChecker:
@@ -123,37 +112,42 @@ class TwinChecker:
         return {k: s.as_dict() for k, s in sorted(self.stats.items())}
 
     # ------------------------------------------------------------------ the two ops
-    def kda_decode(
+    def kda_decode(self, *args, fmt=None, sr_seed: int = 0, positions=None) -> torch.Tensor:
+        """`evalkit.kernels.kda_decode`, checked against its fp32 twin when due."""
+        n = args[0].shape[0]
+        return self._launch("kda_decode", args, {}, fmt, n, sr_seed=sr_seed, positions=positions)
+
+    def kda_prefill(
         self,
-        q,
-        k,
-        v,
-        g_raw,
-        beta_raw,
-        A_log,
-        dt_bias,
-        state_pool,
-        slots,
-        *,
+        *args,
+        chunk_size: int = 64,
+        intra_chunk_dtype=None,
         fmt=None,
-        sr_seed=0,
+        sr_seed: int = 0,
         positions=None,
     ) -> torch.Tensor:
-        fmt = resolve_format(fmt, state_pool, positions, q.shape[0])
-        store = dict(sr_seed=sr_seed, positions=positions)
-        if _use_triton(q):
-            from .kda_decode.wrapper import decode_config
-            from .kda_decode.wrapper import kda_decode as impl
+        """`evalkit.kernels.kda_prefill`, checked against its fp32 twin when due."""
+        n = args[KDA_POOL_ARG + 1].numel()
+        options = dict(chunk_size=chunk_size, intra_chunk_dtype=intra_chunk_dtype)
+        return self._launch("kda_prefill", args, options, fmt, n, sr_seed=sr_seed, positions=positions)
 
-            config = decode_config(fmt, v.shape[-1])
-            launch = lambda pool, sl, f, rounding: impl(
-                q, k, v, g_raw, beta_raw, A_log, dt_bias, pool, sl, fmt=f, config=config, rounding=rounding,
-                **store,
-            )  # fmt: skip
-        else:
-            launch = lambda pool, sl, f, rounding: cpu.kda_decode(
-                q, k, v, g_raw, beta_raw, A_log, dt_bias, pool, sl, fmt=f, **store
-            )
+    def _launch(self, op: str, args: tuple, options: dict, fmt, n: int, **store) -> torch.Tensor:
+        """Run `op` on `args` (the public function's positional arguments); when due, first run the
+        fp32 twin on widened copies of the touched rows, then compare."""
+        inputs, rest = args[:KDA_POOL_ARG], args[KDA_POOL_ARG + 2 :]
+        state_pool, slots = args[KDA_POOL_ARG], args[KDA_POOL_ARG + 1]
+        fmt = resolve_format(fmt, state_pool, store["positions"], n)
+        impl = implementation(op, inputs[0])
+        triton = use_triton(inputs[0])
+        if triton and op == "kda_decode":  # the twin must run the same tile configuration
+            from .kda_decode.wrapper import decode_config
+
+            options = dict(options, config=decode_config(fmt, inputs[2].shape[-1]))
+
+        def launch(pool, sl, f, rounding):
+            build = dict(rounding=rounding) if triton else {}
+            return impl(*inputs, pool, sl, *rest, fmt=f, **options, **build, **store)
+
         if not self._due(fmt):
             return launch(state_pool, slots, fmt, None)
         idx = slots.long()
@@ -161,78 +155,8 @@ class TwinChecker:
         twin_slots = torch.arange(idx.numel(), device=slots.device, dtype=slots.dtype)
         o_twin = launch(twin, twin_slots, "fp32", None)
         o = launch(state_pool, slots, fmt, self._build_rounding(fmt))
-        self._compare(f"decode/{fmt.name}", o, o_twin, state_pool[idx], twin, fmt, store)
-        return o
-
-    def kda_prefill(
-        self,
-        q,
-        k,
-        v,
-        g_raw,
-        beta_raw,
-        A_log,
-        dt_bias,
-        state_pool,
-        slots,
-        cu_seqlens,
-        has_initial_state,
-        *,
-        chunk_size: int = 64,
-        intra_chunk_dtype=None,
-        fmt=None,
-        sr_seed: int = 0,
-        positions=None,
-    ) -> torch.Tensor:
-        fmt = resolve_format(fmt, state_pool, positions, slots.numel())
-        store = dict(sr_seed=sr_seed, positions=positions)
-        if _use_triton(q):
-            from .kda_prefill.wrapper import kda_prefill as impl
-
-            launch = lambda pool, sl, f, rounding: impl(
-                q,
-                k,
-                v,
-                g_raw,
-                beta_raw,
-                A_log,
-                dt_bias,
-                pool,
-                sl,
-                cu_seqlens,
-                has_initial_state,
-                chunk_size=chunk_size,
-                intra_chunk_dtype=intra_chunk_dtype,
-                fmt=f,
-                rounding=rounding,
-                **store,
-            )
-        else:
-            launch = lambda pool, sl, f, rounding: cpu.kda_prefill(
-                q,
-                k,
-                v,
-                g_raw,
-                beta_raw,
-                A_log,
-                dt_bias,
-                pool,
-                sl,
-                cu_seqlens,
-                has_initial_state,
-                chunk_size=chunk_size,
-                intra_chunk_dtype=intra_chunk_dtype,
-                fmt=f,
-                **store,
-            )
-        if not self._due(fmt):
-            return launch(state_pool, slots, fmt, None)
-        idx = slots.long()
-        twin = state_pool[idx].to(torch.float32)
-        twin_slots = torch.arange(idx.numel(), device=slots.device, dtype=slots.dtype)
-        o_twin = launch(twin, twin_slots, "fp32", None)
-        o = launch(state_pool, slots, fmt, self._build_rounding(fmt))
-        self._compare(f"prefill/{fmt.name}", o, o_twin, state_pool[idx], twin, fmt, store)
+        kind = op.removeprefix("kda_")
+        self._compare(f"{kind}/{fmt.name}", o, o_twin, state_pool[idx], twin, fmt, store)
         return o
 
     def _compare(self, key, o, o_twin, rows, twin32, fmt: StateFormat, store: dict) -> None:

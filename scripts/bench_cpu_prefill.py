@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from evalkit.kernels import cpu
+from evalkit.kernels.kda_decode.cpu import prepare, step
 from evalkit.reference_model import default_model_path
 
 F32 = torch.float32
@@ -31,8 +32,8 @@ F32 = torch.float32
 
 def token_loop_prefill(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, cu_seqlens,
                        has_initial_state, *, chunk_size=64, intra_chunk_dtype=None):  # fmt: skip
-    """The CPU prefill before the chunked form (one cpu._step per token), kept here as the baseline."""
-    qn, kn, vv, g, beta = cpu._prepare(q, k, v, g_raw, beta_raw, A_log, dt_bias)
+    """The CPU prefill before the chunked form (one `step` per token), kept here as the baseline."""
+    qn, kn, vv, g, beta = prepare(q, k, v, g_raw, beta_raw, A_log, dt_bias)
     decay = torch.exp(g)
     cu = cu_seqlens.long()
     lens = cu[1:] - cu[:-1]
@@ -45,7 +46,7 @@ def token_loop_prefill(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slo
     for t in range(int(lens_sorted[0]) if lens_sorted.numel() else 0):
         n = int((lens_sorted > t).sum())
         rows = starts[:n] + t
-        o[rows] = cpu._step(S[:n], qn[rows], kn[rows], vv[rows], decay[rows], beta[rows])
+        o[rows] = step(S[:n], qn[rows], kn[rows], vv[rows], decay[rows], beta[rows])
     state_pool[idx] = S.to(state_pool.dtype)
     return o.to(q.dtype)
 

@@ -88,7 +88,7 @@ def kernel_check(args) -> dict:
             "fused_decode": False if not torch.cuda.is_available() else args.fused_decode,
         }
     try:
-        from evalkit.drift.recurrent_rounding import check_against_decode_loop
+        from evalkit.kernels.kda_decode.recurrent import check_against_decode_loop
 
         rep = check_against_decode_loop(H=32, K=128, V=128, T=256, device="cuda")
     except Exception as exc:  # noqa: BLE001

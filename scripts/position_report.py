@@ -1,5 +1,5 @@
 """Item accuracy by position in the answer, candidate run against baseline run, for every
-decode-heavy task and length the runs hold (evalkit.stats.positions).
+decode-heavy task and length the runs hold (evalkit.compare.positions).
 
     python scripts/position_report.py BASELINE_RUN CANDIDATE_RUN --out DIR [--bucket 16]
 
@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from evalkit.stats.positions import position_report
+from evalkit.compare.positions import position_report
 from evalkit.store.reader import load_run
 
 

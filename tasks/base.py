@@ -9,9 +9,11 @@ keyed by (task, doc_id, length).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, Union
 
-from evalkit.backends.base import Prompt
+# A prompt is plain text, pre-tokenized ids, or chat messages ([{"role": ..., "content": ...}]).
+# Tasks make prompts and backends consume them; it lives here, below both.
+Prompt = Union[str, list[int], list[dict[str, str]]]
 
 
 @dataclass

@@ -9,10 +9,6 @@ the tests below assert on it.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -113,9 +109,10 @@ def _all_checks(ckpt: str) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    kern = __import__("evalkit.drift.recurrent_rounding", fromlist=["x"])
+    kern = __import__("evalkit.kernels.kda_decode.recurrent", fromlist=["x"])
     assert type(kern._recurrent_rounded_kernel).__name__ == "InterpretedFunction"
     out = {"cases": {f"{a}-{i}": _case(kern, a, i) for a, i in CASES}}
+    out["executed"] = [f"case {c}" for c in out["cases"]]
     out["self_check"] = kern.check_against_decode_loop(H=2, K=16, V=32, T=20, device="cpu")
     q, k, v, gr, beta, A_log, dt_bias, init = _inputs(seed=1)
     try:
@@ -130,21 +127,13 @@ def _all_checks(ckpt: str) -> dict:
 # ---- the tests ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def results(tiny_pure_kda_ckpt):
+    from evalkit.kernels.testing import run_json_script
+
     code = (
         "import json, sys; sys.path.insert(0, sys.argv[1]); import test_drift_recurrent as t; "
-        "print('RESULT' + json.dumps(t._all_checks(sys.argv[2])))"
+        "print(json.dumps(t._all_checks(sys.argv[2])))"
     )
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(Path(__file__).parent), str(tiny_pure_kda_ckpt)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT"))
-    return json.loads(line[len("RESULT") :])
+    return run_json_script(code, str(Path(__file__).parent), str(tiny_pure_kda_ckpt))
 
 
 @pytest.mark.parametrize("arm, has_init", CASES)

@@ -5,14 +5,11 @@ MoE) must give the CPU path's tokens and logits; the grouped MoE equals the dens
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import torch
 
+from evalkit.kernels.testing import run_json_script
 from evalkit.model import load_model
 
 SCRIPT = textwrap.dedent("""
@@ -30,9 +27,10 @@ SCRIPT = textwrap.dedent("""
     rows = [eng.runner.prefill([(seq, 70)], all_logits=True)[0][-2:]]
     rows += [eng.runner.decode([seq]) for _ in range(3)]
     out = {"tokens": [o.token_ids for o in outs], "logits": torch.cat(rows).tolist()}
+    out["executed"] = [f"generate {len(outs)} sequences", f"{len(rows)} logit rows"]
     if sys.argv[2] == "triton":  # the Triton modules really ran in the interpreter
         from evalkit.kernels.kda_decode import wrapper
-        from evalkit.model.layers import mla_decode
+        from evalkit.kernels.mla_decode import kernel as mla_decode
         out["interpreted"] = [type(wrapper.kda_decode_kernel).__name__,
                               type(mla_decode._mla_partial_kernel).__name__]
     print(json.dumps(out))
@@ -40,12 +38,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def _run(ckpt, mode: str) -> dict:
-    env = dict(os.environ, TRITON_INTERPRET="1" if mode == "triton" else "0")
-    res = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(ckpt), mode], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    return run_json_script(SCRIPT, str(ckpt), mode, interpret=mode == "triton", timeout=600)
 
 
 def test_triton_path_matches_cpu_path(tiny_hybrid_ckpt):
@@ -59,8 +52,8 @@ def test_triton_path_matches_cpu_path(tiny_hybrid_ckpt):
 KERNEL_SCRIPT = textwrap.dedent("""
     import json
     import torch
-    from evalkit.model.layers import mla_decode as M
-    assert type(M._mla_partial_kernel).__name__ == "InterpretedFunction"
+    from evalkit.kernels.mla_decode import kernel, wrapper as M
+    assert type(kernel._mla_partial_kernel).__name__ == "InterpretedFunction"
     g = torch.Generator().manual_seed(0)
     H, R, P, bs = 3, 32, 16, 16
     lens = [1, 37, 2048, 2049, 4500]
@@ -88,19 +81,15 @@ KERNEL_SCRIPT = textwrap.dedent("""
     c = M.mla_decode_attention(q_lat[:3], q_rot[:3], pool, tables[:3], ctx[:3], scale, bs, num_splits=2,
                                rows=2)
     print(json.dumps({"err": float((a - ref).abs().max()), "grid_invariant": bool(torch.equal(a, b)),
-                      "rows_invariant": bool(torch.equal(c[:2], a[:2])), "zeros": bool((c[2] == 0).all())}))
+                      "rows_invariant": bool(torch.equal(c[:2], a[:2])), "zeros": bool((c[2] == 0).all()),
+                      "executed": [f"{len(lens)} contexts", "num_splits 3, 8, 2"]}))
 """)
 
 
 def test_split_kv_mla_decode_kernel():
     """Contexts across split boundaries, scrambled blocks; the result of a row does not depend on
     the grid (num_splits) or on which rows are computed."""
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    res = subprocess.run(
-        [sys.executable, "-c", KERNEL_SCRIPT], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    out = json.loads(res.stdout.strip().splitlines()[-1])
+    out = run_json_script(KERNEL_SCRIPT, timeout=600)
     assert out["err"] < 1e-4 and out["grid_invariant"] and out["rows_invariant"] and out["zeros"]
 
 

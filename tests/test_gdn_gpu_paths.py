@@ -5,14 +5,12 @@ CPU path's tokens and logits."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import torch
 from gdn_fixtures import tiny_gdn
+
+from evalkit.kernels.testing import run_json_script
 
 SCRIPT = textwrap.dedent("""
     import json, sys, warnings
@@ -29,9 +27,10 @@ SCRIPT = textwrap.dedent("""
     rows = [eng.runner.prefill([(seq, 40)], all_logits=True)[0][-2:]]
     rows += [eng.runner.decode([seq]) for _ in range(2)]
     out = {"tokens": [o.token_ids for o in outs], "logits": torch.cat(rows).tolist()}
+    out["executed"] = [f"generate {len(outs)} sequences", f"{len(rows)} logit rows"]
     if sys.argv[2] == "triton":  # the Triton modules really ran in the interpreter
         from evalkit.kernels.kda_decode import wrapper
-        from evalkit.model.layers import mla_decode
+        from evalkit.kernels.mla_decode import kernel as mla_decode
         out["interpreted"] = [type(wrapper.kda_decode_kernel).__name__,
                               type(mla_decode._mla_partial_kernel).__name__]
     print(json.dumps(out))
@@ -39,12 +38,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def _run(ckpt, mode: str) -> dict:
-    env = dict(os.environ, TRITON_INTERPRET="1" if mode == "triton" else "0")
-    res = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(ckpt), mode], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    return run_json_script(SCRIPT, str(ckpt), mode, interpret=mode == "triton", timeout=600)
 
 
 def test_triton_path_matches_cpu_path(request):

@@ -10,7 +10,7 @@ import pytest
 
 if os.environ.get("TRITON_INTERPRET") == "1":  # kernels would be built for the interpreter
     pytest.skip("compiles for the GPU; not under TRITON_INTERPRET=1", allow_module_level=True)
-compile_check = pytest.importorskip("evalkit.kernels.compile_check")
+from evalkit.kernels import compile_check  # noqa: E402 - after the module-level skip
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from evalkit.kernels import STATE_DTYPES, KernelInputError, cpu, reference
+from evalkit.kernels.kda_decode import reference as decode_reference
 from evalkit.kernels.testing import check_rounded_like_reference, kda_inputs, random_cu_seqlens, random_pool
 
 H, K, V = 2, 16, 32
@@ -26,7 +27,7 @@ def test_reference_matches_transformers_recurrent_and_gate():
     T = 20
     x = kda_inputs(T, H, K, K)
     S0 = torch.randn(1, H, K, K)
-    g = reference.gate(x.g_raw, x.A_log, x.dt_bias)
+    g = decode_reference.gate(x.g_raw, x.A_log, x.dt_bias)
     # transformers' gate formula on the same numbers
     gx = x.g_raw + x.dt_bias.view(H, K)
     g_tf = -torch.exp(x.A_log.view(1, H, 1)) * torch.where(gx > 20, gx, torch.log(1 + torch.exp(gx)))
@@ -176,11 +177,11 @@ def test_naive_forms_match_reference():
 
     x = kda_inputs(1, H, K, V)
     S = torch.randn(H, K, V, dtype=torch.float64)
-    qn, kn = reference.l2norm(x.q[0]) * K**-0.5, reference.l2norm(x.k[0])
-    g, beta = reference.gate(x.g_raw, x.A_log, x.dt_bias)[0], torch.sigmoid(x.beta_raw[0].double())
+    qn, kn = decode_reference.l2norm(x.q[0]) * K**-0.5, decode_reference.l2norm(x.k[0])
+    g, beta = decode_reference.gate(x.g_raw, x.A_log, x.dt_bias)[0], torch.sigmoid(x.beta_raw[0].double())
     S_n, o_n = naive_decode_step(S, qn, kn, x.v[0].double(), g, beta)
     for h in range(H):
-        S_r, o_r = reference.step(S[h], qn[h], kn[h], x.v[0, h].double(), g[h], beta[h])
+        S_r, o_r = decode_reference.step(S[h], qn[h], kn[h], x.v[0, h].double(), g[h], beta[h])
         assert rel_err(S_n[h], S_r) < 1e-12 and rel_err(o_n[h], o_r) < 1e-12
 
     C, W, L = 6, 4, 9

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from evalkit.kernels import cpu, reference
+from evalkit.kernels.kda_decode.cpu import prepare, step
 from evalkit.kernels.kda_prefill import cpu_chunked
 from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool
 
@@ -44,10 +45,10 @@ def test_chunked_prefill_matches_float64_reference(small_groups, chunk_size, int
 
 
 def _token_loop(x, S: torch.Tensor) -> torch.Tensor:
-    """The recurrent form the chunked one replaced: one cpu._step per token."""
-    qn, kn, vv, g, beta = cpu._prepare(*x.args())
+    """The recurrent form the chunked one replaced: one kda_decode.cpu.step per token."""
+    qn, kn, vv, g, beta = prepare(*x.args())
     decay = torch.exp(g)
-    return torch.cat([cpu._step(S, qn[t : t + 1], kn[t : t + 1], vv[t : t + 1], decay[t : t + 1],
+    return torch.cat([step(S, qn[t : t + 1], kn[t : t + 1], vv[t : t + 1], decay[t : t + 1],
                                 beta[t : t + 1]) for t in range(qn.shape[0])])  # fmt: skip
 
 

@@ -1,5 +1,5 @@
 """Every state storage format through the real kernels against the float64 reference whose stores
-round the same way (`reference.store` with the format, on a float64 pool).
+round the same way (`kda_decode.reference.store` with the format, on a float64 pool).
 
 The CPU path runs in this process; the Triton kernels run in Triton's CPU interpreter in a fresh
 process (see tests/test_kernels_triton.py), where the `tk` tests execute."""

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from evalkit.kernels import STATE_DTYPES, KernelInputError, reference
+from evalkit.kernels.kda_decode import reference as decode_reference
 from evalkit.kernels.kda_prefill.naive import naive_chunked_kda
 from evalkit.kernels.testing import (
     check_rounded_like_reference,
@@ -207,8 +208,8 @@ def test_naive_chunked_form_matches_reference():
     T, K, V = 150, 8, 8
     x = kda_inputs(T, H, K, V)
     S0 = torch.randn(H, K, V, dtype=torch.float64)
-    qn, kn = reference.l2norm(x.q) * K**-0.5, reference.l2norm(x.k)
-    g, beta = reference.gate(x.g_raw, x.A_log, x.dt_bias), torch.sigmoid(x.beta_raw.double())
+    qn, kn = decode_reference.l2norm(x.q) * K**-0.5, decode_reference.l2norm(x.k)
+    g, beta = decode_reference.gate(x.g_raw, x.A_log, x.dt_bias), torch.sigmoid(x.beta_raw.double())
     o, S = naive_chunked_kda(qn, kn, x.v.double(), g, beta, S0)
     pool = S0[None].clone()
     o_ref = reference.kda_prefill(

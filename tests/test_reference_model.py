@@ -66,7 +66,8 @@ def test_environment_variable_points_at_another_copy(tmp_path, monkeypatch):
 
 
 def test_runner_default_model_reports_a_missing_model_as_a_user_error(tmp_path, monkeypatch):
-    setup = pytest.importorskip("evalkit.runner.setup")
+    from evalkit.runner import setup
+
     monkeypatch.setenv(rm.ENV_VAR, str(tmp_path / "nowhere"))
     with pytest.raises(EvalkitError):
         setup.default_model()
@@ -82,7 +83,8 @@ def test_suite_json_next_to_the_model_sets_the_default_suite(tmp_path, monkeypat
     (ckpt / rm.SUITE_FILE).write_text(json.dumps({"tasks": ["passkey", "vt"], "lengths": [4096], "limit": 7}))
     assert rm.DEFAULT_SUITE == rm.Suite(("passkey", "vt"), (4096,), 7)
     assert rm.default_tasks() == ["passkey", "vt"]
-    setup = pytest.importorskip("evalkit.runner.setup")
+    from evalkit.runner import setup
+
     assert setup.default_model() == (str(ckpt), rm.Suite(("passkey", "vt"), (4096,), 7))
     for bad in ({"tasks": ["vt"], "lengths": [65536], "limit": 20}, {"tasks": []}, "not json"):
         (ckpt / rm.SUITE_FILE).write_text(bad if isinstance(bad, str) else json.dumps(bad))

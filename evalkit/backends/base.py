@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Union
+from typing import Any, Protocol
 
-# A prompt is plain text, pre-tokenized ids, or chat messages ([{"role": ..., "content": ...}]).
-Prompt = Union[str, list[int], list[dict[str, str]]]
+from evalkit.tasks.base import Prompt
 
 
 @dataclass

@@ -187,6 +187,7 @@ def main(args: argparse.Namespace) -> int:
     from evalkit.drift import prompts as P
     from evalkit.drift.engine_adapter import EngineDriftModel
     from evalkit.drift.study import StudyConfig, run_study
+    from evalkit.kernels.errors import KernelError
 
     arms = _arms(args.arms)
     length = _length(args.length)
@@ -218,7 +219,7 @@ def main(args: argparse.Namespace) -> int:
             chunk_size=args.chunk_size,
             decode_impl=args.decode_impl,
         )
-    except EvalkitError:
+    except (EvalkitError, KernelError):
         raise
     except (OSError, ValueError) as exc:  # a missing or malformed checkpoint
         raise InputError(f"cannot load model {path}: {exc}") from None

@@ -10,7 +10,7 @@ Decode mode has two implementations that round the state identically (after ever
 - "block" (default): the block of teacher-forced tokens runs as one prefill-shaped forward,
   except that each KDA layer's recurrence steps token by token: load, fp32 update,
   round-to-nearest-even store, every token; on the GPU in one launch per layer and block
-  (`evalkit.drift.recurrent_rounding`, tested against the decode kernel), on the CPU through
+  (`evalkit.kernels.kda_decode.recurrent`, tested against the decode kernel), on the CPU through
   `kernels.kda_decode` per token. Teacher forcing makes this
   legitimate: layer l sees all its inputs for the block once layer l-1 is done. The dense parts
   (projections, MoE, MLA, conv) then run batched over the block, which changes their fp32
@@ -63,7 +63,7 @@ class _PerTokenRecurrence:
         init = has_initial_state.tolist()
         fused = self._fused and kernels.use_triton(q)
         if fused:
-            from evalkit.drift.recurrent_rounding import kda_recurrent_rounded
+            from evalkit.kernels.kda_decode.recurrent import kda_recurrent_rounded
         for i in range(len(cu) - 1):
             slot = slots[i : i + 1]
             if fused:
@@ -243,7 +243,7 @@ class EngineDriftModel:
             "decode_impl": self.decode_impl,
             "kda_chunk_size": self.kda_chunk_size,
             "decode_kernel": (
-                "one-launch per block (evalkit.drift.recurrent_rounding) where Triton runs"
+                "one-launch per block (evalkit.kernels.kda_decode.recurrent) where Triton runs"
                 if self.fused_decode
                 else "kernels.kda_decode per token"
             ),

@@ -144,9 +144,9 @@ def run_study(
                     open_session=opener,
                 )
             except Exception as exc:  # noqa: BLE001 - keep the other mode (e.g. out of memory in one)
-                from evalkit.errors import EvalkitError
+                from evalkit.errors import is_user_error
 
-                if isinstance(exc, EvalkitError):
+                if is_user_error(exc):
                     raise
                 record_error(summary, f"teacher-forced {mode}, prompt {i}", exc)
                 break
@@ -180,9 +180,9 @@ def run_study(
                 budget=budgets.get("generate"),
             )
         except Exception as exc:  # noqa: BLE001
-            from evalkit.errors import EvalkitError
+            from evalkit.errors import is_user_error
 
-            if isinstance(exc, EvalkitError):
+            if is_user_error(exc):
                 raise
             record_error(summary, "free running", exc)
     from evalkit.drift.verdict import verdicts

@@ -54,7 +54,6 @@ _WHERE = {
         "noninferiority_sample_size",
         "normal_sample_size",
     ],
-    "positions": ["PositionBucket", "position_differences", "position_report"],
     "accuracy": ["ProportionResult", "proportion", "wilson_ci", "z_value"],
     "stderr": ["lmeval_stderr"],
     "trend": [

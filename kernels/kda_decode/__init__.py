@@ -1,1 +1,2 @@
-"""kda_decode op: Triton kernel, wrapper, naive torch form."""
+"""kda_decode op: Triton kernel (kernel.py) and wrapper (wrapper.py), CPU implementation (cpu.py),
+float64 reference (reference.py), naive torch form (naive.py)."""

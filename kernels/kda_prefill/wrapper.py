@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 import triton
 
-from ..common import KernelInputError, check_kda_args, check_varlen, flat_a_log, resolve_format
+from ..common import check_kda_args, check_varlen, flat_a_log, resolve_format
+from ..errors import KernelInputError
 from ..formats import StateFormat
 from ..triton_launch import check_triton_device, format_constexprs, launch_key, pool_arg
 from .kernel import gate_cumsum_kernel, intra_kernel, output_kernel, solve_wy_kernel, state_pass_kernel

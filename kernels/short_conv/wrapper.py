@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import triton
 
-from ..common import KernelInputError
+from ..errors import KernelInputError
 from ..triton_launch import check_triton_device
 from .kernel import conv_decode_kernel, conv_prefill_kernel
 

@@ -9,7 +9,7 @@ Two rules:
 
 The sample's metric is then the exact-match bit (all items right) with the fraction of items
 right as its score, and the flags themselves are stored as `item_correct` for the analysis of
-accuracy by position (`evalkit.stats.positions`)."""
+accuracy by position (`evalkit.compare.positions`)."""
 
 from __future__ import annotations
 

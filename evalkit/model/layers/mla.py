@@ -15,13 +15,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from evalkit import kernels
+from evalkit.kernels.mla_decode import MLA_DECODE_SPLIT
 
 from ..batch import ForwardBatch
 from ..config import KimiArch
 from .mla_prefill import causal_prefill_attention
 from .norm import rms_norm
 
-MLA_DECODE_SPLIT = 2048  # tokens per split of the split-KV decode kernel
 KV_A_EPS = 1e-6  # transformers builds kv_a_layernorm without eps: its default 1e-6, not rms_norm_eps
 
 
@@ -82,7 +82,7 @@ class MLAttention(nn.Module):
         return out
 
     def _decode_absorbed(self, q: torch.Tensor, pool: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
-        from .mla_decode import mla_decode_attention
+        from evalkit.kernels.mla_decode.wrapper import mla_decode_attention
 
         w = self.kv_b.view(self.H, self.nope + self.vdim, self.R)
         q_nope, q_rot = q.split([self.nope, self.rope], dim=-1)

@@ -90,7 +90,7 @@ class GatedAttention(nn.Module):
         return out
 
     def _decode_paged(self, q: torch.Tensor, pool: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
-        from ..layers.mla_decode import mla_decode_attention
+        from evalkit.kernels.mla_decode.wrapper import mla_decode_attention
 
         B = q.shape[0]
         per_head = pool.view(pool.shape[0], self.Hkv, 2 * self.hd)

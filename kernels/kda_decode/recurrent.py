@@ -6,8 +6,10 @@ dtype. For a drift run over 64k tokens that is 64k launches per KDA layer and ar
 launch overhead for a 20-layer model). This kernel walks the block's tokens inside one program
 per (head, block of value columns) and rounds its register copy of the state to the pool dtype
 after every token, exactly where the decode kernel stores and reloads it: the same gate, norms,
-update order and tile layout (`evalkit.kernels.kda_decode`'s BV / num_warps / VEC per dtype),
+update order and tile layout (the decode wrapper's DECODE_TILES and VEC, imported from it),
 so the numbers are those of a token-by-token decode (tests check it against the decode loop).
+It is its own kernel, not the decode kernel called per token: the token loop must run inside
+the program, where the state stays in registers between tokens.
 
 Only one sequence per launch (a drift session holds one); the state is loaded from the pool slot
 (or zeros) and stored back once at the end, already rounded.
@@ -19,11 +21,11 @@ import torch
 import triton
 import triton.language as tl
 
-from evalkit.kernels.triton_common import kda_gate, l2norm_vec, round_state
+from ..errors import KernelInputError
+from ..triton_common import kda_gate, l2norm_vec, round_state
+from .wrapper import DECODE_TILES, VEC
 
-# (BV, num_warps) per pool dtype, as the decode kernel's DECODE_TILES; VEC as its layout constant.
-TILES = {"fp32": (32, 4), "fp16": (64, 4), "bf16": (64, 4)}
-VEC = 4
+# the pool dtypes this kernel stores (round to nearest only)
 _NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 
 
@@ -94,14 +96,16 @@ def kda_recurrent_rounded(
     V = v.shape[-1]
     name = _NAMES.get(state_pool.dtype)
     if name is None:
-        raise ValueError(f"unsupported state pool dtype {state_pool.dtype}")
+        raise KernelInputError(f"unsupported state pool dtype {state_pool.dtype}")
     if state_pool.shape[1:] != (H, K, V) or not state_pool.is_contiguous():
-        raise ValueError(f"state_pool must be contiguous [S, {H}, {K}, {V}], got {tuple(state_pool.shape)}")
+        raise KernelInputError(
+            f"state_pool must be contiguous [S, {H}, {K}, {V}], got {tuple(state_pool.shape)}"
+        )
     q, k, v, g_raw, beta_raw = (x.contiguous() for x in (q, k, v, g_raw, beta_raw))
     o = torch.empty(T, H, V, dtype=q.dtype, device=q.device)
     if T == 0:
         return o
-    bv, nw = TILES[name]
+    bv, nw = DECODE_TILES[name]
     BV = min(bv, triton.next_power_of_2(V))
     grid = (triton.cdiv(V, BV), H)
     _recurrent_rounded_kernel[grid](
@@ -137,7 +141,7 @@ def check_against_decode_loop(
     per pool dtype; `ok` when fp32 agrees to 1e-5 and each 16-bit state is closer to the decode
     loop's than a quarter of the rounding effect itself (the state never rounded). A GPU run calls
     this first and falls back to the per-token loop if it fails."""
-    from evalkit import kernels
+    from .. import kda_decode  # the public function (dispatching to the decode kernel)
 
     g = torch.Generator(device="cpu").manual_seed(seed)
 
@@ -156,7 +160,7 @@ def check_against_decode_loop(
         slot = torch.tensor([0], device=device)
         o_loop = torch.stack(
             [
-                kernels.kda_decode(
+                kda_decode(
                     q[t : t + 1],
                     k[t : t + 1],
                     v[t : t + 1],

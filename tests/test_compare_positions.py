@@ -1,4 +1,4 @@
-"""Item accuracy by answer position, paired between two runs (evalkit.stats.positions)."""
+"""Item accuracy by answer position, paired between two runs (evalkit.compare.positions)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from evalkit.stats import clustered_se, position_differences
+from evalkit.compare.positions import position_differences, position_report
+from evalkit.stats import clustered_se
 
 
 def _sample(doc_id, flags, task="copy_list_long", length=2048, error=None):
@@ -49,8 +50,6 @@ def test_pairs_only_questions_scored_in_both_runs():
 
 
 def test_report_covers_every_task_and_length_with_item_flags():
-    from evalkit.stats import position_report
-
     base = [_sample(0, [True, True]), _sample(0, [True], task="register", length=1024)]
     base.append({"task": "passkey", "doc_id": 0, "length": 4096, "error": None})  # no item flags
     cand = [_sample(0, [True, False]), _sample(0, [False], task="register", length=1024)]

@@ -1,0 +1,35 @@
+"""The causal short convolution on the CPU, float32 torch (F.conv1d over [pool | x])."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+F32 = torch.float32
+
+
+def causal_conv1d_prefill(x, weight, conv_pool, slots, cu_seqlens, has_initial_state) -> torch.Tensor:
+    T, C = x.shape
+    W = weight.shape[-1]
+    w = weight.reshape(C, 1, W).to(F32)
+    y = torch.empty(T, C, dtype=F32, device=x.device)
+    cu = cu_seqlens.tolist()
+    for n in range(len(cu) - 1):
+        bos, eos, slot = cu[n], cu[n + 1], int(slots[n])
+        prev = conv_pool[slot].to(F32)
+        if not bool(has_initial_state[n]):
+            prev = torch.zeros_like(prev)
+        window = torch.cat([prev, x[bos:eos].to(F32).T], dim=1)
+        y[bos:eos] = F.silu(F.conv1d(window[None], w, groups=C)[0]).T
+        conv_pool[slot] = window[:, -(W - 1) :].to(conv_pool.dtype)
+    return y.to(x.dtype)
+
+
+def causal_conv1d_decode(x, weight, conv_pool, slots) -> torch.Tensor:
+    B, C = x.shape
+    W = weight.shape[-1]
+    idx = slots.long()
+    window = torch.cat([conv_pool[idx].to(F32), x.to(F32)[:, :, None]], dim=2)  # [B, C, W]
+    y = F.silu((window * weight.reshape(1, C, W).to(F32)).sum(-1))
+    conv_pool[idx] = window[:, :, 1:].to(conv_pool.dtype)
+    return y.to(x.dtype)

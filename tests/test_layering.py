@@ -1,0 +1,152 @@
+"""The import graph, built statically (ast) over the source tree, obeys the layering:
+kernels at the bottom (they import nothing of evalkit), then model, engine, backends, and the
+commands on top; compare -> store -> stats; tasks beside the engine, using neither it nor the
+backends; and no cycles among the top-level subpackages. Imports inside functions count too:
+a lazy import is still a dependency."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# source folder -> the package name it is installed as (kernels/ and tasks/ live beside evalkit/)
+PACKAGES = {"evalkit": "evalkit", "kernels": "evalkit.kernels", "tasks": "evalkit.tasks"}
+
+# subpackage -> subpackages it must not import
+FORBIDDEN: dict[str, set[str]] = {
+    "model": {"engine", "backends", "runner", "serve", "commands"},
+    "engine": {"backends", "runner", "serve", "commands"},
+    "backends": {"runner", "serve", "commands"},
+    "stats": {"compare", "store"},
+    "store": {"compare"},
+    "tasks": {"backends", "engine"},
+}
+
+
+def _modules(root: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every .py file of the three source folders."""
+    found = {}
+    for folder, name in PACKAGES.items():
+        for f in sorted((root / folder).rglob("*.py")):
+            parts = [p for p in f.relative_to(root / folder).with_suffix("").parts if p != "__init__"]
+            if folder == "evalkit" and parts and parts[0] in ("kernels", "tasks"):
+                continue  # links to the folders beside evalkit/, read there
+            found[".".join([name, *parts])] = f
+    return found
+
+
+def _imported(module: str, path: Path, known: set[str]) -> set[str]:
+    """The evalkit modules `module` imports, anywhere in the file (top level or in a function)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            out.add(target)
+            out.update(f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in known)
+    return {m for m in out if m == "evalkit" or m.startswith("evalkit.")}
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    mods = _modules(root)
+    return {m: _imported(m, f, set(mods)) for m, f in mods.items()}
+
+
+def subpackage(module: str) -> str:
+    """evalkit.engine.scheduler -> 'engine'; evalkit.cli -> 'cli'; evalkit -> ''."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def violations(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for mod, targets in sorted(graph.items()):
+        layer = subpackage(mod)
+        for t in sorted(targets):
+            if layer == "kernels" and subpackage(t) != "kernels":
+                found.append(f"{mod} imports {t}: kernels import nothing of evalkit but evalkit.kernels")
+            elif subpackage(t) in FORBIDDEN.get(layer, ()):
+                found.append(f"{mod} imports {t}: {layer} must not import {subpackage(t)}")
+    return found
+
+
+def subpackage_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups (more than one member) of the subpackage graph (Tarjan)."""
+    edges: dict[str, set[str]] = {}
+    for mod, targets in graph.items():
+        a = subpackage(mod)
+        edges.setdefault(a, set()).update(b for t in targets if (b := subpackage(t)) not in ("", a))
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return groups
+
+
+def test_the_graph_covers_the_tree():
+    graph = import_graph()
+    assert {"evalkit.kernels.kda_decode.wrapper", "evalkit.tasks.base", "evalkit.engine"} <= set(graph)
+    assert "evalkit.kernels.formats" in graph["evalkit.kernels.common"]  # relative import resolved
+
+
+def test_layering():
+    assert violations(import_graph()) == []
+
+
+def test_no_cycles_among_subpackages():
+    assert subpackage_cycles(import_graph()) == []
+
+
+def test_a_planted_violation_is_found(tmp_path):
+    """The checks themselves can fail: a small tree with a kernel importing evalkit.errors, a
+    function-level import of the engine from a task, and a cycle between store and compare."""
+    files = {
+        "evalkit/__init__.py": "",
+        "evalkit/errors.py": "",
+        "evalkit/engine/__init__.py": "",
+        "evalkit/store/__init__.py": "from evalkit.compare import x\n",
+        "evalkit/compare/__init__.py": "from ..store import y\n",
+        "kernels/__init__.py": "",
+        "kernels/common.py": "from evalkit.errors import EvalkitError\n",
+        "tasks/__init__.py": "",
+        "tasks/base.py": "def f():\n    from evalkit.engine import LLMEngine\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    graph = import_graph(tmp_path)
+    found = "\n".join(violations(graph))
+    assert "evalkit.kernels.common imports evalkit.errors" in found
+    assert "evalkit.tasks.base imports evalkit.engine" in found
+    assert "evalkit.store imports evalkit.compare" in found
+    assert subpackage_cycles(graph) == [["compare", "store"]]
