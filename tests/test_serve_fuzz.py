@@ -108,7 +108,7 @@ def client(tiny_hybrid_ckpt):
     app = create_app(
         loop,
         engine.tokenizer,
-        lambda **p: make_params(engine, **p),
+        make_params,
         model_name="tiny",
         describe={},
         max_model_len=engine.config.max_model_len,
