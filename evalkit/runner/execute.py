@@ -157,38 +157,34 @@ def run_evaluation(
     manifest["gold_logprob"] = spec.gold_logprob
 
     from evalkit.tasks.data import recording_sources, source_identity
-    from evalkit.tasks.long_context import base as long_context_base
 
     requests_by_task = {}
-    # task-building bars only on a terminal (they flood CI logs)
-    shown, long_context_base.SHOW_PROGRESS = long_context_base.SHOW_PROGRESS, progress_mode(progress) == "bar"
-    try:
-        for t in tasks:
-            key = (
-                json.dumps(
-                    [t.name, t.config(), lengths[t.name], spec.limit, spec.seed, spec.data_dir],
-                    sort_keys=True,
-                    default=str,
-                )
-                + f"|chat={spec.apply_chat_template}"
+    building_bars = progress_mode(progress) == "bar"  # only on a terminal (they flood CI logs)
+    for t in tasks:
+        key = (
+            json.dumps(
+                [t.name, t.config(), lengths[t.name], spec.limit, spec.seed, spec.data_dir],
+                sort_keys=True,
+                default=str,
             )
-            cache = spec.request_cache if spec.request_cache is not None else {}
-            if key not in cache:  # (requests, the data they read): arms of a sweep share both
-                with recording_sources() as read:
-                    built = t.requests(
-                        tokenizer=tokenizer,
-                        lengths=lengths[t.name],
-                        limit=spec.limit,
-                        seed=spec.seed,
-                        data_dir=spec.data_dir,
-                        apply_chat_template=spec.apply_chat_template,
-                    )
-                cache[key] = (built, source_identity(read))
-            requests_by_task[t.name], data = cache[key]
-            if data is not None:  # part of the task's identity: resume refuses other data
-                manifest["tasks"][t.name]["data"] = data
-    finally:
-        long_context_base.SHOW_PROGRESS = shown
+            + f"|chat={spec.apply_chat_template}"
+        )
+        cache = spec.request_cache if spec.request_cache is not None else {}
+        if key not in cache:  # (requests, the data they read): arms of a sweep share both
+            with recording_sources() as read:
+                built = t.requests(
+                    tokenizer=tokenizer,
+                    lengths=lengths[t.name],
+                    limit=spec.limit,
+                    seed=spec.seed,
+                    data_dir=spec.data_dir,
+                    apply_chat_template=spec.apply_chat_template,
+                    show_progress=building_bars,
+                )
+            cache[key] = (built, source_identity(read))
+        requests_by_task[t.name], data = cache[key]
+        if data is not None:  # part of the task's identity: resume refuses other data
+            manifest["tasks"][t.name]["data"] = data
 
     writer = RunWriter.open(spec.out_dir, manifest, resume=True)
     plan: Plan = build_plan(tasks, requests_by_task, set(writer.done_keys))
