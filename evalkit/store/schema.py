@@ -30,10 +30,18 @@ def doc_sort_key(doc: str) -> tuple[int, int, str]:
     return 1, 0, doc
 
 
-def sample_key(sample: dict[str, Any]) -> tuple[str, str, int | None]:
-    """(task, str(doc_id), length): the identity of one question (at one context length)."""
-    length = sample.get("length")
-    return str(sample["task"]), str(sample["doc_id"]), None if length is None else int(length)
+SampleKey = tuple[str, str, int | None]
+
+
+def question_key(task: str, doc_id: Any, length: int | None) -> SampleKey:
+    """(task, str(doc_id), length): the identity of one question (at one context length); the
+    store pairs and resumes samples on it, the runner plans with it."""
+    return str(task), str(doc_id), None if length is None else int(length)
+
+
+def sample_key(sample: dict[str, Any]) -> SampleKey:
+    """The `question_key` of a stored sample."""
+    return question_key(sample["task"], sample["doc_id"], sample.get("length"))
 
 
 def _as_bool(name: str, value: Any) -> bool:
