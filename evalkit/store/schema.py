@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 REQUIRED_FIELDS = ("task", "doc_id", "prompt_hash", "target", "response", "correct", "error")
@@ -16,6 +17,56 @@ OPTIONAL_FIELDS = (
     "flags",
     "timings",
 )
+
+
+@dataclass
+class Sample:
+    """One samples.jsonl line as the runner writes it (`to_record()`: the JSON object, fields in
+    this order). Readers get plain dicts checked by `normalise_sample`: older runs and other
+    writers may carry fewer optional fields or more."""
+
+    task: str
+    doc_id: int | str
+    length: int | None
+    prompt_hash: str
+    prompt: Any  # as lm-eval's --log_samples: discordant questions stay readable; None: not stored
+    target: str
+    response: str
+    error: str | None  # set: the question failed for good and is not scored
+    n_generated: int | None = None
+    finish_reason: str | None = None
+    flags: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    generated_ids: list[int] | None = None
+    correct: dict[str, bool] = field(default_factory=dict)
+    score: dict[str, float] = field(default_factory=dict)
+    extracted: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # the `gold_*` fields, the request's `meta`
+    item_correct: list[bool] | None = None  # per-item verdicts of a multi-item answer
+
+    def to_record(self) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "task": self.task,
+            "doc_id": self.doc_id,
+            "length": self.length,
+            "prompt_hash": self.prompt_hash,
+            **({"prompt": self.prompt} if self.prompt is not None else {}),
+            "target": self.target,
+            "response": self.response,
+            "correct": self.correct,
+            "error": self.error,
+            "score": self.score,
+            "extracted": self.extracted,
+            "n_generated": self.n_generated,
+            "finish_reason": self.finish_reason,
+            "flags": self.flags,
+            "timings": self.timings,
+            "generated_ids": self.generated_ids,
+            **self.extra,
+        }
+        if self.item_correct is not None:
+            record["item_correct"] = self.item_correct
+        return record
 
 
 class SampleError(ValueError):
