@@ -1,7 +1,7 @@
 """The `evalkit` command line: one subcommand per module under `evalkit.commands`.
 
-Each command module exposes `register(subparsers)` and is imported only when its
-subcommand runs, so `evalkit compare` never pays for torch's import.
+Each command module exposes `add_arguments(parser)` and `main(args)`, and is imported only when
+its subcommand runs, so `evalkit compare` never pays for torch's import.
 """
 
 from __future__ import annotations

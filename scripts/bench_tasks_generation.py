@@ -65,7 +65,7 @@ def main() -> int:
 
         tok = AutoTokenizer.from_pretrained(args.tokenizer)
     else:
-        from evalkit.tasks.testing import tiny_tokenizer
+        from evalkit.tasks.tiny_tokenizer import tiny_tokenizer
 
         tok = tiny_tokenizer(data_dir=args.data_dir)
     view = TokenizerView(tok)

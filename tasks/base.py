@@ -65,6 +65,10 @@ class Task(Protocol):
         seed: int | None,
         data_dir: str | None,
         apply_chat_template: bool,
-    ) -> list[TaskRequest]: ...
+        show_progress: bool = True,
+    ) -> list[TaskRequest]:
+        """`show_progress`: a bar while documents are built (the runner turns it off, with the
+        libraries' own bars, off a terminal or with --no-progress)."""
+        ...
 
     def score(self, request: TaskRequest, response: str) -> list[ScoredDoc]: ...

@@ -133,9 +133,9 @@ class GSM8KTask:
         """The lm-eval task config evalkit runs (lm-eval's YAML with the data located)."""
         return with_data(lm_eval_yaml(self.name), locate_gsm8k(data_dir))
 
-    def build_lm_eval_task(self, cfg: dict[str, Any]):
+    def build_lm_eval_task(self, cfg: dict[str, Any], show_progress: bool = True):
         """lm-eval's task object, configured as `simple_evaluate` configures it."""
-        return build_task(cfg, self.num_fewshot, self.fewshot_seed)
+        return build_task(cfg, self.num_fewshot, self.fewshot_seed, show_progress)
 
     def requests(
         self,
@@ -146,13 +146,14 @@ class GSM8KTask:
         seed: int | None = None,
         data_dir: str | None = None,
         apply_chat_template: bool = False,
+        show_progress: bool = True,
     ) -> list[TaskRequest]:
         """One request per test doc (the first `limit`). `seed`, when given, replaces lm-eval's
         few-shot seed 1234 (lm-eval's --seed 4th slot); `lengths` does not apply."""
         source = locate_gsm8k(data_dir)
         if seed is not None:
             self.fewshot_seed = int(seed)
-        task = self.build_lm_eval_task(with_data(lm_eval_yaml(self.name), source))
+        task = self.build_lm_eval_task(with_data(lm_eval_yaml(self.name), source), show_progress)
         return task_requests(
             task,
             self.name,
@@ -163,6 +164,7 @@ class GSM8KTask:
             fewshot_as_multiturn=self.fewshot_as_multiturn,
             default_max_new_tokens=self.max_new_tokens,
             meta={"data": source.describe(), "fewshot_seed": self.fewshot_seed},
+            show_progress=show_progress,
         )
 
     def score(self, request: TaskRequest, response: str) -> list[ScoredDoc]:

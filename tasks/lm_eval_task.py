@@ -146,12 +146,10 @@ def quiet_lm_eval() -> None:
 
 
 @contextmanager
-def library_bars():
+def library_bars(show: bool = True):
     """lm-eval's and datasets' progress bars only where evalkit shows its own task-building bars
-    (a terminal, without --no-progress): elsewhere they flood the log."""
-    from evalkit.tasks.long_context import base as long_context_base
-
-    if long_context_base.SHOW_PROGRESS:
+    (`show`: a terminal, without --no-progress): elsewhere they flood the log."""
+    if show:
         yield
         return
     import datasets
@@ -170,12 +168,14 @@ def library_bars():
             datasets.enable_progress_bars()
 
 
-def build_task(cfg: dict[str, Any], num_fewshot: int | None, fewshot_seed: int) -> Any:
+def build_task(
+    cfg: dict[str, Any], num_fewshot: int | None, fewshot_seed: int, show_progress: bool = True
+) -> Any:
     """lm-eval's task object from a config dict, configured as `simple_evaluate` configures it."""
     from lm_eval.tasks import TaskManager
 
     quiet_lm_eval()
-    with library_bars():
+    with library_bars(show_progress):
         task = next(iter(TaskManager(include_defaults=False).load([cfg])["tasks"].values()))
     if num_fewshot is not None and task.get_config("num_fewshot") != 0:
         task.set_config(key="num_fewshot", value=num_fewshot)
@@ -215,13 +215,14 @@ def task_requests(
     fewshot_as_multiturn: bool,
     default_max_new_tokens: int,
     meta: dict[str, Any],
+    show_progress: bool = True,
 ) -> list[TaskRequest]:
     """One request per doc (the first `limit`), built by lm-eval's `build_all_requests`."""
     view = TokenizerView(tokenizer) if tokenizer is not None else None
     chat_template = None
     if apply_chat_template:
         chat_template = hf_chat_template(view) if view is not None else _messages_template
-    with library_bars():
+    with library_bars(show_progress):
         task.build_all_requests(
             limit=limit,
             rank=0,
@@ -362,12 +363,13 @@ class LmEvalTask:
         seed: int | None = None,
         data_dir: str | None = None,
         apply_chat_template: bool = False,
+        show_progress: bool = True,
     ) -> list[TaskRequest]:
         """`seed`, when given, replaces lm-eval's few-shot seed 1234; `lengths` does not apply."""
         if seed is not None:
             self.fewshot_seed = int(seed)
         cfg, data = located(self.yaml, data_dir)
-        self._task = build_task(cfg, self.num_fewshot, self.fewshot_seed)
+        self._task = build_task(cfg, self.num_fewshot, self.fewshot_seed, show_progress)
         return task_requests(
             self._task,
             self.name,
@@ -378,6 +380,7 @@ class LmEvalTask:
             fewshot_as_multiturn=self.fewshot_as_multiturn,
             default_max_new_tokens=self.max_new_tokens,
             meta={"fewshot_seed": self.fewshot_seed, **({"data": data} if data else {})},
+            show_progress=show_progress,
         )
 
     def score(self, request: TaskRequest, response: str) -> list[ScoredDoc]:

@@ -69,8 +69,9 @@ def test_step_loop_for_a_server(engine, free_run):
     b = engine.add_request(engine.tokenizer.encode("Weng earns"), SamplingParams(max_new_tokens=3))
     done, kinds = {}, []
     while engine.has_unfinished():
-        outs, n = engine.step()
-        kinds.append(n)
+        step = engine.step()
+        outs = step.outputs
+        kinds.append(step.prefilled_tokens - step.decoded_sequences)  # > 0 prefill, < 0 decode
         if a not in done and engine.partial_token_ids(a) is not None:
             assert engine.partial_token_ids(a) == free_run.token_ids[: len(engine.partial_token_ids(a))]
         for o in outs:

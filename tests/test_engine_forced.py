@@ -88,7 +88,7 @@ def test_row_scores_on_a_hand_computed_case():
 def _run_all(engine):
     outs = {}
     while engine.has_unfinished():
-        for out in engine.step()[0]:
+        for out in engine.step().outputs:
             outs[out.request_id] = out
     return outs
 

@@ -49,7 +49,7 @@ def test_serve_completion_equals_the_engine(ckpt):
         client = openai.OpenAI(base_url=srv.url, api_key="x", max_retries=0)
         r = client.completions.create(model="tiny-gdn", prompt="Question: 2+2?", max_tokens=12, temperature=0)
     ids = encode_prompt(oracle.tokenizer, "Question: 2+2?")
-    want = oracle.generate([ids], [make_params(oracle, max_tokens=12, stop=[])], use_tqdm=False)[0]
+    want = oracle.generate([ids], [make_params(max_tokens=12, stop=[])], use_tqdm=False)[0]
     assert r.choices[0].text == want.text and r.usage.completion_tokens == want.n_generated
 
 

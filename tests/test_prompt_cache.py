@@ -15,7 +15,7 @@ LENGTHS = [300, 700]
 
 @pytest.fixture(scope="module")
 def tok():
-    from evalkit.tasks.testing import tiny_tokenizer
+    from evalkit.tasks.tiny_tokenizer import tiny_tokenizer
 
     return tiny_tokenizer(data_dir=DATA)
 
@@ -55,7 +55,7 @@ def test_reads_come_from_the_cache(tok, tmp_path, monkeypatch):
 
 
 def test_changed_config_seed_tokenizer_or_chat_miss(tok, tmp_path, monkeypatch):
-    from evalkit.tasks.testing import tiny_tokenizer
+    from evalkit.tasks.tiny_tokenizer import tiny_tokenizer
 
     monkeypatch.setenv("EVALKIT_PROMPT_CACHE", str(tmp_path))
     _build(tok)

@@ -28,7 +28,7 @@ class RecordingBackend:
 
 
 def test_long_context_run_with_worker_processes_equals_serial(tmp_path, monkeypatch):
-    from evalkit.tasks.testing import tiny_tokenizer
+    from evalkit.tasks.tiny_tokenizer import tiny_tokenizer
 
     tok = tiny_tokenizer(data_dir=str(BUNDLED_DIR))
     runs = {}

@@ -110,7 +110,7 @@ def test_default_suite_names_registered_download_free_tasks(which):
 
 def test_default_suite_builds_at_its_lengths_with_a_small_tokenizer():
     from evalkit.tasks.registry import get_task
-    from evalkit.tasks.testing import tiny_tokenizer
+    from evalkit.tasks.tiny_tokenizer import tiny_tokenizer
 
     tok = tiny_tokenizer()
     for name in rm.DEFAULT_SUITE.tasks:

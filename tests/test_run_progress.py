@@ -9,6 +9,7 @@ from pathlib import Path
 from helpers.faulty_server import FaultyServer
 
 from evalkit.cli import main
+from evalkit.engine.step_result import StepResult
 from evalkit.runner.progress import RunProgress, estimate_prompt_tokens, progress_mode
 
 TASKS_DIR = Path(__file__).parent / "data" / "lm_eval_tasks"
@@ -38,14 +39,14 @@ def test_a_batched_local_prefill_has_a_token_eta_before_any_question_finishes():
     clock = Clock()
     p = _progress(clock)
     clock.t = 10.0
-    p.observe_step(50_000)  # 50k prompt tokens in 10 s
+    p.observe_step(StepResult(prefilled_tokens=50_000))  # 50k prompt tokens in 10 s
     assert p.done == 0 and p.prompt_tokens == 50_000
     # decoding has not run yet: the prefill left (350k at 5k tok/s) is a lower bound, shown so
     assert p.eta() == (70.0, False) and "ETA ≥1:10" in p.line()
     clock.t = 80.0
-    p.observe_step(350_000)  # all 400k prefilled, 5k tok/s
+    p.observe_step(StepResult(prefilled_tokens=350_000))  # all 400k prefilled, 5k tok/s
     clock.t = 82.0
-    p.observe_step(-4)  # 4 sequences decoded one token each in 2 s: 2 tok/s
+    p.observe_step(StepResult(decoded_sequences=4))  # 4 sequences decoded one token each in 2 s: 2 tok/s
     assert p.eta() == ((64 - 4) / 2, True)  # no prompt left; 60 tokens of budget at 2 tok/s
     clock.t = 84.0
     p.update(1, 1, prompt_tokens=100_000, estimated_prompt=100_000, budget=16)  # stopped early
@@ -114,9 +115,9 @@ def test_the_local_engine_reports_prefill_and_decode_steps_as_they_happen(tiny_p
     from evalkit.backends.local import LocalBackend
 
     backend = LocalBackend(str(tiny_pure_kda_ckpt), state_dtype="fp16", device="cpu")
-    steps: list[int] = []
+    steps: list[int] = []  # > 0: prompt tokens prefilled, < 0: sequences decoded
     results: list[tuple[int, int]] = []  # (steps seen when the result came, its n_prompt)
-    backend.step_observer = steps.append
+    backend.step_observer = lambda step: steps.append(step.prefilled_tokens - step.decoded_sequences)
     reqs = [GenRequest(prompt="hello " * k, max_new_tokens=4, ignore_eos=True) for k in (20, 30)]
     backend.generate(reqs, lambda i, r: results.append((len(steps), r.n_prompt)))
     assert sum(n for n in steps if n > 0) == sum(n for _, n in results)  # every prompt token

@@ -26,7 +26,7 @@ class ScriptedTask:
     def config(self):
         return {"n": self.n}
 
-    def requests(self, *, tokenizer, lengths, limit, seed, data_dir, apply_chat_template):
+    def requests(self, *, tokenizer, lengths, limit, seed, data_dir, apply_chat_template, show_progress=True):
         reqs = [TaskRequest(self.name, f"q{i}?", 8, ["\n"], [DocRef(i, str(i))]) for i in range(self.n)]
         multi = [DocRef(f"m{k}", f"m{k}") for k in range(3)]
         reqs.append(TaskRequest(self.name, "m?", 8, ["\n"], multi))
@@ -176,7 +176,7 @@ def test_a_local_run_refuses_a_free_arm_label(capsys):
 @pytest.mark.parametrize("progress, tty", [(False, True), (True, True), (True, False)])
 def test_no_progress_also_silences_the_document_building_bars(tmp_path, monkeypatch, progress, tty):
     """Long-context tasks show a bar while they build documents, only on a terminal and without
-    --no-progress (it filled run logs written to files); the switch is restored afterwards."""
+    --no-progress (it filled run logs written to files): the runner says so through `show_progress`."""
     import sys
 
     from evalkit.tasks.long_context import base
@@ -187,8 +187,8 @@ def test_no_progress_also_silences_the_document_building_bars(tmp_path, monkeypa
 
     class BuildingTask(ScriptedTask):
         def requests(self, **kw):
-            seen.append(base.SHOW_PROGRESS)
-            bar = base.progress(1, "building")
+            seen.append(kw["show_progress"])
+            bar = base.progress(1, "building", kw["show_progress"])
             seen.append(bar.disable)
             bar.close()
             return super().requests(**kw)
@@ -196,7 +196,6 @@ def test_no_progress_also_silences_the_document_building_bars(tmp_path, monkeypa
     run_evaluation(_spec(tmp_path, BuildingTask()), ScriptedBackend(), None, progress=progress)
     shown = progress and tty
     assert seen == [shown, not shown]
-    assert base.SHOW_PROGRESS is True
 
 
 def test_resume_retries_errored_samples_and_keeps_their_history(tmp_path):

@@ -37,7 +37,7 @@ def direct(engine, prompt, **kw):
     """The oracle: the same engine asked in-process, without HTTP."""
     kw = {"max_tokens": 16, "stop": [], **kw}
     ids = encode_prompt(engine.tokenizer, prompt)
-    return engine.generate([ids], [make_params(engine, **kw)], use_tqdm=False)[0]
+    return engine.generate([ids], [make_params(**kw)], use_tqdm=False)[0]
 
 
 def sse_events(resp: httpx.Response) -> list:

@@ -108,7 +108,7 @@ def client(tiny_hybrid_ckpt):
     app = create_app(
         loop,
         engine.tokenizer,
-        lambda **p: make_params(engine, **p),
+        make_params,
         model_name="tiny",
         describe={},
         max_model_len=engine.config.max_model_len,
@@ -143,6 +143,9 @@ FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 @given(case=mutated())
 @example(case=("/v1/completions", b'{"prompt": "a\\ud800b", "max_tokens": 1}'))  # once a plain-text 500
 @example(case=("/v1/completions", b'{"prompt": ["ok", "\\udfff"], "max_tokens": 1, "stream": true}'))
+@example(
+    case=("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "Hi"}], "model": "\\ud800"}')
+)
 def test_mutated_valid_requests_get_2xx_or_a_4xx_json_error(client, case):
     _check(client, *case)
 

@@ -48,7 +48,7 @@ def _client(engine, **kw):
     app = create_app(
         loop,
         tok,
-        lambda **p: make_params(engine, **p),
+        make_params,
         model_name="tiny",
         describe={},
         max_model_len=engine.config.max_model_len,

@@ -49,7 +49,7 @@ def test_64_clients_times_8_requests_all_answered_and_batched(tiny_hybrid_ckpt):
     assert health["finished"] == CLIENTS * PER_CLIENT and health["failed"] == 0
     # the answers are the engine's: check one request per client against an in-process engine
     oracle = LLMEngine(engine.loaded, state_dtype="fp32", device="cpu", max_num_seqs=64)
-    params = make_params(oracle, max_tokens=MAX_TOKENS, stop=[], ignore_eos=True)
+    params = make_params(max_tokens=MAX_TOKENS, stop=[], ignore_eos=True)
     picked = [(c, c % PER_CLIENT) for c in range(CLIENTS)]
     want = oracle.generate(
         [encode_prompt(oracle.tokenizer, _prompt(c, k)) for c, k in picked], params, use_tqdm=False

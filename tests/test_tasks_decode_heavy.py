@@ -91,5 +91,5 @@ def test_item_flags_reach_the_sample(tok):
     wrong_first = str((int(items[0]) + 1) % 10)
     result = GenResult(text=" ".join([wrong_first, *items[1:]]), n_generated=9)
     (sample,) = samples_for(WorkItem(task, req, {str(req.docs[0].doc_id)}), result, "h")
-    assert sample["item_correct"] == [False, True, True, True]
-    assert sample["correct"] == {"item_match_all": False} and sample["n_generated"] == 9
+    assert sample.item_correct == [False, True, True, True]
+    assert sample.correct == {"item_match_all": False} and sample.n_generated == 9

@@ -36,7 +36,7 @@ RESPONSES = [
 
 @pytest.fixture(scope="module")
 def tiny_tok():
-    from evalkit.tasks.testing import tiny_tokenizer
+    from evalkit.tasks.tiny_tokenizer import tiny_tokenizer
 
     return tiny_tokenizer(data_dir=str(DATA))
 

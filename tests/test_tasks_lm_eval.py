@@ -20,7 +20,7 @@ TASKS = ["passkey", "niah_single_1", "niah_multikey_2", "niah_single_2"]
 
 @pytest.fixture(scope="module")
 def tok_dir(tmp_path_factory):
-    from evalkit.tasks.testing import tiny_tokenizer
+    from evalkit.tasks.tiny_tokenizer import tiny_tokenizer
 
     path = tmp_path_factory.mktemp("tok")
     tiny_tokenizer(data_dir=str(DATA)).save_pretrained(path)

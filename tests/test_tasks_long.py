@@ -38,7 +38,7 @@ WRONG = " I could not find it."
 
 @pytest.fixture(scope="module")
 def tok():
-    from evalkit.tasks.testing import tiny_tokenizer
+    from evalkit.tasks.tiny_tokenizer import tiny_tokenizer
 
     return tiny_tokenizer(data_dir=str(DATA))
 
@@ -191,7 +191,7 @@ def test_reproducible_across_processes(tok):
     code = (
         "import hashlib, sys\n"
         "from evalkit.tasks.registry import get_task\n"
-        "from evalkit.tasks.testing import tiny_tokenizer\n"
+        "from evalkit.tasks.tiny_tokenizer import tiny_tokenizer\n"
         f"tok = tiny_tokenizer(data_dir={str(DATA)!r})\n"
         f"for n in {names!r}:\n"
         f"    rs = get_task(n).requests(tokenizer=tok, lengths=[4096], limit=2, data_dir={str(DATA)!r})\n"

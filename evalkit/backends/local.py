@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit.backends.base import GenRequest, GenResult, OnResult, Prompt
 from evalkit.errors import EvalkitError
+
+if TYPE_CHECKING:
+    from evalkit.engine import StepResult
 
 
 def encode_prompt(tokenizer: Any, prompt: Prompt) -> list[int]:
@@ -25,9 +28,7 @@ def encode_prompt(tokenizer: Any, prompt: Prompt) -> list[int]:
     return [int(t) for t in prompt]
 
 
-def make_params(
-    engine: Any, *, max_tokens: int, stop: list[str], ignore_eos: bool = False, min_tokens: int = 0
-) -> Any:
+def make_params(*, max_tokens: int, stop: list[str], ignore_eos: bool = False, min_tokens: int = 0) -> Any:
     """Greedy sampling parameters of the engine's own type."""
     from evalkit.engine.sampling import SamplingParams
 
@@ -51,13 +52,6 @@ def to_result(out: Any) -> GenResult:
         timings=timings,
         token_ids=[int(t) for t in out.token_ids],
     )
-
-
-def engine_step(engine: Any) -> tuple[list[Any], int]:
-    """One engine step: (outputs finished in it, sequences advanced if it was a decode step)."""
-    res = engine.step()
-    outputs, n = res if isinstance(res, tuple) else (res, 0)
-    return list(outputs), (-n if n < 0 else 0)
 
 
 class LocalBackend:
@@ -91,26 +85,25 @@ class LocalBackend:
         if engine is None:
             import torch
 
-            from evalkit.engine import LLMEngine
+            from evalkit.engine import EngineConfig, LLMEngine
 
-            kwargs: dict[str, Any] = dict(self.arm.engine_options())
             on_cpu = (device or ("cuda" if torch.cuda.is_available() else "cpu")) == "cpu"
             if prefill_budget is None and on_cpu:
                 prefill_budget = max(DEFAULT_PREFILL_CHUNK, self.arm.prefill_chunk_size)
-            if prefill_budget is not None:
-                kwargs["max_num_batched_tokens"] = prefill_budget
-            if device:
-                kwargs["device"] = device
-            if max_num_seqs:
-                kwargs["max_num_seqs"] = max_num_seqs
-            if trust_remote_code:
-                kwargs["trust_remote_code"] = True
-            engine = LLMEngine(model, **kwargs)
+            config = EngineConfig(
+                model=model,
+                **self.arm.engine_options(),
+                device=device or None,
+                max_num_seqs=max_num_seqs or None,
+                max_num_batched_tokens=prefill_budget,
+                trust_remote_code=trust_remote_code,
+            )
+            engine = LLMEngine(config=config)
         self.engine = engine
         self.tokenizer = engine.tokenizer
         self.encode_cache = encode_cache
-        # called after every engine step with its n (prompt tokens prefilled, or -sequences decoded)
-        self.step_observer: Callable[[int], None] | None = None
+        # called after every engine step (progress in tokens while nothing has finished yet)
+        self.step_observer: Callable[[StepResult], None] | None = None
 
     def _encode(self, prompt: Prompt) -> Any:
         if self.encode_cache is None or not isinstance(prompt, str):
@@ -140,7 +133,6 @@ class LocalBackend:
         partial: dict[int, dict[str, Any]] = {}
         for i, r in enumerate(requests):
             params = make_params(
-                self.engine,
                 max_tokens=r.max_new_tokens,
                 stop=r.stop,
                 ignore_eos=r.ignore_eos,
@@ -166,11 +158,10 @@ class LocalBackend:
             if answer is not None and "gold" not in partial[i]:
                 owner[self.engine.forced_request_id(rid)] = (i, "gold")
         while owner and self.engine.has_unfinished():
-            res = self.engine.step()
-            outputs, n = res if isinstance(res, tuple) else (res, 0)
-            if self.step_observer is not None:  # progress in tokens while nothing has finished yet
-                self.step_observer(n)
-            for out in outputs:
+            step = self.engine.step()
+            if self.step_observer is not None:
+                self.step_observer(step)
+            for out in step.outputs:
                 i, kind = owner.pop(out.request_id, (None, None))
                 if i is None:
                     continue

@@ -75,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _load_tokenizer(name: str | None, data_dir: str | None):
     if not name:
-        from evalkit.tasks.testing import tiny_tokenizer
+        from evalkit.tasks.tiny_tokenizer import tiny_tokenizer
 
         return tiny_tokenizer(data_dir=data_dir)
     from transformers import AutoTokenizer

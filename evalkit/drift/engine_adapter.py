@@ -102,10 +102,8 @@ class _PerTokenRecurrence:
 def per_token_recurrence(pools, fused: bool = True):
     """While active, the model's KDA layers round the state of `pools` after every token, also
     inside a prefill-shaped forward (see the module doc)."""
-    from evalkit import kernels
-
-    previous = getattr(pools, "kda_ops", None)
-    pools.kda_ops = _PerTokenRecurrence(previous or kernels, fused)
+    previous = pools.kda_ops
+    pools.kda_ops = _PerTokenRecurrence(previous, fused)
     try:
         yield
     finally:

@@ -31,6 +31,7 @@ from .model_runner import ModelRunner
 from .sampling import Output, SamplingParams
 from .sequence import Sequence, Status
 from .state import StatePools
+from .step_result import StepResult
 
 __all__ = [
     "EngineConfig",
@@ -40,6 +41,7 @@ __all__ = [
     "SamplingParams",
     "Sequence",
     "StatePools",
+    "StepResult",
     "Status",
     "kernel_build",
 ]

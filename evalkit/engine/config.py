@@ -9,7 +9,7 @@ on which other sequences share its batch, nor on `max_num_seqs`."""
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
@@ -45,7 +45,6 @@ class EngineConfig:
     overflow_threshold: float = 32768.0  # |state| at or above this flags "overflow" (fp16 max is 65504)
     dtype: str | None = None  # weights/activations: default bf16 on GPU, fp32 on CPU
     trust_remote_code: bool = False  # let a checkpoint's own tokenizer code run (--trust-remote-code)
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def state_format(self) -> StateFormat:

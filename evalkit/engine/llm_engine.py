@@ -4,13 +4,14 @@
     outs = engine.generate(["Question: ..."], SamplingParams(max_new_tokens=256, stop=["\\n\\n"]))
     outs[0].text, outs[0].finish_reason, outs[0].flags
 
-For a server loop: `rid = engine.add_request(prompt, params)`, then `outputs, n = engine.step()`
-while `engine.has_unfinished()` (outputs: the requests finished in that step; n: prompt tokens of a
-prefill step, or minus the batch size of a decode step); `partial_token_ids(rid)` for streaming,
+For a server loop: `rid = engine.add_request(prompt, params)`, then `step = engine.step()` while
+`engine.has_unfinished()` (a `StepResult`: `step.outputs` finished in that step, and the prompt
+tokens it prefilled or the sequences it decoded); `partial_token_ids(rid)` for streaming,
 `abort(rid)`, `reset()`."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import itertools
@@ -35,6 +36,7 @@ from .sampling import Output, SamplingParams
 from .scheduler import Scheduler
 from .sequence import Sequence, Status
 from .state import StatePools
+from .step_result import StepResult
 
 Prompt = str | list[int] | list[dict[str, str]]
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -42,11 +44,13 @@ _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 class LLMEngine:
     def __init__(self, model: Any = None, config: EngineConfig | None = None, **overrides: Any):
+        """`config`: every knob, passed whole; `overrides` (EngineConfig fields by name) are a
+        shorthand for scripts and tests: `LLMEngine(path, state_dtype="fp16")`."""
         cfg = config or EngineConfig()
-        for key, value in overrides.items():
-            if not hasattr(cfg, key):
-                raise InputError(f"unknown engine option {key!r}")
-            setattr(cfg, key, value)
+        unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(EngineConfig)})
+        if unknown:
+            raise InputError(f"unknown engine option {unknown[0]!r}")
+        cfg = dataclasses.replace(cfg, **overrides)
         if model is not None:
             cfg.model = model
         if cfg.model is None:
@@ -64,10 +68,12 @@ class LLMEngine:
         self.tokenizer = self.loaded.tokenizer
         cfg.device = str(self.model.device)
         self.config = cfg.resolved(self.arch.max_position_embeddings)
+        self.twin = None
+        if self.config.twin_check and not self.config.state_format.exact:
+            from evalkit.kernels.twin_check import TwinChecker
+
+            self.twin = TwinChecker(every=self.config.twin_check)  # every n-th rounding KDA launch
         self.state = self._make_pools()
-        # the CPU KDA prefill vectorises over the sequences of a call, in a way that depends on
-        # their number; one call per sequence keeps each sequence's numerics its own
-        self.state.serial_prefill = self.config.batch_invariant and self.model.device.type == "cpu"
         if self.model.device.type == "cpu":
             apply_cpu_threads()  # one thread unless EVALKIT_CPU_THREADS / OMP_NUM_THREADS say otherwise
         self.runner = ModelRunner(self.model, self.state, self.config)
@@ -88,12 +94,6 @@ class LLMEngine:
             "decode_s": 0.0,
             "max_batch": 0,
         }
-        self.twin = None
-        if self.config.twin_check and not self.config.state_format.exact:
-            from evalkit.kernels.twin_check import TwinChecker
-
-            self.twin = TwinChecker(every=self.config.twin_check)
-            self.state.kda_ops = self.twin  # every n-th rounding KDA launch is checked
         if self.runner.use_graphs:
             self.runner.capture_graphs()
 
@@ -129,6 +129,10 @@ class LLMEngine:
             c.block_size,
             kda_chunk_size=c.kda_chunk_size,
             intra_chunk_dtype=c.intra_chunk_dtype,
+            kda_ops=self.twin,  # None: evalkit.kernels
+            # the CPU KDA prefill vectorises over the sequences of a call, in a way that depends on
+            # their number; one call per sequence keeps each sequence's numerics its own
+            serial_prefill=c.batch_invariant and self.model.device.type == "cpu",
         )
 
     # -- requests ------------------------------------------------------------------------------
@@ -187,15 +191,14 @@ class LLMEngine:
         return self.scheduler.has_unfinished()
 
     # -- one step ------------------------------------------------------------------------------
-    def step(self) -> tuple[list[Output], int]:
-        """One scheduler step. Returns (outputs finished in it, n) with n = prompt tokens processed
-        for a prefill step and -(sequences advanced) for a decode step (nano-vllm's convention)."""
+    def step(self) -> StepResult:
+        """One scheduler step: a prefill step or a decode step (or nothing, when nothing waits)."""
         kind, work = self.scheduler.schedule()
         if kind == "prefill":
-            return self._prefill_step(work), sum(n for _, n in work)
+            return StepResult(self._prefill_step(work), prefilled_tokens=sum(n for _, n in work))
         if kind == "decode":
-            return self._decode_step([s for s, _ in work]), -len(work)
-        return [], 0
+            return StepResult(self._decode_step([s for s, _ in work]), decoded_sequences=len(work))
+        return StepResult()
 
     def partial_token_ids(self, request_id: int) -> list[int] | None:
         """Tokens generated so far by an unfinished request (None when unknown or finished)."""
@@ -466,7 +469,7 @@ class LLMEngine:
 
         try:
             while wanted - results.keys() and self.has_unfinished():
-                for out in self.step()[0]:
+                for out in self.step().outputs:
                     if out.request_id in wanted:
                         results[out.request_id] = out
                         bar.update(1)
@@ -540,12 +543,6 @@ def kernel_build(device: torch.device) -> str:
     """Which kernel code ran: backend + a hash of evalkit.kernels' sources (+ triton version)."""
     from evalkit import kernels
 
-    info = getattr(kernels, "build_info", None)
-    if callable(info):
-        try:
-            return str(info())
-        except Exception:
-            pass
     root = Path(kernels.__file__).parent
     h = hashlib.sha256()
     for f in sorted(root.rglob("*.py")):

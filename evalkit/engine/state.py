@@ -13,11 +13,13 @@ import math
 
 import torch
 
+from evalkit import kernels
 from evalkit.errors import EvalkitError
 from evalkit.kernels import resolve_state_dtype
 from evalkit.kernels.formats import StateFormat, parse_format
 
 from ..model.config import KimiArch
+from ..model.kda_ops import KdaOps
 
 
 def _recurrent_dims(arch) -> tuple[tuple[int, ...], int, int]:
@@ -33,6 +35,14 @@ class OutOfSlots(EvalkitError):
 
 
 class StatePools:
+    """The pools, plus how the model's recurrent layers launch their kernels on them:
+    `kda_ops` (default `evalkit.kernels`; the engine's fp32-twin checker or drift's per-token
+    rounding wrap it) and `serial_prefill` (one KDA prefill kernel call per sequence: the engine
+    sets it for the batch-invariant CPU path)."""
+
+    kda_ops: KdaOps
+    serial_prefill: bool
+
     def __init__(
         self,
         arch: KimiArch,
@@ -44,6 +54,9 @@ class StatePools:
         block_size: int,
         kda_chunk_size: int = 64,
         intra_chunk_dtype: str | torch.dtype | None = None,
+        *,
+        kda_ops: KdaOps | None = None,
+        serial_prefill: bool = False,
     ):
         self.arch = arch
         self.device = torch.device(device)
@@ -55,8 +68,8 @@ class StatePools:
         self.block_size = block_size
         self.num_blocks = num_blocks if arch.mla_layers else 0
         self.chunk_size = kda_chunk_size
-        # one KDA prefill kernel call per sequence (set by the engine for the batch-invariant CPU path)
-        self.serial_prefill = False
+        self.kda_ops = kernels if kda_ops is None else kda_ops
+        self.serial_prefill = serial_prefill
         self.intra_chunk_dtype = None if intra_chunk_dtype is None else resolve_state_dtype(intra_chunk_dtype)
         shape, C, W = _recurrent_dims(arch)
         S = num_slots + 1

@@ -15,6 +15,7 @@ from typing import Any
 from evalkit.backends.base import Backend, GenRequest, GenResult
 from evalkit.runner.plan import Plan, WorkItem, build_plan
 from evalkit.runner.progress import RunProgress, estimate_prompt_tokens, progress_mode
+from evalkit.store.schema import Sample
 
 
 @dataclass
@@ -73,30 +74,29 @@ def gen_request(req: Any, cap: int | None, gold: bool = False) -> GenRequest:
     return GenRequest(prompt=req.prompt, max_new_tokens=n, stop=list(req.until or []), gold=answer)
 
 
-def _base_sample(item: WorkItem, doc: Any, result: GenResult, prompt_hash: str) -> dict[str, Any]:
-    return {
-        "task": item.task.name,
-        "doc_id": doc.doc_id,
-        "length": item.request.length,
-        "prompt_hash": prompt_hash,
-        "prompt": item.request.prompt,  # as lm-eval's --log_samples: discordant questions stay readable
-        "target": doc.target,
-        "response": result.text,
-        "correct": {},
-        "error": result.error,
-        "score": {},
-        "extracted": {},
-        "n_generated": result.n_generated,
-        "finish_reason": result.finish_reason,
-        "flags": list(result.flags),
-        "timings": dict(result.timings),
-        "generated_ids": result.token_ids,
-        **(result.gold.sample_fields() if result.gold is not None else {}),
-        **({"meta": item.request.meta} if item.request.meta else {}),
-    }
+def _base_sample(item: WorkItem, doc: Any, result: GenResult, prompt_hash: str) -> Sample:
+    return Sample(
+        task=item.task.name,
+        doc_id=doc.doc_id,
+        length=item.request.length,
+        prompt_hash=prompt_hash,
+        prompt=item.request.prompt,
+        target=doc.target,
+        response=result.text,
+        error=result.error,
+        n_generated=result.n_generated,
+        finish_reason=result.finish_reason,
+        flags=list(result.flags),
+        timings=dict(result.timings),
+        generated_ids=result.token_ids,
+        extra={
+            **(result.gold.sample_fields() if result.gold is not None else {}),
+            **({"meta": item.request.meta} if item.request.meta else {}),
+        },
+    )
 
 
-def samples_for(item: WorkItem, result: GenResult, prompt_hash: str) -> list[dict[str, Any]]:
+def samples_for(item: WorkItem, result: GenResult, prompt_hash: str) -> list[Sample]:
     """One sample per missing doc of the request: scored, or carrying the error."""
     docs = [d for d in item.request.docs if str(d.doc_id) in item.missing]
     if result.error is None:
@@ -111,11 +111,15 @@ def samples_for(item: WorkItem, result: GenResult, prompt_hash: str) -> list[dic
         if result.error is None:
             s = scored.get(str(doc.doc_id))
             if s is None:
-                sample["error"] = "scoring returned no result for this doc"
+                sample.error = "scoring returned no result for this doc"
             else:
-                sample.update(correct=dict(s.correct), extracted=dict(s.extracted), score=dict(s.score))
+                sample.correct, sample.extracted, sample.score = (
+                    dict(s.correct),
+                    dict(s.extracted),
+                    dict(s.score),
+                )
                 if s.item_correct is not None:
-                    sample["item_correct"] = [bool(x) for x in s.item_correct]
+                    sample.item_correct = [bool(x) for x in s.item_correct]
         out.append(sample)
     return out
 
@@ -157,38 +161,34 @@ def run_evaluation(
     manifest["gold_logprob"] = spec.gold_logprob
 
     from evalkit.tasks.data import recording_sources, source_identity
-    from evalkit.tasks.long_context import base as long_context_base
 
     requests_by_task = {}
-    # task-building bars only on a terminal (they flood CI logs)
-    shown, long_context_base.SHOW_PROGRESS = long_context_base.SHOW_PROGRESS, progress_mode(progress) == "bar"
-    try:
-        for t in tasks:
-            key = (
-                json.dumps(
-                    [t.name, t.config(), lengths[t.name], spec.limit, spec.seed, spec.data_dir],
-                    sort_keys=True,
-                    default=str,
-                )
-                + f"|chat={spec.apply_chat_template}"
+    building_bars = progress_mode(progress) == "bar"  # only on a terminal (they flood CI logs)
+    for t in tasks:
+        key = (
+            json.dumps(
+                [t.name, t.config(), lengths[t.name], spec.limit, spec.seed, spec.data_dir],
+                sort_keys=True,
+                default=str,
             )
-            cache = spec.request_cache if spec.request_cache is not None else {}
-            if key not in cache:  # (requests, the data they read): arms of a sweep share both
-                with recording_sources() as read:
-                    built = t.requests(
-                        tokenizer=tokenizer,
-                        lengths=lengths[t.name],
-                        limit=spec.limit,
-                        seed=spec.seed,
-                        data_dir=spec.data_dir,
-                        apply_chat_template=spec.apply_chat_template,
-                    )
-                cache[key] = (built, source_identity(read))
-            requests_by_task[t.name], data = cache[key]
-            if data is not None:  # part of the task's identity: resume refuses other data
-                manifest["tasks"][t.name]["data"] = data
-    finally:
-        long_context_base.SHOW_PROGRESS = shown
+            + f"|chat={spec.apply_chat_template}"
+        )
+        cache = spec.request_cache if spec.request_cache is not None else {}
+        if key not in cache:  # (requests, the data they read): arms of a sweep share both
+            with recording_sources() as read:
+                built = t.requests(
+                    tokenizer=tokenizer,
+                    lengths=lengths[t.name],
+                    limit=spec.limit,
+                    seed=spec.seed,
+                    data_dir=spec.data_dir,
+                    apply_chat_template=spec.apply_chat_template,
+                    show_progress=building_bars,
+                )
+            cache[key] = (built, source_identity(read))
+        requests_by_task[t.name], data = cache[key]
+        if data is not None:  # part of the task's identity: resume refuses other data
+            manifest["tasks"][t.name]["data"] = data
 
     writer = RunWriter.open(spec.out_dir, manifest, resume=True)
     plan: Plan = build_plan(tasks, requests_by_task, set(writer.done_keys))
@@ -212,9 +212,9 @@ def run_evaluation(
         samples = samples_for(plan.items[i], result, hashes[i])
         for s in samples:
             if not spec.store_prompts:
-                s.pop("prompt", None)
-            writer.append(s)
-        n_err = sum(1 for s in samples if s["error"])
+                s.prompt = None
+            writer.append(s.to_record())
+        n_err = sum(1 for s in samples if s.error)
         counts["stored"] += len(samples)
         counts["errors"] += n_err
         bar.update(

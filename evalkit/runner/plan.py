@@ -6,13 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.errors import InputError
-
-DoneKey = tuple[str, str, Any]
-
-
-def doc_key(task: str, doc_id: Any, length: int | None) -> DoneKey:
-    """The store's resume key: (task, str(doc_id), length)."""
-    return (task, str(doc_id), length)
+from evalkit.store.schema import SampleKey, question_key
 
 
 @dataclass
@@ -34,11 +28,11 @@ def build_plan(tasks: list[Any], requests_by_task: dict[str, list[Any]], done_ke
     items: list[WorkItem] = []
     total = done = 0
     for task in tasks:
-        seen: set[DoneKey] = set()
+        seen: set[SampleKey] = set()
         for req in requests_by_task[task.name]:
             missing = set()
             for doc in req.docs:
-                key = doc_key(task.name, doc.doc_id, req.length)
+                key = question_key(task.name, doc.doc_id, req.length)
                 if key in seen:
                     raise InputError(
                         f"task {task.name} produced doc {doc.doc_id} (length {req.length}) twice"

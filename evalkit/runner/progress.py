@@ -25,7 +25,10 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from evalkit.engine.step_result import StepResult
 
 LINE_INTERVAL_S = 30.0
 
@@ -118,17 +121,15 @@ class RunProgress:
             )
 
     # -- what the backend and the runner report ------------------------------------------------
-    def observe_step(self, n: int) -> None:
-        """One engine step: n > 0 prompt tokens prefilled, n < 0 sequences advanced one token."""
+    def observe_step(self, step: StepResult) -> None:
+        """One engine step: its prompt tokens prefilled, or its sequences advanced one token."""
         now = self._clock()
         self._live = True
-        kind = "prefill" if n > 0 else "decode"
+        kind = "prefill" if step.prefilled_tokens > 0 else "decode"
         self._time[kind] += now - self._last_step
         self._last_step = now
-        if n > 0:
-            self.prompt_tokens += n
-        elif n < 0:
-            self.tokens -= n
+        self.prompt_tokens += step.prefilled_tokens
+        self.tokens += step.decoded_sequences
         self._show(now)
 
     def update(

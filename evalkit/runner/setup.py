@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,6 @@ class Setup:
     arm: dict[str, Any]
     default_suite: Any = None  # the reference model's suite when no --model/--server is given
     after_generate: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def default_model() -> tuple[str, Any]:

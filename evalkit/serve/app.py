@@ -70,57 +70,128 @@ class StreamText:
         return out
 
 
-def create_app(
-    loop: EngineLoop,
-    tokenizer: Any,
-    make_params: ParamsFactory,
-    *,
-    model_name: str,
-    describe: dict[str, Any],
-    max_model_len: int | None = None,
-    vocab_size: int | None = None,
-    aliases: tuple[str, ...] = (),
-    api_key: str | None = None,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-) -> FastAPI:
-    app = FastAPI(title="evalkit serve", version=__version__)
-    app.add_middleware(Guards, api_key=api_key, max_body_bytes=max_body_bytes)
-    # tokenizing a long prompt takes seconds: do it off the event loop (one thread: the tokenizer
-    # is not shared between threads) so /health and streams stay responsive meanwhile
-    tokenizer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalkit-tokenize")
-    fp = fingerprint(describe)
-    names = {model_name, *aliases}
-    vocab = vocab_size or (len(tokenizer) if hasattr(tokenizer, "__len__") else None)
-    created = int(time.time())
+# ---- errors as OpenAI-style JSON -------------------------------------------------------------
 
-    @app.exception_handler(APIError)
-    async def _api_error(_: Request, exc: APIError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status)
 
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        err = exc.errors()[0] if exc.errors() else {}
-        if err.get("type") == "json_invalid":  # loc is ("body", character offset): not a parameter
-            why = (err.get("ctx") or {}).get("error", "")
-            return JSONResponse(APIError(400, f"the body is not valid JSON: {why}").body(), status_code=400)
-        loc = ".".join(str(x) for x in err.get("loc", ()) if x != "body")
-        msg = f"{loc}: {err.get('msg', 'invalid request')}" if loc else err.get("msg", "invalid request")
-        return JSONResponse(APIError(400, msg, param=loc or None).body(), status_code=400)
+def error_json(error: APIError) -> Response:
+    """The error as JSON; a message that echoes a lone surrogate (say a fuzzed `model` name) cannot
+    be encoded as UTF-8, so it is sent \\u-escaped rather than failing with a 500."""
+    try:
+        return JSONResponse(error.body(), status_code=error.status)
+    except UnicodeEncodeError:
+        return Response(json.dumps(error.body()), status_code=error.status, media_type="application/json")
 
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-        return JSONResponse(
-            APIError(exc.status_code, str(exc.detail), type_=kind).body(), status_code=exc.status_code
+
+async def api_error_response(_: Request, exc: APIError) -> Response:
+    return error_json(exc)
+
+
+async def validation_error_response(_: Request, exc: RequestValidationError) -> Response:
+    err = exc.errors()[0] if exc.errors() else {}
+    if err.get("type") == "json_invalid":  # loc is ("body", character offset): not a parameter
+        why = (err.get("ctx") or {}).get("error", "")
+        return error_json(APIError(400, f"the body is not valid JSON: {why}"))
+    loc = ".".join(str(x) for x in err.get("loc", ()) if x != "body")
+    msg = f"{loc}: {err.get('msg', 'invalid request')}" if loc else err.get("msg", "invalid request")
+    return error_json(APIError(400, msg, param=loc or None))
+
+
+async def http_error_response(_: Request, exc: StarletteHTTPException) -> Response:
+    kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+    return error_json(APIError(exc.status_code, str(exc.detail), type_=kind))
+
+
+def api_error(exc: BaseException) -> APIError:
+    """The HTTP error for a request the engine did not finish."""
+    if isinstance(exc, APIError):
+        return exc
+    if isinstance(exc, ShuttingDown):
+        return APIError(503, f"{exc}; retry on another replica", type_="server_error")
+    if isinstance(exc, Aborted):
+        return APIError(400, str(exc))
+    if isinstance(exc, (ValueError, EvalkitError)):  # the engine refused the request (e.g. too long)
+        return APIError(400, str(exc))
+    return APIError(500, f"generation failed: {exc}", type_="server_error")
+
+
+# ---- small pieces of a response ---------------------------------------------------------------
+
+
+def max_tokens_of(req: Any, default: int) -> int:
+    for v in (req.max_completion_tokens, req.max_tokens):
+        if v is not None:
+            return int(v)
+    return default
+
+
+def usage(outs: list[Finished]) -> dict[str, int]:
+    p = sum(o.n_prompt for o in outs)
+    c = sum(o.n_generated for o in outs)
+    return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+
+
+def sse(obj: Any) -> str:
+    return f"data: {json.dumps(obj)}\n\n"
+
+
+def stream_chunk(
+    base: dict[str, Any], chat: bool, text: str | None, finish: str | None, first: bool = False
+) -> dict[str, Any]:
+    """One server-sent event's object: a chat delta or a completion's text piece."""
+    if chat:
+        delta: dict[str, Any] = (
+            {"role": "assistant", "content": ""} if first else ({"content": text} if text else {})
         )
+        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+    else:
+        choice = {"index": 0, "text": text or "", "finish_reason": finish, "logprobs": None}
+    return {**base, "choices": [choice]}
 
-    # ---- helpers ---------------------------------------------------------------------------
 
-    def check_common(req: Any) -> None:
-        if req.model is not None and req.model not in names:
+async def until_disconnected(request: Request) -> None:
+    """Returns once the client has gone (the body is already read, so only that message is left)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+class ServeHandlers:
+    """The endpoints of one served model: what they share (the engine loop, the tokenizer, the
+    model's names and limits) is held here; `create_app` routes to the methods."""
+
+    def __init__(
+        self,
+        loop: EngineLoop,
+        tokenizer: Any,
+        make_params: ParamsFactory,
+        *,
+        model_name: str,
+        describe: dict[str, Any],
+        max_model_len: int | None,
+        vocab_size: int | None,
+        aliases: tuple[str, ...],
+    ) -> None:
+        self.loop = loop
+        self.tokenizer = tokenizer
+        self.make_params = make_params
+        self.model_name = model_name
+        self.describe = describe
+        self.max_model_len = max_model_len
+        # tokenizing a long prompt takes seconds: do it off the event loop (one thread: the tokenizer
+        # is not shared between threads) so /health and streams stay responsive meanwhile
+        self.tokenizer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalkit-tokenize")
+        self.fp = fingerprint(describe)
+        self.names = {model_name, *aliases}
+        self.vocab = vocab_size or (len(tokenizer) if hasattr(tokenizer, "__len__") else None)
+        self.created = int(time.time())
+        self.registry = metrics_registry(loop, model_name)
+
+    # ---- checks ----------------------------------------------------------------------------
+
+    def check_common(self, req: Any) -> None:
+        if req.model is not None and req.model not in self.names:
             raise APIError(
                 404,
-                f"The model `{req.model}` does not exist; this server serves `{model_name}`.",
+                f"The model `{req.model}` does not exist; this server serves `{self.model_name}`.",
                 param="model",
                 type_="not_found_error",
             )
@@ -133,51 +204,37 @@ def create_app(
         if req.min_tokens and req.max_tokens is not None and req.min_tokens > req.max_tokens:
             raise APIError(400, "min_tokens must not exceed max_tokens", param="min_tokens")
 
-    async def tokenize(prompt: Any, param: str) -> list[int]:
+    def check_ids(self, ids: list[int], max_tokens: int) -> None:
+        if not ids:
+            raise APIError(400, "the prompt is empty", param="prompt")
+        if self.vocab is not None and any(not (0 <= t < self.vocab) for t in ids):
+            raise APIError(400, f"prompt token ids must lie in [0, {self.vocab})", param="prompt")
+        if self.max_model_len is not None and len(ids) + max_tokens > self.max_model_len:
+            raise APIError(
+                400,
+                f"prompt ({len(ids)} tokens) + max_tokens ({max_tokens}) exceeds the model's "
+                f"{self.max_model_len}",
+                param="max_tokens",
+            )
+
+    # ---- generation ------------------------------------------------------------------------
+
+    async def tokenize(self, prompt: Any, param: str) -> list[int]:
         try:
             return await asyncio.get_running_loop().run_in_executor(
-                tokenizer_thread, encode_prompt, tokenizer, prompt
+                self.tokenizer_thread, encode_prompt, self.tokenizer, prompt
             )
         except Exception as exc:  # noqa: BLE001 -- e.g. a lone surrogate, or a template that rejects the roles
             raise APIError(400, f"cannot tokenize the {param}: {exc}", param=param) from exc
 
-    def check_ids(ids: list[int], max_tokens: int) -> None:
-        if not ids:
-            raise APIError(400, "the prompt is empty", param="prompt")
-        if vocab is not None and any(not (0 <= t < vocab) for t in ids):
-            raise APIError(400, f"prompt token ids must lie in [0, {vocab})", param="prompt")
-        if max_model_len is not None and len(ids) + max_tokens > max_model_len:
-            raise APIError(
-                400,
-                f"prompt ({len(ids)} tokens) + max_tokens ({max_tokens}) exceeds the model's {max_model_len}",
-                param="max_tokens",
-            )
-
-    def params_for(req: Any, max_tokens: int) -> Any:
-        return make_params(
+    def params_for(self, req: Any, max_tokens: int) -> Any:
+        return self.make_params(
             max_tokens=max_tokens, stop=req.stop_list(), ignore_eos=req.ignore_eos, min_tokens=req.min_tokens
         )
 
-    def api_error(exc: BaseException) -> APIError:
-        """The HTTP error for a request the engine did not finish."""
-        if isinstance(exc, APIError):
-            return exc
-        if isinstance(exc, ShuttingDown):
-            return APIError(503, f"{exc}; retry on another replica", type_="server_error")
-        if isinstance(exc, Aborted):
-            return APIError(400, str(exc))
-        if isinstance(exc, (ValueError, EvalkitError)):  # the engine refused the request (e.g. too long)
-            return APIError(400, str(exc))
-        return APIError(500, f"generation failed: {exc}", type_="server_error")
-
-    async def until_disconnected(request: Request) -> None:
-        """Returns once the client has gone (the body is already read, so only that message is left)."""
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
-
-    async def run_all(request: Request, prompts: list[list[int]], params: Any) -> list[Finished]:
+    async def run_all(self, request: Request, prompts: list[list[int]], params: Any) -> list[Finished]:
         """Generate for every prompt; if the client disconnects first, abort them all in the engine."""
-        handles = [loop.submit(ids, params) for ids in prompts]
+        handles = [self.loop.submit(ids, params) for ids in prompts]
         futures = [h.future for h in handles]
         gone = asyncio.ensure_future(until_disconnected(request))
         try:
@@ -195,18 +252,10 @@ def create_app(
             gone.cancel()
             for h in handles:
                 if not h.future.done():
-                    loop.cancel(h)
-
-    def usage(outs: list[Finished]) -> dict[str, int]:
-        p = sum(o.n_prompt for o in outs)
-        c = sum(o.n_generated for o in outs)
-        return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
-
-    def sse(obj: Any) -> str:
-        return f"data: {json.dumps(obj)}\n\n"
+                    self.loop.cancel(h)
 
     async def stream(
-        request: Request, ids: list[int], req: Any, max_tokens: int, chat: bool
+        self, request: Request, ids: list[int], req: Any, max_tokens: int, chat: bool
     ) -> AsyncIterator[str]:
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         obj = "chat.completion.chunk" if chat else "text_completion"
@@ -214,37 +263,26 @@ def create_app(
             "id": rid,
             "object": obj,
             "created": int(time.time()),
-            "model": model_name,
-            "system_fingerprint": fp,
+            "model": self.model_name,
+            "system_fingerprint": self.fp,
         }
-
-        def chunk(text: str | None, finish: str | None, first: bool = False) -> dict[str, Any]:
-            if chat:
-                delta: dict[str, Any] = (
-                    {"role": "assistant", "content": ""} if first else ({"content": text} if text else {})
-                )
-                choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
-            else:
-                choice = {"index": 0, "text": text or "", "finish_reason": finish, "logprobs": None}
-            return {**base, "choices": [choice]}
-
-        handle: Handle = loop.submit(ids, params_for(req, max_tokens), stream=True)
-        st = StreamText(tokenizer, req.stop_list())
+        handle: Handle = self.loop.submit(ids, self.params_for(req, max_tokens), stream=True)
+        st = StreamText(self.tokenizer, req.stop_list())
         gone = asyncio.ensure_future(until_disconnected(request))
         try:
             if chat:
-                yield sse(chunk(None, None, first=True))
+                yield sse(stream_chunk(base, chat, None, None, first=True))
             while not handle.future.done():
                 getter = asyncio.ensure_future(handle.stream.get())
                 await asyncio.wait({getter, handle.future, gone}, return_when=asyncio.FIRST_COMPLETED)
                 if gone.done():  # the client left: free its slot now, not when decoding ends
                     getter.cancel()
-                    loop.cancel(handle)
+                    self.loop.cancel(handle)
                     return
                 if getter.done():
                     piece = st.delta(getter.result())
                     if piece:
-                        yield sse(chunk(piece, None))
+                        yield sse(stream_chunk(base, chat, piece, None))
                 else:
                     getter.cancel()
             try:
@@ -255,62 +293,49 @@ def create_app(
                 return
             rest = st.final(out.text)
             if rest:
-                yield sse(chunk(rest, None))
-            yield sse(chunk(None, FINISH.get(out.finish_reason, out.finish_reason)))
+                yield sse(stream_chunk(base, chat, rest, None))
+            yield sse(stream_chunk(base, chat, None, FINISH.get(out.finish_reason, out.finish_reason)))
             if (req.stream_options or {}).get("include_usage"):
                 yield sse({**base, "choices": [], "usage": usage([out])})
             yield "data: [DONE]\n\n"
         finally:
             gone.cancel()
             if not handle.future.done():
-                loop.cancel(handle)
+                self.loop.cancel(handle)
 
-    def max_tokens_of(req: Any, default: int) -> int:
-        for v in (req.max_completion_tokens, req.max_tokens):
-            if v is not None:
-                return int(v)
-        return default
+    # ---- endpoints -------------------------------------------------------------------------
 
-    # ---- endpoints --------------------------------------------------------------------------
-
-    @app.get("/v1/models")
-    async def models() -> dict[str, Any]:
+    async def models(self) -> dict[str, Any]:
         card = {
-            "id": model_name,
+            "id": self.model_name,
             "object": "model",
-            "created": created,
+            "created": self.created,
             "owned_by": "evalkit",
-            "root": describe.get("model", {}).get("path", model_name),
+            "root": self.describe.get("model", {}).get("path", self.model_name),
         }
-        if max_model_len:
-            card["max_model_len"] = max_model_len
+        if self.max_model_len:
+            card["max_model_len"] = self.max_model_len
         return {"object": "list", "data": [card]}
 
-    @app.get("/version")
-    async def version() -> dict[str, Any]:
-        return {"version": f"evalkit {__version__}", "engine": describe, "system_fingerprint": fp}
+    async def version(self) -> dict[str, Any]:
+        return {"version": f"evalkit {__version__}", "engine": self.describe, "system_fingerprint": self.fp}
 
-    @app.get("/health")
-    async def health() -> JSONResponse:
-        ok = loop.alive
+    async def health(self) -> JSONResponse:
+        ok = self.loop.alive
         body = {
             "status": "ok" if ok else "engine loop stopped",
-            "model": model_name,
-            "state_dtype": describe.get("state_dtype"),
-            **loop.stats.as_dict(),
+            "model": self.model_name,
+            "state_dtype": self.describe.get("state_dtype"),
+            **self.loop.stats.as_dict(),
         }
         return JSONResponse(body, status_code=200 if ok else 503)
 
-    registry = metrics_registry(loop, model_name)
-
-    @app.get("/metrics")
-    async def metrics() -> Response:
-        body, content_type = render(registry)
+    async def metrics(self) -> Response:
+        body, content_type = render(self.registry)
         return Response(body, media_type=content_type)
 
-    @app.post("/v1/completions")
-    async def completions(req: CompletionRequest, request: Request) -> Any:
-        check_common(req)
+    async def completions(self, req: CompletionRequest, request: Request) -> Any:
+        self.check_common(req)
         if req.echo:
             raise APIError(400, "echo is not supported by evalkit serve", param="echo")
         p = req.prompt
@@ -318,22 +343,22 @@ def create_app(
         if not prompts:
             raise APIError(400, "the prompt is empty", param="prompt")
         max_tokens = max_tokens_of(req, DEFAULT_COMPLETION_TOKENS)
-        ids = [await tokenize(x, "prompt") for x in prompts]
+        ids = [await self.tokenize(x, "prompt") for x in prompts]
         for x in ids:
-            check_ids(x, max_tokens)
+            self.check_ids(x, max_tokens)
         if req.stream:
             if len(ids) != 1:
                 raise APIError(400, "streaming takes one prompt", param="prompt")
             return StreamingResponse(
-                stream(request, ids[0], req, max_tokens, chat=False), media_type="text/event-stream"
+                self.stream(request, ids[0], req, max_tokens, chat=False), media_type="text/event-stream"
             )
-        outs = await run_all(request, ids, params_for(req, max_tokens))
+        outs = await self.run_all(request, ids, self.params_for(req, max_tokens))
         return {
             "id": "cmpl-" + uuid.uuid4().hex,
             "object": "text_completion",
             "created": int(time.time()),
-            "model": model_name,
-            "system_fingerprint": fp,
+            "model": self.model_name,
+            "system_fingerprint": self.fp,
             "choices": [
                 {
                     "index": i,
@@ -347,24 +372,23 @@ def create_app(
             "usage": usage(outs),
         }
 
-    @app.post("/v1/chat/completions")
-    async def chat(req: ChatRequest, request: Request) -> Any:
-        check_common(req)
+    async def chat(self, req: ChatRequest, request: Request) -> Any:
+        self.check_common(req)
         messages = [{"role": m.role, "content": m.text()} for m in req.messages]
-        ids = await tokenize(messages, "messages")
-        max_tokens = max_tokens_of(req, max(1, (max_model_len or 4096) - len(ids)))
-        check_ids(ids, max_tokens)
+        ids = await self.tokenize(messages, "messages")
+        max_tokens = max_tokens_of(req, max(1, (self.max_model_len or 4096) - len(ids)))
+        self.check_ids(ids, max_tokens)
         if req.stream:
             return StreamingResponse(
-                stream(request, ids, req, max_tokens, chat=True), media_type="text/event-stream"
+                self.stream(request, ids, req, max_tokens, chat=True), media_type="text/event-stream"
             )
-        (out,) = await run_all(request, [ids], params_for(req, max_tokens))
+        (out,) = await self.run_all(request, [ids], self.params_for(req, max_tokens))
         return {
             "id": "chatcmpl-" + uuid.uuid4().hex,
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": model_name,
-            "system_fingerprint": fp,
+            "model": self.model_name,
+            "system_fingerprint": self.fp,
             "choices": [
                 {
                     "index": 0,
@@ -377,4 +401,39 @@ def create_app(
             "usage": usage([out]),
         }
 
+
+def create_app(
+    loop: EngineLoop,
+    tokenizer: Any,
+    make_params: ParamsFactory,
+    *,
+    model_name: str,
+    describe: dict[str, Any],
+    max_model_len: int | None = None,
+    vocab_size: int | None = None,
+    aliases: tuple[str, ...] = (),
+    api_key: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> FastAPI:
+    app = FastAPI(title="evalkit serve", version=__version__)
+    app.add_middleware(Guards, api_key=api_key, max_body_bytes=max_body_bytes)
+    app.add_exception_handler(APIError, api_error_response)
+    app.add_exception_handler(RequestValidationError, validation_error_response)
+    app.add_exception_handler(StarletteHTTPException, http_error_response)
+    h = ServeHandlers(
+        loop,
+        tokenizer,
+        make_params,
+        model_name=model_name,
+        describe=describe,
+        max_model_len=max_model_len,
+        vocab_size=vocab_size,
+        aliases=aliases,
+    )
+    app.get("/v1/models")(h.models)
+    app.get("/version")(h.version)
+    app.get("/health")(h.health)
+    app.get("/metrics")(h.metrics)
+    app.post("/v1/completions")(h.completions)
+    app.post("/v1/chat/completions")(h.chat)
     return app

@@ -7,12 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from evalkit.backends.local import engine_step
 from evalkit.serve.engine_loop import Finished
 
 
 @dataclass
 class StepResult:
+    """The loop's view of one engine step: the finished requests as serving records."""
+
     finished: dict[Any, Finished]
     decode_batch: int  # sequences advanced by this step if it was a decode step, else 0
 
@@ -32,7 +33,7 @@ class EngineAdapter:
         return bool(self.engine.has_unfinished())
 
     def step(self) -> StepResult:
-        outputs, decode_batch = engine_step(self.engine)
+        step = self.engine.step()
         finished = {
             o.request_id: Finished(
                 text=o.text,
@@ -42,9 +43,9 @@ class EngineAdapter:
                 n_generated=o.n_generated,
                 flags=list(o.flags),
             )
-            for o in outputs
+            for o in step.outputs
         }
-        return StepResult(finished, decode_batch)
+        return StepResult(finished, step.decoded_sequences)
 
     def partial_tokens(self, rids: set[Any]) -> dict[Any, list[int]]:
         """Tokens generated so far by the still-running requests among `rids` (for streaming)."""

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import signal
 import socket
@@ -68,7 +67,7 @@ def build(
     app = create_app(
         loop,
         engine.tokenizer,
-        functools.partial(make_params, engine),
+        make_params,
         model_name=model_name,
         describe=engine.describe(),
         max_model_len=engine.config.max_model_len,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 REQUIRED_FIELDS = ("task", "doc_id", "prompt_hash", "target", "response", "correct", "error")
@@ -18,6 +19,56 @@ OPTIONAL_FIELDS = (
 )
 
 
+@dataclass
+class Sample:
+    """One samples.jsonl line as the runner writes it (`to_record()`: the JSON object, fields in
+    this order). Readers get plain dicts checked by `normalise_sample`: older runs and other
+    writers may carry fewer optional fields or more."""
+
+    task: str
+    doc_id: int | str
+    length: int | None
+    prompt_hash: str
+    prompt: Any  # as lm-eval's --log_samples: discordant questions stay readable; None: not stored
+    target: str
+    response: str
+    error: str | None  # set: the question failed for good and is not scored
+    n_generated: int | None = None
+    finish_reason: str | None = None
+    flags: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    generated_ids: list[int] | None = None
+    correct: dict[str, bool] = field(default_factory=dict)
+    score: dict[str, float] = field(default_factory=dict)
+    extracted: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # the `gold_*` fields, the request's `meta`
+    item_correct: list[bool] | None = None  # per-item verdicts of a multi-item answer
+
+    def to_record(self) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "task": self.task,
+            "doc_id": self.doc_id,
+            "length": self.length,
+            "prompt_hash": self.prompt_hash,
+            **({"prompt": self.prompt} if self.prompt is not None else {}),
+            "target": self.target,
+            "response": self.response,
+            "correct": self.correct,
+            "error": self.error,
+            "score": self.score,
+            "extracted": self.extracted,
+            "n_generated": self.n_generated,
+            "finish_reason": self.finish_reason,
+            "flags": self.flags,
+            "timings": self.timings,
+            "generated_ids": self.generated_ids,
+            **self.extra,
+        }
+        if self.item_correct is not None:
+            record["item_correct"] = self.item_correct
+        return record
+
+
 class SampleError(ValueError):
     """A sample line does not follow the store's schema (the message names the field)."""
 
@@ -30,10 +81,18 @@ def doc_sort_key(doc: str) -> tuple[int, int, str]:
     return 1, 0, doc
 
 
-def sample_key(sample: dict[str, Any]) -> tuple[str, str, int | None]:
-    """(task, str(doc_id), length): the identity of one question (at one context length)."""
-    length = sample.get("length")
-    return str(sample["task"]), str(sample["doc_id"]), None if length is None else int(length)
+SampleKey = tuple[str, str, int | None]
+
+
+def question_key(task: str, doc_id: Any, length: int | None) -> SampleKey:
+    """(task, str(doc_id), length): the identity of one question (at one context length); the
+    store pairs and resumes samples on it, the runner plans with it."""
+    return str(task), str(doc_id), None if length is None else int(length)
+
+
+def sample_key(sample: dict[str, Any]) -> SampleKey:
+    """The `question_key` of a stored sample."""
+    return question_key(sample["task"], sample["doc_id"], sample.get("length"))
 
 
 def _as_bool(name: str, value: Any) -> bool:

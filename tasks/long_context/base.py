@@ -55,15 +55,11 @@ def render(ex: Example, view: TokenizerView | None, chat: bool) -> str | list[di
     return view.render_chat(messages, add_generation_prompt=add_gen)
 
 
-SHOW_PROGRESS = True  # `evalkit run --no-progress` turns the document-building bars off too
-
-
-def progress(total: int, desc: str):
+def progress(total: int, desc: str, show: bool = True):
+    """The document-building bar (`show`: a task's `requests(show_progress=...)`)."""
     from tqdm.auto import tqdm
 
-    return tqdm(
-        total=total, desc=desc, unit="doc", leave=False, dynamic_ncols=True, disable=not SHOW_PROGRESS
-    )
+    return tqdm(total=total, desc=desc, unit="doc", leave=False, dynamic_ncols=True, disable=not show)
 
 
 def resolve_seed(seed: int | None) -> int:
@@ -127,9 +123,10 @@ class SizedTask:
         seed: int | None = None,
         data_dir: str | None = None,
         apply_chat_template: bool = False,
+        show_progress: bool = True,
     ) -> list[TaskRequest]:
         n = len(lengths or self.default_lengths or []) * (self.num_docs if limit is None else int(limit))
-        with progress(n, f"{self.name}") as bar:
+        with progress(n, f"{self.name}", show_progress) as bar:
             build = self._start_build(
                 tokenizer, lengths, limit, seed, data_dir, apply_chat_template, lambda: bar.update(1)
             )

@@ -122,6 +122,7 @@ class LongDecodeTask(SizedTask):
         seed: int | None = None,
         data_dir: str | None = None,
         apply_chat_template: bool = False,
+        show_progress: bool = True,
     ) -> list[TaskRequest]:
         ks = list(lengths or self.default_lengths)
         bad = [k for k in ks if not 1 <= k <= MAX_K]
@@ -134,7 +135,7 @@ class LongDecodeTask(SizedTask):
         n_prompts = self.num_docs if limit is None else int(limit)
         seed = resolve_seed(seed)
         out = []
-        with progress(sum(min(n_prompts, len(test) // k) for k in ks), self.name) as bar:
+        with progress(sum(min(n_prompts, len(test) // k) for k in ks), self.name, show_progress) as bar:
             for k in ks:
                 for j in range(min(n_prompts, len(test) // k)):
                     ids = list(range(j * k, (j + 1) * k))

@@ -97,6 +97,7 @@ class ManyShotTask(SizedTask):
         seed: int | None = None,
         data_dir: str | None = None,
         apply_chat_template: bool = False,
+        show_progress: bool = True,
     ) -> list[TaskRequest]:
         view = TokenizerView(tokenizer)
         train, test = load_rows("train", data_dir), load_rows("test", data_dir)
@@ -105,7 +106,7 @@ class ManyShotTask(SizedTask):
         seed = resolve_seed(seed)
         costs = self.shot_costs(view, train)
         out = []
-        with progress(len(lengths) * n_docs, self.name) as bar:
+        with progress(len(lengths) * n_docs, self.name, show_progress) as bar:
             for target in lengths:
                 for i in range(n_docs):
                     order = list(range(len(train)))

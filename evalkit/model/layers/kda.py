@@ -65,7 +65,7 @@ class KDAttention(nn.Module):
             )
         q, k, v = (t.reshape(n, H, K).contiguous() for t in y.split(D, dim=-1))
         if batch.is_decode:
-            ops = getattr(state, "kda_ops", None) or kernels  # kda_ops: e.g. the fp32-twin checker
+            ops = state.kda_ops  # evalkit.kernels, or a wrapper (the fp32-twin checker, drift)
             o = ops.kda_decode(
                 q, k, v, g_raw, beta_raw, self.A_log, self.dt_bias, kda_pool, batch.slots,
                 **self._store_args(state, batch.state_positions),
@@ -89,10 +89,10 @@ class KDAttention(nn.Module):
         """Packed prefill; with `state.serial_prefill` one kernel call per sequence (the CPU path's
         result for a sequence otherwise depends on how many sequences share the call)."""
         args = dict(chunk_size=state.chunk_size, intra_chunk_dtype=state.intra_chunk_dtype)
-        ops = getattr(state, "kda_ops", None) or kernels
+        ops = state.kda_ops
         n_seqs = batch.slots.numel()
         positions = batch.state_positions
-        if not getattr(state, "serial_prefill", False) or n_seqs == 1:
+        if not state.serial_prefill or n_seqs == 1:
             return ops.kda_prefill(
                 q,
                 k,

@@ -86,7 +86,7 @@ class GatedDeltaNet(nn.Module):
         g_raw = per_channel(a, self.dk)
         beta_raw = b.contiguous()
         if batch.is_decode:
-            ops = getattr(state, "kda_ops", None) or kernels  # kda_ops: e.g. the fp32-twin checker
+            ops = state.kda_ops  # evalkit.kernels, or a wrapper (the fp32-twin checker, drift)
             o = ops.kda_decode(
                 q, k, v, g_raw, beta_raw, self.A_log, self.dt_bias, pool, batch.slots,
                 **self._store_args(state, batch.state_positions),

@@ -1,7 +1,7 @@
-"""Small real tokenizers for tests: a byte-level BPE trained with `tokenizers` on a GSM8K
-slice (or on built-in text when GSM8K is absent), wrapped as a transformers
-`PreTrainedTokenizerFast` that adds a BOS and has a ChatML chat template. Built once per
-process and cached on disk (a few seconds the first time)."""
+"""A small real tokenizer, for `evalkit tasks --show` without --tokenizer and for tests: a
+byte-level BPE trained with `tokenizers` on a GSM8K slice (or on built-in text when GSM8K is
+absent), wrapped as a transformers `PreTrainedTokenizerFast` that adds a BOS and has a ChatML
+chat template. Built once per process and cached on disk (a few seconds the first time)."""
 
 from __future__ import annotations
 
