@@ -18,7 +18,7 @@ its own try/except (a failure is recorded and the next part runs), each checking
    checked by allocating the pools and running one decode step with every slot at that context;
 5. one 128k-token prompt (chunked prefill) + 16 decode tokens;
 6. transformers' KimiLinearForCausalLM.generate over the same weight tensors (hf_bridge), on a
-   small batch, scaled to the whole workload; the floor from shared/reference/anchors.md.
+   small batch, scaled to the whole workload; the floor is the arithmetic bound below.
 Writes bench_engine.json and bench_engine.md to --out.
 """
 
@@ -44,7 +44,7 @@ T0 = time.perf_counter()
 REPO = Path(__file__).resolve().parents[1]
 ARMS = ["fp32", "fp16", "bf16"]
 GSM8K_N = 1319
-# shared/reference/anchors.md: ~2 x 3.5 GFLOP per prompt token at ~790 TFLOP/s; a decode step at
+# the arithmetic floor (H200 anchors): ~2 x 3.5 GFLOP per prompt token at ~790 TFLOP/s; a decode step at
 # large batch streams nearly every expert, ~95 GB at 4.3 TB/s = ~22 ms; batches of up to 512
 FLOOR_PREFILL_TOK_S = 110_000
 FLOOR_DECODE_STEP_S = 0.022

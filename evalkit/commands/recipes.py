@@ -1,7 +1,7 @@
 """`evalkit recipes`: how to start a vLLM / SGLang / ATOM server per state-dtype arm, and the
 matching `evalkit run` line, so a fleet user evaluates exactly what they deploy.
 
-The knobs (see ../shared/reference/kimi-linear.md §7 and long-context.md §4):
+The knobs (each engine's documented state-dtype switch):
 vLLM `--mamba-ssm-cache-dtype`, SGLang `--mamba-ssm-dtype`, ATOM env `ATOM_GDN_SSM_DTYPE`.
 The same knobs serve Kimi-Linear (KDA) and the Gated DeltaNet family (Qwen3-Next, Qwen3.5); the
 family (`--family`, else guessed from the model) picks the rest of the command line and the notes.

@@ -3,7 +3,7 @@
 Field names follow transformers' `KimiLinearConfig`; the checkpoint spellings (`num_experts`,
 `moe_renormalize`, `linear_attn_config`, ...) are accepted too. The layer pattern comes from the
 config's lists (1-indexed `linear_attn_config.full_attn_layers` / `kda_layers`, or `layer_types`),
-never from an "every fourth layer" rule (see shared/reference/kimi-linear.md §1)."""
+never from an "every fourth layer" rule (the released config lists them, 1-indexed)."""
 
 from __future__ import annotations
 

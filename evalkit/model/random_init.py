@@ -15,7 +15,7 @@ _MLA_LAYERS_48B = (4, 8, 12, 16, 20, 24, 27)  # 1-indexed, as the checkpoint's l
 
 
 def kimi_linear_48b_config(num_layers: int = 27) -> dict:
-    """config.json of Kimi-Linear-48B-A3B (../shared/reference/kimi-linear.md §1), optionally cut to
+    """config.json of Kimi-Linear-48B-A3B (as released on the hub), optionally cut to
     its first `num_layers` layers: the MLA layers stay where they are (4, 8, ..., 24, and 27 only when
     all 27 are kept); a cut with no MLA layer keeps its last layer as MLA so the hybrid path runs."""
     full = [i for i in _MLA_LAYERS_48B if i <= num_layers and (i != 27 or num_layers == 27)] or [num_layers]
