@@ -49,19 +49,11 @@ def _training_text(n_lines: int = 1500) -> list[str]:
 
 
 def build_tokenizer(path: Path, vocab_size: int):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=[PAD, BOS, EOS],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(_training_text(), trainer=trainer)
+    from evalkit.refmodel.tokenizer import train_byte_bpe
+
+    tok = train_byte_bpe(_training_text(), vocab_size, [PAD, BOS, EOS], split_digits=False)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD)
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(str(path))
@@ -69,42 +61,35 @@ def build_tokenizer(path: Path, vocab_size: int):
 
 
 def tiny_config(kind: str, vocab_size: int, tok, **overrides):
-    from transformers import KimiLinearConfig
+    from evalkit.refmodel.kimi_config import kimi_linear_config
 
     if kind not in ("hybrid", "pure_kda"):
         raise ValueError(f"kind must be 'hybrid' or 'pure_kda', got {kind!r}")
-    n_layers = 4
-    full = [4] if kind == "hybrid" else []
-    kwargs = dict(
-        vocab_size=vocab_size,
-        hidden_size=128,
-        num_hidden_layers=n_layers,
-        intermediate_size=256,
+    extra = dict(
         moe_intermediate_size=64,
         num_local_experts=4,
         num_experts_per_tok=2,
         n_shared_experts=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
         kv_lora_rank=32,
         qk_nope_head_dim=32,
         qk_rope_head_dim=16,
         v_head_dim=32,
-        linear_attn_config={
-            "full_attn_layers": full,
-            "kda_layers": [i for i in range(1, n_layers + 1) if i not in full],
-            "num_heads": 2,
-            "head_dim": 32,
-            "short_conv_kernel_size": 4,
-        },
         initializer_range=0.08,
         bos_token_id=tok.convert_tokens_to_ids(BOS),
         eos_token_id=tok.convert_tokens_to_ids(EOS),
         pad_token_id=tok.convert_tokens_to_ids(PAD),
-        tie_word_embeddings=False,
     )
-    kwargs.update(overrides)
-    return KimiLinearConfig(**kwargs)
+    extra.update(overrides)
+    return kimi_linear_config(
+        vocab_size=vocab_size,
+        hidden=128,
+        intermediate=256,
+        layers=4,
+        heads=2,
+        head_dim=32,
+        full_attn_layers=[4] if kind == "hybrid" else [],
+        **extra,
+    )
 
 
 def build_tiny_checkpoint(
