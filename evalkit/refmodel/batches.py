@@ -17,7 +17,7 @@ from evalkit.refmodel.tokenizer import EOS, IM_END
 WORKER: dict[str, Any] = {}  # worker globals, inherited through fork
 
 
-def calibrate(s: Settings, tok, sentences: list[str]) -> dict[str, tuple[float, float]]:
+def calibrate(s: Settings, tok: Any, sentences: list[str]) -> dict[str, tuple[float, float]]:
     """tokens ~= a + b * units per family, from two sizes, so rows are sized without a search."""
     g = gens()
     out = {}
@@ -149,7 +149,7 @@ class BatchStream:
     """Batches from a process pool, submitted with the curriculum stage current at submission
     time; a window of outstanding batches keeps the GPU fed without unbounded queueing."""
 
-    def __init__(self, workers: int, window: int):
+    def __init__(self, workers: int, window: int) -> None:
         import multiprocessing as mp
 
         self.pool = mp.get_context("fork").Pool(workers, initializer=_worker_init) if workers > 0 else None

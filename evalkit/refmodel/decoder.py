@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
 
 class Decoder:
     """Prefill + cached single-token greedy decoding with transformers' DynamicCache. A pure-KDA
@@ -10,14 +15,14 @@ class Decoder:
 
     NO_MASK = {"full_attention": None, "linear_attention": None}
 
-    def __init__(self, model, device, autocast_dtype=None):
+    def __init__(self, model: Any, device: torch.device, autocast_dtype: torch.dtype | None = None) -> None:
         import inspect
 
         self.model, self.device, self.autocast_dtype = model, device, autocast_dtype
         params = inspect.signature(model.forward).parameters
         self.cache_kw = "cache" if "cache" in params else "past_key_values"
 
-    def _forward(self, ids: list[int], cache, pos: int):
+    def _forward(self, ids: list[int], cache: Any, pos: int) -> torch.Tensor:
         import torch
 
         x = torch.tensor([ids], device=self.device)
@@ -66,7 +71,7 @@ class Decoder:
         return out
 
 
-def zero_state(cache) -> int:
+def zero_state(cache: Any) -> int:
     """Zero every recurrent and conv state tensor of a transformers cache; returns how many."""
     n = 0
     for layer in cache.layers:

@@ -6,10 +6,14 @@ from __future__ import annotations
 import math
 import random
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from evalkit.refmodel.arithmetic import arithmetic_problem
 from evalkit.refmodel.settings import Settings
 from evalkit.refmodel.tokenizer import BOS, IM_END, IM_START
+
+if TYPE_CHECKING:
+    from evalkit.tasks.long_context.generators import Example
 
 
 def gens() -> ModuleType:
@@ -46,7 +50,7 @@ def decode_items(family: str, rng: random.Random, row_tokens: int | None) -> int
 
 def build_example(
     family: str, rng: random.Random, n_units: int, sentences: list[str], row_tokens: int | None = None
-):
+) -> Example:
     """One `generators.Example` of a training family with `n_units` haystack units; the variant
     (depth, number of keys, hops, items, ...) is drawn from `rng` (decode-heavy item counts capped
     by `row_tokens`)."""
@@ -87,7 +91,7 @@ def build_example(
     raise ValueError(f"unknown training family {family!r}")
 
 
-def chat_prompt(ex) -> str:
+def chat_prompt(ex: Example) -> str:
     """The ChatML rendering of `ex` with the answer prefix as a prefilled assistant turn (what
     `TokenizerView.render_chat` produces for the reference tokenizer; a test checks that)."""
     return (

@@ -6,12 +6,17 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit.refmodel.decoder import Decoder
 from evalkit.refmodel.runlog import log
 from evalkit.refmodel.settings import Settings
 from evalkit.refmodel.tokenizer import IM_END
+
+if TYPE_CHECKING:
+    import torch
+
+    from evalkit.tasks.base import TaskRequest
 
 
 def kda_backend() -> str:
@@ -40,7 +45,7 @@ EVAL_TASKS = (
 )
 
 
-def passkey_needle_end(fast_tok, prompt: str, key: str) -> int:
+def passkey_needle_end(fast_tok: Any, prompt: str, key: str) -> int:
     """Index of the first token after the passkey info line (where the reset control zeroes the state)."""
     info = f"The pass key is {key}. Remember it. {key} is the pass key."
     at = prompt.find(info)
@@ -51,7 +56,9 @@ def passkey_needle_end(fast_tok, prompt: str, key: str) -> int:
     return next(i for i, (start, stop) in enumerate(offsets) if stop > start and start >= end)
 
 
-def answer_of(fast_tok, dec: Decoder, request, stop_ids: set[int], reset_at: int | None = None) -> str:
+def answer_of(
+    fast_tok: Any, dec: Decoder, request: TaskRequest, stop_ids: set[int], reset_at: int | None = None
+) -> str:
     """Greedy response to a TaskRequest, cut at the task's stop strings."""
     ids = fast_tok(request.prompt)["input_ids"]
     text = fast_tok.decode(
@@ -63,7 +70,9 @@ def answer_of(fast_tok, dec: Decoder, request, stop_ids: set[int], reset_at: int
     return text
 
 
-def quick_eval(model_dir: Path, s: Settings, device, deadline: float, out: Path) -> dict[str, Any]:
+def quick_eval(
+    model_dir: Path, s: Settings, device: torch.device, deadline: float, out: Path
+) -> dict[str, Any]:
     """Greedy accuracy of the saved checkpoint (reloaded in fp32) per task and length, bounded by
     `deadline` (the first cell and the reset control always get at least one doc); plus passkey
     with the state zeroed right after the needle, which should fall to ~0."""

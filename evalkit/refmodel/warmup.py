@@ -10,11 +10,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit.refmodel.decoder import Decoder
 from evalkit.refmodel.kimi_config import model_config
 from evalkit.refmodel.settings import Settings
+
+if TYPE_CHECKING:
+    import torch
 
 # kernel warm-up: compile FLA's autotuned Triton kernels before the curriculum clock starts
 #
@@ -39,7 +42,7 @@ def rotate_autotune_configs(rank: int, n: int) -> None:
 
     original = autotuner.Autotuner.prune_configs
 
-    def rotated(self, kwargs):
+    def rotated(self: Any, kwargs: dict[str, Any]) -> list[Any]:
         cfgs = list(original(self, kwargs))
         k = (rank * len(cfgs)) // max(n, 1)
         return cfgs[k:] + cfgs[:k]
@@ -52,7 +55,7 @@ def stage_shapes(s: Settings) -> list[tuple[int, int]]:
     return [(max(1, s.tokens_per_step // L), L) for L in dict.fromkeys(s.stages)]
 
 
-def training_autocast(device):
+def training_autocast(device: torch.device) -> torch.autocast:
     """bf16 autocast on a GPU (as the training steps run), none on the CPU."""
     import torch
 
@@ -61,7 +64,7 @@ def training_autocast(device):
     return torch.autocast("cpu", enabled=False)
 
 
-def warm_kernels(model, s: Settings, vocab: int, device, autocast) -> None:
+def warm_kernels(model: Any, s: Settings, vocab: int, device: torch.device, autocast: torch.autocast) -> None:
     """One forward+backward per stage shape on random ids; gradients are discarded."""
     import torch
 
