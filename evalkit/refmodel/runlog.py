@@ -1,35 +1,26 @@
-"""The training run's log: each line stamped with the seconds since the run started (the clock its
-`--minutes` budget counts on, imports included), echoed to a file once the output folder exists."""
+"""The training run's clock and log (the bench harness's): each line stamped with the seconds since
+the run started (the clock its `--minutes` budget counts on, imports included), echoed to a file
+once the output folder exists."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from typing import TextIO
 
-_started_at = time.time()
-_file: TextIO | None = None
+from evalkit.bench.harness import Clock, Log
+
+CLOCK = Clock()
+log = Log(CLOCK)
 
 
 def start_clock(t0: float) -> None:
     """Count from `t0` (the script's first line), not from this module's import."""
-    global _started_at
-    _started_at = t0
+    CLOCK.t0 = t0
 
 
 def started_at() -> float:
-    return _started_at
+    return CLOCK.t0
 
 
 def log_to(path: Path) -> None:
     """Append every later line to `path` too."""
-    global _file
-    _file = open(path, "a")  # noqa: SIM115 - open for the rest of the run
-
-
-def log(msg: str) -> None:
-    line = f"[{time.time() - _started_at:7.1f}s] {msg}"
-    print(line, flush=True)
-    if _file is not None:
-        _file.write(line + "\n")
-        _file.flush()
+    log.to_file(path)
