@@ -1,11 +1,12 @@
-"""The byte-level BPE tokenizers evalkit trains: one trainer (`train_byte_bpe`) serves the
-reference model (digits split one per token, ChatML) and the tiny test checkpoints."""
+"""The reference model's tokenizer: byte-level BPE (`evalkit.tasks.bpe`, the one trainer) with
+digits split one per token, a BOS on plain text and a ChatML template."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from evalkit.refmodel.settings import Settings
+from evalkit.tasks.bpe import train_byte_bpe
 
 SPECIALS = ["<pad>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]  # ids 0..4
 PAD, BOS, EOS, IM_START, IM_END = SPECIALS
@@ -14,29 +15,6 @@ CHATML = (
     "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
-
-
-def train_byte_bpe(corpus: list[str], vocab_size: int, specials: list[str], split_digits: bool) -> Any:
-    """A byte-level BPE `tokenizers.Tokenizer` trained on `corpus`, the specials first (ids 0..);
-    `split_digits` puts every digit in its own token (numbers stay learnable)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.pre_tokenizer = (
-        pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
-        if split_digits
-        else byte_level
-    )
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=specials,
-        show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tok.train_from_iterator(corpus, trainer=trainer)
-    return tok
 
 
 def train_tokenizer(s: Settings, corpus: list[str]) -> tuple[Any, Any]:

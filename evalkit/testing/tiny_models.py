@@ -51,7 +51,7 @@ def _training_text(n_lines: int = 1500) -> list[str]:
 def build_tokenizer(path: Path, vocab_size: int):
     from transformers import PreTrainedTokenizerFast
 
-    from evalkit.refmodel.tokenizer import train_byte_bpe
+    from evalkit.tasks.bpe import train_byte_bpe
 
     tok = train_byte_bpe(_training_text(), vocab_size, [PAD, BOS, EOS], split_digits=False)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD)
