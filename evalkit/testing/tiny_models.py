@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
+
+from evalkit.testing.build_once import build_once
 
 BOS, EOS, PAD = "<|bos|>", "<|eos|>", "<|pad|>"
 CHAT_TEMPLATE = (
@@ -107,35 +108,23 @@ def build_tiny_checkpoint(
         "vocab_size": vocab_size,
         "overrides": {k: repr(v) for k, v in sorted(config_overrides.items())},
     }
-    marker = path / "evalkit_tiny.json"
-    if marker.is_file() and json.loads(marker.read_text()) == stamp:
-        return path
-    # build next to the target, then move it in: concurrent test sessions never see half a build
-    final, path = path, path.with_name(f"{path.name}.building-{os.getpid()}")
-    if path.exists():
-        shutil.rmtree(path)
-    path.mkdir(parents=True)
-    tok = build_tokenizer(path, vocab_size)
-    cfg = tiny_config(kind, vocab_size, tok, **config_overrides)
-    torch.manual_seed(seed)
-    model = KimiLinearForCausalLM(cfg)
-    with torch.no_grad():
-        gen = torch.Generator().manual_seed(seed + 1)
-        for name, buf in model.named_buffers():
-            if name.endswith("e_score_correction_bias"):
-                buf.copy_(torch.randn(buf.shape, generator=gen) * 0.5)
-        for name, p in model.named_parameters():  # non-trivial norm weights exercise the weight paths
-            if name.endswith("norm.weight"):
-                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=gen))
-    model.save_pretrained(str(path))
-    (path / marker.name).write_text(json.dumps(stamp))
-    if final.exists():
-        if marker.is_file() and json.loads(marker.read_text()) == stamp:  # someone else just built it
-            shutil.rmtree(path)
-            return final
-        shutil.rmtree(final)
-    os.replace(path, final)
-    return final
+
+    def build(folder: Path) -> None:
+        tok = build_tokenizer(folder, vocab_size)
+        cfg = tiny_config(kind, vocab_size, tok, **config_overrides)
+        torch.manual_seed(seed)
+        model = KimiLinearForCausalLM(cfg)
+        with torch.no_grad():
+            gen = torch.Generator().manual_seed(seed + 1)
+            for name, buf in model.named_buffers():
+                if name.endswith("e_score_correction_bias"):
+                    buf.copy_(torch.randn(buf.shape, generator=gen) * 0.5)
+            for name, p in model.named_parameters():  # non-trivial norm weights exercise the weight paths
+                if name.endswith("norm.weight"):
+                    p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=gen))
+        model.save_pretrained(str(folder))
+
+    return build_once(path, stamp, build)
 
 
 def main(argv: list[str] | None = None) -> int:
