@@ -28,4 +28,4 @@ from evalkit.refmodel.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     runlog.start_clock(T0)
-    sys.exit(main())
+    sys.exit(main(script=Path(__file__).resolve()))

@@ -202,17 +202,17 @@ def test_warm_up_helpers_start_at_different_autotune_configs(monkeypatch):
     assert firsts == [16, 64, 256]
 
 
-@pytest.mark.parametrize("entry", ["script", "trainer"])
+@pytest.mark.parametrize("entry", ["script", "trainer-script", "module"])
 def test_a_warm_up_helper_runs_the_training_and_evaluation_shapes(entry, tmp_path):
     """The helper's entry points, on the CPU at toy sizes (on a GPU it compiles the kernels): the
-    script's internal flag, and the command the trainer spawns (from any working directory)."""
+    script's internal flag, and the commands the trainer spawns (from any working directory)."""
     s = Settings.tiny_preset(tiny=True)
     spec = {"vocab": 256, "stages": list(s.stages), "device": "cpu"}
     spec.update({k: getattr(s, k) for k in WARM_FIELDS})
     if entry == "script":
         argv, env, cwd = [sys.executable, str(SCRIPT), WARM_WORKER_FLAG, "1/3", json.dumps(spec)], None, REPO
     else:
-        (argv, env), cwd = helper_command(1, 3, spec), tmp_path
+        (argv, env), cwd = helper_command(1, 3, spec, SCRIPT if entry == "trainer-script" else None), tmp_path
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "training shapes compiled" in proc.stdout and "evaluation path compiled" in proc.stdout

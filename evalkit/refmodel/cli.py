@@ -121,7 +121,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Setti
     return args, s
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, script: Path | None = None) -> int:
+    """The command line; `script`, the file that runs it, also starts the kernel warm-up helpers
+    (with the internal flag), as the trainer itself was started."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == [WARM_WORKER_FLAG]:
         return warm_worker_main(argv[1], argv[2])
@@ -131,5 +133,5 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from evalkit.refmodel.train import train
 
-    train(s, args.out, args.bundle)
+    train(s, args.out, args.bundle, helper_script=script)
     return 0

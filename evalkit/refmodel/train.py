@@ -40,9 +40,10 @@ from evalkit.refmodel.warmup import (
 )
 
 
-def train(s: Settings, out: Path, bundle: Path | None = None) -> None:
+def train(s: Settings, out: Path, bundle: Path | None = None, helper_script: Path | None = None) -> None:
     """One bounded run into `out` (the budget counts from `runlog.started_at()`); `bundle`, when
-    given, is kept current with everything written."""
+    given, is kept current with everything written; `helper_script` starts the warm-up helpers
+    (else `python -m evalkit.refmodel.warmup`)."""
     t0 = runlog.started_at()
     out.mkdir(parents=True, exist_ok=True)
     runlog.log_to(out / "train.log")
@@ -69,7 +70,7 @@ def train(s: Settings, out: Path, bundle: Path | None = None) -> None:
     n_helpers = s.warm_helpers if s.warm_helpers >= 0 else max(0, min(7, (os.cpu_count() or 2) // 2 - 1))
     gpu_present = s.device != "cpu" and (Path("/dev/nvidiactl").exists() or shutil.which("nvidia-smi"))
     if n_helpers and gpu_present and importlib.util.find_spec("fla") is not None:
-        helpers = start_warm_helpers(s, int(math.ceil(s.vocab_size / 64) * 64), n_helpers, out)
+        helpers = start_warm_helpers(s, int(math.ceil(s.vocab_size / 64) * 64), n_helpers, out, helper_script)
         log(f"{len(helpers)} kernel warm-up helper processes started")
 
     # -- text and tokenizer -------------------------------------------------------------------

@@ -78,20 +78,28 @@ def warm_kernels(model: Any, s: Settings, vocab: int, device: torch.device, auto
         torch.cuda.synchronize()
 
 
-def helper_command(rank: int, n: int, spec: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
-    """The argv and environment of helper `rank` of `n`: this package run as a module, its root
-    first on the path so that a checkout that is not installed works as well."""
+def helper_command(
+    rank: int, n: int, spec: dict[str, Any], script: Path | None = None
+) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of helper `rank` of `n`: the training script with the internal flag
+    (the way the trainer itself was started), or without one this package run as a module, its
+    root first on the path so that a checkout that is not installed works as well."""
+    args = [f"{rank}/{n}", json.dumps(spec)]
+    if script is not None:
+        return [sys.executable, str(script), WARM_WORKER_FLAG, *args], dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    return [sys.executable, "-m", "evalkit.refmodel.warmup", f"{rank}/{n}", json.dumps(spec)], env
+    return [sys.executable, "-m", "evalkit.refmodel.warmup", *args], env
 
 
-def start_warm_helpers(s: Settings, vocab: int, n: int, log_dir: Path) -> list[Any]:
+def start_warm_helpers(
+    s: Settings, vocab: int, n: int, log_dir: Path, script: Path | None = None
+) -> list[Any]:
     """`n` helper processes (ranks 1..n of n+1) that compile the kernels alongside the trainer."""
     spec = {"vocab": vocab, "stages": list(s.stages), **{k: getattr(s, k) for k in WARM_FIELDS}}
     procs = []
     for rank in range(1, n + 1):
-        argv, env = helper_command(rank, n + 1, spec)
+        argv, env = helper_command(rank, n + 1, spec, script)
         with open(log_dir / f"warm-helper-{rank}.log", "w") as f:
             procs.append(subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env))
     return procs
