@@ -446,3 +446,15 @@ def test_cached_decoding_and_state_reset_match_full_forwards(tiny_run):
             greedy.append(t)
             seq.append(t)
     assert dec.generate(ids[:120], 6, stop_ids=set()) == greedy
+
+
+def test_the_package_imports_without_torch_transformers_or_fla():
+    """Heavy dependencies are imported where used: the CLI's --help and the data code work anywhere."""
+    code = (
+        "import pkgutil, importlib, sys, evalkit.refmodel as r\n"
+        "for m in pkgutil.iter_modules(r.__path__): importlib.import_module('evalkit.refmodel.' + m.name)\n"
+        "print(sorted({n.split('.')[0] for n in sys.modules} & {'torch', 'transformers', 'fla', 'triton'}))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]"
