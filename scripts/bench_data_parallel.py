@@ -22,12 +22,15 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
-import bench_engine  # noqa: E402
-
+os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")  # as bench_engine's runs
 # evalkit from this checkout when it is not installed (also in spawned engine processes, which
 # import this module again)
-bench_engine.bootstrap_evalkit()
+try:
+    from evalkit.bench import harness
+except ImportError:
+    sys.path.insert(0, str(REPO))
+    from evalkit.bench import harness
+harness.import_checkout()
 
 
 class TimedBackend:

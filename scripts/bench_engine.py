@@ -40,8 +40,16 @@ from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 
-T0 = time.perf_counter()
 REPO = Path(__file__).resolve().parents[1]
+try:
+    from evalkit.bench import harness
+except ImportError:  # a checkout that is not installed (the GPU image)
+    sys.path.insert(0, str(REPO))
+    from evalkit.bench import harness
+
+CLOCK = harness.Clock(timer=time.perf_counter)
+T0 = CLOCK.t0
+log = harness.Log(CLOCK, prefix="bench ")
 ARMS = ["fp32", "fp16", "bf16"]
 GSM8K_N = 1319
 # the arithmetic floor (H200 anchors): ~2 x 3.5 GFLOP per prompt token at ~790 TFLOP/s; a decode step at
@@ -83,38 +91,7 @@ TINY_CONFIG = {
 def bootstrap_evalkit() -> None:
     """Import evalkit from this checkout when it is not installed (the GPU image): `kernels/`
     becomes `evalkit.kernels`, as setup.py maps it."""
-    try:
-        import evalkit.kernels  # noqa: F401
-
-        return
-    except ImportError:
-        pass
-    import importlib.util
-
-    sys.path.insert(0, str(REPO))
-    import evalkit
-
-    spec = importlib.util.spec_from_file_location(
-        "evalkit.kernels",
-        REPO / "kernels" / "__init__.py",
-        submodule_search_locations=[str(REPO / "kernels")],
-    )
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["evalkit.kernels"] = mod
-    spec.loader.exec_module(mod)
-    evalkit.kernels = mod
-
-
-def log(msg: str) -> None:
-    print(f"[bench {time.perf_counter() - T0:7.1f}s] {msg}", flush=True)
-
-
-class Budget:
-    def __init__(self, seconds: float):
-        self.end = T0 + seconds
-
-    def left(self) -> float:
-        return self.end - time.perf_counter()
+    harness.import_checkout()
 
 
 def cuda(dev: torch.device) -> bool:
@@ -647,7 +624,7 @@ def main() -> int:
     dev = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if cuda(dev) and dev.index is None:
         dev = torch.device("cuda", torch.cuda.current_device())
-    budget = Budget(args.budget_s)
+    budget = harness.Budget(args.budget_s, CLOCK)
     report: dict = {
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
         "args": vars(args),
@@ -683,15 +660,11 @@ def main() -> int:
         "long": part_long,
         "transformers": part_transformers,
     }
+    sections = harness.Sections(
+        report, save, budget, log, timings_key=None, traceback_chars=4000, on_error=lambda: free_memory(dev)
+    )
     for name in args.parts.split(","):
-        log(f"part {name} (time left {budget.left():.0f} s)")
-        try:
-            parts[name](args, loaded, dev, budget, report)
-        except Exception as exc:  # noqa: BLE001
-            report["errors"][name] = traceback.format_exc()[-4000:]
-            log(f"part {name} FAILED: {type(exc).__name__}: {exc}")
-            free_memory(dev)
-        save()
+        sections.run(name, lambda name=name: parts[name](args, loaded, dev, budget, report))
     save()
     log(f"wrote {out / 'bench_engine.json'} and {out / 'bench_engine.md'}")
     return 0

@@ -29,34 +29,14 @@ import platform
 import subprocess
 import sys
 import time
-import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout without installing
-
-
-def import_kernels_from_checkout() -> None:
-    """`kernels/` installs as `evalkit.kernels` (setup.py maps it); without an install, map it here."""
-    try:
-        import evalkit.kernels  # noqa: F401
-
-        return
-    except ImportError:
-        pass
-    import importlib.util
-
-    import evalkit
-
-    spec = importlib.util.spec_from_file_location(
-        "evalkit.kernels",
-        ROOT / "kernels" / "__init__.py",
-        submodule_search_locations=[str(ROOT / "kernels")],
-    )
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["evalkit.kernels"] = mod
-    spec.loader.exec_module(mod)
-    evalkit.kernels = mod
+try:
+    from evalkit.bench import harness
+except ImportError:  # a checkout that is not installed (the GPU image)
+    sys.path.insert(0, str(ROOT))
+    from evalkit.bench import harness
 
 
 H, K, V = 32, 128, 128
@@ -74,39 +54,26 @@ def smoke_mode() -> None:
     os.environ["TRITON_INTERPRET"] = "1"
 
 
-def log(*a):
-    print(time.strftime("%H:%M:%S"), *a, flush=True)
+log = harness.Log(harness.Clock())
 
 
 class Bench:
+    """bench_kernels.json: the harness's sections under the budget, saved with the goals and the
+    markdown after each."""
+
     def __init__(self, out: Path, budget_s: float, twin_launches: int):
         self.out = out
-        self.t0 = time.time()
-        self.budget_s = budget_s
+        self.clock = harness.Clock()
         self.twin_launches = twin_launches
         self.res: dict = {"command": " ".join([sys.executable, *sys.argv]), "sections": {}, "errors": {}}
-
-    def left(self) -> float:
-        return self.budget_s - (time.time() - self.t0)
+        budget = harness.Budget(budget_s, self.clock)
+        self.sections = harness.Sections(self.res, self.save, budget, log, skip_below_s=10)
 
     def section(self, name: str, fn) -> None:
-        if self.left() < 10:
-            self.res["errors"][name] = f"skipped: time budget exhausted ({self.budget_s:.0f} s)"
-            log("SKIP", name)
-            self.save()
-            return
-        log("==", name, f"({self.left():.0f} s left)")
-        t = time.time()
-        try:
-            self.res["sections"][name] = fn()
-        except Exception as exc:  # keep going: one section's failure must not lose the others
-            self.res["errors"][name] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-3000:]}"
-            log("ERROR in", name, exc)
-        self.res.setdefault("section_seconds", {})[name] = round(time.time() - t, 1)
-        self.save()
+        self.sections.run(name, fn)
 
     def save(self) -> None:
-        self.res["elapsed_s"] = round(time.time() - self.t0, 1)
+        self.res["elapsed_s"] = round(self.clock.elapsed(), 1)
         self.res["goals"] = goals(self.res)
         (self.out / "bench_kernels.json").write_text(json.dumps(self.res, indent=2, default=str))
         (self.out / "bench_kernels.md").write_text(markdown(self.res))
@@ -697,7 +664,7 @@ def main() -> int:
         smoke_mode()
         args.twin_launches = min(args.twin_launches, 4)
     if args.formats:
-        import_kernels_from_checkout()
+        harness.import_checkout()
         from evalkit.kernels import FormatError, parse_format
 
         try:
@@ -707,7 +674,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    import_kernels_from_checkout()
+    harness.import_checkout()
     b = Bench(out, args.budget_s, args.twin_launches)
     skip = set(filter(None, args.skip.split(",")))
     plan = [

@@ -29,7 +29,6 @@ import time
 T0 = time.time()
 
 import argparse  # noqa: E402
-import importlib.util  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
 import sys  # noqa: E402
@@ -38,33 +37,20 @@ from pathlib import Path  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 
 
-def log(msg: str) -> None:
-    print(f"[{time.time() - T0:7.1f}s] {msg}", flush=True)
+try:
+    from evalkit.bench import harness
+except ImportError:  # a checkout that is not installed (the GPU image)
+    sys.path.insert(0, str(REPO))
+    from evalkit.bench import harness
+
+CLOCK = harness.Clock(T0)
+log = harness.Log(CLOCK)
 
 
 def bootstrap_evalkit() -> None:
     """Import evalkit from this checkout, mapping kernels/ and tasks/ as setup.py does."""
-    try:
-        import evalkit.kernels  # noqa: F401
-        import evalkit.tasks  # noqa: F401
-
-        return
-    except ImportError:
-        pass
-    sys.path.insert(0, str(REPO))
-    import evalkit
-
-    for name, folder in (("evalkit.kernels", "kernels"), ("evalkit.tasks", "tasks")):
-        if name in sys.modules:
-            continue
-        spec = importlib.util.spec_from_file_location(
-            name, REPO / folder / "__init__.py", submodule_search_locations=[str(REPO / folder)]
-        )
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-        setattr(evalkit, name.split(".")[1], mod)
-    log("evalkit imported from the checkout (kernels/ and tasks/ mapped into the namespace)")
+    if harness.import_checkout():
+        log("evalkit imported from the checkout (kernels/ and tasks/ mapped into the namespace)")
 
 
 def find_ref_model(arg: str | None) -> str | None:
@@ -193,10 +179,10 @@ def main() -> int:
     log(f"{gpu}, torch {meta['torch']}, triton {meta['triton']}")
     meta["decode_kernel_check"] = kernel_check(args)
     ref_path = find_ref_model(args.ref_model)
-    deadline = T0 + args.max_minutes * 60 - 20  # keep 20 s for the note
+    budget_left = harness.Budget(args.max_minutes * 60 - 20, CLOCK)  # keep 20 s for the note
     done: list[dict] = []
     for i, p in enumerate(parts):
-        left = deadline - time.time()
+        left = budget_left.left()
         budget = max(20.0, left * est[p.name]["total"] / sum(est[q.name]["total"] for q in parts[i:]))
         log(f"part {p.name}: budget {budget:.0f} s")
         rec = run_part(
@@ -214,7 +200,7 @@ def main() -> int:
         )
         log(f"{p.name}: {rec['seconds']} s, peak {rec['peak_gpu_memory_gib']} GiB, ok {rec.get('ok')}")
         done.append(rec)
-        meta["wall_s"] = time.time() - T0
+        meta["wall_s"] = CLOCK.elapsed()
         (out / "summary.json").write_text(json.dumps({"meta": meta, "parts": done}, indent=1, default=str))
         (out / "note.md").write_text(note_markdown(done, meta))
     log(f"wrote {out}: {sorted(x.name for x in out.iterdir() if x.is_file())}")

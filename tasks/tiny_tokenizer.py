@@ -10,6 +10,8 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
+from evalkit.tasks.bpe import train_byte_bpe
+
 CHATML = (
     "{{ bos_token }}{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
@@ -36,7 +38,7 @@ def _training_text(data_dir: str | None, rows: int) -> list[str]:
 @lru_cache(maxsize=4)
 def tiny_tokenizer(vocab_size: int = 1024, data_dir: str | None = None, rows: int = 2000):
     """A `PreTrainedTokenizerFast` (byte-level BPE, BOS added, ChatML template)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import Tokenizer, processors
     from transformers import PreTrainedTokenizerFast
 
     key = hashlib.sha256(f"v1:{vocab_size}:{rows}:{data_dir}".encode()).hexdigest()[:12]
@@ -45,16 +47,7 @@ def tiny_tokenizer(vocab_size: int = 1024, data_dir: str | None = None, rows: in
     if cache.is_file():
         tok = Tokenizer.from_file(str(cache))
     else:
-        tok = Tokenizer(models.BPE())
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        tok.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(
-            vocab_size=vocab_size,
-            special_tokens=SPECIALS,
-            show_progress=False,
-            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        )
-        tok.train_from_iterator(_training_text(data_dir, rows), trainer=trainer)
+        tok = train_byte_bpe(_training_text(data_dir, rows), vocab_size, SPECIALS, split_digits=False)
         tok.post_processor = processors.TemplateProcessing(
             single="<s> $A", pair="<s> $A $B", special_tokens=[("<s>", tok.token_to_id("<s>"))]
         )

@@ -15,6 +15,9 @@ from helpers.scripts import load_script
 
 from evalkit import reference_model as rm
 from evalkit.errors import EvalkitError
+from evalkit.refmodel.decoder import Decoder
+from evalkit.refmodel.quick_eval import answer_of, passkey_needle_end
+from evalkit.refmodel.tokenizer import IM_END
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "results" / "reference-model"
@@ -131,8 +134,7 @@ def shipped():
     torch.set_num_threads(max(1, min(4, torch.get_num_threads())))
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    trm = load_script()
-    return trm, tok, model, trm.Decoder(model, torch.device("cpu"))
+    return tok, model, Decoder(model, torch.device("cpu"))
 
 
 @needs_weights
@@ -151,14 +153,14 @@ def test_shipped_checkpoint_is_a_small_pure_kda_kimi_linear():
 def _accuracy(shipped, n_docs: int, reset: bool) -> tuple[float, list[str]]:
     from evalkit.tasks.registry import get_task
 
-    trm, tok, _, dec = shipped
+    tok, _, dec = shipped
     task = get_task("passkey")
-    stop = {tok.eos_token_id, tok.convert_tokens_to_ids(trm.IM_END)}
+    stop = {tok.eos_token_id, tok.convert_tokens_to_ids(IM_END)}
     correct, responses = 0, []
     for req in task.requests(tokenizer=tok, lengths=[2048], limit=n_docs):
         key = req.docs[0].meta["answers"][0]
-        reset_at = trm.passkey_needle_end(tok, req.prompt, key) if reset else None
-        text = trm.answer_of(tok, dec, req, stop, reset_at)
+        reset_at = passkey_needle_end(tok, req.prompt, key) if reset else None
+        text = answer_of(tok, dec, req, stop, reset_at)
         correct += task.score(req, text)[0].correct[task.metrics[0]]
         responses.append(text)
     return correct / n_docs, responses
@@ -184,8 +186,8 @@ def test_committed_h200_runs_are_of_the_shipped_model(shipped):
     bf16 projections, so near-ties may flip a late digit: a shared 4-digit prefix counts."""
     from evalkit.tasks.registry import get_task
 
-    trm, tok, _, dec = shipped
-    stop = {tok.eos_token_id, tok.convert_tokens_to_ids(trm.IM_END)}
+    tok, _, dec = shipped
+    stop = {tok.eos_token_id, tok.convert_tokens_to_ids(IM_END)}
     committed = {}
     for line in open(RESULTS / "runs" / "h200-fp32" / "samples.jsonl"):
         r = json.loads(line)
@@ -195,7 +197,7 @@ def test_committed_h200_runs_are_of_the_shipped_model(shipped):
         for doc, req in enumerate(get_task(name).requests(tokenizer=tok, lengths=[2048], limit=6)):
             theirs = committed[(name, 2048, doc)]
             assert not any(theirs["correct"].values())
-            pairs.append((trm.answer_of(tok, dec, req, stop).strip(), theirs["response"].strip()))
+            pairs.append((answer_of(tok, dec, req, stop).strip(), theirs["response"].strip()))
     agree = sum(a[:4] == b[:4] and len(a) >= 4 for a, b in pairs)
     assert agree >= 8, pairs  # measured 11/12; the previous model's wrong answers share none
 

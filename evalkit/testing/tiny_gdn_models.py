@@ -9,11 +9,10 @@ Builds are cached by their arguments, and built beside the target then moved in.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 from pathlib import Path
 
+from .build_once import build_once
 from .tiny_models import BOS, EOS, PAD, build_tokenizer
 
 FAMILIES = ("qwen3_next", "qwen3_5", "qwen3_5_moe")
@@ -93,22 +92,11 @@ def build_tiny_gdn_checkpoint(
         "vocab_size": vocab_size,
         "overrides": {k: repr(v) for k, v in sorted(overrides.items())},
     }
-    marker = path / "evalkit_tiny.json"
-    if marker.is_file() and json.loads(marker.read_text()) == stamp:
-        return path
-    final, path = path, path.with_name(f"{path.name}.building-{os.getpid()}")
-    if path.exists():
-        shutil.rmtree(path)
-    path.mkdir(parents=True)
-    tok = build_tokenizer(path, vocab_size)
-    cfg = tiny_gdn_config(family, vocab_size, tok, **overrides)
-    torch.manual_seed(seed)
-    tiny_gdn_model(family, cfg).save_pretrained(str(path))
-    (path / marker.name).write_text(json.dumps(stamp))
-    if final.exists():
-        if marker.is_file() and json.loads(marker.read_text()) == stamp:
-            shutil.rmtree(path)
-            return final
-        shutil.rmtree(final)
-    os.replace(path, final)
-    return final
+
+    def build(folder: Path) -> None:
+        tok = build_tokenizer(folder, vocab_size)
+        cfg = tiny_gdn_config(family, vocab_size, tok, **overrides)
+        torch.manual_seed(seed)
+        tiny_gdn_model(family, cfg).save_pretrained(str(folder))
+
+    return build_once(path, stamp, build)

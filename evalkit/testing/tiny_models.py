@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
+
+from evalkit.testing.build_once import build_once
 
 BOS, EOS, PAD = "<|bos|>", "<|eos|>", "<|pad|>"
 CHAT_TEMPLATE = (
@@ -49,19 +50,11 @@ def _training_text(n_lines: int = 1500) -> list[str]:
 
 
 def build_tokenizer(path: Path, vocab_size: int):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=[PAD, BOS, EOS],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(_training_text(), trainer=trainer)
+    from evalkit.tasks.bpe import train_byte_bpe
+
+    tok = train_byte_bpe(_training_text(), vocab_size, [PAD, BOS, EOS], split_digits=False)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD)
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(str(path))
@@ -69,42 +62,35 @@ def build_tokenizer(path: Path, vocab_size: int):
 
 
 def tiny_config(kind: str, vocab_size: int, tok, **overrides):
-    from transformers import KimiLinearConfig
+    from evalkit.refmodel.kimi_config import kimi_linear_config
 
     if kind not in ("hybrid", "pure_kda"):
         raise ValueError(f"kind must be 'hybrid' or 'pure_kda', got {kind!r}")
-    n_layers = 4
-    full = [4] if kind == "hybrid" else []
-    kwargs = dict(
-        vocab_size=vocab_size,
-        hidden_size=128,
-        num_hidden_layers=n_layers,
-        intermediate_size=256,
+    extra = dict(
         moe_intermediate_size=64,
         num_local_experts=4,
         num_experts_per_tok=2,
         n_shared_experts=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
         kv_lora_rank=32,
         qk_nope_head_dim=32,
         qk_rope_head_dim=16,
         v_head_dim=32,
-        linear_attn_config={
-            "full_attn_layers": full,
-            "kda_layers": [i for i in range(1, n_layers + 1) if i not in full],
-            "num_heads": 2,
-            "head_dim": 32,
-            "short_conv_kernel_size": 4,
-        },
         initializer_range=0.08,
         bos_token_id=tok.convert_tokens_to_ids(BOS),
         eos_token_id=tok.convert_tokens_to_ids(EOS),
         pad_token_id=tok.convert_tokens_to_ids(PAD),
-        tie_word_embeddings=False,
     )
-    kwargs.update(overrides)
-    return KimiLinearConfig(**kwargs)
+    extra.update(overrides)
+    return kimi_linear_config(
+        vocab_size=vocab_size,
+        hidden=128,
+        intermediate=256,
+        layers=4,
+        heads=2,
+        head_dim=32,
+        full_attn_layers=[4] if kind == "hybrid" else [],
+        **extra,
+    )
 
 
 def build_tiny_checkpoint(
@@ -122,35 +108,23 @@ def build_tiny_checkpoint(
         "vocab_size": vocab_size,
         "overrides": {k: repr(v) for k, v in sorted(config_overrides.items())},
     }
-    marker = path / "evalkit_tiny.json"
-    if marker.is_file() and json.loads(marker.read_text()) == stamp:
-        return path
-    # build next to the target, then move it in: concurrent test sessions never see half a build
-    final, path = path, path.with_name(f"{path.name}.building-{os.getpid()}")
-    if path.exists():
-        shutil.rmtree(path)
-    path.mkdir(parents=True)
-    tok = build_tokenizer(path, vocab_size)
-    cfg = tiny_config(kind, vocab_size, tok, **config_overrides)
-    torch.manual_seed(seed)
-    model = KimiLinearForCausalLM(cfg)
-    with torch.no_grad():
-        gen = torch.Generator().manual_seed(seed + 1)
-        for name, buf in model.named_buffers():
-            if name.endswith("e_score_correction_bias"):
-                buf.copy_(torch.randn(buf.shape, generator=gen) * 0.5)
-        for name, p in model.named_parameters():  # non-trivial norm weights exercise the weight paths
-            if name.endswith("norm.weight"):
-                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=gen))
-    model.save_pretrained(str(path))
-    (path / marker.name).write_text(json.dumps(stamp))
-    if final.exists():
-        if marker.is_file() and json.loads(marker.read_text()) == stamp:  # someone else just built it
-            shutil.rmtree(path)
-            return final
-        shutil.rmtree(final)
-    os.replace(path, final)
-    return final
+
+    def build(folder: Path) -> None:
+        tok = build_tokenizer(folder, vocab_size)
+        cfg = tiny_config(kind, vocab_size, tok, **config_overrides)
+        torch.manual_seed(seed)
+        model = KimiLinearForCausalLM(cfg)
+        with torch.no_grad():
+            gen = torch.Generator().manual_seed(seed + 1)
+            for name, buf in model.named_buffers():
+                if name.endswith("e_score_correction_bias"):
+                    buf.copy_(torch.randn(buf.shape, generator=gen) * 0.5)
+            for name, p in model.named_parameters():  # non-trivial norm weights exercise the weight paths
+                if name.endswith("norm.weight"):
+                    p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=gen))
+        model.save_pretrained(str(folder))
+
+    return build_once(path, stamp, build)
 
 
 def main(argv: list[str] | None = None) -> int:

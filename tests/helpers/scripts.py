@@ -1,5 +1,6 @@
-"""Scripts under `scripts/` imported as modules (once per test session), for the tests of the
-scripts and of what they produced."""
+"""Scripts under `scripts/`: their paths (run as subprocesses) and, for the few whose small logic
+lives in the script itself, the script imported as a module (once per test session). The reference
+model's logic is `evalkit.refmodel`, imported directly."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 SCRIPT = SCRIPTS / "train_reference_model.py"
 
 
-def load_script(name: str = "train_reference_model") -> ModuleType:
+def load_script(name: str) -> ModuleType:
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")

@@ -1,0 +1,143 @@
+"""The one harness of the benchmark and GPU scripts under `scripts/`: what each of them needs
+before it measures anything, so that they differ only in what they measure.
+
+- `import_checkout`: run from a checkout that is not installed (the GPU image) by mapping
+  `kernels/` and `tasks/` into evalkit's namespace, as setup.py does on install;
+- `Clock` and `Log`: every log line stamped with the seconds since the script started;
+- `Budget`: the time left of a wall budget, on that clock;
+- `Sections`: named sections run in order under the budget, a failing one recorded (its
+  traceback in the report) without losing the others, the report saved after each.
+
+A script finds this module before evalkit is importable with three lines (see any bench script):
+import it, and on ImportError put the checkout first on `sys.path` and import it again."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def import_checkout(repo: Path = REPO, namespaces: Sequence[str] = ("kernels", "tasks")) -> bool:
+    """Map `repo/kernels` and `repo/tasks` to `evalkit.kernels` and `evalkit.tasks` when they do
+    not import (evalkit not installed); True when anything was mapped."""
+    import evalkit
+
+    mapped = False
+    for folder in namespaces:
+        name = f"evalkit.{folder}"
+        if name in sys.modules or importlib.util.find_spec(name) is not None:
+            continue
+        spec = importlib.util.spec_from_file_location(
+            name, repo / folder / "__init__.py", submodule_search_locations=[str(repo / folder)]
+        )
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+        setattr(evalkit, folder, mod)
+        mapped = True
+    return mapped
+
+
+class Clock:
+    """Seconds since `t0` (by default now) on `timer`: a script passes the time taken at its first
+    line, so that its budget counts its imports too."""
+
+    def __init__(self, t0: float | None = None, timer: Callable[[], float] = time.time) -> None:
+        self.timer = timer
+        self.t0 = timer() if t0 is None else t0
+
+    def elapsed(self) -> float:
+        return self.timer() - self.t0
+
+
+class Budget:
+    """A wall budget of `seconds` on `clock`."""
+
+    def __init__(self, seconds: float, clock: Clock) -> None:
+        self.seconds, self.clock = seconds, clock
+
+    @property
+    def end(self) -> float:
+        """When the budget runs out, on the clock's timer."""
+        return self.clock.t0 + self.seconds
+
+    def left(self) -> float:
+        return self.seconds - self.clock.elapsed()
+
+
+class Log:
+    """`log(*parts)` prints `[<prefix><seconds>s] parts...` (flushed); `to_file` echoes later lines
+    to a file as well."""
+
+    def __init__(self, clock: Clock, prefix: str = "") -> None:
+        self.clock, self.prefix = clock, prefix
+        self.file: TextIO | None = None
+
+    def to_file(self, path: Path) -> None:
+        self.file = open(path, "a")  # noqa: SIM115 - open for the rest of the run
+
+    def __call__(self, *parts: object) -> None:
+        line = f"[{self.prefix}{self.clock.elapsed():7.1f}s] " + " ".join(str(p) for p in parts)
+        print(line, flush=True)
+        if self.file is not None:
+            self.file.write(line + "\n")
+            self.file.flush()
+
+
+def error_text(exc: BaseException, traceback_chars: int) -> str:
+    """What a report keeps of a failure: the exception on one line, then the traceback's tail."""
+    return f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-traceback_chars:]}"
+
+
+class Sections:
+    """Named sections of one report, run in order. A section returning a value stores it under
+    `report["sections"][name]`; one raising is recorded under `report["errors"][name]` and the
+    next runs anyway; `save()` follows every section. With `skip_below_s`, a section is skipped
+    (and recorded as skipped) once less than that is left of the budget; with `timings_key`, each
+    section's seconds are kept under that key."""
+
+    def __init__(
+        self,
+        report: dict[str, Any],
+        save: Callable[[], None],
+        budget: Budget,
+        log: Log,
+        *,
+        skip_below_s: float | None = None,
+        timings_key: str | None = "section_seconds",
+        traceback_chars: int = 3000,
+        on_error: Callable[[], None] | None = None,
+    ) -> None:
+        self.report, self.save, self.budget, self.log = report, save, budget, log
+        self.skip_below_s, self.timings_key = skip_below_s, timings_key
+        self.traceback_chars, self.on_error = traceback_chars, on_error
+        report.setdefault("errors", {})
+
+    def run(self, name: str, fn: Callable[[], Any]) -> None:
+        if self.skip_below_s is not None and self.budget.left() < self.skip_below_s:
+            self.report["errors"][name] = f"skipped: time budget exhausted ({self.budget.seconds:.0f} s)"
+            self.log("SKIP", name)
+            self.save()
+            return
+        self.log("==", name, f"({self.budget.left():.0f} s left)")
+        t = time.time()
+        try:
+            result = fn()
+        except Exception as exc:  # noqa: BLE001 - keep going: one section's failure must not lose the others
+            self.report["errors"][name] = error_text(exc, self.traceback_chars)
+            self.log(f"ERROR in {name}: {type(exc).__name__}: {exc}")
+            if self.on_error is not None:
+                self.on_error()
+        else:
+            if result is not None:
+                self.report.setdefault("sections", {})[name] = result
+        if self.timings_key:
+            self.report.setdefault(self.timings_key, {})[name] = round(time.time() - t, 1)
+        self.save()

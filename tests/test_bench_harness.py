@@ -1,0 +1,107 @@
+"""The benchmark scripts' shared harness (`evalkit.bench.harness`): clock, budget, log, sections
+and the checkout bootstrap, on a fake clock (nothing here depends on the machine's speed)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from evalkit.bench import harness
+
+
+class FakeTimer:
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_budget_counts_on_the_clock_from_its_start():
+    timer = FakeTimer()
+    clock = harness.Clock(t0=90.0, timer=timer)  # the script's first line was 10 s ago
+    budget = harness.Budget(60, clock)
+    assert clock.elapsed() == 10.0 and budget.left() == 50.0 and budget.end == 150.0
+    timer.now = 175.0
+    assert budget.left() == -25.0
+
+
+def test_log_stamps_seconds_and_echoes_to_a_file(tmp_path, capsys):
+    timer = FakeTimer()
+    log = harness.Log(harness.Clock(t0=97.5, timer=timer), prefix="bench ")
+    log("one", 2, {"k": 3})
+    log.to_file(tmp_path / "run.log")
+    log("two")
+    assert capsys.readouterr().out.splitlines() == ["[bench     2.5s] one 2 {'k': 3}", "[bench     2.5s] two"]
+    assert (tmp_path / "run.log").read_text() == "[bench     2.5s] two\n"
+
+
+def _sections(timer: FakeTimer, **kw):
+    report: dict = {}
+    saves: list[dict] = []
+    budget = harness.Budget(30, harness.Clock(timer=timer))
+    log = harness.Log(harness.Clock(timer=timer))
+    return report, saves, harness.Sections(report, lambda: saves.append(dict(report)), budget, log, **kw)
+
+
+def test_a_failing_section_is_recorded_and_the_next_still_runs():
+    timer = FakeTimer()
+    errors: list[str] = []
+    report, saves, sections = _sections(timer, on_error=lambda: errors.append("cleaned"))
+
+    def boom():
+        raise ValueError("bad shape")
+
+    sections.run("first", boom)
+    sections.run("second", lambda: {"ms": 1.5})
+    sections.run("third", lambda: None)  # a section that writes the report itself
+    assert report["errors"]["first"].startswith("ValueError: bad shape\n")
+    assert "Traceback" in report["errors"]["first"]
+    assert report["sections"] == {"second": {"ms": 1.5}}
+    assert set(report["section_seconds"]) == {"first", "second", "third"}
+    assert errors == ["cleaned"] and len(saves) == 3
+
+
+def test_sections_are_skipped_when_the_budget_is_spent():
+    timer = FakeTimer()
+    report, saves, sections = _sections(timer, skip_below_s=10, timings_key=None)
+    ran = []
+    sections.run("early", lambda: ran.append("early"))
+    timer.now += 25  # 5 s left, under the 10 s floor
+    sections.run("late", lambda: ran.append("late"))
+    assert ran == ["early"]
+    assert report["errors"] == {"late": "skipped: time budget exhausted (30 s)"}
+    assert "section_seconds" not in report and len(saves) == 2
+
+
+def test_import_checkout_maps_a_folder_into_evalkit_only_when_it_does_not_import(tmp_path, monkeypatch):
+    (tmp_path / "fakens").mkdir()
+    (tmp_path / "fakens" / "__init__.py").write_text("ANSWER = 42\n")
+    (tmp_path / "fakens" / "part.py").write_text("from evalkit.fakens import ANSWER\nDOUBLE = 2 * ANSWER\n")
+    monkeypatch.delitem(sys.modules, "evalkit.fakens", raising=False)
+    monkeypatch.delitem(sys.modules, "evalkit.fakens.part", raising=False)
+    try:
+        assert harness.import_checkout(tmp_path, ("fakens",)) is True
+        from evalkit.fakens.part import DOUBLE
+
+        assert DOUBLE == 84
+        assert harness.import_checkout(tmp_path, ("fakens",)) is False  # already there
+        assert harness.import_checkout() is False  # this checkout is installed: nothing to map
+    finally:
+        import evalkit
+
+        sys.modules.pop("evalkit.fakens.part", None)
+        sys.modules.pop("evalkit.fakens", None)
+        if hasattr(evalkit, "fakens"):
+            delattr(evalkit, "fakens")
+
+
+@pytest.mark.parametrize("script", ["bench_kernels", "bench_engine", "gpu_drift", "bench_gdn"])
+def test_the_scripts_use_the_harness(script):
+    """One harness: no script keeps its own bootstrap, log or section runner."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "scripts" / f"{script}.py").read_text()
+    assert "harness" in text
+    assert "spec_from_file_location" not in text and "def log(" not in text
