@@ -9,7 +9,7 @@ import torch
 from evalkit.kernels import STATE_DTYPES, KernelInputError, cpu, reference
 from evalkit.kernels.kda_decode import reference as decode_reference
 from evalkit.kernels.testing import check_rounded_like_reference, kda_inputs, random_cu_seqlens, random_pool
-from tests.helpers.interpreter import rel_err
+from tests.helpers.numerics import rel_err
 
 H, K, V = 2, 16, 32
 

@@ -10,7 +10,7 @@ from evalkit.kernels import cpu, reference
 from evalkit.kernels.kda_decode.cpu import prepare, step
 from evalkit.kernels.kda_prefill import cpu_chunked
 from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool
-from tests.helpers.interpreter import rel_err
+from tests.helpers.numerics import rel_err
 
 H, K, V = 2, 16, 32
 

@@ -16,7 +16,8 @@ from evalkit.kernels.testing import (
     random_cu_seqlens,
     random_pool,
 )
-from tests.helpers.interpreter import INTERPRETING, interpreted_modules, rel_err, rerun_under_interpreter
+from tests.helpers.interpreter import INTERPRETING, interpreted_modules, rerun_under_interpreter
+from tests.helpers.numerics import rel_err
 
 H = 2
 # every storage, every rounding, mantissa widths from 1 bit up, a seeded SR

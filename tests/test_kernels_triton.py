@@ -20,7 +20,8 @@ from evalkit.kernels.testing import (
     random_cu_seqlens,
     random_pool,
 )
-from tests.helpers.interpreter import interpreted_modules, rel_err, rerun_under_interpreter
+from tests.helpers.interpreter import interpreted_modules, rerun_under_interpreter
+from tests.helpers.numerics import rel_err
 
 H = 2
 

@@ -1,6 +1,5 @@
 """Test modules that run themselves again in Triton's CPU interpreter (TRITON_INTERPRET=1 must be set
-before `triton` is first imported, see `evalkit.kernels.testing.run_module_under_interpreter`), and
-the relative error their checks compare with."""
+before `triton` is first imported, see `evalkit.kernels.testing.run_module_under_interpreter`)."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ import types
 from collections.abc import Callable
 
 import pytest
-import torch
 
 from evalkit.kernels.testing import run_module_under_interpreter
 
@@ -37,9 +35,3 @@ def interpreted_modules(**modules: str) -> types.SimpleNamespace:
     decode = importlib.import_module("evalkit.kernels.kda_decode.wrapper")
     assert type(decode.kda_decode_kernel).__name__ == "InterpretedFunction"
     return types.SimpleNamespace(**{name: importlib.import_module(mod) for name, mod in modules.items()})
-
-
-def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    """max |a - b| / max |b|, in float64."""
-    a, b = a.double(), b.double()
-    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
