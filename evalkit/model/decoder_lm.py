@@ -14,7 +14,8 @@ from torch import nn
 from .batch import ForwardBatch
 
 
-def _weight(*shape: int, dtype: torch.dtype, device: torch.device | str) -> nn.Parameter:
+def frozen_parameter(*shape: int, dtype: torch.dtype, device: torch.device | str) -> nn.Parameter:
+    """An uninitialised inference-only weight (filled by the loader or random init)."""
     return nn.Parameter(torch.empty(*shape, dtype=dtype, device=device), requires_grad=False)
 
 
@@ -30,10 +31,10 @@ class DecoderLM(nn.Module):
         super().__init__()
         self.arch, self.dtype, self.device = arch, dtype, torch.device(device)
         hid = arch.hidden_size
-        self.embed_tokens = _weight(arch.vocab_size, hid, dtype=dtype, device=device)
+        self.embed_tokens = frozen_parameter(arch.vocab_size, hid, dtype=dtype, device=device)
         self.layers = nn.ModuleList(layer(arch, i, dtype, device) for i in range(arch.num_hidden_layers))
-        self.norm = _weight(hid, dtype=dtype, device=device)
-        self.lm_head = _weight(arch.vocab_size, hid, dtype=dtype, device=device)
+        self.norm = frozen_parameter(hid, dtype=dtype, device=device)
+        self.lm_head = frozen_parameter(arch.vocab_size, hid, dtype=dtype, device=device)
 
     def hidden_states(self, batch: ForwardBatch, state) -> torch.Tensor:
         """Final-normed hidden states of every row [T_pad, hidden]."""

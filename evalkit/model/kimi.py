@@ -14,7 +14,7 @@ from torch import nn
 
 from .batch import ForwardBatch
 from .config import KimiArch
-from .decoder_lm import DecoderLM
+from .decoder_lm import DecoderLM, frozen_parameter
 from .layers.kda import KDAttention
 from .layers.mla import MLAttention
 from .layers.moe import DenseMLP, MoE
@@ -28,10 +28,8 @@ class DecoderLayer(nn.Module):
         self.is_moe = arch.mlp_layer_types[i] == "sparse"
         self.eps = arch.rms_norm_eps
         hid = arch.hidden_size
-        self.input_layernorm = nn.Parameter(torch.empty(hid, dtype=dtype, device=device), requires_grad=False)
-        self.post_attention_layernorm = nn.Parameter(
-            torch.empty(hid, dtype=dtype, device=device), requires_grad=False
-        )
+        self.input_layernorm = frozen_parameter(hid, dtype=dtype, device=device)
+        self.post_attention_layernorm = frozen_parameter(hid, dtype=dtype, device=device)
         self.attn = (KDAttention if self.is_kda else MLAttention)(arch, i, dtype, device)
         self.mlp = (
             MoE(arch, dtype, device) if self.is_moe else DenseMLP(hid, arch.intermediate_size, dtype, device)

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..batch import ForwardBatch
-from ..decoder_lm import DecoderLM
+from ..decoder_lm import DecoderLM, frozen_parameter
 from ..layers.moe import DenseMLP
 from .attention import GatedAttention
 from .config import GDNArch
@@ -27,10 +27,8 @@ class GDNDecoderLayer(nn.Module):
         self.is_moe = arch.mlp_layer_types[i] == "sparse"
         self.eps = arch.rms_norm_eps
         hid = arch.hidden_size
-        self.input_layernorm = nn.Parameter(torch.empty(hid, dtype=dtype, device=device), requires_grad=False)
-        self.post_attention_layernorm = nn.Parameter(
-            torch.empty(hid, dtype=dtype, device=device), requires_grad=False
-        )
+        self.input_layernorm = frozen_parameter(hid, dtype=dtype, device=device)
+        self.post_attention_layernorm = frozen_parameter(hid, dtype=dtype, device=device)
         self.attn = (GatedDeltaNet if self.is_linear else GatedAttention)(arch, i, dtype, device)
         self.mlp = (
             SharedExpertMoE(arch, dtype, device)
