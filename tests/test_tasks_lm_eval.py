@@ -13,6 +13,7 @@ from evalkit.tasks import lm_eval_dir
 from evalkit.tasks.data import BUNDLED_DIR
 from evalkit.tasks.long_context.decode_tasks import DECODE_VARIANTS
 from evalkit.tasks.registry import get_task
+from tests.helpers.scripted_lm import generation_only_lm
 from tests.helpers.task_names import RULER_TASKS
 
 DATA = BUNDLED_DIR
@@ -29,25 +30,14 @@ def tok_dir(tmp_path_factory):
 
 
 def model(answer):
-    from lm_eval.api.model import LM
-
-    class Scripted(LM):
+    class Scripted(generation_only_lm()):
         def __init__(self):
             super().__init__()
             self.contexts = {}
 
-        def generate_until(self, requests):
-            out = []
-            for r in requests:
-                self.contexts[(r.task_name, r.doc["max_length"], r.doc["index"])] = r.args[0]
-                out.append(answer(r.doc))
-            return out
-
-        def loglikelihood(self, requests):
-            raise NotImplementedError
-
-        def loglikelihood_rolling(self, requests):
-            raise NotImplementedError
+        def respond(self, r) -> str:
+            self.contexts[(r.task_name, r.doc["max_length"], r.doc["index"])] = r.args[0]
+            return answer(r.doc)
 
     return Scripted()
 
