@@ -13,7 +13,7 @@ import torch
 
 from evalkit.engine import LLMEngine, SamplingParams
 from evalkit.kernels import parse_format
-from tests.helpers.drive import STATE_16BIT, TOKENS, drive_logits
+from tests.helpers.drive import TOKENS, assert_16bit_arm_equals_rounded_fp32, drive_logits
 
 
 @pytest.fixture(scope="module")
@@ -23,14 +23,7 @@ def fp32(tiny_hybrid_ckpt):
 
 @pytest.mark.parametrize("arm", ["fp16", "bf16"])
 def test_16bit_arm_equals_fp32_with_rounded_state(fp32, arm):
-    eng = LLMEngine(fp32.loaded, device="cpu", state_dtype=arm, max_num_seqs=2)
-    got = drive_logits(eng, TOKENS, [70, 30], 60)
-    simulated = drive_logits(fp32, TOKENS, [70, 30], 60, round_to=STATE_16BIT[arm])
-    plain = drive_logits(fp32, TOKENS, [70, 30], 60)
-    assert torch.equal(got, simulated)
-    diff = (got - plain).abs().max().item()
-    assert diff > 1e-6, "the 16-bit state should move the logits at all"
-    assert diff < (0.5 if arm == "bf16" else 0.05) * plain.abs().max().item()
+    assert_16bit_arm_equals_rounded_fp32(fp32, arm)
 
 
 def test_intra_chunk_rounding_is_rounding_at_chunk_boundaries(fp32):

@@ -47,3 +47,17 @@ def drive_logits(
     finally:
         runner.detach(seq)
     return torch.cat(rows)
+
+
+def assert_16bit_arm_equals_rounded_fp32(fp32: LLMEngine, arm: str) -> None:
+    """The `arm` engine's logits equal the fp32 engine's with its pools rounded to the arm's dtype
+    after every pass, bit for bit, and differ from plain fp32 by a small but nonzero amount."""
+    eng = LLMEngine(fp32.loaded, device="cpu", state_dtype=arm, max_num_seqs=2)
+    assert eng.state.kda[eng.arch.kda_layers[0]].dtype == STATE_16BIT[arm]
+    got = drive_logits(eng, TOKENS, [70, 30], 60)
+    simulated = drive_logits(fp32, TOKENS, [70, 30], 60, round_to=STATE_16BIT[arm])
+    plain = drive_logits(fp32, TOKENS, [70, 30], 60)
+    assert torch.equal(got, simulated)
+    diff = (got - plain).abs().max().item()
+    assert diff > 1e-6, "the 16-bit state should move the logits at all"
+    assert diff < (0.5 if arm == "bf16" else 0.05) * plain.abs().max().item()
