@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers.checkpoint_cache import checkpoint_cache_root
 
 # The CI box has 2 cores shared by several processes: one intra-op thread is several times faster
 # than two spinning threads for the tiny models here (set EVALKIT_TEST_THREADS to override).
@@ -25,11 +26,7 @@ os.environ.setdefault("EVALKIT_PROMPT_WORKERS", "1")
 def _tiny(request: pytest.FixtureRequest, kind: str) -> Path:
     from evalkit.testing import build_tiny_checkpoint
 
-    cache = getattr(request.config, "cache", None)  # absent under `-p no:cacheprovider`
-    if cache is not None:
-        root = Path(cache.mkdir("evalkit-tiny-checkpoints"))
-    else:
-        root = request.getfixturevalue("tmp_path_factory").mktemp("evalkit-tiny-checkpoints")
+    root = checkpoint_cache_root(request)
     return build_tiny_checkpoint(root / kind, kind=kind)
 
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from evalkit.engine import LLMEngine, SamplingParams, Sequence
-from evalkit.kernels import parse_format, round_to_format
-
-DT = {"fp16": torch.float16, "bf16": torch.bfloat16}
+from evalkit.engine import LLMEngine, SamplingParams
+from evalkit.kernels import parse_format
+from tests.helpers.drive import TOKENS, assert_16bit_arm_equals_rounded_fp32, drive_logits
 
 
 @pytest.fixture(scope="module")
@@ -22,53 +21,9 @@ def fp32(tiny_hybrid_ckpt):
     return LLMEngine(str(tiny_hybrid_ckpt), device="cpu", state_dtype="fp32", max_num_seqs=2)
 
 
-def _drive(
-    engine: LLMEngine,
-    tokens: list[int],
-    prefill: list[int],
-    n_decode: int,
-    round_to: torch.dtype | str | None = None,
-) -> torch.Tensor:
-    runner = engine.runner
-    seq = Sequence(list(tokens), SamplingParams())
-    runner.attach(seq)
-
-    def after():
-        if isinstance(round_to, torch.dtype):
-            for pool in engine.state.kda.values():
-                pool.copy_(pool.to(round_to).to(pool.dtype))
-        elif round_to is not None:  # a format name: the oracle at the sequence's store position
-            pos = torch.tensor([seq.num_computed - 1])
-            for layer, pool in engine.state.kda.items():
-                stored = round_to_format(pool[seq.slot][None], round_to, sr_seed=layer, positions=pos)
-                pool[seq.slot] = stored[0].to(pool.dtype)
-
-    rows = []
-    try:
-        for n in prefill:
-            rows.append(runner.prefill([(seq, n)], all_logits=True)[0])
-            after()
-        for _ in range(n_decode):
-            rows.append(runner.decode([seq]))
-            after()
-    finally:
-        runner.detach(seq)
-    return torch.cat(rows)
-
-
-TOKENS = torch.randint(3, 512, (160,), generator=torch.Generator().manual_seed(11)).tolist()
-
-
 @pytest.mark.parametrize("arm", ["fp16", "bf16"])
 def test_16bit_arm_equals_fp32_with_rounded_state(fp32, arm):
-    eng = LLMEngine(fp32.loaded, device="cpu", state_dtype=arm, max_num_seqs=2)
-    got = _drive(eng, TOKENS, [70, 30], 60)
-    simulated = _drive(fp32, TOKENS, [70, 30], 60, round_to=DT[arm])
-    plain = _drive(fp32, TOKENS, [70, 30], 60)
-    assert torch.equal(got, simulated)
-    diff = (got - plain).abs().max().item()
-    assert diff > 1e-6, "the 16-bit state should move the logits at all"
-    assert diff < (0.5 if arm == "bf16" else 0.05) * plain.abs().max().item()
+    assert_16bit_arm_equals_rounded_fp32(fp32, arm)
 
 
 def test_intra_chunk_rounding_is_rounding_at_chunk_boundaries(fp32):
@@ -81,9 +36,9 @@ def test_intra_chunk_rounding_is_rounding_at_chunk_boundaries(fp32):
         kda_chunk_size=32,
         max_num_seqs=2,
     )
-    got = _drive(eng, TOKENS, [100], 0)
-    pieces = _drive(fp32, TOKENS[:100], [32, 32, 32, 4], 0, round_to=torch.float16)
-    plain = _drive(fp32, TOKENS[:100], [100], 0)
+    got = drive_logits(eng, TOKENS, [100], 0)
+    pieces = drive_logits(fp32, TOKENS[:100], [32, 32, 32, 4], 0, round_to=torch.float16)
+    plain = drive_logits(fp32, TOKENS[:100], [100], 0)
     assert torch.equal(got, pieces) and not torch.equal(got, plain)
 
 
@@ -107,16 +62,16 @@ def test_every_format_equals_fp32_with_the_state_rounded_where_the_pool_stores(f
     fmt = parse_format(arm)
     assert all(p.dtype == fmt.pool_dtype for p in eng.state.kda.values())
     assert eng.describe()["state_format"] == fmt.describe()
-    got = _drive(eng, TOKENS, [70, 30], 20)
-    simulated = _drive(fp32, TOKENS, [70, 30], 20, round_to=arm)
-    plain = _drive(fp32, TOKENS, [70, 30], 20)
+    got = drive_logits(eng, TOKENS, [70, 30], 20)
+    simulated = drive_logits(fp32, TOKENS, [70, 30], 20, round_to=arm)
+    plain = drive_logits(fp32, TOKENS, [70, 30], 20)
     assert torch.equal(got, simulated)
     assert not torch.equal(got, plain), "the format should move the logits at all"
 
 
 def test_sr_arm_depends_on_its_seed(fp32):
     """A different SR seed is another arm (other random bits); the same seed reproduces itself."""
-    run = lambda arm: _drive(
+    run = lambda arm: drive_logits(
         LLMEngine(fp32.loaded, device="cpu", state_dtype=arm, max_num_seqs=2), TOKENS, [40], 5
     )
     a, b = run("m5-sr:1"), run("m5-sr:2")

@@ -8,38 +8,13 @@ import pytest
 import torch
 from gdn_fixtures import tiny_gdn
 
-from evalkit.engine import LLMEngine, SamplingParams, Sequence
-
-DT = {"fp16": torch.float16, "bf16": torch.bfloat16}
-TOKENS = torch.randint(3, 512, (160,), generator=torch.Generator().manual_seed(11)).tolist()
+from evalkit.engine import LLMEngine, SamplingParams
+from tests.helpers.drive import TOKENS, assert_16bit_arm_equals_rounded_fp32
 
 
 @pytest.fixture(scope="module")
 def fp32(request):
     return LLMEngine(str(tiny_gdn(request, "qwen3_next")), device="cpu", state_dtype="fp32", max_num_seqs=16)
-
-
-def _drive(engine, tokens, prefill, n_decode, round_to=None) -> torch.Tensor:
-    runner = engine.runner
-    seq = Sequence(list(tokens), SamplingParams())
-    runner.attach(seq)
-
-    def after():
-        if round_to is not None:
-            for pool in engine.state.kda.values():
-                pool.copy_(pool.to(round_to).to(pool.dtype))
-
-    rows = []
-    try:
-        for n in prefill:
-            rows.append(runner.prefill([(seq, n)], all_logits=True)[0])
-            after()
-        for _ in range(n_decode):
-            rows.append(runner.decode([seq]))
-            after()
-    finally:
-        runner.detach(seq)
-    return torch.cat(rows)
 
 
 def test_pools_have_the_gdn_shapes(fp32):
@@ -52,15 +27,7 @@ def test_pools_have_the_gdn_shapes(fp32):
 
 @pytest.mark.parametrize("arm", ["fp16", "bf16"])
 def test_16bit_arm_equals_fp32_with_rounded_state(fp32, arm):
-    eng = LLMEngine(fp32.loaded, device="cpu", state_dtype=arm, max_num_seqs=2)
-    assert eng.state.kda[0].dtype == DT[arm]
-    got = _drive(eng, TOKENS, [70, 30], 60)
-    simulated = _drive(fp32, TOKENS, [70, 30], 60, round_to=DT[arm])
-    plain = _drive(fp32, TOKENS, [70, 30], 60)
-    assert torch.equal(got, simulated)
-    diff = (got - plain).abs().max().item()
-    assert diff > 1e-6, "the 16-bit state should move the logits at all"
-    assert diff < (0.5 if arm == "bf16" else 0.05) * plain.abs().max().item()
+    assert_16bit_arm_equals_rounded_fp32(fp32, arm)
 
 
 def _prompts(n: int, seed: int, lo: int = 3, hi: int = 120) -> list[list[int]]:

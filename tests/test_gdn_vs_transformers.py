@@ -11,14 +11,12 @@ import pytest
 import torch
 from gdn_fixtures import tiny_gdn
 
-from evalkit.engine import LLMEngine, SamplingParams, Sequence
+from evalkit.engine import LLMEngine, SamplingParams
 from evalkit.testing.tiny_gdn_models import FAMILIES
+from tests.helpers.drive import drive_logits
+from tests.helpers.numerics import rel_err
 
 REL_TOL = 1e-4
-
-
-def rel_err(a: torch.Tensor, ref: torch.Tensor) -> float:
-    return float((a.double() - ref.double()).abs().max() / ref.double().abs().max())
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
@@ -39,31 +37,19 @@ def setup(request):
     return request.param, hf, engine, tokens[0].tolist(), ref
 
 
-def _run(engine: LLMEngine, tokens: list[int], prefill_sizes: list[int], n_decode: int) -> torch.Tensor:
-    seq = Sequence(list(tokens), SamplingParams())
-    runner = engine.runner
-    runner.attach(seq)
-    try:
-        rows = [runner.prefill([(seq, n)], all_logits=True)[0] for n in prefill_sizes]
-        rows += [runner.decode([seq]) for _ in range(n_decode)]
-    finally:
-        runner.detach(seq)
-    return torch.cat(rows)
-
-
 def test_full_forward_logits_match(setup):
     family, _, engine, tokens, ref = setup
-    assert rel_err(_run(engine, tokens, [150], 0), ref) <= REL_TOL, family
+    assert rel_err(drive_logits(engine, tokens, [150], 0), ref) <= REL_TOL, family
 
 
 def test_prefill_then_single_token_steps_match(setup):
     family, _, engine, tokens, ref = setup
-    assert rel_err(_run(engine, tokens, [97], 53), ref) <= REL_TOL, family
+    assert rel_err(drive_logits(engine, tokens, [97], 53), ref) <= REL_TOL, family
 
 
 def test_several_prefill_chunks_then_steps_match(setup):
     family, _, engine, tokens, ref = setup
-    assert rel_err(_run(engine, tokens, [64, 1, 40, 17, 8], 20), ref) <= REL_TOL, family
+    assert rel_err(drive_logits(engine, tokens, [64, 1, 40, 17, 8], 20), ref) <= REL_TOL, family
 
 
 def test_greedy_generation_identical(setup):

@@ -9,13 +9,9 @@ import torch
 from evalkit.kernels import STATE_DTYPES, KernelInputError, cpu, reference
 from evalkit.kernels.kda_decode import reference as decode_reference
 from evalkit.kernels.testing import check_rounded_like_reference, kda_inputs, random_cu_seqlens, random_pool
+from tests.helpers.numerics import rel_err
 
 H, K, V = 2, 16, 32
-
-
-def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.double(), b.double()
-    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
 
 
 # ---------------------------------------------------------------- reference vs transformers

@@ -10,13 +10,9 @@ from evalkit.kernels import cpu, reference
 from evalkit.kernels.kda_decode.cpu import prepare, step
 from evalkit.kernels.kda_prefill import cpu_chunked
 from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool
+from tests.helpers.numerics import rel_err
 
 H, K, V = 2, 16, 32
-
-
-def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.double(), b.double()
-    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
 
 
 @pytest.fixture

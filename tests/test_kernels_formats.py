@@ -6,9 +6,6 @@ process (see tests/test_kernels_triton.py), where the `tk` tests execute."""
 
 from __future__ import annotations
 
-import importlib
-import os
-
 import pytest
 import torch
 
@@ -18,11 +15,11 @@ from evalkit.kernels.testing import (
     kda_inputs,
     random_cu_seqlens,
     random_pool,
-    run_module_under_interpreter,
 )
+from tests.helpers.interpreter import INTERPRETING, interpreted_modules, rerun_under_interpreter
+from tests.helpers.numerics import rel_err
 
 H = 2
-INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
 # every storage, every rounding, mantissa widths from 1 bit up, a seeded SR
 FORMATS = [
     "fp16-sr",
@@ -40,29 +37,14 @@ FORMATS = [
 ]
 
 
-@pytest.mark.skipif(INTERPRETING, reason="this process is the interpreter run")
-def test_module_under_triton_interpreter():
-    rc, out = run_module_under_interpreter(__file__)
-    assert rc == 0, out
+test_module_under_triton_interpreter = rerun_under_interpreter(__file__)
 
 
 @pytest.fixture(scope="module")
 def tk():
-    if not INTERPRETING:
-        pytest.skip("runs inside test_module_under_triton_interpreter")
-    import types
-
-    mods = types.SimpleNamespace(
-        decode=importlib.import_module("evalkit.kernels.kda_decode.wrapper"),
-        prefill=importlib.import_module("evalkit.kernels.kda_prefill.wrapper"),
+    return interpreted_modules(
+        decode="evalkit.kernels.kda_decode.wrapper", prefill="evalkit.kernels.kda_prefill.wrapper"
     )
-    assert type(mods.decode.kda_decode_kernel).__name__ == "InterpretedFunction"
-    return mods
-
-
-def rel_err(a, b) -> float:
-    a, b = a.double(), b.double()
-    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
 
 
 def _decode_case(name: str, K: int, V: int):

@@ -8,10 +8,6 @@ TRITON_INTERPRET=1, where the other tests execute."""
 
 from __future__ import annotations
 
-import importlib
-import os
-import types
-
 import pytest
 import torch
 
@@ -23,36 +19,24 @@ from evalkit.kernels.testing import (
     kda_inputs,
     random_cu_seqlens,
     random_pool,
-    run_module_under_interpreter,
 )
+from tests.helpers.interpreter import interpreted_modules, rerun_under_interpreter
+from tests.helpers.numerics import rel_err
 
 H = 2
-INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
 
 
-@pytest.mark.skipif(INTERPRETING, reason="this process is the interpreter run")
-def test_module_under_triton_interpreter():
-    rc, out = run_module_under_interpreter(__file__)
-    assert rc == 0, out
+test_module_under_triton_interpreter = rerun_under_interpreter(__file__)
 
 
 @pytest.fixture(scope="module")
 def tk():
-    if not INTERPRETING:
-        pytest.skip("runs inside test_module_under_triton_interpreter")
-    mods = types.SimpleNamespace(
-        decode=importlib.import_module("evalkit.kernels.kda_decode.wrapper"),
-        prefill=importlib.import_module("evalkit.kernels.kda_prefill.wrapper"),
-        conv=importlib.import_module("evalkit.kernels.short_conv.wrapper"),
-        norm=importlib.import_module("evalkit.kernels.gated_rmsnorm.wrapper"),
+    return interpreted_modules(
+        decode="evalkit.kernels.kda_decode.wrapper",
+        prefill="evalkit.kernels.kda_prefill.wrapper",
+        conv="evalkit.kernels.short_conv.wrapper",
+        norm="evalkit.kernels.gated_rmsnorm.wrapper",
     )
-    assert type(mods.decode.kda_decode_kernel).__name__ == "InterpretedFunction"
-    return mods
-
-
-def rel_err(a, b) -> float:
-    a, b = a.double(), b.double()
-    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
 
 
 def nan_out(n, V, dtype=torch.float32):

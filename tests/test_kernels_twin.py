@@ -4,33 +4,22 @@ build: a check that cannot fail is no check. Triton runs in the CPU interpreter,
 
 from __future__ import annotations
 
-import importlib
-import os
-
 import pytest
 import torch
 
-from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool, run_module_under_interpreter
+from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool
 from evalkit.kernels.twin_check import TwinChecker, TwinMismatch
+from tests.helpers.interpreter import INTERPRETING, interpreted_modules, rerun_under_interpreter
 
 H, K, V = 2, 16, 32
 
 
-INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
-
-
-@pytest.mark.skipif(INTERPRETING, reason="this process is the interpreter run")
-def test_module_under_triton_interpreter():
-    rc, out = run_module_under_interpreter(__file__)
-    assert rc == 0, out
+test_module_under_triton_interpreter = rerun_under_interpreter(__file__)
 
 
 @pytest.fixture
 def interp():
-    if not INTERPRETING:
-        pytest.skip("runs inside test_module_under_triton_interpreter")
-    w = importlib.import_module("evalkit.kernels.kda_decode.wrapper")
-    assert type(w.kda_decode_kernel).__name__ == "InterpretedFunction"
+    interpreted_modules()
 
 
 def _decode_launch(checker: TwinChecker, dtype):

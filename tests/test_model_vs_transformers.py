@@ -9,14 +9,12 @@ import warnings
 import pytest
 import torch
 
-from evalkit.engine import LLMEngine, SamplingParams, Sequence
+from evalkit.engine import LLMEngine, SamplingParams
+from tests.helpers.drive import drive_logits
+from tests.helpers.numerics import rel_err
 
 REL_TOL = 1e-4
 KINDS = ["hybrid", "pure_kda"]
-
-
-def rel_err(a: torch.Tensor, ref: torch.Tensor) -> float:
-    return float((a.double() - ref.double()).abs().max() / ref.double().abs().max())
 
 
 @pytest.fixture(scope="module", params=KINDS)
@@ -35,31 +33,19 @@ def setup(request):
     return request.param, ckpt, hf, engine, tokens[0].tolist(), ref
 
 
-def _run(engine: LLMEngine, tokens: list[int], prefill_sizes: list[int], n_decode: int) -> torch.Tensor:
-    seq = Sequence(list(tokens), SamplingParams())
-    runner = engine.runner
-    runner.attach(seq)
-    try:
-        rows = [runner.prefill([(seq, n)], all_logits=True)[0] for n in prefill_sizes]
-        rows += [runner.decode([seq]) for _ in range(n_decode)]
-    finally:
-        runner.detach(seq)
-    return torch.cat(rows)
-
-
 def test_full_forward_logits_match(setup):
     kind, _, _, engine, tokens, ref = setup
-    assert rel_err(_run(engine, tokens, [150], 0), ref) <= REL_TOL, kind
+    assert rel_err(drive_logits(engine, tokens, [150], 0), ref) <= REL_TOL, kind
 
 
 def test_prefill_then_single_token_steps_match(setup):
     kind, _, _, engine, tokens, ref = setup
-    assert rel_err(_run(engine, tokens, [97], 53), ref) <= REL_TOL, kind
+    assert rel_err(drive_logits(engine, tokens, [97], 53), ref) <= REL_TOL, kind
 
 
 def test_several_prefill_chunks_then_steps_match(setup):
     kind, _, _, engine, tokens, ref = setup
-    assert rel_err(_run(engine, tokens, [64, 1, 40, 17, 8], 20), ref) <= REL_TOL, kind
+    assert rel_err(drive_logits(engine, tokens, [64, 1, 40, 17, 8], 20), ref) <= REL_TOL, kind
 
 
 def _hf_greedy(hf, kind: str, prompt: list[int], n: int, eos: int) -> list[int]:

@@ -13,6 +13,7 @@ import pytest
 
 from evalkit.tasks.data import BUNDLED_DIR, DataNotFoundError, locate_gsm8k
 from evalkit.tasks.gsm8k import GSM8KTask
+from tests.helpers.scripted_lm import generation_only_lm
 
 DATA = BUNDLED_DIR
 LIMIT = 10
@@ -75,9 +76,8 @@ def hflm_apply_chat_template():
 def scripted_lm(tokenizer=None):
     """A minimal lm-eval model answering from the script; with a tokenizer it renders chat
     templates with lm-eval's own HF implementation (HFLM.apply_chat_template)."""
-    from lm_eval.api.model import LM
 
-    class Scripted(LM):
+    class Scripted(generation_only_lm()):
         def __init__(self):
             super().__init__()
             self.tokenizer = tokenizer
@@ -90,18 +90,9 @@ def scripted_lm(tokenizer=None):
         def tokenizer_name(self) -> str:
             return "scripted"
 
-        def generate_until(self, requests):
-            out = []
-            for r in requests:
-                self.seen[r.doc_id] = r.args
-                out.append(response_for(r.doc_id))
-            return out
-
-        def loglikelihood(self, requests):
-            raise NotImplementedError
-
-        def loglikelihood_rolling(self, requests):
-            raise NotImplementedError
+        def respond(self, r) -> str:
+            self.seen[r.doc_id] = r.args
+            return response_for(r.doc_id)
 
     return Scripted()
 

@@ -13,6 +13,8 @@ from evalkit.tasks import lm_eval_dir
 from evalkit.tasks.data import BUNDLED_DIR
 from evalkit.tasks.long_context.decode_tasks import DECODE_VARIANTS
 from evalkit.tasks.registry import get_task
+from tests.helpers.scripted_lm import generation_only_lm
+from tests.helpers.task_names import RULER_TASKS
 
 DATA = BUNDLED_DIR
 TASKS = ["passkey", "niah_single_1", "niah_multikey_2", "niah_single_2"]
@@ -28,25 +30,14 @@ def tok_dir(tmp_path_factory):
 
 
 def model(answer):
-    from lm_eval.api.model import LM
-
-    class Scripted(LM):
+    class Scripted(generation_only_lm()):
         def __init__(self):
             super().__init__()
             self.contexts = {}
 
-        def generate_until(self, requests):
-            out = []
-            for r in requests:
-                self.contexts[(r.task_name, r.doc["max_length"], r.doc["index"])] = r.args[0]
-                out.append(answer(r.doc))
-            return out
-
-        def loglikelihood(self, requests):
-            raise NotImplementedError
-
-        def loglikelihood_rolling(self, requests):
-            raise NotImplementedError
+        def respond(self, r) -> str:
+            self.contexts[(r.task_name, r.doc["max_length"], r.doc["index"])] = r.args[0]
+            return answer(r.doc)
 
     return Scripted()
 
@@ -93,23 +84,7 @@ def test_lm_eval_loads_builds_and_scores(tok_dir):
 
 def test_every_long_task_has_a_yaml():
     names = {p.stem for p in lm_eval_dir().glob("evalkit_*.yaml")}
-    expected = {
-        "passkey",
-        "niah_single_1",
-        "niah_single_2",
-        "niah_single_3",
-        "niah_multikey_1",
-        "niah_multikey_2",
-        "niah_multikey_3",
-        "niah_multivalue",
-        "niah_multiquery",
-        "vt",
-        "cwe",
-        "fwe",
-        "kv_retrieval",
-        "kv_retrieval_uuid",
-        *DECODE_VARIANTS,
-    }
+    expected = {*RULER_TASKS, *DECODE_VARIANTS}
     assert names == {f"evalkit_{n}" for n in expected}
 
 

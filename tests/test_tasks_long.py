@@ -13,26 +13,11 @@ from evalkit.errors import InputError
 from evalkit.tasks.data import BUNDLED_DIR
 from evalkit.tasks.long_context import generators as g
 from evalkit.tasks.registry import get_task
+from tests.helpers.task_names import RULER_TASKS
 
 DATA = BUNDLED_DIR
 
-SIZED = [
-    "passkey",
-    "niah_single_1",
-    "niah_single_2",
-    "niah_single_3",
-    "niah_multikey_1",
-    "niah_multikey_2",
-    "niah_multikey_3",
-    "niah_multivalue",
-    "niah_multiquery",
-    "vt",
-    "cwe",
-    "fwe",
-    "kv_retrieval",
-    "kv_retrieval_uuid",
-    "gsm8k_manyshot",
-]
+SIZED = [*RULER_TASKS, "gsm8k_manyshot"]
 WRONG = " I could not find it."
 
 

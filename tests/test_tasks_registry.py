@@ -10,26 +10,14 @@ import pytest
 
 from evalkit.errors import InputError
 from evalkit.tasks.registry import get_task, list_tasks, parse_lengths
+from tests.helpers.task_names import RULER_TASKS
 
 EXPECTED = [
     "gsm8k",
     "gsm8k_cot",
     "gsm8k_manyshot",
     "gsm8k_longdecode",
-    "passkey",
-    "niah_single_1",
-    "niah_single_2",
-    "niah_single_3",
-    "niah_multikey_1",
-    "niah_multikey_2",
-    "niah_multikey_3",
-    "niah_multivalue",
-    "niah_multiquery",
-    "vt",
-    "cwe",
-    "fwe",
-    "kv_retrieval",
-    "kv_retrieval_uuid",
+    *RULER_TASKS,
     "copy_list",
     "copy_list_long",
     "kv_recite",

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from evalkit.compare.figure import save_figure
 from evalkit.compare.verdict import LOSS, MINOR_LOSS, pp, where
-from evalkit.errors import InputError
 
 WIDTH = 41  # characters of the text axis
 _COLOURS = {LOSS: "tab:red", MINOR_LOSS: "tab:orange", "inconclusive": "tab:gray", "gain": "tab:green"}
@@ -71,9 +71,4 @@ def render_forest(report: dict[str, Any], path: str | Path) -> None:
     ax.grid(axis="x", alpha=0.3)
     ax.set_title("paired differences", fontsize=10)
     fig.tight_layout()
-    try:
-        fig.savefig(path, dpi=120)
-    except OSError as exc:
-        raise InputError(f"cannot write the plot to {path}: {exc.strerror or exc}") from None
-    finally:
-        plt.close(fig)
+    save_figure(fig, path)

@@ -6,7 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from evalkit.errors import InputError
+from evalkit.compare.figure import save_figure
 
 
 def render_accuracy_plot(report: dict[str, Any], path: str | Path) -> None:
@@ -49,9 +49,4 @@ def render_accuracy_plot(report: dict[str, Any], path: str | Path) -> None:
     for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
     fig.tight_layout()
-    try:
-        fig.savefig(path, dpi=120)
-    except OSError as exc:
-        raise InputError(f"cannot write the plot to {path}: {exc.strerror or exc}") from None
-    finally:
-        plt.close(fig)
+    save_figure(fig, path)

@@ -107,20 +107,11 @@ def fit_growth(
         scale = float(np.sqrt(chi2_red)) if not known else max(1.0, float(np.sqrt(chi2_red)))
     slope = float(beta[1])
     se = float(np.sqrt(cov[1, 1]) * scale)
-    tq = float(stats.t.ppf(0.5 + level / 2, dof)) if dof > 0 else float("inf")
-    lo, hi = slope - tq * se, slope + tq * se
-    lo_edge = np.asarray(pos_lo if pos_lo is not None else position, dtype=np.float64)[use]
-    hi_edge = np.asarray(pos_hi if pos_hi is not None else position, dtype=np.float64)[use]
-    p_from, p_to = float(lo_edge.min()), float(hi_edge.max())
+    lo, hi = _t_interval(slope, se, dof, level)
+    p_from, p_to = _position_range(position, use, pos_lo, pos_hi)
     first, last = mean[use][np.argmin(position[use])], mean[use][np.argmax(position[use])]
-    rng = f"from {format_position(p_from)} to {format_position(p_to)}"
-    ci = f"95% CI {lo:.2f} to {hi:.2f}" if level == 0.95 else f"{level:.0%} CI {lo:.2f} to {hi:.2f}"
-    if lo <= 0 <= hi or abs(slope) < flat_below:
-        verdict, text = "flat", f"{label} is flat {rng} (slope {slope:.2f}, {ci})"
-    elif slope > 0:
-        verdict, text = "grows", f"{label} grows ∝ L^{slope:.2f} {rng} ({ci})"
-    else:
-        verdict, text = "shrinks", f"{label} shrinks ∝ L^{slope:.2f} {rng} ({ci})"
+    note = f"{level:.0%} CI {lo:.2f} to {hi:.2f}"
+    verdict, text = _verdict(label, slope, lo, hi, flat_below, p_from, p_to, note)
     if n_zero:
         text += f"; {n_zero} bucket(s) exactly 0 left out"
     return GrowthFit(
@@ -196,20 +187,38 @@ def fit_rate_growth(
     pearson = float(((k - mu) ** 2 / mu).sum() / dof) if dof > 0 else float("nan")
     scale = max(1.0, float(np.sqrt(pearson))) if np.isfinite(pearson) else 1.0
     slope, se = float(beta[1]), float(np.sqrt(cov[1, 1]) * scale)
-    tq = float(stats.t.ppf(0.5 + level / 2, dof)) if dof > 0 else float("inf")
-    lo, hi = slope - tq * se, slope + tq * se
-    lo_edge = np.asarray(pos_lo if pos_lo is not None else position, dtype=np.float64)[use]
-    hi_edge = np.asarray(pos_hi if pos_hi is not None else position, dtype=np.float64)[use]
-    p_from, p_to = float(lo_edge.min()), float(hi_edge.max())
+    lo, hi = _t_interval(slope, se, dof, level)
+    p_from, p_to = _position_range(position, use, pos_lo, pos_hi)
     rate = k / n[use]
     first, last = rate[np.argmin(x)], rate[np.argmax(x)]
     ratio = float(last / first) if first > 0 else None
-    rng = f"from {format_position(p_from)} to {format_position(p_to)}"
-    ci = f"{level:.0%} CI {lo:.2f} to {hi:.2f}"
-    if lo <= 0 <= hi or abs(slope) < flat_below:
-        verdict, text = "flat", f"{label} is flat {rng} (slope {slope:.2f}, {ci}, {total:.0f} events)"
-    elif slope > 0:
-        verdict, text = "grows", f"{label} grows ∝ L^{slope:.2f} {rng} ({ci}, {total:.0f} events)"
-    else:
-        verdict, text = "shrinks", f"{label} shrinks ∝ L^{slope:.2f} {rng} ({ci}, {total:.0f} events)"
+    note = f"{level:.0%} CI {lo:.2f} to {hi:.2f}, {total:.0f} events"
+    verdict, text = _verdict(label, slope, lo, hi, flat_below, p_from, p_to, note)
     return GrowthFit(metric, slope, se, lo, hi, scale, int(use.sum()), 0, p_from, p_to, ratio, verdict, text)
+
+
+def _t_interval(slope: float, se: float, dof: int, level: float) -> tuple[float, float]:
+    """The slope's confidence interval at `level` from Student's t on `dof` (unbounded without dof)."""
+    tq = float(stats.t.ppf(0.5 + level / 2, dof)) if dof > 0 else float("inf")
+    return slope - tq * se, slope + tq * se
+
+
+def _position_range(
+    position: np.ndarray, use: np.ndarray, pos_lo: np.ndarray | None, pos_hi: np.ndarray | None
+) -> tuple[float, float]:
+    """First and last position the fitted buckets cover (their edges when given, else their positions)."""
+    lo_edge = np.asarray(pos_lo if pos_lo is not None else position, dtype=np.float64)[use]
+    hi_edge = np.asarray(pos_hi if pos_hi is not None else position, dtype=np.float64)[use]
+    return float(lo_edge.min()), float(hi_edge.max())
+
+
+def _verdict(
+    label: str, slope: float, lo: float, hi: float, flat_below: float, p_from: float, p_to: float, note: str
+) -> tuple[str, str]:
+    """flat (the CI holds 0 or the slope is below `flat_below`), grows or shrinks, and its sentence."""
+    rng = f"from {format_position(p_from)} to {format_position(p_to)}"
+    if lo <= 0 <= hi or abs(slope) < flat_below:
+        return "flat", f"{label} is flat {rng} (slope {slope:.2f}, {note})"
+    if slope > 0:
+        return "grows", f"{label} grows ∝ L^{slope:.2f} {rng} ({note})"
+    return "shrinks", f"{label} shrinks ∝ L^{slope:.2f} {rng} ({note})"

@@ -11,6 +11,8 @@ import torch
 
 from evalkit.errors import InputError
 
+from .prompts import plain_task_requests, plain_text, scalar_meta
+
 
 def _fit(ids: list[int], length: int | None, what: str) -> list[int]:
     if length is None:
@@ -62,29 +64,14 @@ def task_prompt(
     name: str, tokenizer, tokenize, length: int, seed: int | None, data_dir: str | None = None
 ) -> tuple[list[int], dict[str, Any]]:
     """The first prompt of a long-context task built for `length` tokens (<= length, within 2%)."""
-    from evalkit.tasks.registry import get_task
-
-    if tokenizer is None:
-        raise InputError("--task needs the model's tokenizer; this model has none (use --random-tokens)")
-    task = get_task(name)
-    reqs = task.requests(
-        tokenizer=tokenizer,
-        lengths=[length],
-        limit=1,
-        seed=seed,
-        data_dir=data_dir,
-        apply_chat_template=False,
-    )
+    reqs = plain_task_requests(name, tokenizer, length, 1, seed, data_dir)
     if not reqs:
         raise InputError(f"task {name} built no prompt for length {length}")
-    prompt = reqs[0].prompt
-    if not isinstance(prompt, str):
-        raise InputError(f"task {name} builds chat prompts; drift needs a plain text prompt")
-    ids = tokenize(prompt)
+    ids = tokenize(plain_text(name, reqs[0].prompt))
     return ids[:length], {
         "source": f"task {name} prompt (target {length}, seed {seed})",
         "task": name,
-        "task_meta": {k: v for k, v in reqs[0].meta.items() if isinstance(v, (int, float, str, type(None)))},
+        "task_meta": scalar_meta(reqs[0].meta),
     }
 
 

@@ -39,41 +39,57 @@ def common_length(prompts: list[Prompt]) -> list[Prompt]:
     return out
 
 
-def task_prompts(
-    name: str, tokenizer, tokenize, length: int, n: int, seed: int, data_dir: str | None = None
-) -> list[Prompt]:
-    """Docs 0..n-1 of a long-context task built for `length` tokens (each within 2% below it)."""
+def plain_task_requests(
+    name: str, tokenizer, length: int, limit: int, seed: int | None, data_dir: str | None = None
+) -> list:
+    """Up to `limit` plain-text requests of a long-context task built for `length` tokens."""
     from evalkit.tasks.registry import get_task
 
     if tokenizer is None:
         raise InputError("--task needs the model's tokenizer; this model has none (use --random-tokens)")
-    task = get_task(name)
-    reqs = task.requests(
+    return get_task(name).requests(
         tokenizer=tokenizer,
         lengths=[length],
-        limit=n,
+        limit=limit,
         seed=seed,
         data_dir=data_dir,
         apply_chat_template=False,
     )
+
+
+def plain_text(name: str, prompt: Any) -> str:
+    """The prompt, refused when the task built a chat (a list of messages) instead of text."""
+    if not isinstance(prompt, str):
+        raise InputError(f"task {name} builds chat prompts; drift needs a plain text prompt")
+    return prompt
+
+
+def scalar_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """The request metadata worth recording with a prompt: its scalar values."""
+    return {k: v for k, v in meta.items() if isinstance(v, (int, float, str, type(None)))}
+
+
+def task_prompts(
+    name: str, tokenizer, tokenize, length: int, n: int, seed: int, data_dir: str | None = None
+) -> list[Prompt]:
+    """Docs 0..n-1 of a long-context task built for `length` tokens (each within 2% below it)."""
+    reqs = plain_task_requests(name, tokenizer, length, n, seed, data_dir)
     if len(reqs) < n:
         raise InputError(
             f"task {name} built {len(reqs)} prompts for length {length}, fewer than --prompts {n}"
         )
     out = []
     for i, req in enumerate(reqs[:n]):
-        if not isinstance(req.prompt, str):
-            raise InputError(f"task {name} builds chat prompts; drift needs a plain text prompt")
-        meta = {k: v for k, v in req.meta.items() if isinstance(v, (int, float, str, type(None)))}
+        text = plain_text(name, req.prompt)
         info = {
             "source": f"task {name} doc {i} (target {length}, seed {seed})",
             "task": name,
             "doc_index": i,
             "doc_id": req.docs[0].doc_id if req.docs else i,
             "seed": seed,
-            "task_meta": meta,
+            "task_meta": scalar_meta(req.meta),
         }
-        out.append(Prompt(tokenize(req.prompt)[:length], info))
+        out.append(Prompt(tokenize(text)[:length], info))
     return out
 
 

@@ -12,6 +12,13 @@ from evalkit.drift.positions import format_position
 from evalkit.drift.rundir import load_run
 
 
+def mode_description(mode: str, chunk_size: int | None) -> str:
+    """How a teacher-forced mode feeds the tokens, and so how often it rounds the stored state."""
+    if mode == "prefill":
+        return f"chunked prefill, {chunk_size} tokens per chunk (state rounded once per chunk)"
+    return "token-by-token decode (state rounded after every token)"
+
+
 def _g(x, fmt: str = ".3g", none: str = "–") -> str:
     if x is None:
         return none
@@ -41,12 +48,7 @@ def drift_markdown(run_dir: str | Path, *, heading_level: int = 3, images: bool 
     )
     lines.append("")
     for mode, tf in (s.get("teacher_forced") or {}).items():
-        how = (
-            f"chunked prefill, {tf.get('chunk_size')} tokens per chunk (state rounded once per chunk)"
-            if mode == "prefill"
-            else "token-by-token decode (state rounded after every token)"
-        )
-        lines.append(f"{h}# Teacher-forced, {mode}: {how}")
+        lines.append(f"{h}# Teacher-forced, {mode}: {mode_description(mode, tf.get('chunk_size'))}")
         lines.append("")
         if tf.get("stopped_early"):
             lines.append(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalkit.drift.positions import format_position
+from evalkit.drift.report import mode_description
 from evalkit.drift.verdict import SENSITIVITY_LABEL, verdict_lines
 
 
@@ -58,11 +59,7 @@ def study_markdown(run: dict, *, heading_level: int = 3, images: bool = True) ->
     lines += verdict_lines(s)
     lines.append("")
     for mode, st in (s.get("study") or {}).items():
-        how = (
-            f"chunked prefill, {st.get('chunk_size')} tokens per chunk (state rounded once per chunk)"
-            if mode == "prefill"
-            else "token-by-token decode (state rounded after every token)"
-        )
+        how = mode_description(mode, st.get("chunk_size"))
         lines.append(f"{h}# Teacher-forced, {mode}: {how}; {st['n_prompts']} prompts")
         lines.append("")
         if st.get("stopped_by_budget"):

@@ -33,8 +33,25 @@ _ALIASES = {
 }
 
 
+class LayerKinds:
+    """The engine's split of an architecture's `layer_types`: the layers with a recurrent state
+    (served by the state pools) and those with a per-token cache (served by the paged cache)."""
+
+    layer_types: list[str]
+
+    @property
+    def kda_layers(self) -> list[int]:
+        """Layers with a recurrent state ("linear_attention": KDA or GDN)."""
+        return [i for i, t in enumerate(self.layer_types) if t == "linear_attention"]
+
+    @property
+    def mla_layers(self) -> list[int]:
+        """Layers with a per-token cache ("full_attention": MLA or gated attention)."""
+        return [i for i, t in enumerate(self.layer_types) if t == "full_attention"]
+
+
 @dataclass
-class KimiArch:
+class KimiArch(LayerKinds):
     """Everything the engine's math depends on, with transformers' defaults."""
 
     vocab_size: int = 163840
@@ -72,14 +89,6 @@ class KimiArch:
     @property
     def qk_head_dim(self) -> int:
         return self.qk_nope_head_dim + self.qk_rope_head_dim
-
-    @property
-    def kda_layers(self) -> list[int]:
-        return [i for i, t in enumerate(self.layer_types) if t == "linear_attention"]
-
-    @property
-    def mla_layers(self) -> list[int]:
-        return [i for i, t in enumerate(self.layer_types) if t == "full_attention"]
 
     @property
     def kda_dim(self) -> int:

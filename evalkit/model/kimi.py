@@ -14,6 +14,7 @@ from torch import nn
 
 from .batch import ForwardBatch
 from .config import KimiArch
+from .decoder_lm import DecoderLM, frozen_parameter
 from .layers.kda import KDAttention
 from .layers.mla import MLAttention
 from .layers.moe import DenseMLP, MoE
@@ -27,10 +28,8 @@ class DecoderLayer(nn.Module):
         self.is_moe = arch.mlp_layer_types[i] == "sparse"
         self.eps = arch.rms_norm_eps
         hid = arch.hidden_size
-        self.input_layernorm = nn.Parameter(torch.empty(hid, dtype=dtype, device=device), requires_grad=False)
-        self.post_attention_layernorm = nn.Parameter(
-            torch.empty(hid, dtype=dtype, device=device), requires_grad=False
-        )
+        self.input_layernorm = frozen_parameter(hid, dtype=dtype, device=device)
+        self.post_attention_layernorm = frozen_parameter(hid, dtype=dtype, device=device)
         self.attn = (KDAttention if self.is_kda else MLAttention)(arch, i, dtype, device)
         self.mlp = (
             MoE(arch, dtype, device) if self.is_moe else DenseMLP(hid, arch.intermediate_size, dtype, device)
@@ -45,21 +44,9 @@ class DecoderLayer(nn.Module):
         return x + self.mlp(h)
 
 
-class KimiLinearLM(nn.Module):
+class KimiLinearLM(DecoderLM):
     def __init__(self, arch: KimiArch, dtype: torch.dtype, device: torch.device | str):
-        super().__init__()
-        self.arch, self.dtype, self.device = arch, dtype, torch.device(device)
-        hid = arch.hidden_size
-        self.embed_tokens = nn.Parameter(
-            torch.empty(arch.vocab_size, hid, dtype=dtype, device=device), requires_grad=False
-        )
-        self.layers = nn.ModuleList(
-            DecoderLayer(arch, i, dtype, device) for i in range(arch.num_hidden_layers)
-        )
-        self.norm = nn.Parameter(torch.empty(hid, dtype=dtype, device=device), requires_grad=False)
-        self.lm_head = nn.Parameter(
-            torch.empty(arch.vocab_size, hid, dtype=dtype, device=device), requires_grad=False
-        )
+        super().__init__(arch, DecoderLayer, dtype, device)
 
     def hidden_states(self, batch: ForwardBatch, state) -> torch.Tensor:
         """Final-normed hidden states of every row [T_pad, hidden]."""
@@ -67,24 +54,3 @@ class KimiLinearLM(nn.Module):
         for layer in self.layers:
             x = layer(x, batch, state)
         return rms_norm(x, self.norm, self.arch.rms_norm_eps)
-
-    def logits(self, h: torch.Tensor, block: int = 0) -> torch.Tensor:
-        """fp32 logits of rows h; with `block` > 0 the lm_head GEMM always sees exactly `block` rows."""
-        if block <= 0 or h.shape[0] == block:
-            return F.linear(h, self.lm_head).float()
-        out = []
-        for s in range(0, h.shape[0], block):
-            part = h[s : s + block]
-            m = part.shape[0]
-            if m < block:
-                part = F.pad(part, (0, 0, 0, block - m))
-            out.append(F.linear(part, self.lm_head).float()[:m])
-        return torch.cat(out) if out else h.new_zeros(0, self.arch.vocab_size, dtype=torch.float32)
-
-    def forward(self, batch: ForwardBatch, state) -> torch.Tensor:
-        h = self.hidden_states(batch, state)
-        if batch.logits_indices is not None:
-            h = h[batch.logits_indices]
-        else:
-            h = h[: batch.num_tokens]
-        return self.logits(h, batch.logits_block)

@@ -16,6 +16,7 @@ import torch
 from evalkit.errors import InputError
 
 from .checkpoint import TensorSource
+from .decoder_lm import DecoderLM
 from .kimi import KimiLinearLM
 
 
@@ -47,19 +48,24 @@ def _mlp_prefixes(p: str) -> list[str]:
     return [f"{p}.mlp.", f"{p}.block_sparse_moe."]
 
 
+def load_embeddings_and_head(model: DecoderLM, r: _Reader, prefix: str) -> None:
+    """The token embeddings, final norm and lm_head (the embeddings again when tied and absent);
+    `prefix` is where the checkpoint keeps the decoder ("model." or a VLM's language model)."""
+    _put(model.embed_tokens, r.first(f"{prefix}embed_tokens.weight"), f"{prefix}embed_tokens.weight")
+    _put(model.norm, r.first(f"{prefix}norm.weight"), f"{prefix}norm.weight")
+    if r.has("lm_head.weight"):
+        _put(model.lm_head, r.first("lm_head.weight"), "lm_head.weight")
+    elif model.arch.tie_word_embeddings:
+        model.lm_head.copy_(model.embed_tokens)
+    else:
+        r.first("lm_head.weight")
+
+
 def load_weights(model: KimiLinearLM, source: TensorSource) -> list[str]:
     """Fill every parameter of `model` from `source`; returns the checkpoint tensors left unused."""
-    arch = model.arch
     r = _Reader(source)
     with torch.no_grad():
-        _put(model.embed_tokens, r.first("model.embed_tokens.weight"), "model.embed_tokens.weight")
-        _put(model.norm, r.first("model.norm.weight"), "model.norm.weight")
-        if r.has("lm_head.weight"):
-            _put(model.lm_head, r.first("lm_head.weight"), "lm_head.weight")
-        elif arch.tie_word_embeddings:
-            model.lm_head.copy_(model.embed_tokens)
-        else:
-            r.first("lm_head.weight")
+        load_embeddings_and_head(model, r, "model.")
         for i, layer in enumerate(model.layers):
             p = f"model.layers.{i}"
             _put(layer.input_layernorm, r.first(f"{p}.input_layernorm.weight"), f"{p}.input_layernorm.weight")

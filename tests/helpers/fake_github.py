@@ -5,36 +5,27 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import urlparse
+
+from .local_server import LocalServer
 
 LIST_OR_CREATE = re.compile(r"^/repos/([^/]+/[^/]+)/issues/(\d+)/comments$")
 EDIT = re.compile(r"^/repos/([^/]+/[^/]+)/issues/comments/(\d+)$")
 
 
-class FakeGitHub:
+class FakeGitHub(LocalServer):
     def __init__(self, token: str = "t0ken") -> None:
         self.token = token
         self.comments: dict[int, dict[str, Any]] = {}  # id -> {"pr", "repo", "body"}
         self.calls: list[tuple[str, str]] = []
         self._next = 1000
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        super().__init__()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_port}"
-
-    def __enter__(self) -> FakeGitHub:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        return self.base_url
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         gh = self

@@ -17,8 +17,10 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from .local_server import LocalServer
 
 FAULTS = ("500", "429", "slow", "drop", "malformed", "noshape")
 
@@ -48,7 +50,7 @@ def expected_outcome(fate: str) -> str:
     return "error" if fate == "dead" else "answer"
 
 
-class FaultyServer:
+class FaultyServer(LocalServer):
     """`with FaultyServer() as s: s.url` -> http://127.0.0.1:PORT/v1."""
 
     def __init__(
@@ -70,21 +72,11 @@ class FaultyServer:
         self.log: list[tuple[str, int, str]] = []
         self.bodies: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        super().__init__()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_port}/v1"
-
-    def __enter__(self) -> FaultyServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        return f"{self.base_url}/v1"
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self

@@ -7,6 +7,20 @@ from pathlib import Path
 from evalkit.store import RunWriter, config_hash, prompt_hash
 
 
+def planted_sample(task: str, doc: int, length, right: bool, metric: str) -> dict:
+    """One finished sample whose response is right or wrong as planted (target "1")."""
+    return {
+        "task": task,
+        "doc_id": doc,
+        "length": length,
+        "prompt_hash": prompt_hash(f"{task}/{doc}@{length}"),
+        "target": "1",
+        "response": "1" if right else "0",
+        "correct": {metric: right},
+        "error": None,
+    }
+
+
 def manifest(arm: str, tasks, backend: str = "openai") -> dict:
     cfg = {"shots": 0}
     return {
@@ -40,16 +54,7 @@ def write_cells(
                     right = not (b_only <= doc < b_only + c_only)
                 else:
                     right = doc >= b_only
-                sample = {
-                    "task": task,
-                    "doc_id": doc,
-                    "length": length,
-                    "prompt_hash": prompt_hash(f"{task}/{doc}@{length}"),
-                    "target": "1",
-                    "response": "1" if right else "0",
-                    "correct": {metric: right},
-                    "error": None,
-                }
+                sample = planted_sample(task, doc, length, right, metric)
                 if extra is not None:
                     sample.update(extra(side, task, doc, length))
                 w.append(sample)
@@ -66,16 +71,7 @@ def write_run(path: Path, arm: str, outcomes: dict, *, backend: str = "openai", 
     tasks = sorted({task for task, _, _ in outcomes})
     w = RunWriter.open(path, manifest(arm, tasks, backend), durable=False)
     for (task, doc, length), right in outcomes.items():
-        sample = {
-            "task": task,
-            "doc_id": doc,
-            "length": length,
-            "prompt_hash": prompt_hash(f"{task}/{doc}@{length}"),
-            "target": "1",
-            "response": "1" if right else "0",
-            "correct": {"em": right},
-            "error": None,
-        }
+        sample = planted_sample(task, doc, length, right, "em")
         if extra is not None:
             sample.update(extra(task, doc, length))
         w.append(sample)

@@ -64,18 +64,21 @@ class KDAttention(nn.Module):
                 batch.has_initial_state,
             )
         q, k, v = (t.reshape(n, H, K).contiguous() for t in y.split(D, dim=-1))
-        if batch.is_decode:
-            ops = state.kda_ops  # evalkit.kernels, or a wrapper (the fp32-twin checker, drift)
-            o = ops.kda_decode(
-                q, k, v, g_raw, beta_raw, self.A_log, self.dt_bias, kda_pool, batch.slots,
-                **self._store_args(state, batch.state_positions),
-            )  # fmt: skip
-        else:
-            o = self._prefill(q, k, v, g_raw, beta_raw, kda_pool, batch, state)
+        o = self._recurrence(q, k, v, g_raw, beta_raw, kda_pool, batch, state)
         o = kernels.gated_rmsnorm(o, gate, self.o_norm, self.eps).reshape(n, D)
         if n < T:
             o = F.pad(o, (0, 0, 0, T - n))
         return F.linear(o, self.o_proj)
+
+    def _recurrence(self, q, k, v, g_raw, beta_raw, pool, batch: ForwardBatch, state) -> torch.Tensor:
+        """The gated delta rule over this batch: one decode step per sequence, or a prefill."""
+        if not batch.is_decode:
+            return self._prefill(q, k, v, g_raw, beta_raw, pool, batch, state)
+        ops = state.kda_ops  # evalkit.kernels, or a wrapper (the fp32-twin checker, drift)
+        return ops.kda_decode(
+            q, k, v, g_raw, beta_raw, self.A_log, self.dt_bias, pool, batch.slots,
+            **self._store_args(state, batch.state_positions),
+        )  # fmt: skip
 
     def _store_args(self, state, positions) -> dict:
         """How this layer's state is stored: the arm's format, this layer's SR seed, positions.

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import UnsupportedModelError, config_hash
+from ..config import LayerKinds, UnsupportedModelError, config_hash
 
 # model_type -> family; the *_text types are the text configs transformers writes for ForCausalLM
 GDN_MODEL_TYPES = {
@@ -24,7 +24,7 @@ GDN_MODEL_TYPES = {
 
 
 @dataclass
-class GDNArch:
+class GDNArch(LayerKinds):
     """Everything the math depends on (defaults: transformers' Qwen3NextConfig)."""
 
     family: str = "qwen3_next"
@@ -59,16 +59,6 @@ class GDNArch:
     config_hash: str = ""
 
     # -- the engine's vocabulary --------------------------------------------------------------
-    @property
-    def kda_layers(self) -> list[int]:
-        """Layers with a recurrent state (GDN), served by the engine's state pools."""
-        return [i for i, t in enumerate(self.layer_types) if t == "linear_attention"]
-
-    @property
-    def mla_layers(self) -> list[int]:
-        """Layers with a per-token cache (gated full attention), served by the paged cache."""
-        return [i for i, t in enumerate(self.layer_types) if t == "full_attention"]
-
     @property
     def mla_latent_dim(self) -> int:
         """Cache width per token: per KV head its value then its key (see attention.py)."""

@@ -64,7 +64,8 @@ class GatedDeltaNet(nn.Module):
         n, _, d = x.shape
         return x[:, :, None].expand(n, self.Hk, self.r, d).reshape(n, self.Hv, d)
 
-    # packed or per-sequence kernel calls, and how the state is stored: one home for both
+    # decode or (packed or per-sequence) prefill kernel calls, and how the state is stored: one home
+    _recurrence = KDAttention._recurrence
     _prefill = KDAttention._prefill
     _store_args = KDAttention._store_args
 
@@ -85,14 +86,7 @@ class GatedDeltaNet(nn.Module):
         v = v.reshape(n, self.Hv, self.dv).contiguous()
         g_raw = per_channel(a, self.dk)
         beta_raw = b.contiguous()
-        if batch.is_decode:
-            ops = state.kda_ops  # evalkit.kernels, or a wrapper (the fp32-twin checker, drift)
-            o = ops.kda_decode(
-                q, k, v, g_raw, beta_raw, self.A_log, self.dt_bias, pool, batch.slots,
-                **self._store_args(state, batch.state_positions),
-            )  # fmt: skip
-        else:
-            o = self._prefill(q, k, v, g_raw, beta_raw, pool, batch, state)
+        o = self._recurrence(q, k, v, g_raw, beta_raw, pool, batch, state)
         o = silu_gated_rms_norm(o, z.reshape(n, self.Hv, self.dv), self.norm, self.eps).reshape(n, self.Dv)
         if n < T:
             o = F.pad(o, (0, 0, 0, T - n))

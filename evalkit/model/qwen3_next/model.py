@@ -1,6 +1,6 @@
 """The Qwen GDN causal LM (Qwen3-Next, Qwen3.5, Qwen3.5-MoE text models) as the engine runs it:
 embeddings, pre-norm decoder layers (GDN or gated attention; dense MLP or MoE with a shared
-expert), zero-centred norms, lm_head. Same interface as `KimiLinearLM`: `forward(batch, state)`
+expert), zero-centred norms, lm_head. A `DecoderLM` like `KimiLinearLM`: `forward(batch, state)`
 returns fp32 logits of `batch.logits_indices`; `state.kda[i]` [S, Hv, dk, dv] (the arm's dtype),
 `state.conv[i]` [S, conv_dim, W-1], `state.mla[i]` [rows, 2*Hkv*head_dim] (K and V per token)."""
 
@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..batch import ForwardBatch
-from ..kimi import KimiLinearLM
+from ..decoder_lm import DecoderLM, frozen_parameter
 from ..layers.moe import DenseMLP
 from .attention import GatedAttention
 from .config import GDNArch
@@ -27,10 +27,8 @@ class GDNDecoderLayer(nn.Module):
         self.is_moe = arch.mlp_layer_types[i] == "sparse"
         self.eps = arch.rms_norm_eps
         hid = arch.hidden_size
-        self.input_layernorm = nn.Parameter(torch.empty(hid, dtype=dtype, device=device), requires_grad=False)
-        self.post_attention_layernorm = nn.Parameter(
-            torch.empty(hid, dtype=dtype, device=device), requires_grad=False
-        )
+        self.input_layernorm = frozen_parameter(hid, dtype=dtype, device=device)
+        self.post_attention_layernorm = frozen_parameter(hid, dtype=dtype, device=device)
         self.attn = (GatedDeltaNet if self.is_linear else GatedAttention)(arch, i, dtype, device)
         self.mlp = (
             SharedExpertMoE(arch, dtype, device)
@@ -58,21 +56,9 @@ def token_positions(batch: ForwardBatch, device: torch.device) -> torch.Tensor |
     return torch.cat([torch.arange(len(r) - m, len(r), device=device) for r, m in spans])
 
 
-class Qwen3NextLM(nn.Module):
+class Qwen3NextLM(DecoderLM):
     def __init__(self, arch: GDNArch, dtype: torch.dtype, device: torch.device | str):
-        super().__init__()
-        self.arch, self.dtype, self.device = arch, dtype, torch.device(device)
-        hid = arch.hidden_size
-        self.embed_tokens = nn.Parameter(
-            torch.empty(arch.vocab_size, hid, dtype=dtype, device=device), requires_grad=False
-        )
-        self.layers = nn.ModuleList(
-            GDNDecoderLayer(arch, i, dtype, device) for i in range(arch.num_hidden_layers)
-        )
-        self.norm = nn.Parameter(torch.empty(hid, dtype=dtype, device=device), requires_grad=False)
-        self.lm_head = nn.Parameter(
-            torch.empty(arch.vocab_size, hid, dtype=dtype, device=device), requires_grad=False
-        )
+        super().__init__(arch, GDNDecoderLayer, dtype, device)
 
     def hidden_states(self, batch: ForwardBatch, state) -> torch.Tensor:
         """Final-normed hidden states of every row [T_pad, hidden]."""
@@ -81,6 +67,3 @@ class Qwen3NextLM(nn.Module):
         for layer in self.layers:
             x = layer(x, batch, state, positions)
         return zero_centred_rms_norm(x, self.norm, self.arch.rms_norm_eps)
-
-    logits = KimiLinearLM.logits  # fp32 lm_head over fixed-size row blocks (batch invariance)
-    forward = KimiLinearLM.forward

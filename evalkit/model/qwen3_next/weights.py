@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from ..checkpoint import TensorSource
-from ..weights import _put, _Reader
+from ..weights import _put, _Reader, load_embeddings_and_head
 from .gdn import per_channel
 from .model import Qwen3NextLM
 
@@ -28,18 +28,10 @@ def _prefix(source: TensorSource) -> str:
 
 def load_gdn_weights(model: Qwen3NextLM, source: TensorSource) -> list[str]:
     """Fill every parameter of `model` from `source`; returns the unused tensors (ignored ones aside)."""
-    arch = model.arch
     r = _Reader(source)
     m = _prefix(source)
     with torch.no_grad():
-        _put(model.embed_tokens, r.first(f"{m}embed_tokens.weight"), f"{m}embed_tokens.weight")
-        _put(model.norm, r.first(f"{m}norm.weight"), f"{m}norm.weight")
-        if r.has("lm_head.weight"):
-            _put(model.lm_head, r.first("lm_head.weight"), "lm_head.weight")
-        elif arch.tie_word_embeddings:
-            model.lm_head.copy_(model.embed_tokens)
-        else:
-            r.first("lm_head.weight")
+        load_embeddings_and_head(model, r, m)
         for i, layer in enumerate(model.layers):
             p = f"{m}layers.{i}"
             for name in ("input_layernorm", "post_attention_layernorm"):
