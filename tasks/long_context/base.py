@@ -23,7 +23,7 @@ from evalkit.errors import InputError
 from evalkit.tasks.base import DocRef, ScoredDoc, TaskRequest
 from evalkit.tasks.long_context.fitting import Fit, LengthError, fit_units
 from evalkit.tasks.long_context.generators import EVAL_SEED_DEFAULT, Example, eval_rng
-from evalkit.tasks.long_context.parallel_build import BuildGroups, SizedBuild
+from evalkit.tasks.long_context.parallel_build import build_sized_requests
 from evalkit.tasks.long_context.scoring import found
 from evalkit.tasks.tokenizer import TokenizerView
 
@@ -125,45 +125,22 @@ class SizedTask:
         apply_chat_template: bool = False,
         show_progress: bool = True,
     ) -> list[TaskRequest]:
-        n = len(lengths or self.default_lengths or []) * (self.num_docs if limit is None else int(limit))
-        with progress(n, f"{self.name}", show_progress) as bar:
-            build = self._start_build(
-                tokenizer, lengths, limit, seed, data_dir, apply_chat_template, lambda: bar.update(1)
-            )
-            return [req for group in build.groups() for req in group]
-
-    def request_groups(
-        self,
-        *,
-        tokenizer: Any,
-        lengths: list[int] | None = None,
-        limit: int | None = None,
-        seed: int | None = None,
-        data_dir: str | None = None,
-        apply_chat_template: bool = False,
-    ) -> BuildGroups:
-        """The same requests one target length at a time, each list handed out as soon as it is
-        built; the building of every length starts at this call (worker processes), so a runner can
-        generate the first length while the others build (`next_ready()`: would the next one wait)."""
-        return self._start_build(tokenizer, lengths, limit, seed, data_dir, apply_chat_template).groups()
-
-    def _start_build(
-        self,
-        tokenizer: Any,
-        lengths: list[int] | None,
-        limit: int | None,
-        seed: int | None,
-        data_dir: str | None,
-        chat: bool,
-        on_doc: Callable[[], None] = lambda: None,
-    ) -> SizedBuild:
         if tokenizer is None:
             raise InputError(f"{self.name} sizes prompts in the model's tokens: it needs that tokenizer")
-        view = TokenizerView(tokenizer)
         lengths = list(lengths or self.default_lengths or [])
         n_docs = self.num_docs if limit is None else int(limit)
         ctx = self.context(data_dir)
-        return SizedBuild(self, view, lengths, n_docs, resolve_seed(seed), ctx, chat, on_doc)
+        with progress(len(lengths) * n_docs, f"{self.name}", show_progress) as bar:
+            return build_sized_requests(
+                self,
+                TokenizerView(tokenizer),
+                lengths,
+                n_docs,
+                resolve_seed(seed),
+                ctx,
+                apply_chat_template,
+                lambda: bar.update(1),
+            )
 
     def score(self, request: TaskRequest, response: str) -> list[ScoredDoc]:
         doc = request.docs[0]

@@ -1,8 +1,7 @@
 """Build a sized task's docs in worker processes, reading and filling the prompt cache.
 
 Fitting one 128k-token doc takes 1-2 s of tokenization on one core, and the docs are independent
-(doc i at target L draws from its own seeded rng), so they are built in a process pool, in target
-order, so that a run can start on the first length while the next ones build (`SizedBuild.groups`).
+(doc i at target L draws from its own seeded rng), so they are built in a process pool.
 Workers are forked on Linux: they inherit the task, tokenizer and shared
 material without pickling, and only tokenize (never touch a GPU). The docs come back in the serial
 order, equal to a serial build. `EVALKIT_PROMPT_WORKERS` sets the pool size (1: serial, in this
@@ -60,8 +59,7 @@ def _context():
 
 class SizedBuild:
     """The docs of one task being built: the cached ones read at once, the rest submitted to a worker
-    pool at creation (in target order); `groups()` yields each target's requests as soon as all its
-    docs are built, while later targets go on building."""
+    pool at creation (in target order); `requests()` collects them in that order."""
 
     def __init__(
         self,
@@ -115,49 +113,18 @@ class SizedBuild:
             self.on_doc()
         return self.built[job]
 
-    def groups(self) -> BuildGroups:
-        """Each target's requests (doc order), one list per target, in `lengths` order."""
-        return BuildGroups(self)
-
-    def ready(self, target: int) -> bool:
-        """Whether `target`'s docs can be handed out without waiting for a worker."""
-        return all(f.done() for (t, _), f in self.futures.items() if t == target)
+    def requests(self) -> list[TaskRequest]:
+        """Every (target, doc) request in target-then-doc order; the pool is shut down however this
+        ends (a failed doc, Ctrl-C)."""
+        try:
+            return [self._get(t, i) for t in self.lengths for i in range(self.n_docs)]
+        finally:
+            self.close()
 
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)  # docs being built finish (seconds)
             self.pool = None
-
-
-class BuildGroups:
-    """Iterator over a build's per-target lists; `next_ready()` says whether the next one would wait
-    on a worker, so that a runner can ask the ready ones of the engine together."""
-
-    def __init__(self, build: SizedBuild) -> None:
-        self.build, self.k = build, 0
-
-    def __iter__(self) -> BuildGroups:
-        return self
-
-    def __next__(self) -> list[TaskRequest]:
-        b = self.build
-        if self.k >= len(b.lengths):
-            b.close()
-            raise StopIteration
-        target = b.lengths[self.k]
-        self.k += 1
-        try:
-            return [b._get(target, i) for i in range(b.n_docs)]
-        except BaseException:
-            b.close()
-            raise
-
-    def close(self) -> None:
-        self.build.close()
-
-    def next_ready(self) -> bool:
-        b = self.build
-        return self.k >= len(b.lengths) or b.ready(b.lengths[self.k])
 
 
 def build_sized_requests(
@@ -172,5 +139,4 @@ def build_sized_requests(
 ) -> list[TaskRequest]:
     """Every (target, doc) request of `task`, in target-then-doc order: cached ones read back, the
     rest built (in parallel where there are several) and cached. `on_doc()` is called per doc."""
-    build = SizedBuild(task, view, lengths, n_docs, seed, ctx, chat, on_doc)
-    return [req for group in build.groups() for req in group]
+    return SizedBuild(task, view, lengths, n_docs, seed, ctx, chat, on_doc).requests()
