@@ -91,8 +91,8 @@ def one_run(args, device: str, out: Path) -> dict:
 
 
 def prebuild(args, cache: Path) -> float:
-    """Build every prompt once into a fresh cache, so both runs hand the engines the same batches
-    (a cold run streams groups as they are built; a warm one asks everything at once)."""
+    """Build every prompt once into a fresh cache, so that neither timed run includes building
+    them and both hand the engines the same requests."""
     import shutil
 
     from evalkit.model.checkpoint import load_tokenizer, resolve_model_path

@@ -3,7 +3,7 @@
 document building. The same run three ways on one loaded engine:
 
 - serial: docs built one at a time in this process, no prompt cache (before issue 15);
-- cold: docs built by worker processes and streamed into the engine, written to a fresh cache;
+- cold: docs built by worker processes, then asked of the engine, written to a fresh cache;
 - warm: the same run again, docs read from that cache.
 
     python scripts/bench_long_context_run.py --out results/bench/long-context-run-h200      # H200
