@@ -24,25 +24,11 @@ os.environ["EVALKIT_PROMPT_CACHE"] = "off"
 os.environ["EVALKIT_PROMPT_WORKERS"] = "1"
 
 from evalkit.tasks.data import BUNDLED_DIR  # noqa: E402
+from evalkit.tasks.registry import list_tasks  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-LONG = [
-    "passkey",
-    "niah_single_1",
-    "niah_single_2",
-    "niah_single_3",
-    "niah_multikey_1",
-    "niah_multikey_2",
-    "niah_multikey_3",
-    "niah_multivalue",
-    "niah_multiquery",
-    "vt",
-    "cwe",
-    "fwe",
-    "kv_retrieval",
-    "kv_retrieval_uuid",
-    "gsm8k_manyshot",
-]
+# the sized long-context tasks (the registry's RULER family) and the many-shot one
+LONG = [t.name for t in list_tasks() if t.family == "ruler"] + ["gsm8k_manyshot"]
 EXAMPLE_TASKS = ["gsm8k", "gsm8k_cot", *LONG, "gsm8k_longdecode"]
 
 
