@@ -237,3 +237,30 @@ def test_inputs_give_the_requested_tokens(hybrid, tmp_path):
     a, _ = inputs.random_ids(512, 50, seed=1)
     b, _ = inputs.random_ids(512, 50, seed=1)
     assert a == b and max(a) < 512 and len(set(a)) > 30
+
+
+@pytest.mark.parametrize("arm, plain", [("m3", "fp32"), ("bf16-rtz", "bf16"), ("fp16-sr", "fp16")])
+def test_block_decode_stores_every_format_the_way_decode_steps_do(hybrid, arm, plain):
+    """The per-token recurrence inside a batched forward must round each token's state the arm's
+    way, as the engine's decode steps do: an mN format keeps an fp32 pool (a store that ignored the
+    format would leave it exact), and truncation or stochastic rounding must not silently become
+    round-to-nearest. `plain` is what a format-blind store would give."""
+    toks = _tokens(hybrid, 96)
+    states = {}
+    for impl in ("block", "steps"):
+        hybrid.decode_impl = impl
+        try:
+            for a in (arm, plain):
+                s = hybrid.open_session(a)
+                s.prefill(toks[:32])
+                s.decode(toks[32:])
+                states[impl, a] = [x.float().clone() for x in s.states()]
+                s.close()
+        finally:
+            hybrid.decode_impl = "block"
+
+    def dist(x, y):
+        return sum(float((a - b).norm() / b.norm()) for a, b in zip(x, y)) / len(x)
+
+    block = states["block", arm]
+    assert dist(block, states["steps", arm]) < 0.5 * dist(block, states["steps", plain])

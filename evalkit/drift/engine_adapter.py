@@ -8,9 +8,10 @@ Decode mode has two implementations that round the state identically (after ever
 - "steps": the engine's real decode path, one forward per token (CUDA graphs on GPU). Exact,
   but a 27-layer 48B model needs ~ms per token, too slow for 64k tokens × 3 arms;
 - "block" (default): the block of teacher-forced tokens runs as one prefill-shaped forward,
-  except that each KDA layer's recurrence steps token by token: load, fp32 update,
-  round-to-nearest-even store, every token; on the GPU in one launch per layer and block
-  (`evalkit.kernels.kda_decode.recurrent`, tested against the decode kernel), on the CPU through
+  except that each KDA layer's recurrence steps token by token: load, fp32 update, a store
+  rounded the arm's way (its state format, SR seed and the token's position), every token; for a
+  plain round-to-nearest fp32/fp16/bf16 pool on the GPU in one launch per layer and block
+  (`evalkit.kernels.kda_decode.recurrent`, tested against the decode kernel), otherwise through
   `kernels.kda_decode` per token. Teacher forcing makes this
   legitimate: layer l sees all its inputs for the block once layer l-1 is done. The dense parts
   (projections, MoE, MLA, conv) then run batched over the block, which changes their fp32
@@ -54,20 +55,24 @@ class _PerTokenRecurrence:
         slots,
         cu_seqlens,
         has_initial_state,
-        **_ignored,
+        *,
+        fmt=None,
+        sr_seed: int = 0,
+        positions=None,
+        **_chunking,  # chunk_size, intra_chunk_dtype: every token is a store here
     ):
         from evalkit import kernels
 
         out = torch.empty(q.shape[0], q.shape[1], v.shape[-1], dtype=q.dtype, device=q.device)
         cu = cu_seqlens.tolist()
         init = has_initial_state.tolist()
-        fused = self._fused and kernels.use_triton(q)
+        fused = self._fused and kernels.use_triton(q) and _rounds_to_nearest_in_pool_dtype(fmt)
         if fused:
             from evalkit.kernels.kda_decode.recurrent import kda_recurrent_rounded
         for i in range(len(cu) - 1):
             slot = slots[i : i + 1]
+            s, e = cu[i], cu[i + 1]
             if fused:
-                s, e = cu[i], cu[i + 1]
                 out[s:e] = kda_recurrent_rounded(
                     q[s:e],
                     k[s:e],
@@ -83,7 +88,11 @@ class _PerTokenRecurrence:
                 continue
             if not init[i]:
                 state_pool[slot].zero_()
-            for t in range(cu[i], cu[i + 1]):
+            for t in range(s, e):
+                store = {}
+                if fmt is not None:  # `positions` holds each sequence's last position: token t's is before it
+                    pos = None if positions is None else positions[i : i + 1] - (e - 1 - t)
+                    store = {"fmt": fmt, "sr_seed": sr_seed, "positions": pos}
                 out[t] = self._ops.kda_decode(
                     q[t : t + 1],
                     k[t : t + 1],
@@ -94,8 +103,17 @@ class _PerTokenRecurrence:
                     dt_bias,
                     state_pool,
                     slot,
+                    **store,
                 )[0]
         return out
+
+
+def _rounds_to_nearest_in_pool_dtype(fmt) -> bool:
+    """What the one-launch kernel does: round-to-nearest into an fp32/fp16/bf16 pool (no mN,
+    truncation, stochastic rounding or fp8: those go through `kda_decode` per token)."""
+    return fmt is None or (
+        fmt.rounding == "rtne" and fmt.mantissa_bits is None and fmt.storage in ("fp32", "fp16", "bf16")
+    )
 
 
 @contextlib.contextmanager
