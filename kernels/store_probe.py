@@ -4,7 +4,7 @@ kernels' format arithmetic with `rounding.round_to_format` on every bit pattern.
 
 Store and load are two launches, as in the engine (a state is stored by one step and loaded by the
 next): within one program a load may run in another thread than the store of the same address,
-and on the GPU nothing orders the two (the first H200 run read stale fp8 codes that way)."""
+and on the GPU nothing orders the two."""
 
 from __future__ import annotations
 
