@@ -19,6 +19,7 @@ suffix `-sr` or `-rtz` (e.g. `fp16-sr`, `bf16-rtz`, `m3-rtz`); `-sr` takes an op
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -40,8 +41,10 @@ STORAGE_DTYPE_NAMES: dict[str, str] = {
 STORAGES = tuple(STORAGE_DTYPE_NAMES)
 
 
+@functools.cache
 def storage_dtypes() -> dict:
-    """storage name -> torch dtype (imports torch)."""
+    """storage name -> torch dtype (imports torch on the first call; built once: kernel launches
+    check the pool's dtype through it)."""
     import torch
 
     return {k: getattr(torch, v) for k, v in STORAGE_DTYPE_NAMES.items()}
