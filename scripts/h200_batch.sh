@@ -5,6 +5,8 @@
 #   B. the engine benchmark at Kimi-Linear-48B dims, quick mode                          (issue 4)
 #   D. the kernel benchmark's prefill and twin-check sections                            (issue 3)
 # Usage on the device: bash scripts/h200_batch.sh OUTDIR
+# A record of a first-session call: part C no longer runs as written (gpu_drift.py has since
+# dropped --decode-length for its many-prompt studies; see scripts/h200_controls_drift.sh).
 set -u
 OUT_DIR=${1:?usage: h200_batch.sh OUTDIR}
 mkdir -p "$OUT_DIR"/ref "$OUT_DIR"/drift "$OUT_DIR"/eng "$OUT_DIR"/kern
