@@ -48,18 +48,10 @@ def length_verdicts(cells: list[dict[str, Any]], margin: float) -> dict[tuple, d
     return out
 
 
-def _first_departure(a: list[int] | None, b: list[int] | None) -> int | None:
-    """Index of the first generated token where two generations differ (None: equal or unknown)."""
-    if a is None or b is None:
-        return None
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
-
-
 def gold_summary(base: RunData, cand: RunData) -> dict[tuple, dict[str, Any]]:
     """Per (task, length): paired gold log-probability summaries over questions both arms scored."""
+    from evalkit.compare.logprob import first_departure
+
     bmap = {sample_key(s): s for s in base.samples if s.get("error") is None}
     acc: dict[tuple, dict[str, Any]] = {}
     for s in cand.samples:
@@ -70,10 +62,9 @@ def gold_summary(base: RunData, cand: RunData) -> dict[tuple, dict[str, Any]]:
             (s["task"], s.get("length")),
             {"diffs": [], "margin_diffs": [], "sign_changes": 0, "departed": 0, "n_gen": 0},
         )
-        dep = _first_departure(b.get("generated_ids"), s.get("generated_ids"))
         if b.get("generated_ids") is not None and s.get("generated_ids") is not None:
             cell["n_gen"] += 1
-            cell["departed"] += dep is not None
+            cell["departed"] += first_departure(b["generated_ids"], s["generated_ids"]) is not None
         lb, lc = b.get("gold_logprob"), s.get("gold_logprob")
         if lb is None or lc is None:
             continue
