@@ -71,8 +71,13 @@ def _install_dir(src: Path, assets: Path, results: Path, shown: Path) -> None:
             f"{shown} holds no finished checkpoint (expected model/config.json and model.safetensors)"
         )
     cfg = json.loads((model_dir / "config.json").read_text())
-    if cfg.get("model_type") != "kimi_linear":
-        raise SystemExit(f"{model_dir}/config.json is not a kimi_linear checkpoint")
+    from evalkit.refmodel.architecture import MODEL_TYPES
+
+    if cfg.get("model_type") not in MODEL_TYPES.values():
+        raise SystemExit(
+            f"{model_dir}/config.json is a {cfg.get('model_type')!r} checkpoint, not one of "
+            f"{sorted(MODEL_TYPES.values())}"
+        )
     size = (model_dir / "model.safetensors").stat().st_size
     if size > MAX_ASSET_BYTES:
         raise SystemExit(

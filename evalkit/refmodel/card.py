@@ -40,17 +40,25 @@ def write_card(out: Path, recipe: dict[str, Any], evald: dict[str, Any]) -> None
     m = recipe.get("model", {})
     tk = recipe.get("tokenizer", {})
     env = recipe.get("environment", {})
+    gdn = s.get("arch") == "gdn"
+    kind = (
+        "**pure Gated DeltaNet Qwen3.5** language model (every layer is Gated DeltaNet with one decay "
+        "per head, no attention layer, dense MLPs)"
+        if gdn
+        else "**pure-KDA Kimi-Linear** language model (every layer is Kimi Delta Attention, no MLA "
+        "layer, dense MLPs)"
+    )
     lines = [
-        "# evalkit reference model",
+        "# evalkit reference model" + (" (Gated DeltaNet twin)" if gdn else ""),
         "",
-        "A small **pure-KDA Kimi-Linear** language model (every layer is Kimi Delta Attention, no MLA "
-        "layer, dense MLPs), trained by `scripts/train_reference_model.py` on evalkit's own long-context "
+        f"A small {kind}, trained by `scripts/train_reference_model.py` on evalkit's own long-context "
         "task generators, so that every answer depends on the recurrent state.",
         "",
         "## Recipe",
         "",
         f"- Command: `{recipe.get('command')}`",
-        f"- Architecture: {s['layers']} layers, hidden {s['hidden']}, {s['heads']} KDA heads x head_dim "
+        f"- Architecture: {s['layers']} layers, hidden {s['hidden']}, {s['heads']} {'GDN' if gdn else 'KDA'} "
+        f"heads x head_dim "
         f"{s['head_dim']} (K = V = {s['head_dim']}), short conv {s['conv_kernel']}, dense SwiGLU MLP "
         f"{s['intermediate']}, untied embeddings; {m.get('params', 0) / 1e6:.2f}M parameters, "
         f"checkpoint {recipe.get('checkpoint_bytes', 0) / 2**20:.1f} MiB (bf16 safetensors).",

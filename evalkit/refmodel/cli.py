@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from evalkit.refmodel.architecture import ARCHES
 from evalkit.refmodel.bundle import install
 from evalkit.refmodel.settings import SIZES, TRAIN_SEED_BASE, Settings
 from evalkit.refmodel.warmup import WARM_WORKER_FLAG, warm_worker_main
@@ -37,7 +38,9 @@ GPU (H200, transformers 5.17 + fla-core 0.6.0):
     python scripts/train_reference_model.py --out /tmp/refmodel --bundle $OUT/refmodel.tar.gz --minutes 9.25
 CPU smoke test (torch fallback, toy sizes, < 1 min):
     python scripts/train_reference_model.py --out /tmp/refmodel --device cpu --tiny --minutes 0.3
-Install a finished run into the package and the results folder:
+The Gated DeltaNet twin (same sizes, data and loss; Qwen3.5 layers with one decay per head):
+    python scripts/train_reference_model.py --arch gdn --out /tmp/rm-gdn --bundle $OUT/gdn.tar.gz --minutes 9
+Install a finished run into the package and the results folder (--arch gdn: the GDN twin's folders):
     python scripts/train_reference_model.py --install-from DIR_OR_BUNDLE
 
 Outputs under --out: model/ (the checkpoint), recipe.json, loss_curve.csv, loss_curve.png,
@@ -48,6 +51,11 @@ file, rewritten at every checkpoint (the device returns at most 8 files from $OU
 REPO = Path(__file__).resolve().parents[2]
 ASSETS_DIR = REPO / "evalkit" / "assets" / "reference-model"
 RESULTS_DIR = REPO / "results" / "reference-model"  # in the checkout: the lead installs from one
+# the Gated DeltaNet twin (--arch gdn) lives beside the KDA model
+DEFAULT_DIRS = {
+    "kda": (ASSETS_DIR, RESULTS_DIR),
+    "gdn": (REPO / "evalkit" / "assets" / "reference-model-gdn", REPO / "results" / "reference-model-gdn"),
+}
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Settings]:
@@ -75,6 +83,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Setti
     p.add_argument(
         "--size", choices=sorted(SIZES), default="4.7m", help="model size preset (--layers/--hidden override)"
     )
+    p.add_argument(
+        "--arch",
+        choices=ARCHES,
+        default="kda",
+        help="kda: Kimi-Linear, per-channel decay; gdn: Qwen3.5 Gated DeltaNet, one decay per head",
+    )
     p.add_argument("--layers", type=int, default=None)
     p.add_argument("--hidden", type=int, default=None)
     p.add_argument(
@@ -87,10 +101,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Setti
     p.add_argument(
         "--install-from", type=Path, default=None, help="install a finished --out DIR or --bundle file"
     )
-    p.add_argument("--assets-dir", type=Path, default=ASSETS_DIR)
-    p.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    p.add_argument("--assets-dir", type=Path, default=None, help="(default: by --arch)")
+    p.add_argument("--results-dir", type=Path, default=None, help="(default: by --arch)")
     args = p.parse_args(argv)
-    kw: dict[str, Any] = {"device": args.device, "seed": args.seed}
+    args.assets_dir = args.assets_dir or DEFAULT_DIRS[args.arch][0]
+    args.results_dir = args.results_dir or DEFAULT_DIRS[args.arch][1]
+    kw: dict[str, Any] = {"device": args.device, "seed": args.seed, "arch": args.arch}
     if args.minutes is not None:
         kw["minutes"] = args.minutes
     if args.workers is not None:

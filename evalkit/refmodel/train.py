@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.refmodel import runlog
+from evalkit.refmodel.architecture import DESCRIPTIONS, build_model
 from evalkit.refmodel.arithmetic import essay_sentences_for_training
 from evalkit.refmodel.batches import WORKER, BatchStream, calibrate
 from evalkit.refmodel.bundle import write_bundle
 from evalkit.refmodel.card import plot_loss, write_card
 from evalkit.refmodel.checkpoint import save_checkpoint
 from evalkit.refmodel.curriculum import Curriculum, lr_at
-from evalkit.refmodel.kimi_config import model_config
 from evalkit.refmodel.mixture import gens, tokenizer_corpus
 from evalkit.refmodel.quick_eval import kda_backend, quick_eval
 from evalkit.refmodel.runlog import log
@@ -96,7 +96,6 @@ def train(s: Settings, out: Path, bundle: Path | None = None, helper_script: Pat
     import numpy  # noqa: F401 - the workers need it; fail early if missing
     import torch
     import torch.nn.functional as F
-    from transformers import KimiLinearForCausalLM
 
     dev_name = s.device if s.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(dev_name)
@@ -105,10 +104,10 @@ def train(s: Settings, out: Path, bundle: Path | None = None, helper_script: Pat
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     cfg_vocab = int(math.ceil(vocab / 64) * 64)
-    model = KimiLinearForCausalLM(model_config(s, cfg_vocab)).to(device)
+    model = build_model(s, cfg_vocab).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     log(
-        f"model: pure KDA, {s.layers} layers, hidden {s.hidden}, {s.heads}x{s.head_dim} heads, "
+        f"model: {DESCRIPTIONS[s.arch]}, {s.layers} layers, hidden {s.hidden}, {s.heads}x{s.head_dim} heads, "
         f"{n_params / 1e6:.2f}M params ({2 * n_params / 2**20:.1f} MiB bf16); KDA kernels: {kda_backend()}; "
         f"device {device}{' ' + torch.cuda.get_device_name(0) if device.type == 'cuda' else ''}; "
         f"{workers} data workers"

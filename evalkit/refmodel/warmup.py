@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evalkit.refmodel.architecture import build_model
 from evalkit.refmodel.decoder import Decoder
-from evalkit.refmodel.kimi_config import model_config
 from evalkit.refmodel.settings import Settings
 
 if TYPE_CHECKING:
@@ -33,7 +33,16 @@ if TYPE_CHECKING:
 # warm-up fixes is that the curriculum's clock no longer pays for it (every stage now runs).
 
 WARM_WORKER_FLAG = "--_warm-worker"
-WARM_FIELDS = ("layers", "hidden", "heads", "head_dim", "intermediate", "conv_kernel", "tokens_per_step")
+WARM_FIELDS = (
+    "arch",
+    "layers",
+    "hidden",
+    "heads",
+    "head_dim",
+    "intermediate",
+    "conv_kernel",
+    "tokens_per_step",
+)
 
 
 def rotate_autotune_configs(rank: int, n: int) -> None:
@@ -120,7 +129,6 @@ def stop_warm_helpers(procs: list[Any]) -> None:
 def warm_worker_main(rank_of: str, spec_json: str) -> int:
     """Entry point of one helper: build the same model and run the warm-up shapes on the GPU."""
     import torch
-    from transformers import KimiLinearForCausalLM
 
     rank, n = (int(x) for x in rank_of.split("/"))
     rotate_autotune_configs(rank, n)
@@ -128,7 +136,7 @@ def warm_worker_main(rank_of: str, spec_json: str) -> int:
     vocab = spec.pop("vocab")
     device = torch.device(spec.pop("device", "cuda"))
     s = Settings(stages=tuple(spec.pop("stages")), **spec)
-    model = KimiLinearForCausalLM(model_config(s, vocab)).to(device)
+    model = build_model(s, vocab).to(device)
     autocast = training_autocast(device)
     t = time.time()
     warm_kernels(model, s, vocab, device, autocast)
