@@ -124,6 +124,12 @@ DECODE_VARIANTS: dict[str, tuple[type[DecodeHeavyTask], str, dict[str, Any], lis
         {"items": 32},
         SHORT_LENGTHS,
     ),
+    "register_short": (
+        RegisterTask,
+        "state tracking: the register after each of 12 add/subtract steps scattered in the filler",
+        {"items": 12},
+        SHORT_LENGTHS,
+    ),
     "register_long": (
         RegisterTask,
         "state tracking: the register after each of 144 steps (~290 generated tokens)",
