@@ -58,5 +58,9 @@ def build_model(s: Settings, vocab_size: int) -> Any:
     """transformers' own causal LM of `s.arch` with fresh weights (what training updates)."""
     from transformers import KimiLinearForCausalLM, Qwen3_5ForCausalLM
 
+    if s.arch == "gdn":
+        from evalkit.refmodel.gdn_on_kda import route_gdn_through_kda
+
+        route_gdn_through_kda()
     cls = KimiLinearForCausalLM if s.arch == "kda" else Qwen3_5ForCausalLM
     return cls(model_config(s, vocab_size))

@@ -25,6 +25,7 @@ from evalkit.refmodel.bundle import write_bundle
 from evalkit.refmodel.card import plot_loss, write_card
 from evalkit.refmodel.checkpoint import save_checkpoint
 from evalkit.refmodel.curriculum import Curriculum, lr_at
+from evalkit.refmodel.gdn_on_kda import gdn_route
 from evalkit.refmodel.mixture import gens, tokenizer_corpus
 from evalkit.refmodel.quick_eval import kda_backend, quick_eval
 from evalkit.refmodel.runlog import log
@@ -139,6 +140,7 @@ def train(s: Settings, out: Path, bundle: Path | None = None, helper_script: Pat
                 "torch": torch.__version__,
                 "transformers": __import__("transformers").__version__,
                 "kda_kernels": kda_backend(),
+                "gdn_chunk": gdn_route(),
                 "device": str(device),
                 "gpu": torch.cuda.get_device_name(0) if device.type == "cuda" else None,
                 "cpus": os.cpu_count(),
