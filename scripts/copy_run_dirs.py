@@ -4,7 +4,12 @@ A 32k-token question stores ~130 KB of prompt in samples.jsonl (`prompt`, as lm-
 --log_samples does); the committed runs keep `prompt_hash`, which is what `evalkit compare` pairs
 on and what ties a sample to its regenerable prompt (same task, length, seed and tokenizer).
 
-    python scripts/copy_run_dirs.py SRC_DIR... DEST_DIR
+    python scripts/copy_run_dirs.py [--drop-token-arrays] SRC_DIR... DEST_DIR
+
+`--drop-token-arrays` also drops the reference answer's per-token log-probabilities and margins
+(~75% of a long-answer sample); each sample keeps their sums (`gold_logprob`, `gold_min_margin`),
+the answer's and the generation's token ids, scores and per-item flags: everything `evalkit
+compare` and the position report read.
 """
 
 from __future__ import annotations
@@ -15,7 +20,10 @@ import sys
 from pathlib import Path
 
 
-def copy_run(src: Path, dest: Path) -> None:
+TOKEN_ARRAYS = ("gold_token_logprobs", "gold_margins")
+
+
+def copy_run(src: Path, dest: Path, drop: tuple[str, ...] = ()) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     for item in src.iterdir():
         if item.name == ".lock":
@@ -25,18 +33,20 @@ def copy_run(src: Path, dest: Path) -> None:
                 for line in fin:
                     if line.strip():
                         row = json.loads(line)
-                        row.pop("prompt", None)
+                        for key in ("prompt", *drop):
+                            row.pop(key, None)
                         fout.write(json.dumps(row) + "\n")
         elif item.is_dir():
-            copy_run(item, dest / item.name)
+            copy_run(item, dest / item.name, drop)
         else:
             shutil.copy2(item, dest / item.name)
 
 
 def main(argv: list[str]) -> int:
-    *sources, dest = argv
+    drop = TOKEN_ARRAYS if "--drop-token-arrays" in argv else ()
+    *sources, dest = [a for a in argv if a != "--drop-token-arrays"]
     for src in map(Path, sources):
-        copy_run(src, Path(dest) / src.name)
+        copy_run(src, Path(dest) / src.name, drop)
     return 0
 
 

@@ -165,5 +165,9 @@ def register(**kw):
     return _dataset("register", **kw)  # noqa: E704
 
 
+def register_short(**kw):
+    return _dataset("register_short", **kw)  # noqa: E704
+
+
 def register_long(**kw):
     return _dataset("register_long", **kw)  # noqa: E704

@@ -23,6 +23,7 @@ EXPECTED = [
     "kv_recite",
     "kv_recite_long",
     "register",
+    "register_short",
     "register_long",
 ]
 

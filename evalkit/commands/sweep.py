@@ -47,6 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda if available)")
     parser.add_argument("--max-num-seqs", type=int, help="most sequences decoded together")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="only summarise the arms' finished run directories in --out (a sweep stopped at a time "
+        "limit, or run on another machine: resuming on another device is refused, the kernel build "
+        "being part of a run's identity)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -65,6 +72,8 @@ def main(args: argparse.Namespace) -> int:
         from evalkit.tasks.registry import parse_lengths
 
         lengths = parse_lengths(args.lengths)
+    if args.report_only:
+        return report_only(Path(args.out), arms, args.margin)
     command = ["evalkit", "sweep", *sys.argv[2:]] if sys.argv[1:2] == ["sweep"] else list(sys.argv)
     spec = SweepSpec(
         arms=arms,
@@ -86,4 +95,20 @@ def main(args: argparse.Namespace) -> int:
     run_sweep(spec)
     print((Path(args.out) / "sweep.md").read_text(), end="")
     print(f"-> {args.out}/sweep.json, sweep.md, sweep.png; one run directory per arm", file=sys.stderr)
+    return 0
+
+
+def report_only(out_dir: Path, arms: list, margin: float) -> int:
+    """sweep.json/md/png from the finished arm directories; an unfinished arm is refused (its
+    cells would pair fewer questions than the others')."""
+    from evalkit.sweep.runner import arm_dir, summarize_sweep
+
+    for arm in arms:
+        d = arm_dir(out_dir, arm)
+        if not (d / "samples.jsonl").is_file():
+            raise InputError(f"{d} holds no run: leave {arm.label} out of --arms or run the sweep")
+        if not (d / "summary.json").is_file():
+            raise InputError(f"{d} is unfinished (no summary.json): leave {arm.label} out of --arms")
+    summarize_sweep(out_dir, arms, margin)
+    print((out_dir / "sweep.md").read_text(), end="")
     return 0
