@@ -13,6 +13,10 @@ for arm in fp16 fp32; do
   printf 'evalkit run --arm %s: %.1f s wall\n' "$arm" "$(echo "$(date +%s.%N) - $start" | bc)" >> timings.txt
 done
 evalkit compare runs/reference-fp32 runs/reference-fp16 > compare.md
+# what the suite can resolve: questions for 80% power (NI at 5 pp, a 10 pp loss) from this pilot
+evalkit plan runs/reference-fp32 runs/reference-fp16 --margin 0.05 --effect 0.10 > plan.md
 { echo "machine: $(nproc) CPU cores, $(python3 -c 'import platform; print(platform.processor() or platform.machine())')"
-  echo "evalkit commit: $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)"; } >> timings.txt
+  echo "evalkit commit: $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "tree: $(git -C "$REPO" status --porcelain 2>/dev/null | grep -v ' results/main-job-cpu' | wc -l) changed files outside this folder"
+  echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"; } >> timings.txt
 cat timings.txt

@@ -118,7 +118,8 @@ def test_length_verdicts_pool_the_tasks_one_metric_each():
 
     def cell(task, metric, n, base_only, cand_only, length=8192):
         return {"arm": "m3", "task": task, "metric": metric, "length": length, "n": n,
-                "baseline_only": base_only, "candidate_only": cand_only}  # fmt: skip
+                "baseline_only": base_only, "candidate_only": cand_only,
+                "baseline_accuracy": 0.5}  # fmt: skip
 
     cells = [
         cell("passkey", "string_match_all", 64, 1, 0),
@@ -131,3 +132,26 @@ def test_length_verdicts_pool_the_tasks_one_metric_each():
     assert got[("m3", 8192)]["n"] == 128 and got[("m3", 8192)]["baseline_only"] == 3
     assert got[("m3", 8192)]["noninferiority_p"] == want.pvalue
     assert got[("m3", None)]["baseline_only"] == 0 and got[("m3", None)]["noninferior"]
+    assert got[("m3", 8192)]["baseline_right"] == 64
+
+
+def test_a_length_where_the_baseline_gets_everything_wrong_shows_no_bits():
+    """With fp32 at 0% no arm can lose a question, so 'non-inferior' there is vacuous: the
+    ladder must not count it (the v2 model's long answers: all-items exact match 0%)."""
+    from evalkit.arm import parse_arms
+    from evalkit.sweep.cells import length_verdicts
+    from evalkit.sweep.margin import bits_of_margin
+
+    arms = {a.label: a for a in parse_arms("fp32,fp16,m5,m3")}
+
+    def cells(base_acc):
+        return [
+            {"arm": arm, "task": "copy_list_long", "metric": "item_match_all", "length": 2048, "n": 100,
+             "baseline_only": 0, "candidate_only": 0, "baseline_accuracy": base_acc}
+            for arm in arms
+        ]  # fmt: skip
+
+    empty = bits_of_margin(length_verdicts(cells(0.0), 0.05), arms, "fp32")["2048"]
+    assert empty["no_room"] and empty["fewest_bits"] is None
+    full = bits_of_margin(length_verdicts(cells(0.5), 0.05), arms, "fp32")["2048"]
+    assert not full["no_room"] and full["fewest_bits"] == 3

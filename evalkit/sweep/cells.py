@@ -38,9 +38,12 @@ def length_verdicts(cells: list[dict[str, Any]], margin: float) -> dict[tuple, d
     for c in cells:
         if c["metric"] != first_metric[c["task"]]:
             continue
-        p = pooled.setdefault((c["arm"], c["length"]), {"n": 0, "baseline_only": 0, "candidate_only": 0})
-        for k in p:
+        p = pooled.setdefault(
+            (c["arm"], c["length"]), {"n": 0, "baseline_only": 0, "candidate_only": 0, "baseline_right": 0}
+        )
+        for k in ("n", "baseline_only", "candidate_only"):
             p[k] += c[k]
+        p["baseline_right"] += round(c["baseline_accuracy"] * c["n"])
     out = {}
     for key, p in pooled.items():
         ni = st.noninferiority_test(p["candidate_only"], p["baseline_only"], p["n"], margin=margin)

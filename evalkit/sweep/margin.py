@@ -5,7 +5,8 @@ store keeps, rounding to nearest (fp16, bf16 and `mN` arms at the baseline's chu
 intra-chunk dtype; stochastic rounding, truncation and fp8 are controls, not rungs). Walking down
 from the most bits, the answer at a length is the last rung before the first one that is not
 non-inferior at delta, the length's tasks pooled (so a lucky pass below a failure does not count). It is set
-against fp16's 10 and bf16's 7 explicit bits: "fp16 has 10 - N bits to spare".
+against fp16's 10 and bf16's 7 explicit bits: "fp16 has 10 - N bits to spare". A length where the
+baseline gets every pooled question wrong has no room for a loss, and shows no bits at all.
 """
 
 from __future__ import annotations
@@ -39,9 +40,11 @@ def bits_of_margin(
     out: dict[str, Any] = {}
     for length in lengths:
         ladder, fewest, fewest_arm, broken = [], None, None, False
+        # where the baseline gets every question wrong, no arm can lose one: nothing is shown
+        no_room = any(v.get("baseline_right") == 0 for (_, n), v in verdicts.items() if n == length)
         for bits, label in rungs:
             v = verdicts.get((label, length))
-            ok = bool(v and v["noninferior"])
+            ok = bool(v and v["noninferior"]) and not no_room
             ladder.append([bits, label, ok])
             if not ok:
                 broken = True
@@ -52,6 +55,7 @@ def bits_of_margin(
             "fewest_bits": fewest,
             "arm": fewest_arm,
             "ladder": ladder,
+            "no_room": no_room,
             **{f"{name}_spare": None if fewest is None else b - fewest for name, b in REFERENCE_BITS.items()},
         }
     return out

@@ -67,6 +67,8 @@ def render_markdown(summary: dict[str, Any]) -> str:
     ]
     for length, b in summary["bits_of_margin"].items():
         few = "not shown" if b["fewest_bits"] is None else str(b["fewest_bits"])
+        if b.get("no_room"):
+            few = f"no room (`{base}` at 0%)"
         spare = lambda v: "–" if v is None else f"{v:+d}"  # noqa: E731
         arm = f"`{b['arm']}`" if b["arm"] else "–"
         lines.append(f"| {length} | {few} | {arm} | {spare(b['fp16_spare'])} | {spare(b['bf16_spare'])} |")
@@ -74,7 +76,9 @@ def render_markdown(summary: dict[str, Any]) -> str:
         "",
         "The fewest bits is the last rung of the round-to-nearest ladder (fp16, bf16, mN) before the "
         'first arm that is not non-inferior at that length (tasks pooled); "not shown" means even the '
-        "widest rung is not shown non-inferior at these question counts (add questions or widen δ).",
+        "widest rung is not shown non-inferior at these question counts (add questions or widen δ); "
+        '"no room" that the baseline gets every question wrong, so no arm can lose one (read the '
+        "paired log-probability or the items instead).",
     ]
     return "\n".join(lines) + "\n"
 

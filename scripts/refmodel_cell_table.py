@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Per task x length x arm: exact match (all items right) and the mean fraction of items right,
+with the median generated tokens, from sweep run directories (the model card's table is this
+script's output, not a transcription).
+
+    python scripts/refmodel_cell_table.py SWEEP_DIR... [--arms fp32,fp16,bf16,m5,m4,m3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+
+def cell_stats(run: Path) -> dict[tuple[str, int], dict[str, float]]:
+    cells: dict[tuple[str, int], list[dict]] = defaultdict(list)
+    for line in open(run / "samples.jsonl"):
+        if line.strip():
+            r = json.loads(line)
+            cells[(r["task"], r["length"])].append(r)
+    out = {}
+    for key, rows in cells.items():
+        metric = next(iter(rows[0]["correct"]))
+        gen = sorted(r.get("n_generated") or 0 for r in rows)
+        out[key] = {
+            "n": len(rows),
+            "em": sum(bool(r["correct"][metric]) for r in rows) / len(rows),
+            "score": sum(r["score"].get(metric, float(r["correct"][metric])) for r in rows) / len(rows),
+            "gen": gen[len(gen) // 2],
+        }
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("sweeps", nargs="+", type=Path)
+    p.add_argument("--arms", default="fp32,fp16,bf16,m5,m4,m3")
+    args = p.parse_args()
+    arms = args.arms.split(",")
+    print("| task | length | n | generated tokens (median) | " + " | ".join(f"`{a}`" for a in arms) + " |")
+    print("|---|---:|---:|---:|" + "---:|" * len(arms))
+    for sweep in args.sweeps:
+        stats = {a: cell_stats(sweep / a) for a in arms if (sweep / a / "summary.json").is_file()}
+        for key in sorted(stats["fp32"]):
+            base = stats["fp32"][key]
+            row = [key[0], str(key[1]), str(base["n"]), str(base["gen"])]
+            for a in arms:
+                c = stats.get(a, {}).get(key)
+                row.append("–" if c is None else f"{100 * c['em']:.0f} / {100 * c['score']:.0f}")
+            print("| " + " | ".join(row) + " |")
+    print(
+        "\nEach arm: exact match % (every item right; what McNemar pairs) / mean % of items right; "
+        "'–': the arm did not finish in that call."
+    )
+
+
+if __name__ == "__main__":
+    main()
