@@ -19,7 +19,6 @@ import shutil
 import sys
 from pathlib import Path
 
-
 TOKEN_ARRAYS = ("gold_token_logprobs", "gold_margins")
 
 

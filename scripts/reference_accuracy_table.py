@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The reference model's measured accuracy per task x length x arm, as a Markdown table, from the
-committed run directories (results/reference-model/runs/h200-ARM*/summary.json): the model card's
+committed run directories (results/reference-model-v1/runs/h200-ARM*/summary.json): the model card's
 table is this script's output, not a transcription.
 
     python scripts/reference_accuracy_table.py [RUNS_DIR]
@@ -55,4 +55,4 @@ def table(runs: Path) -> str:
 
 
 if __name__ == "__main__":
-    sys.stdout.write(table(Path(sys.argv[1] if len(sys.argv) > 1 else "results/reference-model/runs")))
+    sys.stdout.write(table(Path(sys.argv[1] if len(sys.argv) > 1 else "results/reference-model-v1/runs")))
