@@ -4,6 +4,7 @@ control, from evalkit's own tasks."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -114,7 +115,13 @@ def quick_eval(
         examples = []
         t_cell = time.time()
         try:
-            requests = task.requests(tokenizer=fast_tok, lengths=[L], limit=s.eval_docs, seed=s.eval_seed)
+            requests = task.requests(
+                tokenizer=fast_tok,
+                lengths=[L],
+                limit=s.eval_docs,
+                seed=s.eval_seed,
+                show_progress=sys.stderr.isatty(),  # the training log is a file: no bars there
+            )
         except Exception as exc:  # noqa: BLE001 - e.g. a length too short for the task
             log(f"eval {name}@{L}: cannot build docs: {type(exc).__name__}: {exc}")
             results["cells"].append({"task": name, "length": L, "control": control, "skipped": str(exc)})
