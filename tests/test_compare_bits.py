@@ -44,3 +44,27 @@ def test_logprob_measure_uses_the_cells_own_test():
     assert out[8192].bits == 5 and out[8192].pvalues == (1e-9, 0.001, 0.2)
     with pytest.raises(ValueError, match="margin"):
         bits_of_margin({10: [cell(8192, 0.0)]}, 0.02, measure="logprob")
+
+
+def test_arms_sharing_a_width_are_separate_rungs():
+    """fp16 and m10 both store 10 bits: keyed (bits, label), each is tested, and either failing
+    breaks the chain (what `evalkit sweep` passes)."""
+    rows = {
+        (10, "fp16"): [_row(2048, 0, 0)],
+        (10, "m10"): [_row(2048, 200, 0)],  # a clear loss
+        (7, "bf16"): [_row(2048, 0, 0)],
+    }
+    out = bits_of_margin(rows, margin=0.01)[2048]
+    assert out.arms == ("fp16", "m10", "bf16") and out.noninferior == (True, False, True)
+    assert out.bits == 10 and out.arm == "fp16"
+
+
+def test_a_length_where_the_baseline_gets_everything_wrong_has_no_room():
+    rows = {
+        10: [{**_row(4096, 0, 0, n=100), "acc_baseline": 0.0}],
+        7: [{**_row(4096, 0, 0, n=100), "acc_baseline": 0.0}],
+    }
+    out = bits_of_margin(rows, margin=0.05)[4096]
+    assert out.no_room and out.bits is None and "no room" in out.note
+    rows = {10: [{**_row(4096, 0, 0, n=100), "acc_baseline": 0.5}]}
+    assert bits_of_margin(rows, margin=0.05)[4096].bits == 10

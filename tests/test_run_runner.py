@@ -135,6 +135,16 @@ def test_summary_table_lists_task_metric_length(tmp_path):
     text = render_summary(out.summary)
     assert "scripted" in text and "exact" in text
     assert "0.6250" in text and "0.1830" in text  # 5 of 8 right (lm-eval stderr), 1 error
+    assert "items right" not in text  # exact-match tasks: the score is the accuracy
+
+
+def test_summary_table_shows_the_items_right_of_item_scored_tasks():
+    from evalkit.runner.table import render_summary
+
+    cell = {"n": 40, "accuracy": 0.0, "stderr": 0.0, "errors": 0, "mean_score": 0.4234375}
+    text = render_summary({"kv_recite_long": {"item_match_all": {"2048": cell, "all": cell}}})
+    header = next(line for line in text.splitlines() if "task" in line)
+    assert "items right" in header and text.count("0.4234") == 2
 
 
 def test_task_options_reach_the_task_and_its_config_hash(tmp_path):

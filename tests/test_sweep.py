@@ -102,9 +102,15 @@ def test_bits_of_margin_walks_the_ladder_down_to_the_first_failure():
 
     arms = {a: parse_arm(a) for a in ("fp32", "m10", "m7", "m5", "m3", "m2", "bf16-rtz@chunk=64")}
     ok = {"m10": True, "m7": True, "m5": False, "m3": True, "m2": False, "bf16-rtz@chunk=64": False}
-    verdicts = {(a, 8192): {"noninferior": v} for a, v in ok.items()}
-    verdicts[("m10", 32768)] = {"noninferior": False}
-    got = bits_of_margin(verdicts, arms, "fp32")
+    # pooled counts as length_verdicts writes them: 0 losses in 3000 is non-inferior at 5 pp,
+    # 200 losses (-6.7 pp) is not; the walk (evalkit.compare.bits) tests them itself
+    counts = {
+        True: {"baseline_only": 0, "candidate_only": 0},
+        False: {"baseline_only": 200, "candidate_only": 0},
+    }
+    verdicts = {(a, 8192): {"n": 3000, "baseline_right": 1500, **counts[v]} for a, v in ok.items()}
+    verdicts[("m10", 32768)] = {"n": 3000, "baseline_right": 1500, **counts[False]}
+    got = bits_of_margin(verdicts, arms, "fp32", 0.05)
     # m3 passing below the failing m5 does not count
     assert got["8192"]["fewest_bits"] == 7 and got["8192"]["arm"] == "m7"
     assert got["8192"]["fp16_spare"] == 3 and got["8192"]["bf16_spare"] == 0
@@ -151,7 +157,7 @@ def test_a_length_where_the_baseline_gets_everything_wrong_shows_no_bits():
             for arm in arms
         ]  # fmt: skip
 
-    empty = bits_of_margin(length_verdicts(cells(0.0), 0.05), arms, "fp32")["2048"]
+    empty = bits_of_margin(length_verdicts(cells(0.0), 0.05), arms, "fp32", 0.05)["2048"]
     assert empty["no_room"] and empty["fewest_bits"] is None
-    full = bits_of_margin(length_verdicts(cells(0.5), 0.05), arms, "fp32")["2048"]
+    full = bits_of_margin(length_verdicts(cells(0.5), 0.05), arms, "fp32", 0.05)["2048"]
     assert not full["no_room"] and full["fewest_bits"] == 3

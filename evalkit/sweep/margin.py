@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalkit.arm import REFERENCE_BITS, Arm
+from evalkit.arm import Arm
 
 
 def on_the_ladder(arm: Arm, baseline: Arm) -> bool:
@@ -28,34 +28,27 @@ def on_the_ladder(arm: Arm, baseline: Arm) -> bool:
 
 
 def bits_of_margin(
-    verdicts: dict[tuple, dict[str, Any]], arms: dict[str, Arm], baseline: str
+    verdicts: dict[tuple, dict[str, Any]], arms: dict[str, Arm], baseline: str, margin: float
 ) -> dict[str, Any]:
-    """{length: {fewest_bits, arm, ladder: [[bits, arm, non-inferior]...], fp16_spare, bf16_spare}}
-    from `cells.length_verdicts` ((arm, length) -> {noninferior, ...}); length "all" for tasks
-    without lengths."""
-    rungs = sorted((a.mantissa_bits, label) for label, a in arms.items() if on_the_ladder(a, arms[baseline]))[
-        ::-1
-    ]
-    lengths = sorted({length for _, length in verdicts}, key=lambda x: (x is None, x or 0))
+    """{length: {fewest_bits, arm, ladder: [[bits, arm, non-inferior]...], no_room, fp16_spare,
+    bf16_spare}} from `cells.length_verdicts` ((arm, length) -> pooled {n, baseline_only,
+    candidate_only, baseline_right}); length "all" for tasks without lengths. The walk is
+    `evalkit.compare.bits`'s, on the ladder's arms."""
+    from evalkit.compare.bits import bits_of_margin as walk
+
+    ladder = {label: a for label, a in arms.items() if on_the_ladder(a, arms[baseline])}
+    rows = {
+        (a.mantissa_bits, label): [{"length": n, **v} for (arm, n), v in verdicts.items() if arm == label]
+        for label, a in ladder.items()
+    }
     out: dict[str, Any] = {}
-    for length in lengths:
-        ladder, fewest, fewest_arm, broken = [], None, None, False
-        # where the baseline gets every question wrong, no arm can lose one: nothing is shown
-        no_room = any(v.get("baseline_right") == 0 for (_, n), v in verdicts.items() if n == length)
-        for bits, label in rungs:
-            v = verdicts.get((label, length))
-            ok = bool(v and v["noninferior"]) and not no_room
-            ladder.append([bits, label, ok])
-            if not ok:
-                broken = True
-            elif not broken:
-                fewest, fewest_arm = bits, label
-        key = "all" if length is None else str(length)
-        out[key] = {
-            "fewest_bits": fewest,
-            "arm": fewest_arm,
-            "ladder": ladder,
-            "no_room": no_room,
-            **{f"{name}_spare": None if fewest is None else b - fewest for name, b in REFERENCE_BITS.items()},
+    for length, b in walk({k: v for k, v in rows.items() if v}, margin=margin).items():
+        out["all" if length is None else str(length)] = {
+            "fewest_bits": b.bits,
+            "arm": b.arm,
+            "ladder": [[bits, label, ok] for bits, label, ok in zip(b.tested, b.arms, b.noninferior)],
+            "no_room": b.no_room,
+            "fp16_spare": b.headroom_vs_fp16,
+            "bf16_spare": b.headroom_vs_bf16,
         }
     return out

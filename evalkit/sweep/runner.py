@@ -154,7 +154,7 @@ def summarize_sweep(out_dir: Path, arms: list[Arm], margin: float) -> dict[str, 
         "lengths": [
             {"arm": arm, "length": length, **v} for (arm, length), v in verdicts.items() if arm != base.label
         ],
-        "bits_of_margin": bits_of_margin(verdicts, by_label, base.label),
+        "bits_of_margin": bits_of_margin(verdicts, by_label, base.label, margin),
     }
     write_report(Path(out_dir), summary)
     write_plot(Path(out_dir) / "sweep.png", summary, by_label)
