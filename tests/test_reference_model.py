@@ -42,6 +42,16 @@ def fake_checkpoint(path: Path, weights_bytes: int = 8192, model_type: str = "ki
     return path
 
 
+def run_cli_fp32(out: Path, tasks: str, limit: int, *extra: str) -> None:
+    """`evalkit run --arm fp32` on the CPU through the real CLI, into `out`."""
+    argv = ["run", "--arm", "fp32", "--tasks", tasks, "--lengths", "2k", "--limit", str(limit)]
+    argv += ["--device", "cpu", "--out", str(out), "--no-progress", *extra]
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalkit", *argv], capture_output=True, text=True, timeout=3600, cwd=REPO
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
 # -- locating the model --------------------------------------------------------------------------
 
 
@@ -237,32 +247,7 @@ def test_measured_fp32_accuracy_of_model_v1_has_room_below_saturation():
 def test_evalkit_run_passkey_2k_fp32_through_the_engine(tmp_path):
     """The same check through the real CLI and evalkit's own engine (slow on CPU)."""
     out = tmp_path / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "evalkit",
-            "run",
-            "--arm",
-            "fp32",
-            "--tasks",
-            "passkey",
-            "--lengths",
-            "2k",
-            "--limit",
-            "20",
-            "--device",
-            "cpu",
-            "--out",
-            str(out),
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=3600,
-        cwd=REPO,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_cli_fp32(out, "passkey", 20)
     summary = json.loads((out / "summary.json").read_text())
     cell = next(iter(summary["passkey"].values()))
     by_len = {str(k): v for k, v in cell.items()}
@@ -326,33 +311,7 @@ def test_cpu_engine_keeps_the_room_on_a_small_sample(tmp_path):
     item fraction between 20% and 70%. v1 (never trained on these tasks) scores 0 on all three,
     a saturated model 100%."""
     out = tmp_path / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "evalkit",
-            "run",
-            "--arm",
-            "fp32",
-            "--tasks",
-            "copy_list,kv_recite,kv_recite_long",
-            "--lengths",
-            "2k",
-            "--limit",
-            "16",
-            "--device",
-            "cpu",
-            "--out",
-            str(out),
-            "--no-progress",
-            "--no-gold-logprob",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=3600,
-        cwd=REPO,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_cli_fp32(out, "copy_list,kv_recite,kv_recite_long", 16, "--no-gold-logprob")
     rows = [json.loads(line) for line in open(out / "samples.jsonl")]
     by_task: dict[str, list] = {}
     for r in rows:
