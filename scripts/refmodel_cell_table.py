@@ -15,21 +15,27 @@ from pathlib import Path
 
 
 def cell_stats(run: Path) -> dict[tuple[str, int], dict[str, float]]:
-    cells: dict[tuple[str, int], list[dict]] = defaultdict(list)
+    """(task, length) -> n, exact match and mean item score as the run's summary.json has them (its
+    first metric), plus the median generated tokens, which only the samples record."""
+    summary = json.loads((run / "summary.json").read_text())
+    generated: dict[tuple[str, int], list[int]] = defaultdict(list)
     for line in open(run / "samples.jsonl"):
         if line.strip():
             r = json.loads(line)
-            cells[(r["task"], r["length"])].append(r)
+            generated[(r["task"], r["length"])].append(r.get("n_generated") or 0)
     out = {}
-    for key, rows in cells.items():
-        metric = next(iter(rows[0]["correct"]))
-        gen = sorted(r.get("n_generated") or 0 for r in rows)
-        out[key] = {
-            "n": len(rows),
-            "em": sum(bool(r["correct"][metric]) for r in rows) / len(rows),
-            "score": sum(r["score"].get(metric, float(r["correct"][metric])) for r in rows) / len(rows),
-            "gen": gen[len(gen) // 2],
-        }
+    for task, metrics in summary.items():
+        cells = next(iter(metrics.values()))
+        for length, c in cells.items():
+            if length == "all":
+                continue
+            gen = sorted(generated[(task, int(length))])
+            out[(task, int(length))] = {
+                "n": c["n"],
+                "em": c["accuracy"],
+                "score": c.get("mean_score", c["accuracy"]),
+                "gen": gen[len(gen) // 2],
+            }
     return out
 
 
