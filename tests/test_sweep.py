@@ -84,6 +84,28 @@ def test_resuming_with_another_chunk_size_is_refused_naming_the_field(sweep, tin
     assert "arm.prefill_chunk_size is 2048 there but 64 now" in err and err.count("\n") == 1
 
 
+def test_report_only_summarises_finished_arms_and_refuses_an_unfinished_one(sweep, tmp_path, capsys):
+    """--report-only writes the same summary from the arm directories without running anything;
+    an arm whose manifest has no finished_at is refused in one line (exit 2)."""
+    import shutil
+
+    out, _ = sweep
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    (copy / "sweep.json").unlink()
+    arms = ["--arms", "fp32,fp16,bf16,bf16@chunk=64"]
+    assert cli(["sweep", *arms, "--out", str(copy), "--report-only"]) == 0
+    want, got = json.loads((out / "sweep.json").read_text()), json.loads((copy / "sweep.json").read_text())
+    assert got["cells"] == want["cells"] and got["bits_of_margin"] == want["bits_of_margin"]
+    manifest = copy / "bf16" / "manifest.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "finished_at": None}))
+    capsys.readouterr()
+    assert cli(["sweep", *arms, "--out", str(copy), "--report-only"]) == 2
+    err = capsys.readouterr().err
+    assert "has not finished: leave bf16 out of --arms" in err and err.count("\n") == 1
+    assert cli(["sweep", "--arms", "fp32,fp16", "--out", str(copy), "--report-only"]) == 0
+
+
 def test_rerunning_the_sweep_resumes(sweep, capsys):
     out, argv = sweep
     before = (out / "fp16" / "samples.jsonl").read_text()

@@ -99,16 +99,16 @@ def main(args: argparse.Namespace) -> int:
 
 
 def report_only(out_dir: Path, arms: list, margin: float) -> int:
-    """sweep.json/md/png from the finished arm directories; an unfinished arm is refused (its
-    cells would pair fewer questions than the others')."""
+    """sweep.json/md/png from the arms' finished run directories; an arm whose run has not
+    finished (no `finished_at`) is refused: its cells would pair fewer questions than the others'."""
+    from evalkit.store import load_run
     from evalkit.sweep.runner import arm_dir, summarize_sweep
 
+    runs = {}
     for arm in arms:
-        d = arm_dir(out_dir, arm)
-        if not (d / "samples.jsonl").is_file():
-            raise InputError(f"{d} holds no run: leave {arm.label} out of --arms or run the sweep")
-        if not (d / "summary.json").is_file():
-            raise InputError(f"{d} is unfinished (no summary.json): leave {arm.label} out of --arms")
-    summarize_sweep(out_dir, arms, margin)
+        run = runs[arm.label] = load_run(arm_dir(out_dir, arm))
+        if not run.finished:
+            raise InputError(f"{arm_dir(out_dir, arm)} has not finished: leave {arm.label} out of --arms")
+    summarize_sweep(out_dir, arms, margin, runs)
     print((out_dir / "sweep.md").read_text(), end="")
     return 0

@@ -123,8 +123,11 @@ def run_sweep(spec: SweepSpec) -> dict[str, Any]:
     return summarize_sweep(spec.out_dir, spec.arms, spec.margin)
 
 
-def summarize_sweep(out_dir: Path, arms: list[Arm], margin: float) -> dict[str, Any]:
-    """Pair every arm's run directory with the baseline's; write sweep.json, sweep.md, sweep.png."""
+def summarize_sweep(
+    out_dir: Path, arms: list[Arm], margin: float, runs: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Pair every arm's run directory with the baseline's; write sweep.json, sweep.md, sweep.png.
+    `runs` (label -> RunData): the arms' runs when the caller has loaded them already."""
     from evalkit.store import load_run
     from evalkit.sweep.cells import length_verdicts, sweep_cells
     from evalkit.sweep.margin import bits_of_margin
@@ -132,7 +135,7 @@ def summarize_sweep(out_dir: Path, arms: list[Arm], margin: float) -> dict[str, 
     from evalkit.sweep.report import write_report
 
     base = baseline_of(arms)
-    runs = {a.label: load_run(arm_dir(out_dir, a)) for a in arms}
+    runs = runs if runs is not None else {a.label: load_run(arm_dir(out_dir, a)) for a in arms}
     by_label = {a.label: a for a in arms}
     cells = sweep_cells(runs, base.label, margin)
     verdicts = length_verdicts(cells, margin)
