@@ -7,14 +7,8 @@
 #   bash scripts/gdn_twin_reports.sh
 set -eu
 cd "$(dirname "$0")/.."
-report() {  # sweep_dir out_dir group arms...
-  local dir=$1 out=$2 group=$3; shift 3
-  mkdir -p "$out"
-  for arm in "$@"; do
-    python -m evalkit compare "$dir/fp32" "$dir/$arm" --md "$out/compare-$group-fp32-vs-$arm.md" \
-      --json "$out/compare-$group-fp32-vs-$arm.json" > /dev/null
-  done
-}
+source scripts/sweep_reports.sh
+report() { sweep_reports "$@"; }
 G=results/reference-model-gdn/h200
 K=results/reference-model/h200
 report "$G/retrieval" "$G/reports" retrieval fp16 bf16 m4 m3 fp8_e4m3 m3-rtz

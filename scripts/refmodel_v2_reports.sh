@@ -7,18 +7,8 @@
 #   bash scripts/refmodel_v2_reports.sh
 set -eu
 cd "$(dirname "$0")/.."
-report() {  # sweep_dir out_dir group arms...
-  local dir=$1 out=$2 group=$3; shift 3
-  mkdir -p "$out"
-  for arm in "$@"; do
-    python -m evalkit compare "$dir/fp32" "$dir/$arm" --md "$out/compare-$group-fp32-vs-$arm.md" \
-      --json "$out/compare-$group-fp32-vs-$arm.json" > /dev/null
-    python scripts/position_report.py "$dir/fp32" "$dir/$arm" --out "$out/pos-tmp" > /dev/null
-    mv "$out/pos-tmp/positions.md" "$out/positions-$group-$arm.md"
-    mv "$out/pos-tmp/positions.json" "$out/positions-$group-$arm.json"
-    rmdir "$out/pos-tmp"
-  done
-}
+source scripts/sweep_reports.sh
+report() { POSITIONS=1 sweep_reports "$@"; }
 R=results/reference-model/h200
 report "$R/short" "$R/reports" short fp16 bf16 m5 m4 m3
 report "$R/long" "$R/reports" long fp16 bf16 m5 m4 m3
