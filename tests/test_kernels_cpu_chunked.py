@@ -90,3 +90,35 @@ def test_strong_forgetting_does_not_overflow():
     o = cpu.kda_prefill(*x.args(), pool, *args)
     o_ref = reference.kda_prefill(*x.args(), pool_ref, *args)
     assert torch.isfinite(o).all() and rel_err(o, o_ref) < 1e-5
+
+
+def _all_pairs_scores(a, b, G, strict: bool) -> torch.Tensor:
+    """The former form of `_pair_scores` (before `strong_pairs.py`): every (i, j) of the square
+    took an exp, masked to -inf above the diagonal, once for Aqk and again for Akk."""
+    H, n, C, _ = a.shape
+    strong = -G[:, :, -1:, :] > cpu_chunked.SAFE_SPAN
+    e_pos, e_neg = torch.exp(G).masked_fill(strong, 0.0), torch.exp(-G).masked_fill_(strong, 0.0)
+    M = (a * e_pos) @ (b * e_neg).transpose(-1, -2)
+    h, c, _, kk = strong.nonzero(as_tuple=True)
+    if h.numel():
+        Gs, a_s, b_s = G[h, c, :, kk], a[h, c, :, kk], b[h, c, :, kk]
+        keep = torch.tril(torch.ones(C, C, dtype=torch.bool))
+        decay = torch.exp((Gs[:, :, None] - Gs[:, None, :]).masked_fill_(~keep, float("-inf")))
+        M.view(H * n, C, C).index_add_(0, h * n + c, a_s[:, :, None] * b_s[:, None, :] * decay)
+    return M.tril_(-1 if strict else 0)
+
+
+@pytest.mark.parametrize("strong_decay", [0.0, 0.4, 1.0])
+def test_strong_pairs_give_the_former_bits(strong_decay):
+    """The fast-forgetting channels' terms, computed once and only for j <= i, are bit for bit the
+    all-pairs form's (the CPU prefill's results must not move with a speed-up)."""
+    block, n = 32, 6
+    x = kda_inputs(n * block, H, K, V, strong_decay=strong_decay, generator=torch.Generator().manual_seed(3))
+    qn, kn, _, g, _ = prepare(*x.args())
+    qc, kc, gc = (t.reshape(n, block, H, K).permute(2, 0, 1, 3) for t in (qn, kn, g))
+    G = gc.cumsum(2)
+    factors = cpu_chunked._decay_factors(G, torch.exp(G))
+    assert (factors[2].h.numel() > 0) == (strong_decay > 0)
+    for a, b, strict in ((qc, kc, False), (kc, kc, True)):
+        got = cpu_chunked._pair_scores(a, b, strict, factors)
+        assert torch.equal(got, _all_pairs_scores(a, b, G, strict))

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import torch
 
+from .strong_pairs import StrongPairs
+
 F32 = torch.float32
 GROUP_TOKENS = 1024  # chunk-local tensors are built for this many tokens at a time (memory bound)
 SAFE_SPAN = 30.0  # channels decaying by at most e^-30 over a chunk go through a matrix product
@@ -38,31 +40,26 @@ def compute_block(chunk_size: int) -> int:
     return chunk_size
 
 
-def _pair_scores(a, b, G, strict: bool, factors):
+def _pair_scores(a, b, strict: bool, factors):
     """M[i, j] = sum_c a_ic b_jc exp(G_ic - G_jc) for j <= i (j < i if strict), zero above; inputs
     [H, n, C, K], output [H, n, C, C]; `factors` from `_decay_factors(G)`.
 
     A channel whose decay over the chunk spans at most SAFE_SPAN (most of them) enters one matrix
     product as (a e^G)(b e^-G)^T: both factors lie within e^{+-SAFE_SPAN}, so nothing overflows and
-    each product keeps fp32's relative accuracy. The few fast-forgetting channels are gathered and
-    summed in the exact pairwise form exp(G_i - G_j) (never above 1), any gate included."""
-    H, n, C, _ = a.shape
-    e_pos, e_neg, strong_at = factors
+    each product keeps fp32's relative accuracy. The fast-forgetting channels are summed in the
+    exact pairwise form exp(G_i - G_j) (never above 1), any gate included (`StrongPairs`)."""
+    e_pos, e_neg, strong = factors
     M = (a * e_pos) @ (b * e_neg).transpose(-1, -2)
-    h, c, kk = strong_at
-    if h.numel():
-        Gs, a_s, b_s = G[h, c, :, kk], a[h, c, :, kk], b[h, c, :, kk]  # [N, C]
-        keep = torch.tril(torch.ones(C, C, dtype=torch.bool))
-        decay = torch.exp((Gs[:, :, None] - Gs[:, None, :]).masked_fill_(~keep, float("-inf")))
-        M.view(H * n, C, C).index_add_(0, h * n + c, a_s[:, :, None] * b_s[:, None, :] * decay)
+    strong.add_to(M, a, b)
     return M.tril_(-1 if strict else 0)
 
 
 def _decay_factors(G, e_G):
-    """e^G and e^-G with the fast-forgetting channels (span > SAFE_SPAN) zeroed, and where those are."""
+    """e^G and e^-G with the fast-forgetting channels (span > SAFE_SPAN) zeroed, and those
+    channels' pairwise decays (`StrongPairs`, computed once for Aqk and Akk)."""
     strong = -G[:, :, -1:, :] > SAFE_SPAN  # [H, n, 1, K]; G decreases along the chunk
-    h, c, _, kk = strong.nonzero(as_tuple=True)
-    return e_G.masked_fill(strong, 0.0), torch.exp(-G).masked_fill_(strong, 0.0), (h, c, kk)
+    pairs = StrongPairs(G, strong)
+    return e_G.masked_fill(strong, 0.0), torch.exp(-G).masked_fill_(strong, 0.0), pairs
 
 
 def _chunk_local(q, k, v, g, beta, block: int):
@@ -78,8 +75,8 @@ def _chunk_local(q, k, v, g, beta, block: int):
     G = gc.cumsum(2)
     e_G = torch.exp(G)
     factors = _decay_factors(G, e_G)
-    Aqk = _pair_scores(qc, kc, G, False, factors)
-    Akk = _pair_scores(kc, kc, G, True, factors) * bc
+    Aqk = _pair_scores(qc, kc, False, factors)
+    Akk = _pair_scores(kc, kc, True, factors) * bc
     rhs = torch.cat([bc * kc * e_G, bc * vc], dim=-1)
     WU = torch.linalg.solve_triangular(
         Akk + torch.eye(block, dtype=F32), rhs, upper=False, unitriangular=True
