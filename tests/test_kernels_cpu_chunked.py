@@ -122,3 +122,21 @@ def test_strong_pairs_give_the_former_bits(strong_decay):
     for a, b, strict in ((qc, kc, False), (kc, kc, True)):
         got = cpu_chunked._pair_scores(a, b, strict, factors)
         assert torch.equal(got, _all_pairs_scores(a, b, G, strict))
+
+
+def test_exp_or_zero_gives_torch_exp_bits():
+    """Normal, subnormal, underflowing and special inputs, and a sample of every fp32 value below
+    ZERO_BELOW (about one in 4096 of them; all 1.02e9 were checked once on the dev box)."""
+    from evalkit.kernels.kda_prefill.fast_exp import ZERO_BELOW, exp_or_zero
+
+    below = torch.tensor([ZERO_BELOW]).view(torch.int32).item() & 0xFFFFFFFF  # a larger pattern is lower
+    bits = torch.cat([torch.arange(below - 5000, below + 5000), torch.arange(below, 0xFF800001, 4093)])
+    x = torch.cat([
+        (bits - (1 << 32)).to(torch.int32).view(torch.float32),
+        torch.randn(10_000) * 60.0,
+        torch.tensor([float("-inf"), float("inf"), float("nan"), 0.0, -0.0, 88.8, -87.5, -103.9]),
+    ])  # fmt: skip
+    want = torch.exp(x)
+    got = exp_or_zero(x)
+    assert torch.equal(got.view(torch.int32), want.view(torch.int32))
+    assert (x < ZERO_BELOW).sum() > 200_000 and (got[x < ZERO_BELOW].view(torch.int32) == 0).all()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import torch
 
+from .fast_exp import exp_or_zero
 from .strong_pairs import StrongPairs
 
 F32 = torch.float32
@@ -59,7 +60,9 @@ def _decay_factors(G, e_G):
     channels' pairwise decays (`StrongPairs`, computed once for Aqk and Akk)."""
     strong = -G[:, :, -1:, :] > SAFE_SPAN  # [H, n, 1, K]; G decreases along the chunk
     pairs = StrongPairs(G, strong)
-    return e_G.masked_fill(strong, 0.0), torch.exp(-G).masked_fill_(strong, 0.0), pairs
+    # e^-G overflows (slowly) only in strong channels, whose values are zeroed: exp 0 there instead
+    e_neg = torch.exp((-G).masked_fill_(strong, 0.0)).masked_fill_(strong, 0.0)
+    return e_G.masked_fill(strong, 0.0), e_neg, pairs
 
 
 def _chunk_local(q, k, v, g, beta, block: int):
@@ -73,7 +76,7 @@ def _chunk_local(q, k, v, g, beta, block: int):
     qc, kc, vc, gc = chunks(q), chunks(k), chunks(v), chunks(g)
     bc = beta.reshape(n, block, H).permute(2, 0, 1)[..., None]  # [H, n, block, 1]
     G = gc.cumsum(2)
-    e_G = torch.exp(G)
+    e_G = exp_or_zero(G)
     factors = _decay_factors(G, e_G)
     Aqk = _pair_scores(qc, kc, False, factors)
     Akk = _pair_scores(kc, kc, True, factors) * bc
@@ -83,7 +86,7 @@ def _chunk_local(q, k, v, g, beta, block: int):
     )
     W, U = WU[..., :K], WU[..., K:]
     G_last = G[:, :, -1:, :]
-    Kd = kc * torch.exp(G_last - G)
+    Kd = kc * exp_or_zero(G_last - G)
     return qc * e_G, Aqk, W, U, Kd, torch.exp(G_last[:, :, 0, :])
 
 

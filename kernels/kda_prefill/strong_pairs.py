@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from .fast_exp import exp_or_zero
+
 
 class StrongPairs:
     """Where the fast-forgetting channels are in [H, n, C, K] tensors, and their decays
@@ -30,7 +32,7 @@ class StrongPairs:
         self.decay = None
         if self.h.numel():
             Gs = G[self.h, self.c, :, self.k]  # [N, C]
-            self.decay = torch.exp(Gs.index_select(1, self.i) - Gs.index_select(1, self.j))
+            self.decay = exp_or_zero(Gs.index_select(1, self.i) - Gs.index_select(1, self.j))
 
     def add_to(self, M: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
         """M [H, n, C, C] += the strong channels' a_i b_j exp(G_i - G_j) at j <= i (in place);
