@@ -151,9 +151,9 @@ class StatePools:
         out = torch.zeros(slots.numel(), device=self.device)
         for t in self.kda.values():  # 32 slots at a time: a bounded temporary
             for i in range(0, slots.numel(), 32):
-                part = t[slots[i : i + 32]]
+                part = t.index_select(0, slots[i : i + 32])  # a copy: abs_ in place
                 if part.element_size() == 1:  # fp8 pools: torch has no fp8 reductions
                     part = part.float()
-                part = part.abs().amax(dim=(1, 2, 3)).float()
+                part = part.abs_().amax(dim=(1, 2, 3)).float()
                 out[i : i + 32] = torch.maximum(out[i : i + 32], part)
         return out

@@ -50,7 +50,7 @@ def kda_decode(
     fmt = resolve_format(fmt, state_pool, positions, q.shape[0])
     qn, kn, vv, g, beta = prepare(q, k, v, g_raw, beta_raw, A_log, dt_bias)
     idx = slots.long()
-    S = state_pool[idx].to(F32)
+    S = state_pool.index_select(0, idx).to(F32)  # index_select: a faster gather than [idx]
     o = step(S, qn, kn, vv, torch.exp(g), beta)
     store_rows(state_pool, idx, S, fmt, sr_seed=sr_seed, positions=positions)
     return o.to(q.dtype)

@@ -40,7 +40,7 @@ def kda_prefill(
     lens_sorted, starts = lens[order], cu[:-1][order]
     idx = slots.long()[order.to(slots.device)]
     init = has_initial_state.bool()[order.to(has_initial_state.device)]
-    S = state_pool[idx].to(F32)
+    S = state_pool.index_select(0, idx).to(F32)
     S[~init] = 0.0
     o = torch.empty(q.shape[0], q.shape[1], v.shape[-1], dtype=F32, device=q.device)
     for n in range(int(lens_sorted.numel())):  # each sequence on its own: batch invariant

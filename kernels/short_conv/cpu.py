@@ -29,7 +29,7 @@ def causal_conv1d_decode(x, weight, conv_pool, slots) -> torch.Tensor:
     B, C = x.shape
     W = weight.shape[-1]
     idx = slots.long()
-    window = torch.cat([conv_pool[idx].to(F32), x.to(F32)[:, :, None]], dim=2)  # [B, C, W]
+    window = torch.cat([conv_pool.index_select(0, idx).to(F32), x.to(F32)[:, :, None]], dim=2)  # [B, C, W]
     y = F.silu((window * weight.reshape(1, C, W).to(F32)).sum(-1))
     conv_pool[idx] = window[:, :, 1:].to(conv_pool.dtype)
     return y.to(x.dtype)
