@@ -9,10 +9,16 @@ document building. The same run three ways on one loaded engine:
     python scripts/bench_long_context_run.py --out results/bench/long-context-run-h200      # H200
     python scripts/bench_long_context_run.py --out /tmp/lc --device cpu --model CKPT --lengths 512 \
         --limit 2 --tasks passkey --max-new-tokens 4                                       # CPU smoke
+    python scripts/bench_long_context_run.py --out /tmp/lc --stub --limit 8 --repeats 3 \
+        --modes cold,warm                                     # the pipeline alone, on any CPU box
 
-Per mode: run wall time, prompt tokens prefilled, the engine's prefill time, end-to-end prompt
-tok/s and its ratio to the engine's own (the issue's goal: >= 0.8), and whether the samples equal
-the serial run's. Writes bench_long_context_run.json under --out (run dirs and the cache too)."""
+Per mode: run wall time, prompt tokens prefilled, the engine's prefill and decode time, end-to-end
+prompt tok/s and its ratio to the engine's own (the issue's goal: >= 0.8), the pipeline's own time
+(wall minus the engine's prefill and decode) per million prompt tokens, and whether the samples equal
+the first mode's. With --repeats N every mode runs N times (cold clears the prompt cache each time)
+and the figures are medians. `--stub` swaps the engine for `evalkit.bench.stub_engine` (canned
+answers, no model): wall time is then the pipeline alone. Writes bench_long_context_run.json under
+--out (run dirs and the cache too)."""
 
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -59,8 +66,97 @@ class KeptOpen:
 
 
 def samples(out: Path) -> dict:
+    """Every sample of a run by key, all fields but the wall-clock timings."""
     rows = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
-    return {(r["task"], str(r["doc_id"]), r["length"]): (r["prompt_hash"], r["response"]) for r in rows}
+    return {
+        (r["task"], str(r["doc_id"]), r["length"]): {k: v for k, v in r.items() if k != "timings"}
+        for r in rows
+    }
+
+
+def make_setup(args):
+    """(backend, engine, tokenizer, model, arm): the real engine, or the stub with the model's tokenizer."""
+    from evalkit.runner import setup as su
+
+    if not args.stub:
+        setup = su.local_setup(args.model, args.arm, None, args.device, None)
+        return setup.backend, setup.backend.engine, setup.tokenizer, setup.model, setup.arm
+    from evalkit.backends.local import LocalBackend
+    from evalkit.bench.stub_engine import StubEngine
+    from evalkit.model.checkpoint import load_tokenizer, resolve_model_path
+
+    model = args.model or str(su.default_model()[0])
+    tok = load_tokenizer(resolve_model_path(model))
+    backend = LocalBackend(engine=StubEngine(tok))
+    return backend, backend.engine, tok, {"path": model, "engine": "stub"}, {"label": "stub"}
+
+
+def run_mode(args, mode: str, out: Path, cache: Path, backend, engine, tokenizer, model, arm) -> dict:
+    """One run of `mode` into out/mode (cold starts from an empty prompt cache)."""
+    from evalkit.runner import RunSpec, run_evaluation
+    from evalkit.runner import setup as su
+    from evalkit.tasks.registry import parse_lengths
+
+    env = {k: v.format(cache=cache) for k, v in MODES[mode].items()}
+    if args.workers and mode != "serial":
+        env["EVALKIT_PROMPT_WORKERS"] = args.workers
+    if mode == "cold":
+        shutil.rmtree(cache, ignore_errors=True)
+    saved = {k: os.environ.get(k) for k in ("EVALKIT_PROMPT_WORKERS", "EVALKIT_PROMPT_CACHE")}
+    os.environ.update(env)
+    shutil.rmtree(out / mode, ignore_errors=True)
+    spec = RunSpec(
+        tasks=args.tasks.split(","),
+        out_dir=out / mode,
+        lengths=parse_lengths(args.lengths),
+        limit=args.limit,
+        seed=args.seed,
+        max_new_tokens=args.max_new_tokens,
+        gold_logprob=args.gold_logprob,
+        manifest={
+            **su.base_manifest_fields(sys.argv),
+            "model": model,
+            "arm": arm,
+            "backend": backend.describe(),
+        },
+    )
+    before = dict(engine.stats)
+    try:
+        outcome = run_evaluation(spec, backend, tokenizer, progress=False)
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    tokens = engine.stats["prefill_tokens"] - before["prefill_tokens"]
+    prefill_s = engine.stats["prefill_s"] - before["prefill_s"]
+    decode_s = engine.stats["decode_s"] - before["decode_s"]
+    engine_tok_s = tokens / max(prefill_s, 1e-9)
+    e2e_tok_s = tokens / max(outcome.wall_s, 1e-9)
+    pipeline_s = outcome.wall_s - prefill_s - decode_s
+    return {
+        "env": env,
+        "wall_s": round(outcome.wall_s, 3),
+        "prompt_tokens": tokens,
+        "engine_prefill_s": round(prefill_s, 3),
+        "engine_decode_s": round(decode_s, 3),
+        "pipeline_s": round(pipeline_s, 3),
+        "pipeline_s_per_M_prompt_tokens": round(pipeline_s / max(tokens / 1e6, 1e-9), 3),
+        "engine_prompt_tok_s": round(engine_tok_s),
+        "end_to_end_prompt_tok_s": round(e2e_tok_s),
+        "ratio_to_engine": round(e2e_tok_s / max(engine_tok_s, 1e-9), 3),
+        "samples": outcome.stored,
+    }
+
+
+def median_of(runs: list[dict]) -> dict:
+    """The runs' medians of every number (the other fields from the first run), plus the spread."""
+    out = dict(runs[0])
+    for k, v in runs[0].items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[k] = statistics.median(r[k] for r in runs)
+    out["repeats"] = len(runs)
+    out["wall_s_all"] = [r["wall_s"] for r in runs]
+    out["pipeline_s_per_M_all"] = [r["pipeline_s_per_M_prompt_tokens"] for r in runs]
+    return out
 
 
 def main() -> int:
@@ -78,11 +174,10 @@ def main() -> int:
         "--workers", default=None, help="EVALKIT_PROMPT_WORKERS for cold/warm (default: cores - 1)"
     )
     ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--repeats", type=int, default=1, help="runs of each mode; the report gives medians")
+    ap.add_argument("--gold-logprob", action="store_true", help="also teacher-force each reference answer")
+    ap.add_argument("--stub", action="store_true", help="no model: the pipeline alone (stub engine)")
     args = ap.parse_args()
-
-    from evalkit.runner import RunSpec, run_evaluation
-    from evalkit.runner import setup as su
-    from evalkit.tasks.registry import parse_lengths
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -97,60 +192,31 @@ def main() -> int:
         "modes": {},
     }
     t = time.perf_counter()
-    setup = su.local_setup(args.model, args.arm, None, args.device, None)
+    backend, engine, tokenizer, model, arm = make_setup(args)
     report["load_s"] = round(time.perf_counter() - t, 2)
-    backend, engine = KeptOpen(setup.backend), setup.backend.engine
+    modes = args.modes.split(",")
+    runs: dict[str, list[dict]] = {m: [] for m in modes}
     try:
-        for mode in args.modes.split(","):
-            env = {k: v.format(cache=cache) for k, v in MODES[mode].items()}
-            if args.workers and mode != "serial":
-                env["EVALKIT_PROMPT_WORKERS"] = args.workers
-            saved = {k: os.environ.get(k) for k in ("EVALKIT_PROMPT_WORKERS", "EVALKIT_PROMPT_CACHE")}
-            os.environ.update(env)
-            shutil.rmtree(out / mode, ignore_errors=True)
-            spec = RunSpec(
-                tasks=args.tasks.split(","),
-                out_dir=out / mode,
-                lengths=parse_lengths(args.lengths),
-                limit=args.limit,
-                seed=args.seed,
-                max_new_tokens=args.max_new_tokens,
-                manifest={
-                    **su.base_manifest_fields(sys.argv),
-                    "model": setup.model,
-                    "arm": setup.arm,
-                    "backend": backend.describe(),
-                },
-            )
-            before = dict(engine.stats)
-            try:
-                outcome = run_evaluation(spec, backend, setup.tokenizer, progress=False)
-            finally:
-                for k, v in saved.items():
-                    os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
-            tokens = engine.stats["prefill_tokens"] - before["prefill_tokens"]
-            prefill_s = engine.stats["prefill_s"] - before["prefill_s"]
-            engine_tok_s = tokens / max(prefill_s, 1e-9)
-            e2e_tok_s = tokens / max(outcome.wall_s, 1e-9)
-            report["modes"][mode] = {
-                "env": env,
-                "wall_s": round(outcome.wall_s, 2),
-                "prompt_tokens": tokens,
-                "engine_prefill_s": round(prefill_s, 2),
-                "engine_prompt_tok_s": round(engine_tok_s),
-                "end_to_end_prompt_tok_s": round(e2e_tok_s),
-                "ratio_to_engine": round(e2e_tok_s / max(engine_tok_s, 1e-9), 3),
-                "samples": outcome.stored,
-            }
-            print(mode, json.dumps(report["modes"][mode]), flush=True)
-            (out / "bench_long_context_run.json").write_text(json.dumps(report, indent=2))
+        for rep in range(args.repeats):
+            for mode in modes:
+                got = run_mode(args, mode, out, cache, KeptOpen(backend), engine, tokenizer, model, arm)
+                runs[mode].append(got)
+                print(f"{mode} #{rep + 1}", json.dumps(got), flush=True)
+                report["modes"][mode] = median_of(runs[mode])
+                (out / "bench_long_context_run.json").write_text(json.dumps(report, indent=2))
     finally:
-        setup.backend.close()
-    ran = [m for m in args.modes.split(",") if (out / m / "samples.jsonl").is_file()]
+        backend.close()
+    ran = [m for m in modes if (out / m / "samples.jsonl").is_file()]
     if len(ran) > 1:
         ref = samples(out / ran[0])
         report["samples_equal_to_" + ran[0]] = {m: samples(out / m) == ref for m in ran[1:]}
     (out / "bench_long_context_run.json").write_text(json.dumps(report, indent=2))
+    for mode, r in report["modes"].items():
+        print(
+            f"{mode}: wall {r['wall_s']:.2f} s, prefill {r['engine_prefill_s']:.2f} s, "
+            f"pipeline {r['pipeline_s_per_M_prompt_tokens']:.3f} s/M prompt tokens, "
+            f"ratio {r['ratio_to_engine']:.3f} (median of {r['repeats']})"
+        )
     print(json.dumps({k: v for k, v in report.items() if k.startswith("samples_equal")}))
     return 0
 
