@@ -35,6 +35,10 @@ class TaskRequest:
     docs: list[DocRef]  # the questions this prompt asks (>= 1)
     length: int | None = None  # context tokens in the evaluated model's tokenizer (long-context tasks)
     meta: dict[str, Any] = field(default_factory=dict)  # needle position, depth, seed, ...
+    # the token ids of a text `prompt` as a local engine encodes it (special tokens included), when
+    # the task tokenized it anyway (sized tasks measure every prompt): a 128k-token prompt is not
+    # tokenized a second time. Valid only for the tokenizer the task was built with; None: unknown
+    prompt_ids: Any = field(default=None, repr=False)
 
 
 @dataclass

@@ -55,6 +55,13 @@ class TokenizerView:
 
     def measure(self, text: str, needles: list[str], *, chat: bool = False) -> tuple[int, list[int | None]]:
         """(token count, token index of the first token of each needle in `text`)."""
+        ids, positions = self.encode_measure(text, needles, chat=chat)
+        return len(ids), positions
+
+    def encode_measure(
+        self, text: str, needles: list[str], *, chat: bool = False
+    ) -> tuple[list[int], list[int | None]]:
+        """`measure`, with the token ids themselves in place of their count (one tokenization)."""
         ids, offsets = self._encode(text, not chat, True)
         positions: list[int | None] = []
         starts = _monotone([s if e > s else -1 for s, e in offsets]) if offsets is not None else []
@@ -67,7 +74,7 @@ class TokenizerView:
                 positions.append(max(bisect_right(starts, char) - 1, 0))
             else:
                 positions.append(len(self._encode(text[:char], not chat, False)[0]))
-        return len(ids), positions
+        return ids, positions
 
     # -- chat ----------------------------------------------------------------------------------
     @property

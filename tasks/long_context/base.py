@@ -16,6 +16,7 @@ Docs are built in worker processes and cached on disk (`parallel_build`, `prompt
 from __future__ import annotations
 
 import random
+from array import array
 from collections.abc import Callable
 from typing import Any
 
@@ -240,7 +241,8 @@ class SizedTask:
         evaluations: int = 0,
     ) -> TaskRequest:
         prompt = render(ex, view, chat)
-        length, positions = view.measure(prompt, ex.needles, chat=chat)
+        ids, positions = view.encode_measure(prompt, ex.needles, chat=chat)
+        length = len(ids)
         if target is not None and length > target:
             raise LengthError(f"{self.name}: built {length} tokens for target {target}")
         meta = {k: v for k, v in ex.meta.items() if k != "turns"}
@@ -270,6 +272,9 @@ class SizedTask:
             docs=[doc],
             length=target,
             meta=meta,
+            # kept where they are what the engine will encode (plain text; a chat-rendered prompt is
+            # counted without special tokens, but a local engine encodes its text with them)
+            prompt_ids=None if chat else array("i", ids),
         )
 
 

@@ -5,24 +5,30 @@ once per arm and per re-run.
 One JSON file per doc: `<root>/<task>/<key>/<target>-<index>.json`, where `key` hashes the task's
 name and config (which carries the generators' VERSION), the tokenizer's fingerprint, the shared
 material the docs draw from (e.g. haystack sentences), the seed and the chat flag. A file is
-written atomically (temp file + rename) and read back into an equal `TaskRequest`; an unreadable
-file is a miss. Root: `EVALKIT_PROMPT_CACHE` ("off" disables it), else
-`$XDG_CACHE_HOME/evalkit/prompts` (`~/.cache/evalkit/prompts`)."""
+written atomically (temp file + rename) and read back into an equal `TaskRequest`, the prompt's
+token ids included (base64 of little-endian int32: a warm run then tokenizes no prompt at all); an
+unreadable file, or ids whose count is not the doc's length, is a miss. Root:
+`EVALKIT_PROMPT_CACHE` ("off" disables it), else `$XDG_CACHE_HOME/evalkit/prompts`
+(`~/.cache/evalkit/prompts`)."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import json
 import os
 import pickle
+import sys
 import tempfile
+from array import array
 from pathlib import Path
 from typing import Any
 
 from evalkit.tasks.base import DocRef, TaskRequest
 
-CACHE_FORMAT = 2  # bump when the stored layout or request building changes meaning (2: DocRef.gold kept)
+# bump when the stored layout or request building changes meaning (2: DocRef.gold kept; 3: prompt ids)
+CACHE_FORMAT = 3
 ENV = "EVALKIT_PROMPT_CACHE"
 OFF = {"off", "0", "none", "false", ""}
 
@@ -70,6 +76,27 @@ def material_fingerprint(ctx: Any) -> str | None:
         return None
 
 
+def ids_to_text(ids: Any) -> str | None:
+    """Token ids as base64 of little-endian int32 (for 130k ids: 0.7 MB and about 20 ms to write and
+    read back, against 0.9 MB and 40 ms as a JSON list); None stays None."""
+    if ids is None:
+        return None
+    a = array("i", ids)
+    if sys.byteorder == "big":
+        a.byteswap()
+    return base64.b64encode(a.tobytes()).decode("ascii")
+
+
+def ids_from_text(text: str | None) -> array | None:
+    if text is None:
+        return None
+    a = array("i")
+    a.frombytes(base64.b64decode(text))
+    if sys.byteorder == "big":
+        a.byteswap()
+    return a
+
+
 def _to_json(req: TaskRequest) -> dict[str, Any]:
     return {
         "task": req.task,
@@ -79,10 +106,14 @@ def _to_json(req: TaskRequest) -> dict[str, Any]:
         "docs": [dataclasses.asdict(d) for d in req.docs],
         "length": req.length,
         "meta": req.meta,
+        "prompt_ids": ids_to_text(req.prompt_ids),
     }
 
 
 def _from_json(d: dict[str, Any]) -> TaskRequest:
+    ids = ids_from_text(d["prompt_ids"])
+    if ids is not None and len(ids) != d["meta"].get("length", len(ids)):
+        raise ValueError("cached prompt ids do not match the doc's length")
     return TaskRequest(
         task=d["task"],
         prompt=d["prompt"],
@@ -91,6 +122,7 @@ def _from_json(d: dict[str, Any]) -> TaskRequest:
         docs=[DocRef(**x) for x in d["docs"]],
         length=d["length"],
         meta=d["meta"],
+        prompt_ids=ids,
     )
 
 
