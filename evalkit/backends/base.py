@@ -22,6 +22,9 @@ class GenRequest:
     ignore_eos: bool = False
     min_tokens: int = 0
     gold: str | None = None  # a reference answer to score too (evalkit.backends.gold), or None
+    # the token ids of a text `prompt` in the backend's own tokenizer (`TaskRequest.prompt_ids`), so
+    # that a local engine need not tokenize it again; a server gets the text. None: not known
+    prompt_ids: Any = field(default=None, repr=False)
 
 
 @dataclass

@@ -105,7 +105,11 @@ class LocalBackend:
         # called after every engine step (progress in tokens while nothing has finished yet)
         self.step_observer: Callable[[StepResult], None] | None = None
 
-    def _encode(self, prompt: Prompt) -> Any:
+    def _encode(self, prompt: Prompt, ids: Any = None) -> Any:
+        """The prompt's token ids: the ones the request carries (`GenRequest.prompt_ids`), the
+        shared cache's, or encoded here."""
+        if ids is not None and isinstance(prompt, str):
+            return ids
         if self.encode_cache is None or not isinstance(prompt, str):
             return encode_prompt(self.tokenizer, prompt)
         ids = self.encode_cache.get(prompt)
@@ -138,7 +142,7 @@ class LocalBackend:
                 ignore_eos=r.ignore_eos,
                 min_tokens=r.min_tokens,
             )
-            ids = self._encode(r.prompt)
+            ids = self._encode(r.prompt, r.prompt_ids)
             partial[i] = {}
             answer = None
             if r.gold is not None:

@@ -15,6 +15,7 @@ from typing import Any
 from evalkit.backends.base import Backend, GenRequest, GenResult
 from evalkit.runner.plan import Plan, WorkItem, build_plan
 from evalkit.runner.progress import RunProgress, estimate_prompt_tokens, progress_mode
+from evalkit.runner.prompt_ids import same_tokenizer
 from evalkit.store.schema import Sample
 
 
@@ -67,11 +68,18 @@ def task_entries(
     return out
 
 
-def gen_request(req: Any, cap: int | None, gold: bool = False) -> GenRequest:
-    """The backend's request; with `gold`, a one-question request carries its reference answer."""
+def gen_request(req: Any, cap: int | None, gold: bool = False, ids: bool = False) -> GenRequest:
+    """The backend's request; with `gold`, a one-question request carries its reference answer;
+    with `ids`, the prompt's token ids where the task has them (`evalkit.runner.prompt_ids`)."""
     n = req.max_new_tokens if cap is None else min(req.max_new_tokens, cap)
     answer = getattr(req.docs[0], "gold", None) if gold and len(req.docs) == 1 else None
-    return GenRequest(prompt=req.prompt, max_new_tokens=n, stop=list(req.until or []), gold=answer)
+    return GenRequest(
+        prompt=req.prompt,
+        max_new_tokens=n,
+        stop=list(req.until or []),
+        gold=answer,
+        prompt_ids=getattr(req, "prompt_ids", None) if ids else None,
+    )
 
 
 def _base_sample(item: WorkItem, doc: Any, result: GenResult, prompt_hash: str) -> Sample:
@@ -192,7 +200,8 @@ def run_evaluation(
 
     writer = RunWriter.open(spec.out_dir, manifest, resume=True)
     plan: Plan = build_plan(tasks, requests_by_task, set(writer.done_keys))
-    gen_requests = [gen_request(it.request, spec.max_new_tokens, spec.gold_logprob) for it in plan.items]
+    ids = same_tokenizer(tokenizer, backend)
+    gen_requests = [gen_request(it.request, spec.max_new_tokens, spec.gold_logprob, ids) for it in plan.items]
     view = _token_counter(tokenizer)
     est_prompt = [estimate_prompt_tokens(it.request.prompt, it.request.length, view) for it in plan.items]
     bar = RunProgress(
