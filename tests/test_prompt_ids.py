@@ -78,18 +78,20 @@ def test_ids_survive_the_cache_and_the_worker_pool(tok, tmp_path, monkeypatch):
 def test_cached_ids_of_the_wrong_length_are_a_miss(tok, tmp_path, monkeypatch):
     monkeypatch.setenv("EVALKIT_PROMPT_CACHE", str(tmp_path))
     first = _build(tok)
-    (path,) = tmp_path.rglob("300-0.json")
-    d = json.loads(path.read_text())
-    d["prompt_ids"] = prompt_cache.ids_to_text(list(first[0].prompt_ids)[:-1])
-    path.write_text(json.dumps(d))
+    (path,) = tmp_path.rglob("300-0.ids")
+    path.write_bytes(path.read_bytes()[:-4])  # one id short
+    assert prompt_cache.PromptCache(path.parent).get(300, 0) is None
+    assert prompt_cache.PromptCache(path.parent).get(300, 1) == first[1]
+    path.unlink()
     assert prompt_cache.PromptCache(path.parent).get(300, 0) is None
     assert _build(tok) == first  # rebuilt
+    assert prompt_cache.PromptCache(path.parent).get(300, 0) == first[0]
 
 
-def test_ids_text_round_trip():
+def test_ids_bytes_round_trip():
     ids = [0, 1, 255, 65_535, 2**31 - 1]
-    assert list(prompt_cache.ids_from_text(prompt_cache.ids_to_text(ids))) == ids
-    assert prompt_cache.ids_to_text(None) is None and prompt_cache.ids_from_text(None) is None
+    assert prompt_cache.ids_to_bytes(ids) == b"".join(i.to_bytes(4, "little") for i in ids)
+    assert list(prompt_cache.ids_from_bytes(prompt_cache.ids_to_bytes(ids))) == ids
 
 
 class _Holder:
