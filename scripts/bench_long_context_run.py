@@ -159,7 +159,7 @@ def median_of(runs: list[dict]) -> dict:
     return out
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--model", default=None, help="checkpoint (default: the embedded reference model)")
@@ -177,7 +177,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=1, help="runs of each mode; the report gives medians")
     ap.add_argument("--gold-logprob", action="store_true", help="also teacher-force each reference answer")
     ap.add_argument("--stub", action="store_true", help="no model: the pipeline alone (stub engine)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,26 @@
+"""scripts/bench_long_context_run.py --stub: the pipeline-only benchmark runs each mode, reports
+medians over repeats, and finds the cold and warm runs' samples equal."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers.scripts import load_script
+
+from evalkit.reference_model import has_reference_model
+
+
+@pytest.mark.skipif(not has_reference_model(), reason="needs the shipped reference model's tokenizer")
+def test_stub_modes_repeat_and_agree(tmp_path):
+    script = load_script("bench_long_context_run")
+    argv = ["--out", str(tmp_path), "--stub", "--tasks", "passkey", "--lengths", "300", "--limit", "2"]
+    assert script.main([*argv, "--modes", "cold,warm", "--repeats", "2"]) == 0
+    report = json.loads((tmp_path / "bench_long_context_run.json").read_text())
+    assert report["samples_equal_to_cold"] == {"warm": True}
+    for mode in ("cold", "warm"):
+        r = report["modes"][mode]
+        assert r["repeats"] == 2 and len(r["wall_s_all"]) == 2
+        assert r["samples"] == 2 and r["prompt_tokens"] > 500
+        assert r["pipeline_s_per_M_prompt_tokens"] >= 0
+    assert len(list((tmp_path / "prompt-cache").rglob("*.ids"))) == 2  # warm read what cold wrote
