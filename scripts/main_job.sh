@@ -2,22 +2,20 @@
 # The README's main job (evalkit run --arm fp16, --arm fp32, compare) with wall times, its output
 # kept under OUT_DIR (default results/main-job-cpu): run directories, console output, timings.
 # Usage: bash scripts/main_job.sh [OUT_DIR]   (from the repository root, evalkit installed)
-# WORKERS (default: 2 when the machine has 2 or more cores, else 1): engine processes, each on one
-# core with one torch thread (`--device cpu --data-parallel N`); the engine is batch-invariant,
-# so the samples equal a one-process run's.
+# WORKERS (default: auto, the README's `--data-parallel auto`: one engine process per CPU core, each
+# with one torch thread, or one per GPU); the engine is batch-invariant, so the samples equal a
+# one-process run's.
 set -eu
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 OUT_DIR=$(realpath -m "${1:-results/main-job-cpu}")
-WORKERS=${WORKERS:-$(( $(nproc) >= 2 ? 2 : 1 ))}
-PARALLEL=()
-if [ "$WORKERS" -gt 1 ]; then PARALLEL=(--device cpu --data-parallel "$WORKERS"); fi
+WORKERS=${WORKERS:-auto}
 rm -rf "$OUT_DIR" && mkdir -p "$OUT_DIR"
 cd "$OUT_DIR"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" > timings.txt
 for arm in fp16 fp32; do
   start=$(date +%s.%N)
-  evalkit run --arm "$arm" "${PARALLEL[@]}" --no-progress > "run-$arm.txt"
-  printf 'evalkit run --arm %s %s: %.1f s wall\n' "$arm" "${PARALLEL[*]}" \
+  evalkit run --arm "$arm" --data-parallel "$WORKERS" --no-progress > "run-$arm.txt"
+  printf 'evalkit run --arm %s --data-parallel %s: %.1f s wall\n' "$arm" "$WORKERS" \
     "$(echo "$(date +%s.%N) - $start" | bc)" >> timings.txt
 done
 evalkit compare runs/reference-fp32 runs/reference-fp16 > compare.md

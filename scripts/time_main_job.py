@@ -41,7 +41,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--workers", type=int, default=None, help="main_job.sh WORKERS (default: its own)")
+    ap.add_argument("--workers", default=None, help="main_job.sh WORKERS: N or auto (default: auto)")
     ap.add_argument("--load", type=int, default=0, help="busy processes running during the job")
     args = ap.parse_args()
     commit, dirty = _vcs()
@@ -75,7 +75,7 @@ def main() -> int:
         "git_commit": commit,
         "dirty_tree": dirty,
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
-        "workers": args.workers or "main_job.sh's default (2 on 2+ cores)",
+        "workers": args.workers or "auto (main_job.sh's default)",
         "competing_busy_processes": args.load,
         "load_average_before": load_before,
         "load_average_after": os.getloadavg(),

@@ -33,6 +33,40 @@ def test_parse_devices():
         parse_devices(None, 0)
 
 
+def test_data_parallel_auto_picks_one_engine_per_gpu_or_per_cpu_core(monkeypatch):
+    """`--data-parallel auto`: on the CPU one engine per usable core over the engine's threads per
+    process; on CUDA one per visible GPU ("cuda:N": one); several --device names are kept."""
+    import torch
+
+    from evalkit.backends import data_parallel as dp
+
+    monkeypatch.delenv("EVALKIT_CPU_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(dp.os, "sched_getaffinity", lambda _: set(range(4)), raising=False)
+    assert parse_devices("cpu", "auto") == ["cpu"] * 4
+    monkeypatch.setenv("EVALKIT_CPU_THREADS", "2")
+    assert parse_devices("cpu", "auto") == ["cpu"] * 2
+    monkeypatch.setenv("EVALKIT_CPU_THREADS", "4")
+    assert parse_devices("cpu", "auto") is None  # one engine: no worker processes
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("EVALKIT_CPU_THREADS", "1")
+    assert parse_devices(None, "auto") == ["cpu"] * 4  # the default device is the CPU here
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert parse_devices(None, "auto") == ["cuda:0", "cuda:1"] == parse_devices("cuda", "auto")
+    assert parse_devices("cuda:1", "auto") is None
+    assert parse_devices("cuda:0,cuda:1", "auto") == ["cuda:0", "cuda:1"]
+
+
+def test_data_parallel_flag_takes_a_number_or_auto(capsys):
+    from evalkit.commands.run import data_parallel_arg
+
+    assert data_parallel_arg("auto") == "auto" and data_parallel_arg("3") == 3
+    with pytest.raises(SystemExit) as exc:
+        cli(["run", "--arm", "fp32", "--data-parallel", "two"])
+    assert exc.value.code == 2 and "whole number or 'auto'" in capsys.readouterr().err
+
+
 def test_two_cpu_workers_equal_one_device(tiny_hybrid_ckpt, tmp_path):
     one, two = tmp_path / "one", tmp_path / "two"
     data = ["--model", str(tiny_hybrid_ckpt), "--data-dir", str(BUNDLED_DIR), *COMMON]

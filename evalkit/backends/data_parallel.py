@@ -25,12 +25,39 @@ POLL_S = 1.0  # how often the parent checks that its workers are alive while it 
 START_TIMEOUT_S = 3600.0  # loading a large checkpoint takes minutes; a hung start must not hang forever
 
 
-def parse_devices(device: str | None, data_parallel: int | None) -> list[str] | None:
-    """`--device cuda:0,cuda:1` or `--data-parallel N` -> the worker devices, or None for one engine.
-    `--data-parallel N` with one `--device D` gives N engines on D (cuda: cuda:0 … cuda:N-1)."""
+AUTO = "auto"
+
+
+def auto_engines(device: str) -> int:
+    """`--data-parallel auto` on `device`: one engine per visible GPU for "cuda" (one for
+    "cuda:N"), one per usable core on the CPU divided by the CPU engine's threads per process
+    (one by default: `evalkit.engine.cpu_threads`), since its small ops scale across processes,
+    not threads."""
+    if device.startswith("cuda"):
+        import torch
+
+        return max(1, torch.cuda.device_count()) if device == "cuda" else 1
+    from evalkit.engine.cpu_threads import choose_cpu_threads
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores // choose_cpu_threads())
+
+
+def parse_devices(device: str | None, data_parallel: int | str | None) -> list[str] | None:
+    """`--device cuda:0,cuda:1` or `--data-parallel N|auto` -> the worker devices, or None for one
+    engine. `--data-parallel N` with one `--device D` gives N engines on D (cuda: cuda:0 … cuda:N-1);
+    `auto` picks N for D (or for the default device: cuda if one is visible, else cpu)."""
     devices = [d.strip() for d in (device or "").split(",") if d.strip()]
     if data_parallel is None:
         return devices if len(devices) > 1 else None
+    if data_parallel == AUTO:
+        if len(devices) > 1:
+            return devices
+        if not devices:
+            import torch
+
+            devices = ["cuda" if torch.cuda.is_available() else "cpu"]
+        data_parallel = auto_engines(devices[0])
     if data_parallel < 1:
         raise InputError("--data-parallel must be at least 1")
     if len(devices) > 1:

@@ -25,6 +25,15 @@ def _split(values: list[str] | None) -> list[str]:
     return out
 
 
+def data_parallel_arg(value: str) -> int | str:
+    """`--data-parallel`: a whole number of engines, or "auto"."""
+    if value.strip().lower() == "auto":
+        return "auto"
+    if not value.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number or 'auto', got {value!r}")
+    return int(value)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config",
@@ -139,9 +148,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     loc.add_argument(
         "--data-parallel",
-        type=int,
-        metavar="N",
-        help="N engine processes (on cuda:0 … cuda:N-1, or N on the one --device)",
+        type=data_parallel_arg,
+        metavar="N|auto",
+        help="N engine processes (on cuda:0 … cuda:N-1, or N on the one --device); auto: one per "
+        "GPU, or one per CPU core on the CPU (same samples as one engine)",
     )
 
 

@@ -116,11 +116,11 @@ def local_setup(
     prefill_budget: int | None = None,
     encode_cache: dict[str, Any] | None = None,
     trust_remote_code: bool = False,
-    data_parallel: int | None = None,
+    data_parallel: int | str | None = None,
 ) -> Setup:
     """`loaded`: the already loaded `model` (a `LoadedModel`: the sweep loads it once for all arms);
     `prefill_budget`: rows per prefill forward, shared by arms compared together (LocalBackend);
-    several devices (`device` "cuda:0,cuda:1" or `data_parallel` N): one engine process each."""
+    several devices (`device` "cuda:0,cuda:1" or `data_parallel` N or "auto"): one engine process each."""
     from evalkit.backends.data_parallel import DataParallelBackend, parse_devices
     from evalkit.backends.local import LocalBackend
 
