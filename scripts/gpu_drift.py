@@ -17,6 +17,10 @@ after each part).
 Run (repository root, on the lent H200):
     python scripts/gpu_drift.py --out $OUT/drift --max-minutes 8
     python scripts/gpu_drift.py --out /tmp/x --estimate ...   # the plan and its predicted seconds, no GPU
+A study longer than one call (the 48B-dims parts at 128k: ~40 + ~24 minutes by the estimate) runs
+in several: each call with the same options plus --resume, its --out holding the last call's
+runs/<part>/ (checkpoint.json: finished prompts are not run again; the summary is the one an
+uninterrupted run would write).
 CPU check of the script (tiny widths, not a result):
     python scripts/gpu_drift.py --out /tmp/gd --device cpu --smoke --ref-model CKPT --prompts 2 \
         --ref-length 512 --ref-chunk 64 --length-48b 256 --chunk-48b 64 --decode-block 64
@@ -134,6 +138,12 @@ def main() -> int:
     ap.add_argument(
         "--estimate", action="store_true", help="print the plan and its estimated seconds; run nothing"
     )
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the parts' studies in --out/runs/<part>/ (a study longer than one GPU session: "
+        "copy that folder back into --out first); finished prompts are not run again",
+    )
     args = ap.parse_args()
     bootstrap_evalkit()
     from evalkit.drift.campaign import estimate_seconds, note_markdown, run_part
@@ -197,6 +207,7 @@ def main() -> int:
             decode_block=args.decode_block,
             command=meta["command"].split(),
             log=log,
+            resume=args.resume,
         )
         log(f"{p.name}: {rec['seconds']} s, peak {rec['peak_gpu_memory_gib']} GiB, ok {rec.get('ok')}")
         done.append(rec)

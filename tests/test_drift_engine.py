@@ -264,3 +264,20 @@ def test_block_decode_stores_every_format_the_way_decode_steps_do(hybrid, arm, p
 
     block = states["block", arm]
     assert dist(block, states["steps", arm]) < 0.5 * dist(block, states["steps", plain])
+
+
+def test_cli_resume_continues_a_run_and_refuses_a_changed_one(tiny_hybrid_ckpt, tmp_path, capsys):
+    """`evalkit drift --resume`: a second run with more --prompts runs only the new ones; without
+    --resume the folder is refused, and with other arms the resume is a one-line error."""
+    out = tmp_path / "r"
+    argv = ["drift", "--model", str(tiny_hybrid_ckpt), "--random-tokens", "--length", "48"]
+    argv += ["--chunk-size", "16", "--arms", "fp16", "--out", str(out), "--no-progress", "--no-plots"]
+    assert cli_main([*argv, "--prompts", "1"]) == 0
+    assert cli_main([*argv, "--prompts", "2"]) == 2 and "already holds a drift run" in capsys.readouterr().err
+    assert cli_main([*argv, "--prompts", "2", "--resume"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert {m: s["n_prompts"] for m, s in summary["study"].items()} == {"prefill": 2, "decode": 2}
+    changed = [a if a != "fp16" else "bf16" for a in argv]
+    assert cli_main([*changed, "--prompts", "3", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "another config" in err and "Traceback" not in err

@@ -179,3 +179,47 @@ def test_campaign_estimates_scale_with_prompts_length_and_sessions():
     assert estimate_seconds(Part("48b", "bf16", 4096, 8, 512, 27), ["fp16"])["total"] > 0
     raw = kimi_48b_raw(4, smoke=True)
     assert raw["num_hidden_layers"] == 4 and raw["hidden_size"] == 64
+
+
+def _without_timings(summary: dict) -> dict:
+    s = json.loads(json.dumps(summary, default=str))
+    for mode in s["study"].values():
+        mode.pop("seconds_per_prompt", None)
+        mode.pop("stopped_by_budget", None)
+    return s
+
+
+def test_a_stopped_study_resumes_to_the_uninterrupted_summary(study, tmp_path):
+    """Two prompts, then --resume with all four: the finished prompts are not run again and the
+    summary and per-prompt files equal the uninterrupted run's (the `study` fixture)."""
+    full_out, full = study
+    prompts = random_prompts(TOY.vocab_size, L, 4, seed=11)
+    cfg = StudyConfig(arms=["fp32", "fp16", "bf16"], chunk_size=CHUNK, decode_block=64, fit_starts=(40,))
+    out = tmp_path / "run"
+    run_study(TOY, prompts[:2], cfg, out, show_progress=False, plots=False)
+    ran = []
+    on_prompt = lambda m, i: ran.append((m, i))  # noqa: E731
+    kw = dict(show_progress=False, plots=False, resume=True, on_prompt=on_prompt)
+    resumed = run_study(TOY, prompts, cfg, out, **kw)
+    assert ran == [("prefill", 2), ("prefill", 3), ("decode", 2), ("decode", 3)]
+    assert _without_timings(resumed) == _without_timings(full)
+    for name in ("buckets.json", "states.json"):
+        assert json.loads((out / name).read_text()) == json.loads((full_out / name).read_text()), name
+    assert (out / "prompt_buckets.csv").read_text() == (full_out / "prompt_buckets.csv").read_text()
+
+
+def test_resume_refuses_another_configuration_or_other_prompts(tmp_path):
+    from evalkit.errors import InputError
+
+    prompts = random_prompts(TOY.vocab_size, L, 2, seed=11)
+    cfg = StudyConfig(arms=["fp32", "fp16"], chunk_size=CHUNK, decode_block=64, modes=["prefill"])
+    out = tmp_path / "run"
+    run_study(TOY, prompts[:1], cfg, out, show_progress=False, plots=False)
+    other = StudyConfig(arms=["fp32", "bf16"], chunk_size=CHUNK, decode_block=64, modes=["prefill"])
+    with pytest.raises(InputError, match="another config"):
+        run_study(TOY, prompts, other, out, show_progress=False, plots=False, resume=True)
+    with pytest.raises(InputError, match="prompts differ"):
+        others = random_prompts(TOY.vocab_size, L, 2, seed=99)
+        run_study(TOY, others, cfg, out, show_progress=False, plots=False, resume=True)
+    with pytest.raises(InputError, match="already holds a drift run"):
+        run_study(TOY, prompts, cfg, out, show_progress=False, plots=False)

@@ -101,6 +101,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", help="folder holding GSM8K train.jsonl (also EVALKIT_DATA)")
     parser.add_argument("--out", help="run directory (default runs/drift-<time>)")
     parser.add_argument("--overwrite", action="store_true", help="replace a drift run already in --out")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the drift run in --out (same model, options and prompts; --prompts may grow): "
+        "the prompts it finished are not run again",
+    )
     parser.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda if available)")
     parser.add_argument(
         "--decode-impl",
@@ -205,7 +211,7 @@ def main(args: argparse.Namespace) -> int:
         )
     path = _model_path(args.model)
     out = Path(args.out) if args.out else Path("runs") / f"drift-{time.strftime('%Y%m%d-%H%M%S')}"
-    if (out / "summary.json").exists() and not args.overwrite:
+    if (out / "summary.json").exists() and not (args.overwrite or args.resume):
         raise InputError(f"{out} already holds a drift run; pass another --out (or --overwrite)")
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     max_len = max(length, min(length, args.prompt_length) + args.generate) + 1
@@ -255,6 +261,7 @@ def main(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         show_progress=not args.no_progress,
         plots=not args.no_plots,
+        resume=args.resume,
     )
     print_summary(summary, out)
     for err in summary.get("errors") or []:

@@ -134,6 +134,8 @@ def build_model(part: Part, *, device: str, ref_path: str | None, smoke: bool, f
     arch = parse_config(kimi_48b_raw(layers, smoke), source=f"Kimi-Linear-48B dims, {layers} layers")
     lm = random_model(arch, device, _dtype(part.weights), seed=0)
     n = sum(p.numel() for p in lm.parameters())
+    # the same seed must give the same weights for a study resumed on another machine: checked
+    checksum = sum(float(p.detach().flatten()[:4096].double().sum()) for p in lm.parameters())
     log(f"  random {layers}-layer model at 48B dims, {part.weights} weights: {n / 1e9:.2f} B params")
     model = EngineDriftModel(
         lm,
@@ -141,7 +143,11 @@ def build_model(part: Part, *, device: str, ref_path: str | None, smoke: bool, f
         max_len=L + 8,
         chunk_size=part.chunk_size,
         fused_decode=fused_decode,
-        info={"path": f"random weights, Kimi-Linear-48B-A3B dims, {layers} layers", "params": n},
+        info={
+            "path": f"random weights, Kimi-Linear-48B-A3B dims, {layers} layers",
+            "params": n,
+            "weights_checksum": checksum,
+        },
     )
     return model, P.random_prompts(model.vocab_size, L, part.n_prompts, 0)
 
@@ -159,8 +165,10 @@ def run_part(
     decode_block: int,
     command: list[str],
     log,
+    resume: bool = False,
 ) -> dict[str, Any]:
-    """Run one part within `budget_s`; never raise (a failure is recorded)."""
+    """Run one part within `budget_s`; never raise (a failure is recorded). `resume` continues the
+    part's run directory under `out` (a study longer than one GPU session)."""
     import torch
 
     from evalkit.drift.study import StudyConfig, run_study
@@ -193,9 +201,13 @@ def run_part(
             cfg,
             out / "runs" / part.name,
             command=command,
-            overwrite=True,
+            overwrite=not resume,
+            resume=resume,
             show_progress=False,
-            budgets={"prefill": share * left, "decode": (1 - share) * left},
+            # a fresh part splits its time by the modes' estimates; a resumed one gives what is
+            # left to whatever its checkpoint has not finished
+            budgets=None if resume else {"prefill": share * left, "decode": (1 - share) * left},
+            deadline=time.perf_counter() + left if resume else None,
             on_prompt=lambda mode, i: log(f"  {part.name} {mode}: prompt {i + 1}/{len(prompts)} done"),
         )
         rec["results"] = study_brief(s)

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from evalkit.drift import rundir
+from evalkit.drift import checkpoint, rundir
 from evalkit.drift.driver import tokens_sha256
 from evalkit.drift.floor import AA_ARM, AA_HOW, session_opener
 from evalkit.drift.prompts import Prompt
@@ -67,9 +67,14 @@ def run_study(
     budgets: dict[str, float] | None = None,
     manifest_extra: dict | None = None,
     on_prompt: Callable[[str, int], None] | None = None,
+    resume: bool = False,
+    deadline: float | None = None,
 ) -> dict:
     """Measure every mode over the prompts, writing the run directory after every prompt; return
-    the summary. `budgets` caps the seconds of each mode (at least one prompt always runs)."""
+    the summary. `budgets` caps the seconds of each mode (at least one prompt always runs);
+    `resume` continues the study in `out_dir` (same configuration, model and prompts): the prompts
+    a mode finished there are not run again (`checkpoint`); `deadline` (a `time.perf_counter()`
+    value) stops every mode from taking a prompt that would end past it."""
     from evalkit.drift.driver import free_running, manifest, now, progress_bar, record_error
 
     budgets = budgets or {}
@@ -81,12 +86,18 @@ def run_study(
             f"prefill mode needs prompts longer than one chunk ({L} tokens, chunk {cfg.chunk_size}): "
             "the first chunk never reads a rounded state back"
         )
-    out = rundir.prepare(out_dir, overwrite)
+    out = rundir.prepare(out_dir, overwrite or resume)
     prompt_info = [
         {**p.info, "index": i, "length": len(p.ids), "sha256": tokens_sha256(torch.tensor(p.ids))}
         for i, p in enumerate(prompts)
     ]
     arms = cfg.all_arms()
+    ident = checkpoint.Identity(  # not the title or the number of prompts: a resumed study may take more
+        config={**{k: v for k, v in asdict(cfg).items() if k != "title"}, "length": L},
+        model=model.describe(),
+        prompt_sha256=[p["sha256"] for p in prompt_info],
+    )
+    saved = checkpoint.load(out, ident) if resume else {}
     man = manifest(
         model,
         {
@@ -122,10 +133,14 @@ def run_study(
     opener = session_opener(model)
     for mode in cfg.modes:
         ms = states[mode] = ModeState(mode, L, cfg.chunk_size if mode == "prefill" else None)
+        done = checkpoint.restore(ms, saved.get(mode))
         ranges = fit_ranges(L, mode, ms.chunk_size, cfg.fit_starts)
         stop_at = time.perf_counter() + budgets[mode] if mode in budgets else None
         for i, p in enumerate(prompts):
-            if stop_at is not None and ms.seconds and time.perf_counter() + ms.seconds[-1] > stop_at:
+            if i in done:
+                continue
+            ends = time.perf_counter() + ms.seconds[-1] if ms.seconds else None
+            if ends is not None and any(t is not None and ends > t for t in (stop_at, deadline)):
                 ms.stopped_by_budget = True
                 break
             bar = progress_bar(show_progress, L, f"drift {mode} prompt {i + 1}/{len(prompts)}")
@@ -159,12 +174,12 @@ def run_study(
             ms.state_rows += s
             ms.prompt_rows += r
             summary["study"][mode] = summarize_mode(ms, arms, cfg.floor, cfg.fit_starts)
-            _write(out, summary, states)
+            _write(out, summary, states, ident)
             if on_prompt:
                 on_prompt(mode, i)
-        if ms.stopped_by_budget and ms.prompt_rows:
+        if ms.prompt_rows:  # the budget flag, or a resumed mode with nothing left to run
             summary["study"][mode] = summarize_mode(ms, arms, cfg.floor, cfg.fit_starts)
-            _write(out, summary, states)
+            _write(out, summary, states, ident)
     if cfg.generate > 0:
         try:
             free_running(
@@ -188,7 +203,7 @@ def run_study(
     from evalkit.drift.verdict import verdicts
 
     summary["verdicts"] = verdicts(summary)
-    _write(out, summary, states)
+    _write(out, summary, states, ident)
     man["finished_at"] = now()
     rundir.write_json(out / "manifest.json", man)
     if plots:
@@ -198,14 +213,15 @@ def run_study(
             plot_run(rundir.load_run(out), out)
         except Exception as exc:  # noqa: BLE001 - a plot must not lose the numbers
             record_error(summary, "plots", exc)
-            _write(out, summary, states)
+            _write(out, summary, states, ident)
     from evalkit.drift.report import drift_markdown
 
     (out / "summary.md").write_text(drift_markdown(out))
     return summary
 
 
-def _write(out: Path, summary: dict, states: dict[str, ModeState]) -> None:
+def _write(out: Path, summary: dict, states: dict[str, ModeState], ident: checkpoint.Identity) -> None:
+    checkpoint.save(out, ident, states)
     buckets, st, pb, ps, pr = [], [], [], [], []
     for ms in states.values():
         buckets += across_bucket_rows(ms)
