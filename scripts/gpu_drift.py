@@ -4,7 +4,9 @@
 One command runs, within --max-minutes, for each part in --parts (a model in a weights dtype):
   ref-bf16-weights / ref-fp32-weights   the shipped reference model (evalkit.reference_model);
   48b-bf16-weights / 48b-fp32-weights   random weights at Kimi-Linear-48B dims (all 27 layers in
-                                        bf16; --layers-48b-fp32 layers in fp32, which is what fits),
+                                        bf16; in fp32 the first --layers-48b-fp32 = 4, one hybrid
+                                        block of 3 KDA + 1 MLA: true fp32 GEMMs and attention
+                                        run on the GPU's SIMT units, several times slower),
 an `evalkit drift` study (evalkit.drift.study): --prompts prompts (kv_retrieval docs for the
 reference model, random ids for random weights) of --ref-length / --length-48b tokens, prefill and
 decode modes, the fp32 reference arm, --arms and the A/A floor arm, growth exponents per prompt
@@ -17,10 +19,10 @@ after each part).
 Run (repository root, on the lent H200):
     python scripts/gpu_drift.py --out $OUT/drift --max-minutes 8
     python scripts/gpu_drift.py --out /tmp/x --estimate ...   # the plan and its predicted seconds, no GPU
-A study longer than one call (the 48B-dims parts at 128k: ~40 + ~24 minutes by the estimate) runs
-in several: each call with the same options plus --resume, its --out holding the last call's
-runs/<part>/ (checkpoint.json: finished prompts are not run again; the summary is the one an
-uninterrupted run would write).
+A study longer than one call (the 48B-dims parts at 128k: ~42 minutes measured for bf16 weights,
+the fp32 part not yet measured) runs in several (scripts/h200_drift_resume.sh): each call with the
+same options plus --resume, its --out holding the last call's runs/<part>/ (checkpoint.json:
+finished prompts are not run again; the summary is the one an uninterrupted run would write).
 CPU check of the script (tiny widths, not a result):
     python scripts/gpu_drift.py --out /tmp/gd --device cpu --smoke --ref-model CKPT --prompts 2 \
         --ref-length 512 --ref-chunk 64 --length-48b 256 --chunk-48b 64 --decode-block 64
@@ -130,7 +132,9 @@ def main() -> int:
     ap.add_argument("--length-48b", type=int, default=131072)
     ap.add_argument("--chunk-48b", type=int, default=4096)
     ap.add_argument("--layers-48b", type=int, default=27, help="layers of the bf16 48B-dims model (27 = all)")
-    ap.add_argument("--layers-48b-fp32", type=int, default=8, help="layers of the fp32 48B-dims model (8)")
+    ap.add_argument(
+        "--layers-48b-fp32", type=int, default=4, help="layers of the fp32 48B-dims model (4: 3 KDA + 1 MLA)"
+    )
     ap.add_argument("--decode-block", type=int, default=1024, help="decode mode: tokens per lockstep block")
     ap.add_argument("--no-fused-decode", dest="fused_decode", action="store_false")
     ap.add_argument("--device", default="cuda")

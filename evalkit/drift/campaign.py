@@ -2,7 +2,7 @@
 
 A part is one model in one weights dtype: the shipped reference model (`ref`) or random weights
 at Kimi-Linear-48B dimensions (`48b`), with bf16 or fp32 weights and activations (fp32 removes the
-bf16 activation floor; at 48B dims fp32 weights only fit with fewer layers, `layers_fp32`). Each
+bf16 activation floor; at 48B dims fp32 weights run with fewer layers, `layers`, for their cost). Each
 part is a `study.run_study` over N prompts in prefill and decode modes with the A/A floor and the
 sensitivity rows, bounded by its share of the wall budget; every prompt finished is on disk.
 
@@ -18,16 +18,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-# tokens/s of one session (one arm) on one H200, teacher-forced, from results/drift/h200*/note.md:
-# ref prefill ~88k (65k tokens, 0.75 s per arm), decode ~26k; 48B dims prefill ~10.5k, decode ~5.5k.
+# tokens/s of one session (one arm) on one H200, teacher-forced. ref: from results/drift/h200*/
+# note.md (a pessimistic 88k / 26k; the 128k studies ran at ~160k / ~85k). 48B dims, 27 layers,
+# bf16 weights: measured in results/drift/h200-48b-bf16w-128k (52.5 s per 128k prompt in prefill
+# mode, 104 s in decode mode, 4 sessions each, per-prompt overhead included).
 THROUGHPUT = {
     ("ref", "prefill"): 88_000,
     ("ref", "decode"): 26_000,
-    ("48b", "prefill"): 10_500,
-    ("48b", "decode"): 5_500,
+    ("48b", "prefill"): 10_000,
+    ("48b", "decode"): 5_050,
 }
 # per prompt and mode: sessions, metrics, rewriting the run directory (a guess: not measured yet)
-PROMPT_OVERHEAD_S = {"ref": 0.5, "48b": 1.0}
+PROMPT_OVERHEAD_S = {"ref": 0.5, "48b": 0.0}  # 48b: inside its measured throughput
 # per part: loading or building the model, first compiles, plots (h200-ref: 8.6 s to load, ~10 s
 # of plots and writes; h200: the 27-layer random model built in 0.1 s)
 PART_OVERHEAD_S = {"ref": 20.0, "48b": 20.0}
@@ -54,7 +56,8 @@ def sessions(arms: list[str], floor: bool = True) -> int:
 
 
 def estimate_seconds(part: Part, arms: list[str], modes=MODES) -> dict[str, float]:
-    """Predicted seconds per mode and in all (fp32-weight 48B parts scaled by their layer share)."""
+    """Predicted seconds per mode and in all. fp32-weight 48B parts are scaled by their layer share
+    and a guessed 2× for fp32 arithmetic (not measured: true fp32 GEMMs and attention may cost more)."""
     scale = 1.0
     if part.kind == "48b" and part.layers:
         scale = part.layers / 27 * (2.0 if part.weights == "fp32" else 1.0)

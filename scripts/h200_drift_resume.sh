@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# One device call of a drift study that spans several calls (issue 14: the 48B-dims parts at 128k
+# need more H200 time than one call or one session lends). Runs `gpu_drift.py` on PART with the
+# study's fixed options, continuing the run directories carried in `drift-carry/runs/` (the last
+# call's, or the committed in-progress folder under results/drift/), and sends them back as one
+# tarball split into 7 MB parts. Usage on the device (carry .whl and drift-carry):
+#   bash scripts/h200_drift_resume.sh PART MINUTES [more gpu_drift.py options]
+# e.g. `bash scripts/h200_drift_resume.sh 48b-bf16 9.3`; here: `bash scripts/drift_unpack.sh`.
+set -o pipefail
+PART=${1:?part, e.g. 48b-bf16}
+MINUTES=${2:?wall minutes for gpu_drift.py}
+shift 2
+source scripts/device_setup.sh
+export PYTHONUNBUFFERED=1
+mkdir -p /tmp/d
+if [ -d drift-carry/runs ]; then cp -r drift-carry/runs /tmp/d/; fi
+python3 scripts/gpu_drift.py --out /tmp/d --parts "$PART" --prompts 16 --length-48b 131072 \
+  --max-minutes "$MINUTES" --resume "$@" 2>&1 | tee "$OUT/log.txt"
+(cd /tmp/d && tar czf - .) | split -b 7000000 - "$OUT/d.part."
