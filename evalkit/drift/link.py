@@ -5,8 +5,10 @@ generated answer is replayed teacher-forced under both arms' state formats: the 
 prefilled in chunks, then the answer is fed token by token in decode mode (the state rounded
 after every token, as when it was generated). Per question: the mean and max per-token
 KL(p_baseline ‖ p_candidate) over the answer's next-token distributions, top-1 agreement and
-the final state error (mean over KDA layers). `link_stats.flip_analysis` then asks whether the
-questions whose correctness differs between the runs had larger divergence. The prompts are
+the final state error (mean over KDA layers). `link_stats.link_analysis` then asks whether the
+questions whose correctness differs between the runs had larger divergence, within task and length
+and separately for losses and gains. `--report-only` recomputes that from a link directory's
+`link.json` without replaying anything. The prompts are
 rebuilt from the baseline manifest's tasks, lengths, limit and seed and matched by prompt_hash;
 the answer is the response text re-tokenized (as a server would read it back).
 """
@@ -126,10 +128,13 @@ def _questions(base, cand, metric: str | None) -> list[dict]:
 
 def run_link(args: argparse.Namespace) -> int:
     from evalkit.backends.local import encode_prompt
-    from evalkit.drift import rundir
     from evalkit.drift.engine_adapter import EngineDriftModel
-    from evalkit.drift.link_stats import flip_analysis
     from evalkit.store.reader import load_run
+
+    if args.report_only:
+        return report_only(Path(args.report_only))
+    if not (args.baseline and args.candidate):
+        raise InputError("pass BASELINE_RUN and CANDIDATE_RUN (or --report-only LINK_DIR)")
 
     base, cand = load_run(args.baseline), load_run(args.candidate)
     bf = _format_of(base, args.baseline_format, "baseline")
@@ -176,9 +181,6 @@ def run_link(args: argparse.Namespace) -> int:
                 **r,
             }
         )
-    used = [r for r in rows if r["n_tokens"] > 0]
-    analysis = flip_analysis([r["flipped"] for r in used], [r["mean_kl"] for r in used])
-    analysis["left_out_empty_answers"] = len(rows) - len(used)
     out.mkdir(parents=True, exist_ok=True)
     result = {
         "kind": "drift-link",
@@ -186,16 +188,41 @@ def run_link(args: argparse.Namespace) -> int:
         "candidate": {"path": str(args.candidate), "format": cf},
         "model": model.describe(),
         "seconds": time.perf_counter() - t0,
-        "analysis": analysis,
         "questions": rows,
     }
+    _write(out, result)
+    return 0
+
+
+def report_only(out: Path) -> int:
+    """Recompute the analysis of an existing link directory (its replayed rows are kept)."""
+    import json
+
+    path = out / "link.json"
+    if not path.is_file():
+        raise InputError(f"{out} holds no link.json: pass the --out of an earlier `evalkit drift link`")
+    result = json.loads(path.read_text())
+    if result.get("kind") != "drift-link" or "questions" not in result:
+        raise InputError(f"{path} is not an `evalkit drift link` result")
+    _write(out, result)
+    return 0
+
+
+def _write(out: Path, result: dict) -> None:
+    from evalkit.drift import rundir
+    from evalkit.drift.link_stats import link_analysis
+
+    rows = result["questions"]
+    used = [r for r in rows if r["n_tokens"] > 0]
+    analysis = link_analysis(used)
+    analysis["left_out_empty_answers"] = len(rows) - len(used)
+    result = {**result, "analysis": analysis}
     rundir.write_json(out / "link.json", result)
     rundir.write_csv(out / "link.csv", rows)
     text = link_markdown(result)
     (out / "link.md").write_text(text)
     print(text)
     print(f"link directory: {out}  (link.json, link.csv, link.md)")
-    return 0
 
 
 def link_markdown(result: dict) -> str:
@@ -209,10 +236,31 @@ def link_markdown(result: dict) -> str:
         "",
         f"**{a['text']}.**",
         "",
+        "Compared within task and length, separately for the questions the baseline had right "
+        "(a flip is a loss) and wrong (a gain): pooling them confounds divergence with the task.",
+        "",
+        "| baseline | task @ length | questions | flipped | median KL flipped | median KL kept | AUC "
+        "| Mann–Whitney p |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for side in ("losses", "gains"):
+        for st in a[side]["strata"]:
+            lines.append(
+                f"| {'right' if side == 'losses' else 'wrong'} | {st['stratum']} | {st['n']} "
+                f"| {st['n_flipped']} "
+                f"| {_g(st.get('median_kl_flipped'))} | {_g(st.get('median_kl_kept'))} | {_g(st.get('auc'))} "
+                f"| {_g(st.get('p')) if st['contrast'] else 'no contrast'} |"
+            )
+    lines += [
+        "",
         "| task | doc | length | flipped | answer tokens | mean KL | max KL | top-1 agree | state rel. err |",
         "|---|---|---:|---|---:|---:|---:|---:|---:|",
     ]
-    for r in sorted(result["questions"], key=lambda r: (not r["flipped"], -(r["mean_kl"] or 0)))[:40]:
+    order = sorted(
+        result["questions"],
+        key=lambda r: (r["task"], r["length"] or 0, not r["flipped"], -(r["mean_kl"] or 0)),
+    )
+    for r in order:
         lines.append(
             f"| {r['task']} | {r['doc_id']} | {r['length'] or '–'} | {'yes' if r['flipped'] else 'no'} "
             f"| {r['n_tokens']} | {_g(r['mean_kl'])} | {_g(r['max_kl'])} | {_g(r['top1_agreement'])} "

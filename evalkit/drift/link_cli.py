@@ -6,8 +6,17 @@ import argparse
 
 
 def add_link_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("baseline", help="run directory of `evalkit run` (the reference arm, e.g. fp32)")
-    parser.add_argument("candidate", help="run directory of `evalkit run` (the arm under test, e.g. fp16)")
+    parser.add_argument(
+        "baseline", nargs="?", help="run directory of `evalkit run` (the reference arm, e.g. fp32)"
+    )
+    parser.add_argument(
+        "candidate", nargs="?", help="run directory of `evalkit run` (the arm under test, e.g. fp16)"
+    )
+    parser.add_argument(
+        "--report-only",
+        metavar="LINK_DIR",
+        help="recompute the analysis of an earlier link directory from its link.json (no replay)",
+    )
     parser.add_argument("--model", help="checkpoint (default: the baseline run's model path)")
     parser.add_argument("--metric", help="correctness metric (default: the task's first metric)")
     parser.add_argument("--out", help="output directory (default runs/drift-link-<time>)")
