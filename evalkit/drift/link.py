@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from evalkit.errors import InputError, MismatchError
 
@@ -168,8 +169,11 @@ def run_link(args: argparse.Namespace) -> int:
     model.max_len = max(len(p) + len(a) for p, a in encoded) + 1
     rows = []
     t0 = time.perf_counter()
+    # counted in tokens: a replay's cost is its prompt plus its answer, and answers differ 100x
+    bar = tqdm(total=sum(len(p) + len(a) for p, a in encoded), unit="tok", unit_scale=True, desc="replay")
     for q, (p, a) in zip(qs, encoded):
         r = replay(model, p, a, bf, cf, args.chunk_size)
+        bar.update(len(p) + len(a))
         rows.append(
             {
                 **{
@@ -181,6 +185,7 @@ def run_link(args: argparse.Namespace) -> int:
                 **r,
             }
         )
+    bar.close()
     out.mkdir(parents=True, exist_ok=True)
     result = {
         "kind": "drift-link",
