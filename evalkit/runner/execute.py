@@ -182,6 +182,8 @@ def run_evaluation(
     requests_by_task = {}
     streamed: list[tuple[str, Any, list[Any], Any]] = []  # (cache key, build, its outlines, data)
     building_bars = progress_mode(progress) == "bar"  # only on a terminal (they flood CI logs)
+    # only a backend that takes requests while it works gains; the others get the list as before
+    stream = spec.stream and hasattr(backend, "generate_stream")
     for t in tasks:
         key = (
             json.dumps(
@@ -204,7 +206,7 @@ def run_evaluation(
             )
             with recording_sources() as read:
                 # streamed: planned from outlines, each request built while the engine works
-                started = start_build(t, tokenizer, **options) if spec.stream else None
+                started = start_build(t, tokenizer, **options) if stream else None
                 built, build = started or (
                     t.requests(tokenizer=tokenizer, show_progress=building_bars, **options),
                     None,

@@ -25,16 +25,19 @@ from evalkit.runner.plan import WorkItem
 
 def start_build(task: Any, tokenizer: Any, **options: Any) -> tuple[list[Any], Any] | None:
     """(outlines, build) when worker processes will build some of `task`'s docs while the engine
-    works (`SizedTask.start_requests`); (the requests, None) when there is nothing to overlap (all
-    cached, or a serial build: `EVALKIT_PROMPT_WORKERS=1`); None when the task builds its requests
-    another way (its `requests()` is then called as before)."""
+    works (`SizedTask.start_requests`); (the requests, None) when every doc is cached; None when
+    there is nothing to overlap (a serial build: `EVALKIT_PROMPT_WORKERS=1`) or the task builds its
+    requests another way: its `requests()` is then called as before."""
     start = getattr(task, "start_requests", None)
     build = None if start is None else start(tokenizer=tokenizer, **options)
     if build is None:
         return None
-    if not build.in_background:
-        return build.requests(), None
-    return build.outlines(), build
+    if build.in_background:
+        return build.outlines(), build
+    if build.todo:  # a serial build: the task's own requests(), with its progress bar
+        build.close()
+        return None
+    return build.requests(), None  # every doc cached: read once, here
 
 
 def _key(req: Any) -> tuple[Any, ...]:
