@@ -17,8 +17,13 @@ prompt tok/s and its ratio to the engine's own (the issue's goal: >= 0.8), the p
 (wall minus the engine's prefill and decode) per million prompt tokens, and whether the samples equal
 the first mode's. With --repeats N every mode runs N times (cold clears the prompt cache each time)
 and the figures are medians. `--stub` swaps the engine for `evalkit.bench.stub_engine` (canned
-answers, no model): wall time is then the pipeline alone. Writes bench_long_context_run.json under
---out (run dirs and the cache too)."""
+answers, no model): wall time is then the pipeline alone; `--stub-tok-s R` also has it sleep as a
+GPU prefilling R tokens/s would (the CPU stays free), so the overlap of document building with the
+engine shows on a CPU box. The streaming timeline: `first_request_s` / `last_request_s` (seconds from
+the run's start until the engine got its first / last prompt) and `prefill_s_before_last_request`
+(engine prefill done while documents were still coming: the overlap). `--no-stream` builds every
+document before asking the engine (the run before streaming; same samples). Writes
+bench_long_context_run.json under --out (run dirs and the cache too)."""
 
 from __future__ import annotations
 
@@ -61,6 +66,9 @@ class KeptOpen:
     def generate(self, requests, on_result):
         self.inner.generate(requests, on_result)
 
+    def generate_stream(self, feed, on_result):
+        self.inner.generate_stream(feed, on_result)
+
     def close(self):
         pass
 
@@ -87,8 +95,31 @@ def make_setup(args):
 
     model = args.model or str(su.default_model()[0])
     tok = load_tokenizer(resolve_model_path(model))
-    backend = LocalBackend(engine=StubEngine(tok))
+    backend = LocalBackend(engine=StubEngine(tok, prefill_tok_s=args.stub_tok_s))
     return backend, backend.engine, tok, {"path": model, "engine": "stub"}, {"label": "stub"}
+
+
+class Timeline:
+    """When the engine got each prompt (seconds from `start`) and how much prefill it had done by then."""
+
+    def __init__(self, engine) -> None:
+        self.engine, self.start, self.adds = engine, time.perf_counter(), []
+        self.inner = engine.add_request
+        engine.add_request = self.add_request  # this instance only; `close` puts it back
+
+    def add_request(self, *a, **k):
+        self.adds.append((time.perf_counter() - self.start, self.engine.stats["prefill_s"]))
+        return self.inner(*a, **k)
+
+    def close(self, prefill_s0: float) -> dict:
+        del self.engine.add_request
+        if not self.adds:
+            return {}
+        return {
+            "first_request_s": round(self.adds[0][0], 3),
+            "last_request_s": round(self.adds[-1][0], 3),
+            "prefill_s_before_last_request": round(self.adds[-1][1] - prefill_s0, 3),
+        }
 
 
 def run_mode(args, mode: str, out: Path, cache: Path, backend, engine, tokenizer, model, arm) -> dict:
@@ -113,6 +144,7 @@ def run_mode(args, mode: str, out: Path, cache: Path, backend, engine, tokenizer
         seed=args.seed,
         max_new_tokens=args.max_new_tokens,
         gold_logprob=args.gold_logprob,
+        stream=not args.no_stream,
         manifest={
             **su.base_manifest_fields(sys.argv),
             "model": model,
@@ -121,11 +153,13 @@ def run_mode(args, mode: str, out: Path, cache: Path, backend, engine, tokenizer
         },
     )
     before = dict(engine.stats)
+    timeline = Timeline(engine)
     try:
         outcome = run_evaluation(spec, backend, tokenizer, progress=False)
     finally:
         for k, v in saved.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+        when = timeline.close(before["prefill_s"])
     tokens = engine.stats["prefill_tokens"] - before["prefill_tokens"]
     prefill_s = engine.stats["prefill_s"] - before["prefill_s"]
     decode_s = engine.stats["decode_s"] - before["decode_s"]
@@ -143,6 +177,7 @@ def run_mode(args, mode: str, out: Path, cache: Path, backend, engine, tokenizer
         "engine_prompt_tok_s": round(engine_tok_s),
         "end_to_end_prompt_tok_s": round(e2e_tok_s),
         "ratio_to_engine": round(e2e_tok_s / max(engine_tok_s, 1e-9), 3),
+        **when,
         "samples": outcome.stored,
     }
 
@@ -177,6 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=1, help="runs of each mode; the report gives medians")
     ap.add_argument("--gold-logprob", action="store_true", help="also teacher-force each reference answer")
     ap.add_argument("--stub", action="store_true", help="no model: the pipeline alone (stub engine)")
+    ap.add_argument(
+        "--stub-tok-s", type=float, default=None, help="the stub engine sleeps as a GPU of this prefill tok/s"
+    )
+    ap.add_argument("--no-stream", action="store_true", help="build every document before asking the engine")
     args = ap.parse_args(argv)
 
     out = Path(args.out)
@@ -215,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{mode}: wall {r['wall_s']:.2f} s, prefill {r['engine_prefill_s']:.2f} s, "
             f"pipeline {r['pipeline_s_per_M_prompt_tokens']:.3f} s/M prompt tokens, "
-            f"ratio {r['ratio_to_engine']:.3f} (median of {r['repeats']})"
+            f"ratio {r['ratio_to_engine']:.3f}, first prompt to the engine at "
+            f"{r.get('first_request_s', float('nan')):.2f} s (median of {r['repeats']})"
         )
     print(json.dumps({k: v for k, v in report.items() if k.startswith("samples_equal")}))
     return 0

@@ -24,3 +24,14 @@ def test_stub_modes_repeat_and_agree(tmp_path):
         assert r["samples"] == 2 and r["prompt_tokens"] > 500
         assert r["pipeline_s_per_M_prompt_tokens"] >= 0
     assert len(list((tmp_path / "prompt-cache").rglob("*.ids"))) == 2  # warm read what cold wrote
+
+
+@pytest.mark.skipif(not has_reference_model(), reason="needs the shipped reference model's tokenizer")
+def test_stub_reports_the_streaming_timeline(tmp_path):
+    script = load_script("bench_long_context_run")
+    argv = ["--out", str(tmp_path), "--stub", "--tasks", "passkey", "--lengths", "300", "--limit", "2"]
+    for extra in ([], ["--no-stream"]):
+        assert script.main([*argv, "--modes", "cold", "--stub-tok-s", "1e9", *extra]) == 0
+        r = json.loads((tmp_path / "bench_long_context_run.json").read_text())["modes"]["cold"]
+        assert 0 <= r["first_request_s"] <= r["last_request_s"] <= r["wall_s"]
+        assert r["prefill_s_before_last_request"] >= 0 and r["samples"] == 2

@@ -3,6 +3,10 @@
 A backend receives a list of `GenRequest`s and reports each `GenResult` through a callback
 as soon as it is done, so the runner can append it to the results store at once (a killed
 run loses nothing completed). Results may arrive in any order; `index` says which request.
+
+A backend that can take requests while it works (the local engine: `generate_stream`) may instead
+be fed them as they are ready (a `RequestFeed`: long-context prompts still being built);
+`generate_fed` hands any other backend the whole list once the feed is drained.
 """
 
 from __future__ import annotations
@@ -53,3 +57,41 @@ class Backend(Protocol):
         """Answer every request, calling on_result(index, result) once per request."""
 
     def close(self) -> None: ...
+
+
+class RequestFeed(Protocol):
+    """Requests that become ready over time, indexed 0, 1, 2, ... in the order they are handed out."""
+
+    def take(self, block: bool) -> list[tuple[int, GenRequest]]:
+        """The requests ready now and not yet taken, in index order; with `block`, wait for at least
+        one, and [] then means none is left. A request that cannot be made raises here."""
+
+
+class ListFeed:
+    """A feed of requests all ready at once."""
+
+    def __init__(self, requests: list[GenRequest]) -> None:
+        self.left = list(enumerate(requests))
+
+    def take(self, block: bool) -> list[tuple[int, GenRequest]]:
+        got, self.left = self.left, []
+        return got
+
+
+def drain(feed: RequestFeed) -> list[GenRequest]:
+    """Every request of `feed`, waiting for each, in index order."""
+    out: list[tuple[int, GenRequest]] = []
+    while got := feed.take(block=True):
+        out.extend(got)
+    assert [i for i, _ in out] == list(range(len(out))), "a feed hands out indices 0, 1, 2, ..."
+    return [r for _, r in out]
+
+
+def generate_fed(backend: Any, feed: RequestFeed, on_result: OnResult) -> None:
+    """Answer every request of `feed`: streamed into a backend that takes requests as they come
+    (`generate_stream`), else handed to `generate` once all are ready."""
+    stream = getattr(backend, "generate_stream", None)
+    if stream is not None:
+        stream(feed, on_result)
+    else:
+        backend.generate(drain(feed), on_result)

@@ -10,7 +10,7 @@ from array import array
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from evalkit.backends.base import GenRequest, GenResult, OnResult, Prompt
+from evalkit.backends.base import GenRequest, GenResult, ListFeed, OnResult, Prompt, RequestFeed
 from evalkit.errors import EvalkitError
 
 if TYPE_CHECKING:
@@ -131,37 +131,23 @@ class LocalBackend:
         post-prompt state (`LLMEngine.add_request(forced_answer=...)`: a copy of the state, no
         second prefill), and its result waits for both. Engine failures propagate: completed
         results are already stored, a re-run resumes."""
+        self.generate_stream(ListFeed(requests), on_result)
+
+    def generate_stream(self, feed: RequestFeed, on_result: OnResult) -> None:
+        """`generate` for requests that become ready over time: before every engine step the ready
+        ones join the batch (in index order), and only an idle engine waits for the next. The engine
+        is batch-invariant, so when a request joins does not change its result."""
         from evalkit.backends import gold as gold_mod
 
         owner: dict[int, tuple[int, str]] = {}  # engine request id -> (request index, "gen" | "gold")
         partial: dict[int, dict[str, Any]] = {}
-        for i, r in enumerate(requests):
-            params = make_params(
-                max_tokens=r.max_new_tokens,
-                stop=r.stop,
-                ignore_eos=r.ignore_eos,
-                min_tokens=r.min_tokens,
-            )
-            ids = self._encode(r.prompt, r.prompt_ids)
-            partial[i] = {}
-            answer = None
-            if r.gold is not None:
-                answer = list(self.tokenizer.encode(r.gold, add_special_tokens=False)) or None
-                if answer is None:
-                    partial[i]["gold"] = gold_mod.failed("decode", "the reference answer has no tokens")
-            else:
-                partial[i]["gold"] = None
-            try:
-                rid = self.engine.add_request(ids, params, forced_answer=answer)
-            except EvalkitError as exc:  # e.g. prompt + answer longer than the cache: no measure
-                if answer is None:
-                    raise
-                partial[i]["gold"] = gold_mod.failed("decode", str(exc))
-                rid = self.engine.add_request(ids, params)
-            owner[rid] = (i, "gen")
-            if answer is not None and "gold" not in partial[i]:
-                owner[self.engine.forced_request_id(rid)] = (i, "gold")
-        while owner and self.engine.has_unfinished():
+        while True:
+            busy = bool(owner) and self.engine.has_unfinished()
+            got = feed.take(block=not busy)
+            for i, r in got:
+                self._add(i, r, owner, partial)
+            if not busy and not got:  # nothing running and nothing left to feed
+                break
             step = self.engine.step()
             if self.step_observer is not None:
                 self.step_observer(step)
@@ -171,12 +157,44 @@ class LocalBackend:
                     continue
                 partial[i][kind] = to_result(out) if kind == "gen" else gold_mod.from_forced(out.forced)
                 if len(partial[i]) == 2:
-                    got = partial.pop(i)
-                    result = got["gen"]
-                    result.gold = got["gold"]
+                    got_i = partial.pop(i)
+                    result = got_i["gen"]
+                    result.gold = got_i["gold"]
                     on_result(i, result)
         if owner:
             raise RuntimeError(f"the engine stopped with {len(owner)} requests unanswered")
+
+    def _add(
+        self, i: int, r: GenRequest, owner: dict[int, tuple[int, str]], partial: dict[int, dict[str, Any]]
+    ) -> None:
+        """Request `i` into the engine (and its forced answer, when it has a `gold`)."""
+        from evalkit.backends import gold as gold_mod
+
+        params = make_params(
+            max_tokens=r.max_new_tokens,
+            stop=r.stop,
+            ignore_eos=r.ignore_eos,
+            min_tokens=r.min_tokens,
+        )
+        ids = self._encode(r.prompt, r.prompt_ids)
+        partial[i] = {}
+        answer = None
+        if r.gold is not None:
+            answer = list(self.tokenizer.encode(r.gold, add_special_tokens=False)) or None
+            if answer is None:
+                partial[i]["gold"] = gold_mod.failed("decode", "the reference answer has no tokens")
+        else:
+            partial[i]["gold"] = None
+        try:
+            rid = self.engine.add_request(ids, params, forced_answer=answer)
+        except EvalkitError as exc:  # e.g. prompt + answer longer than the cache: no measure
+            if answer is None:
+                raise
+            partial[i]["gold"] = gold_mod.failed("decode", str(exc))
+            rid = self.engine.add_request(ids, params)
+        owner[rid] = (i, "gen")
+        if answer is not None and "gold" not in partial[i]:
+            owner[self.engine.forced_request_id(rid)] = (i, "gold")
 
     def close(self) -> None:
         pass

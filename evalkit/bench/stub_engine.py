@@ -5,7 +5,11 @@ pipeline around it costs: building or reading the docs, tokenizing prompts, hash
 samples, scoring, progress. This engine takes requests exactly as `LLMEngine` does (the same
 `encode` and `Sequence`, so the per-request copies are the real ones) and answers each one in a
 single step with canned tokens, so a run's wall time is that pipeline cost alone, measurable on a
-CPU box (`scripts/bench_long_context_run.py --stub`). Its answers are deterministic."""
+CPU box (`scripts/bench_long_context_run.py --stub`). Its answers are deterministic.
+
+`prefill_tok_s` makes each step also sleep as long as a GPU of that prefill rate would take over the
+prompt: the CPU stays free, as it does while a GPU prefills, so the overlap of document building
+with the engine's work can be measured on a CPU box (`--stub-tok-s`)."""
 
 from __future__ import annotations
 
@@ -20,10 +24,13 @@ CANNED = " 12345"  # every generation's text (before stop strings): an answer-sh
 class StubEngine:
     """`LLMEngine`'s request API (add_request, forced_request_id, has_unfinished, step, stats)."""
 
-    def __init__(self, tokenizer: Any, max_model_len: int = 1 << 20) -> None:
+    def __init__(
+        self, tokenizer: Any, max_model_len: int = 1 << 20, prefill_tok_s: float | None = None
+    ) -> None:
         from types import SimpleNamespace
 
         self.tokenizer = tokenizer
+        self.prefill_tok_s = prefill_tok_s
         self.config = SimpleNamespace(max_model_len=max_model_len)
         self._ids = itertools.count()
         self._waiting: deque[Any] = deque()
@@ -77,6 +84,8 @@ class StubEngine:
             forced.token_logprobs, forced.margins = [-0.5] * n, [1.0] * n
             outs.append(Output(seq.fork_request_id, [], "", "length", seq.n_prompt, 0, forced=forced))
             self._fork_ids.pop(seq.request_id, None)
+        if self.prefill_tok_s:
+            time.sleep(seq.n_prompt / self.prefill_tok_s)
         self.stats["prefill_tokens"] += seq.n_prompt
         self.stats["prefill_s"] += time.perf_counter() - t0
         return StepResult(outs, prefilled_tokens=seq.n_prompt)

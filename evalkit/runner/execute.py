@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.backends.base import Backend, GenRequest, GenResult
+from evalkit.backends.base import Backend, GenRequest, GenResult, generate_fed
 from evalkit.runner.plan import Plan, WorkItem, build_plan
 from evalkit.runner.progress import RunProgress, estimate_prompt_tokens, progress_mode
 from evalkit.runner.prompt_ids import same_tokenizer
+from evalkit.runner.stream import PlanFeed, start_build
 from evalkit.store.schema import Sample
 
 
@@ -34,6 +35,9 @@ class RunSpec:
     # shared between runs of the same questions (the sweep's arms): each task's requests built once
     request_cache: dict[str, Any] | None = None
     store_prompts: bool = True  # the prompt text in samples.jsonl (prompt_hash is always there)
+    # hand each long-context prompt to the backend as soon as it is built (`evalkit.runner.stream`);
+    # False: build every prompt first (the samples are the same)
+    stream: bool = True
     manifest: dict[str, Any] = field(default_factory=dict)  # model, arm, command, ...
 
 
@@ -68,10 +72,15 @@ def task_entries(
     return out
 
 
+def gen_budget(req: Any, cap: int | None) -> int:
+    """The tokens a request may generate: the task's budget, under a --max-new-tokens cap."""
+    return req.max_new_tokens if cap is None else min(req.max_new_tokens, cap)
+
+
 def gen_request(req: Any, cap: int | None, gold: bool = False, ids: bool = False) -> GenRequest:
     """The backend's request; with `gold`, a one-question request carries its reference answer;
     with `ids`, the prompt's token ids where the task has them (`evalkit.runner.prompt_ids`)."""
-    n = req.max_new_tokens if cap is None else min(req.max_new_tokens, cap)
+    n = gen_budget(req, cap)
     answer = getattr(req.docs[0], "gold", None) if gold and len(req.docs) == 1 else None
     return GenRequest(
         prompt=req.prompt,
@@ -145,7 +154,7 @@ def run_evaluation(
     spec: RunSpec, backend: Backend, tokenizer: Any, *, progress: bool = True, after_generate: Any = None
 ) -> RunOutcome:
     """Plan, generate, store, summarise. `after_generate()` may return manifest additions."""
-    from evalkit.store import RunWriter, prompt_hash
+    from evalkit.store import RunWriter
     from evalkit.tasks.registry import get_task
 
     t0 = time.perf_counter()
@@ -171,7 +180,10 @@ def run_evaluation(
     from evalkit.tasks.data import recording_sources, source_identity
 
     requests_by_task = {}
+    streamed: list[tuple[str, Any, list[Any], Any]] = []  # (cache key, build, its outlines, data)
     building_bars = progress_mode(progress) == "bar"  # only on a terminal (they flood CI logs)
+    # only a backend that takes requests while it works gains; the others get the list as before
+    stream = spec.stream and hasattr(backend, "generate_stream")
     for t in tasks:
         key = (
             json.dumps(
@@ -182,26 +194,73 @@ def run_evaluation(
             + f"|chat={spec.apply_chat_template}"
         )
         cache = spec.request_cache if spec.request_cache is not None else {}
-        if key not in cache:  # (requests, the data they read): arms of a sweep share both
+        if key in cache:  # (requests, the data they read): arms of a sweep share both
+            requests_by_task[t.name], data = cache[key]
+        else:
+            options: dict[str, Any] = dict(
+                lengths=lengths[t.name],
+                limit=spec.limit,
+                seed=spec.seed,
+                data_dir=spec.data_dir,
+                apply_chat_template=spec.apply_chat_template,
+            )
             with recording_sources() as read:
-                built = t.requests(
-                    tokenizer=tokenizer,
-                    lengths=lengths[t.name],
-                    limit=spec.limit,
-                    seed=spec.seed,
-                    data_dir=spec.data_dir,
-                    apply_chat_template=spec.apply_chat_template,
-                    show_progress=building_bars,
+                # streamed: planned from outlines, each request built while the engine works
+                started = start_build(t, tokenizer, **options) if stream else None
+                built, build = started or (
+                    t.requests(tokenizer=tokenizer, show_progress=building_bars, **options),
+                    None,
                 )
-            cache[key] = (built, source_identity(read))
-        requests_by_task[t.name], data = cache[key]
+            requests_by_task[t.name], data = built, source_identity(read)
+            if build is None:
+                cache[key] = (built, data)
+            else:
+                streamed.append((key, build, built, data))
         if data is not None:  # part of the task's identity: resume refuses other data
             manifest["tasks"][t.name]["data"] = data
 
-    writer = RunWriter.open(spec.out_dir, manifest, resume=True)
-    plan: Plan = build_plan(tasks, requests_by_task, set(writer.done_keys))
+    try:
+        writer = RunWriter.open(spec.out_dir, manifest, resume=True)
+        plan: Plan = build_plan(tasks, requests_by_task, set(writer.done_keys))
+        feed_builds = [(build, outlines) for _, build, outlines, _ in streamed]
+        bar, counts = _ask(spec, plan, feed_builds, backend, tokenizer, writer, manifest, progress)
+        if spec.request_cache is not None:  # the next arm asks the same questions
+            for key, build, _, data in streamed:
+                spec.request_cache[key] = (build.requests(), data)
+    finally:
+        for _, build, _, _ in streamed:
+            build.close()  # no worker process outlives the run, however it ends
+    extra = after_generate() if after_generate else None
+    summary = writer.finish(extra, metrics={t.name: list(t.metrics) for t in tasks})
+    return RunOutcome(
+        out_dir=Path(spec.out_dir),
+        summary=summary,
+        asked=len(plan.items),
+        stored=counts["stored"],
+        errors=counts["errors"],
+        skipped=plan.done_docs,
+        tokens_per_s=bar.tokens_per_s,
+        prompt_tokens_per_s=bar.prompt_tokens_per_s,
+        wall_s=time.perf_counter() - t0,
+    )
+
+
+def _ask(
+    spec: RunSpec,
+    plan: Plan,
+    builds: list[tuple[Any, list[Any]]],
+    backend: Backend,
+    tokenizer: Any,
+    writer: Any,
+    manifest: dict[str, Any],
+    progress: bool,
+) -> tuple[RunProgress, dict[str, int]]:
+    """Ask the backend every planned request (those of `builds` as they are built) and store each
+    result as it arrives; (the progress, the counts stored and errored)."""
+    from evalkit.store import prompt_hash
+
     ids = same_tokenizer(tokenizer, backend)
-    gen_requests = [gen_request(it.request, spec.max_new_tokens, spec.gold_logprob, ids) for it in plan.items]
+    budgets = [gen_budget(it.request, spec.max_new_tokens) for it in plan.items]
     view = _token_counter(tokenizer)
     est_prompt = [estimate_prompt_tokens(it.request.prompt, it.request.length, view) for it in plan.items]
     bar = RunProgress(
@@ -210,12 +269,17 @@ def run_evaluation(
         enabled=progress,
         desc=f"{manifest.get('arm', {}).get('label', 'run')}",
         prompt_tokens=est_prompt,
-        gen_budgets=[g.max_new_tokens for g in gen_requests],
+        gen_budgets=budgets,
     )
     if hasattr(backend, "step_observer"):  # the local engine reports prefill/decode steps live
         backend.step_observer = bar.observe_step
-    hashes = [prompt_hash(item.request.prompt) for item in plan.items]
+    hashes: dict[int, str] = {}
     counts = {"stored": 0, "errors": 0}
+
+    def make(k: int) -> GenRequest:  # when request k is handed out: its prompt is built by then
+        req = plan.items[k].request
+        hashes[k] = prompt_hash(req.prompt)
+        return gen_request(req, spec.max_new_tokens, spec.gold_logprob, ids)
 
     def on_result(i: int, result: GenResult) -> None:
         samples = samples_for(plan.items[i], result, hashes[i])
@@ -232,26 +296,14 @@ def run_evaluation(
             n_err,
             prompt_tokens=result.n_prompt,
             estimated_prompt=est_prompt[i],
-            budget=gen_requests[i].max_new_tokens,
+            budget=budgets[i],
         )
 
     try:
-        backend.generate(gen_requests, on_result)
+        generate_fed(backend, PlanFeed.for_plan(plan.items, builds, make), on_result)
     except BaseException:
         writer.close()  # every completed sample is already on disk; a re-run resumes
         raise
     finally:
         bar.close()
-    extra = after_generate() if after_generate else None
-    summary = writer.finish(extra, metrics={t.name: list(t.metrics) for t in tasks})
-    return RunOutcome(
-        out_dir=Path(spec.out_dir),
-        summary=summary,
-        asked=len(plan.items),
-        stored=counts["stored"],
-        errors=counts["errors"],
-        skipped=plan.done_docs,
-        tokens_per_s=bar.tokens_per_s,
-        prompt_tokens_per_s=bar.prompt_tokens_per_s,
-        wall_s=time.perf_counter() - t0,
-    )
+    return bar, counts

@@ -24,7 +24,7 @@ from evalkit.errors import InputError
 from evalkit.tasks.base import DocRef, ScoredDoc, TaskRequest
 from evalkit.tasks.long_context.fitting import Fit, LengthError, fit_units
 from evalkit.tasks.long_context.generators import EVAL_SEED_DEFAULT, Example, eval_rng
-from evalkit.tasks.long_context.parallel_build import build_sized_requests
+from evalkit.tasks.long_context.parallel_build import SizedBuild, build_sized_requests
 from evalkit.tasks.long_context.scoring import found
 from evalkit.tasks.tokenizer import TokenizerView
 
@@ -142,6 +142,35 @@ class SizedTask:
                 apply_chat_template,
                 lambda: bar.update(1),
             )
+
+    def start_requests(
+        self,
+        *,
+        tokenizer: Any,
+        lengths: list[int] | None = None,
+        limit: int | None = None,
+        seed: int | None = None,
+        data_dir: str | None = None,
+        apply_chat_template: bool = False,
+    ) -> SizedBuild | None:
+        """`requests()` as a build in progress, for a run that hands each doc to the engine as soon
+        as it is built (`evalkit.runner.stream`): its `get(j)` equals `requests()[j]`. None where
+        a subclass builds its requests its own way (its `requests()` is then the only way)."""
+        if type(self).requests is not SizedTask.requests or tokenizer is None:
+            return None
+        lengths = list(lengths or self.default_lengths or [])
+        n_docs = self.num_docs if limit is None else int(limit)
+        ctx = self.context(data_dir)
+        view = TokenizerView(tokenizer)
+        return SizedBuild(
+            self, view, lengths, n_docs, resolve_seed(seed), ctx, apply_chat_template, background=True
+        )
+
+    def outline(self, target: int, index: int) -> TaskRequest:
+        """Doc `index` at `target` before it is built: its key (doc id, length) and token budget as
+        `to_request` will give them, an empty prompt."""
+        doc = DocRef(doc_id=index, target="")
+        return TaskRequest(self.name, "", self.max_new_tokens, list(self.until), [doc], length=target)
 
     def score(self, request: TaskRequest, response: str) -> list[ScoredDoc]:
         doc = request.docs[0]
