@@ -69,8 +69,8 @@ def _attend_key_blocks(
     acc, m_i, l_i, q0, q1, q2, q3, q_pos,
     k_block, v_block, stride_kt, stride_vt, key_lo, key_hi, L, qk_scale_log2,
     D: tl.constexpr, DC: tl.constexpr, NC: tl.constexpr, DV: tl.constexpr, BLOCK_DV: tl.constexpr,
-    BLOCK_N: tl.constexpr, MASK_D: tl.constexpr, MASK_DV: tl.constexpr, CAUSAL: tl.constexpr,
-    DOT_PREC: tl.constexpr, WIDEN: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, MASK_D: tl.constexpr, MASK_DV: tl.constexpr,
+    CAUSAL: tl.constexpr, DOT_PREC: tl.constexpr, WIDEN: tl.constexpr,
 ):  # fmt: skip
     """Online softmax over the key blocks from key_lo (a multiple of BLOCK_N; k_block and v_block
     point at its row) up to key_hi. CAUSAL: mask keys after each query's position (and, in loads,
@@ -82,7 +82,8 @@ def _attend_key_blocks(
     for start_n in range(key_lo, key_hi, BLOCK_N):
         keys_ok = (start_n + offs_n) < L
         k_rows = k_block + k_off
-        s = _scores_chunk(None, q0, k_rows, keys_ok, 0, D, DC, CAUSAL, MASK_D, DOT_PREC, WIDEN)
+        s = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+        s = _scores_chunk(s, q0, k_rows, keys_ok, 0, D, DC, CAUSAL, MASK_D, DOT_PREC, WIDEN)
         if NC > 1:
             s = _scores_chunk(s, q1, k_rows, keys_ok, 1, D, DC, CAUSAL, MASK_D, DOT_PREC, WIDEN)
         if NC > 2:
@@ -151,12 +152,12 @@ def mla_prefill_kernel(
     diag_hi = tl.minimum(L, L - m + first + BLOCK_M)
     acc, m_i, l_i = _attend_key_blocks(
         acc, m_i, l_i, q0, q1, q2, q3, q_pos, K_head, V_head, stride_kt, stride_vt, 0, full_hi, L,
-        qk_scale_log2, D, DC, NC, DV, BLOCK_DV, BLOCK_N, MASK_D, MASK_DV, False, DOT_PREC, WIDEN,
+        qk_scale_log2, D, DC, NC, DV, BLOCK_DV, BLOCK_M, BLOCK_N, MASK_D, MASK_DV, False, DOT_PREC, WIDEN,
     )  # fmt: skip
     acc, m_i, l_i = _attend_key_blocks(
         acc, m_i, l_i, q0, q1, q2, q3, q_pos, K_head + full_hi.to(tl.int64) * stride_kt,
         V_head + full_hi.to(tl.int64) * stride_vt, stride_kt, stride_vt, full_hi, diag_hi, L,
-        qk_scale_log2, D, DC, NC, DV, BLOCK_DV, BLOCK_N, MASK_D, MASK_DV, True, DOT_PREC, WIDEN,
+        qk_scale_log2, D, DC, NC, DV, BLOCK_DV, BLOCK_M, BLOCK_N, MASK_D, MASK_DV, True, DOT_PREC, WIDEN,
     )  # fmt: skip
 
     # every valid row saw key 0 at least, so l_i >= 1 there; rows past m are not stored
