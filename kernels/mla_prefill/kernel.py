@@ -5,8 +5,9 @@ sees keys 0..L - m + i (lower-right causal alignment). The program streams the k
 BLOCK_N from key 0 with an online softmax in fp32 (exp2 of log2-scaled scores):
 1. the blocks every query of the tile sees in full (keys <= L - m + first row): no mask at all;
 2. the blocks across the diagonal (up to the tile's last position): the causal mask;
-blocks after the tile's last position are never visited. Every row adds its key blocks in the same
-order whatever the tile, the grid or the batch: the result is deterministic (no atomics, no split).
+blocks after the tile's last position are never visited. Every row adds its key blocks (from key 0,
+in steps of BLOCK_N) in one order whatever the grid or the batch: the result depends on the
+sequence's own q, k, v and shapes only (no atomics, no split-K).
 
 The query/key head dim D is cut into NC <= 4 chunks of DC columns (a power of two; the last one
 masked if D is not a multiple): 192 = 3 x 64, so Kimi-Linear's scores cost no padded columns, and
