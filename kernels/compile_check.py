@@ -60,12 +60,21 @@ class Build:
 
 
 def compile_kernel(
-    fn, signature: dict, constexprs: dict, *, num_warps: int = 4, num_stages: int = 3, arch: int = 90
+    fn,
+    signature: dict,
+    constexprs: dict,
+    *,
+    num_warps: int = 4,
+    num_stages: int = 3,
+    arch: int = 90,
+    divisible: tuple[str, ...] = (),
 ) -> Build:
+    """`divisible`: integer arguments known to be multiples of 16, as Triton's launcher specializes
+    them at run time (strides of 16-bit rows: their loads vectorize and pipeline only then)."""
     sig = dict(signature)
     for k in constexprs:
         sig[k] = "constexpr"
-    ptr_args = [i for i, (k, v) in enumerate(sig.items()) if v.startswith("*")]
+    ptr_args = [i for i, (k, v) in enumerate(sig.items()) if v.startswith("*") or k in divisible]
     attrs = {(i,): [["tt.divisibility", 16]] for i in ptr_args}
     src = ASTSource(fn, sig, constexprs, attrs)
     c = triton.compile(
@@ -164,6 +173,27 @@ def other_builds(model="bf16") -> list[Build]:
     ]  # fmt: skip
 
 
+def mla_prefill_build(model="bf16", *, D=192, DV=128, tile=None, prec=None) -> Build:
+    """The MLA prefill attention (flash forward) for `model` inputs at Kimi-Linear's head dims."""
+    import torch
+
+    from .mla_prefill import kernel as mk
+    from .mla_prefill import wrapper as w
+
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[model]
+    bm, bn, nw, ns = tile or w.TILES[dtype]
+    dc, nc = w.head_dim_chunks(D)
+    bdv = max(16, triton.next_power_of_2(DV))
+    m, i32 = "*" + model, "i32"
+    sig = {"Q": m, "K": m, "V": m, "O": m, "qk_scale_log2": "fp32", "m": i32, "L": i32,
+           **{f"stride_{x}{y}": i32 for x in "qkvo" for y in "ht"}}  # fmt: skip
+    const = {"D": D, "DC": dc, "NC": nc, "DV": DV, "BLOCK_DV": bdv, "BLOCK_M": bm,
+             "BLOCK_N": bn, "MASK_D": dc * nc != D, "MASK_DV": bdv != DV,
+             "DOT_PREC": prec or w.DOT_PRECISION.get(dtype, "tf32"), "WIDEN": False}  # fmt: skip
+    strides = tuple(k for k in sig if k.startswith("stride_"))  # multiples of 16 at Kimi's dims
+    return compile_kernel(mk.mla_prefill_kernel, sig, const, num_warps=nw, num_stages=ns, divisible=strides)
+
+
 def layout_lines(ttgir: str) -> list[str]:
     return sorted(set(re.findall(r"#\w+\d* = #ttg\.\w+<\{[^}]*\}>", ttgir)))
 
@@ -191,7 +221,7 @@ def main() -> None:
     from .kda_decode.wrapper import DECODE_TILES
 
     builds = [decode_build(s, BV=DECODE_TILES[s][0], num_warps=DECODE_TILES[s][1]) for s in POOL_PTR]
-    builds += prefill_builds() + other_builds()
+    builds += prefill_builds() + other_builds() + [mla_prefill_build(m) for m in ("bf16", "fp32")]
     for b in builds:
         r = b.resources()
         print(f"{b.name:<24} shared={b.shared:>6}  registers={r['registers']}  stack={r['stack']}")

@@ -8,6 +8,14 @@ from __future__ import annotations
 from .gated_rmsnorm.reference import gated_rmsnorm
 from .kda_decode.reference import kda_decode
 from .kda_prefill.reference import kda_prefill
+from .mla_prefill.reference import mla_prefill_attention
 from .short_conv.reference import causal_conv1d_decode, causal_conv1d_prefill
 
-__all__ = ["causal_conv1d_decode", "causal_conv1d_prefill", "gated_rmsnorm", "kda_decode", "kda_prefill"]
+__all__ = [
+    "causal_conv1d_decode",
+    "causal_conv1d_prefill",
+    "gated_rmsnorm",
+    "kda_decode",
+    "kda_prefill",
+    "mla_prefill_attention",
+]

@@ -25,6 +25,7 @@ def test_every_kernel_compiles_for_sm90_without_spills():
     builds = [compile_check.decode_build(s, BV=DECODE_TILES[s][0], num_warps=DECODE_TILES[s][1])
               for s in ("fp32", "fp16", "bf16")]  # fmt: skip
     builds += compile_check.prefill_builds() + compile_check.other_builds()
+    builds += [compile_check.mla_prefill_build(m) for m in ("bf16", "fp16", "fp32")]
     for b in builds:
         r = b.resources()
         assert r["registers"] is not None, b.name
@@ -84,3 +85,14 @@ def test_every_format_builds_for_sm90_without_spills_and_sums_in_the_fp32_order(
     for b in builds:
         r = b.resources()
         assert r["registers"] is not None and r["stack"] == 0, f"{state}: {b.name} {r}"
+
+
+def test_mla_prefill_fp32_build_splits_its_dots_for_tf32x3():
+    """fp32 inputs take tf32x3 (each operand split into a tf32 part and its remainder, three
+    tensor-core products): the build holds the split; the 16-bit build multiplies as it is."""
+    fp32 = compile_check.mla_prefill_build("fp32")
+    assert "cvt.rna.tf32.f32" in fp32.ttgir and "bf16" not in fp32.ttgir
+    plain = compile_check.mla_prefill_build("fp32", prec="tf32")
+    assert "cvt.rna.tf32.f32" not in plain.ttgir
+    bf16 = compile_check.mla_prefill_build("bf16")
+    assert "cvt.rna.tf32.f32" not in bf16.ttgir and "warp_group_dot" in bf16.ttgir

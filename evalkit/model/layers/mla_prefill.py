@@ -9,8 +9,12 @@ dropped, and the kept ones are unchanged (each output column is its own weighted
 column). One call per sequence whose shapes depend only on that sequence's chunk (the scheduler
 cuts chunks at fixed multiples), so the result does not depend on the batch around it.
 
-`PREFILL_ATTENTION` ("flash", the default, or "sdpa": SDPA's own choice, the path before issue 15)
-exists so a benchmark can time both in one process; env `EVALKIT_MLA_PREFILL` sets it at import."""
+`PREFILL_ATTENTION` ("flash", the default; "sdpa": SDPA's own choice, the path before issue 15;
+"triton": evalkit's own flash-attention kernel, `evalkit.kernels.mla_prefill`, which takes the
+unequal head dims as they are and runs fp32 inputs on tensor cores, where SDPA has only its slow
+memory-efficient path) exists so a benchmark can time them in one process; env
+`EVALKIT_MLA_PREFILL` sets it at import. "triton" applies where Triton runs (CUDA, or CPU under
+TRITON_INTERPRET=1: `kernels.use_triton`); elsewhere SDPA's plain form runs."""
 
 from __future__ import annotations
 
@@ -19,6 +23,10 @@ import os
 import torch
 import torch.nn.functional as F
 
+from evalkit import kernels
+from evalkit.errors import InputError
+
+PREFILL_MODES = ("flash", "sdpa", "triton")
 PREFILL_ATTENTION = os.environ.get("EVALKIT_MLA_PREFILL", "flash")
 FLASH_MAX_HEAD_DIM = 256
 FLASH_DTYPES = (torch.float16, torch.bfloat16)
@@ -32,6 +40,11 @@ def flash_eligible(q: torch.Tensor, head_dim: int) -> bool:
         and q.dtype in FLASH_DTYPES
         and head_dim <= FLASH_MAX_HEAD_DIM
     )
+
+
+def triton_eligible(q: torch.Tensor) -> bool:
+    """Whether the Triton kernel runs this call: chosen, and Triton can run on q's device."""
+    return PREFILL_ATTENTION == "triton" and kernels.use_triton(q)
 
 
 def _lower_right_mask(m: int, L: int, device: torch.device):
@@ -57,8 +70,17 @@ def causal_prefill_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, pad: bool | None = None
 ) -> torch.Tensor:
     """Softmax attention of q [H, m, dqk] over k [H, L, dqk], v [H, L, dv] -> [H, m, dv], the m
-    queries being the last m positions. `pad` forces (or forbids) the equal-head-dim form; by default
-    it is used where the flash kernel can take it."""
+    queries being the last m positions. `pad` forces (or forbids) SDPA's equal-head-dim form; by
+    default the Triton kernel runs where chosen (`triton_eligible`), else the padded form where the
+    flash kernel can take it."""
+    if PREFILL_ATTENTION not in PREFILL_MODES:
+        raise InputError(
+            f"MLA prefill attention {PREFILL_ATTENTION!r} (EVALKIT_MLA_PREFILL) is none of {PREFILL_MODES}"
+        )
+    if pad is None and triton_eligible(q):
+        from evalkit.kernels.mla_prefill.wrapper import mla_prefill_attention
+
+        return mla_prefill_attention(q, k, v, scale)
     m, L, dv = q.shape[1], k.shape[1], v.shape[-1]
     if pad is None:
         pad = flash_eligible(q, max(q.shape[-1], dv))
