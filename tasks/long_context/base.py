@@ -115,6 +115,11 @@ class SizedTask:
     def example(self, rng: random.Random, n_units: int, target: int, index: int, ctx: Any) -> Example:
         raise NotImplementedError
 
+    def _build_inputs(self, lengths: list[int] | None, limit: int | None, data_dir: str | None):
+        """(lengths, docs per length, shared context): what `requests` and `start_requests` build from."""
+        n_docs = self.num_docs if limit is None else int(limit)
+        return list(lengths or self.default_lengths or []), n_docs, self.context(data_dir)
+
     def requests(
         self,
         *,
@@ -128,9 +133,7 @@ class SizedTask:
     ) -> list[TaskRequest]:
         if tokenizer is None:
             raise InputError(f"{self.name} sizes prompts in the model's tokens: it needs that tokenizer")
-        lengths = list(lengths or self.default_lengths or [])
-        n_docs = self.num_docs if limit is None else int(limit)
-        ctx = self.context(data_dir)
+        lengths, n_docs, ctx = self._build_inputs(lengths, limit, data_dir)
         with progress(len(lengths) * n_docs, f"{self.name}", show_progress) as bar:
             return build_sized_requests(
                 self,
@@ -158,9 +161,7 @@ class SizedTask:
         a subclass builds its requests its own way (its `requests()` is then the only way)."""
         if type(self).requests is not SizedTask.requests or tokenizer is None:
             return None
-        lengths = list(lengths or self.default_lengths or [])
-        n_docs = self.num_docs if limit is None else int(limit)
-        ctx = self.context(data_dir)
+        lengths, n_docs, ctx = self._build_inputs(lengths, limit, data_dir)
         view = TokenizerView(tokenizer)
         return SizedBuild(
             self, view, lengths, n_docs, resolve_seed(seed), ctx, apply_chat_template, background=True
