@@ -281,3 +281,18 @@ def test_cli_resume_continues_a_run_and_refuses_a_changed_one(tiny_hybrid_ckpt, 
     assert cli_main([*changed, "--prompts", "3", "--resume"]) == 2
     err = capsys.readouterr().err
     assert "another config" in err and "Traceback" not in err
+
+
+def test_a_study_records_which_weights_it_measured():
+    """v1 and v2 of the reference model share a config; only the weights fingerprint tells their
+    studies apart (a resumed study of one must refuse the other)."""
+    from evalkit.reference_model import ASSET_DIR
+
+    v2 = EngineDriftModel.load(str(ASSET_DIR), device="cpu", max_len=1024, chunk_size=CHUNK)
+    v1 = EngineDriftModel.load(
+        str(ASSET_DIR.parent / "reference-model-v1"), device="cpu", max_len=1024, chunk_size=CHUNK
+    )
+    d1, d2 = v1.describe(), v2.describe()
+    assert d1["config_hash"] == d2["config_hash"]
+    assert len(d2["weights_fingerprint"]) == 64
+    assert d1["weights_fingerprint"] != d2["weights_fingerprint"]

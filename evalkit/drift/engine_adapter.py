@@ -22,6 +22,7 @@ Decode mode has two implementations that round the state identically (after ever
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -235,8 +236,13 @@ class EngineDriftModel:
         from evalkit.model import load_model
 
         dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        from evalkit.model.checkpoint import weights_fingerprint
+
         loaded = load_model(path, device=dev, dtype=dtype)
-        return cls(loaded.model, loaded.tokenizer, info={"path": str(loaded.path)}, **kw)
+        # the config hash alone cannot tell a retrained model from its predecessor (v1 and v2 of
+        # the reference model share a config), so a study records which weights it measured
+        info = {"path": str(loaded.path), "weights_fingerprint": weights_fingerprint(Path(loaded.path))}
+        return cls(loaded.model, loaded.tokenizer, info=info, **kw)
 
     def open_session(self, state_dtype: str) -> EngineSession:
         return EngineSession(self, state_dtype)
