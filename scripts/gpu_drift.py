@@ -137,6 +137,12 @@ def main() -> int:
     )
     ap.add_argument("--decode-block", type=int, default=1024, help="decode mode: tokens per lockstep block")
     ap.add_argument("--no-fused-decode", dest="fused_decode", action="store_false")
+    ap.add_argument(
+        "--mla-prefill",
+        choices=["flash", "sdpa", "triton"],
+        help="MLA prefill attention (default: $EVALKIT_MLA_PREFILL or flash); triton runs fp32 inputs on "
+        "tensor cores (tf32x3), where SDPA has only its SIMT memory-efficient path",
+    )
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--smoke", action="store_true", help="CPU check: tiny widths instead of 48B dims")
     ap.add_argument(
@@ -151,6 +157,10 @@ def main() -> int:
     args = ap.parse_args()
     bootstrap_evalkit()
     from evalkit.drift.campaign import estimate_seconds, note_markdown, run_part
+    from evalkit.model.layers import mla_prefill
+
+    if args.mla_prefill:
+        mla_prefill.PREFILL_ATTENTION = args.mla_prefill
 
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     parts = plan(args)
@@ -189,6 +199,7 @@ def main() -> int:
         "smoke": args.smoke,
         "command": "python scripts/gpu_drift.py " + " ".join(sys.argv[1:]),
         "estimated_total_s": total_est,
+        "mla_prefill": mla_prefill.PREFILL_ATTENTION,
     }
     log(f"{gpu}, torch {meta['torch']}, triton {meta['triton']}")
     meta["decode_kernel_check"] = kernel_check(args)

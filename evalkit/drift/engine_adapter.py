@@ -248,6 +248,8 @@ class EngineDriftModel:
         return EngineSession(self, state_dtype)
 
     def describe(self) -> dict[str, Any]:
+        from evalkit.model.layers import mla_prefill
+
         a = self.model.arch
         dtype = str(self.model.dtype).replace("torch.", "")
         return {
@@ -264,6 +266,8 @@ class EngineDriftModel:
             "kda_head_dim": a.linear_head_dim,
             "decode_impl": self.decode_impl,
             "kda_chunk_size": self.kda_chunk_size,
+            # MLA prefill attention path: a resumed study must not change it between calls
+            **({"mla_prefill": mla_prefill.PREFILL_ATTENTION} if a.mla_layers else {}),
             "decode_kernel": (
                 "one-launch per block (evalkit.kernels.kda_decode.recurrent) where Triton runs"
                 if self.fused_decode
