@@ -11,8 +11,9 @@ cuts chunks at fixed multiples), so the result does not depend on the batch arou
 
 `PREFILL_ATTENTION` ("flash", the default; "sdpa": SDPA's own choice, the path before issue 15;
 "triton": evalkit's own flash-attention kernel, `evalkit.kernels.mla_prefill`, which takes the
-unequal head dims as they are and runs fp32 inputs on tensor cores, where SDPA has only its slow
-memory-efficient path) exists so a benchmark can time them in one process; env
+unequal head dims as they are: 1.59x SDPA flash in bf16, but 0.58x SDPA in fp32, where its tf32x3
+products cost more than SDPA's memory-efficient path, both measured on the H200) exists so a
+benchmark can time them in one process; env
 `EVALKIT_MLA_PREFILL` sets it at import. "triton" applies where Triton runs (CUDA, or CPU under
 TRITON_INTERPRET=1: `kernels.use_triton`); elsewhere SDPA's plain form runs."""
 
