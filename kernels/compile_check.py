@@ -146,12 +146,12 @@ def fused_build(*, model="bf16", H=32, K=128, V=128, prec="tf32x3", tile=None) -
 
     m, f, i32 = "*" + model, "*fp32", "*i32"
     BK, BV = triton.next_power_of_2(K), triton.next_power_of_2(V)
-    bkc, nw, ns = tile or w.FUSED_TILE
+    bkc, bkd, nw, ns = tile or w.FUSED_TILE
     return compile_kernel(kf.fused_intra_wy_kernel,
                           {"q": m, "k": m, "v": m, "G": f, "beta_raw": m, "Aqk": f, "W": f, "U": f,
                            "chunk_start": i32, "chunk_end": i32, "scale": "fp32"},
                           {"H": H, "K": K, "V": V, "BT": 64, "BC": 16, "BK": BK, "BV": BV,
-                           "BKC": min(bkc, BK, BV), "DOT_PREC": prec},
+                           "BKC": min(bkc, BK, BV), "BKD": min(bkd, BK), "DOT_PREC": prec},
                           num_warps=nw, num_stages=ns)  # fmt: skip
 
 

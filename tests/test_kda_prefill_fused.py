@@ -57,9 +57,9 @@ def test_fused_matches_reference(pw, init):
 def test_fused_chunk_local_equals_split(pw, monkeypatch):
     """W, U, Aqk of the two variants agree to fp32 rounding (the same math, the solve ordered
     differently); Aqk rows past a chunk's end are zero in both. The scratch buffers start as NaN,
-    so a row the fused kernel reads back before writing it would show. BKC = 16 < K: the column
+    so a row the fused kernel reads back before writing it would show. BKC = 16 and BKD = 4 < K: the column
     loops run more than once."""
-    monkeypatch.setattr(pw, "FUSED_TILE", (16, 4, 1))
+    monkeypatch.setattr(pw, "FUSED_TILE", (16, 4, 4, 1))
     nan_empty = lambda *a, **kw: torch.full(a[0] if len(a) == 1 else a, float("nan"), **kw)  # noqa: E731
     lengths = [int(torch.randint(130, 192, ())), 17, int(torch.randint(33, 64, ()))]
     x = kda_inputs(sum(lengths), H, 32, 48)

@@ -27,8 +27,9 @@ OUTPUT_TILE: tuple[int, int, int] = (64, 8, 2)
 GATE_WARPS = 8
 INTRA_WARPS = 8
 SOLVE_WARPS = 8
-# (BKC columns per dot step, num_warps, num_stages) of the fused chunk-local kernel (variant "fused")
-FUSED_TILE: tuple[int, int, int] = (32, 8, 1)
+# (BKC columns per dot step, BKD columns per step of the diagonal blocks, num_warps, num_stages) of
+# the fused chunk-local kernel (variant "fused"); no register spills at K = V = 128
+FUSED_TILE: tuple[int, int, int, int] = (64, 32, 8, 1)
 VARIANTS = ("split", "fused")
 VARIANT_ENV = "EVALKIT_KDA_PREFILL"  # the default variant when the keyword is not given
 DOT_PRECISION = "tf32x3"  # ~fp32 accuracy on tensor cores; "ieee" = exact fp32 FMA (slower)
@@ -183,11 +184,11 @@ def chunk_local(
                 H=H, K=K, V=V, BT=CHUNK, BC=SUB, BK=BK, BV=BVf, DOT_PREC=prec, num_warps=SOLVE_WARPS,
             )  # fmt: skip
         else:
-            bkc, nwf, nsf = FUSED_TILE
+            bkc, bkd, nwf, nsf = FUSED_TILE
             fused_intra_wy_kernel[(NC, H)](
                 q, k, v, G, beta_raw, Aqk, W, U, c_start, c_end, scale,
-                H=H, K=K, V=V, BT=CHUNK, BC=SUB, BK=BK, BV=BVf, BKC=min(bkc, BK, BVf), DOT_PREC=prec,
-                num_warps=nwf, num_stages=nsf,
+                H=H, K=K, V=V, BT=CHUNK, BC=SUB, BK=BK, BV=BVf, BKC=min(bkc, BK, BVf), BKD=min(bkd, BK),
+                DOT_PREC=prec, num_warps=nwf, num_stages=nsf,
             )  # fmt: skip
     out = {"G": G, "Qg": Qg, "Kd": Kd, "EGl": EGl, "Aqk": Aqk, "W": W, "U": U}
     if Akk is not None:
