@@ -18,6 +18,7 @@ timeout keeps what was measured):
      environment): split vs fused (kda_prefill variant=) vs FLA chunk_kda, B=1, H=32, K=V=128,
      bf16 inputs, T in {8k, 32k, 128k}, the median of 3 do_bench medians each; the fused path's
      error on the GPU (vs the float64 reference and vs split); per-kernel times of both at 32k
+     and a sweep of the fused kernel's tile (FUSED_TILES) there
 Timings: triton.testing.do_bench medians. Python 3.12, torch 2.11+cu130, triton 3.6, fla-core 0.6.0.
 
 `--smoke` runs every section on the CPU (Triton interpreter, tiny shapes, no FLA) to test this
@@ -48,6 +49,9 @@ DECODE_B = [1, 8, 32, 128, 512]
 PREFILL_T = [4096, 32768, 131072]
 VARIANT_T = [8192, 32768, 131072]
 VARIANT_REPEATS = 3
+# fused-kernel tiles (BKC, BKD, num_warps, num_stages) timed at the middle length; all build
+# without register spills for sm_90 on triton 3.9 (kernels/compile_check.py)
+FUSED_TILES = [(64, 32, 8, 1), (128, 32, 8, 1), (128, 16, 8, 1), (64, 16, 8, 1), (32, 8, 8, 1), (32, 8, 4, 1)]
 POOLS = ["fp32", "fp16", "bf16"]
 DEV = "cuda"
 SMOKE = False
@@ -505,7 +509,8 @@ def sec_prefill_variants() -> dict:
     from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool
 
     out: dict = {"H": H, "K": K, "V": V, "B": 1, "model_dtype": "bf16", "repeats": VARIANT_REPEATS,
-                 "fused_tile": list(pw.FUSED_TILE), "check": {}, "rows": [], "kernel_ms_32k": {}}  # fmt: skip
+                 "fused_tile": list(pw.FUSED_TILE), "check": {}, "rows": [], "kernel_ms_32k": {},
+                 "fused_tile_sweep_32k": []}  # fmt: skip
     # the fused path on the GPU: fp32 inputs (the kernel's own error), packed, partial chunks
     lengths = [200, 1, 77]
     xf = kda_inputs(sum(lengths), H, K, V, dtype=torch.float32, device=DEV)
@@ -567,6 +572,20 @@ def sec_prefill_variants() -> dict:
                         lambda args=args, v=v: pw.kda_prefill(*args, variant=v)
                     )
             log("prefill variants kernels", out["kernel_ms_32k"])
+            default = pw.FUSED_TILE
+            for tile in FUSED_TILES:
+                pw.FUSED_TILE = tile
+                entry: dict = {"tile": list(tile)}
+                try:
+                    with torch.inference_mode():
+                        entry["prefill_ms"] = bench_ms(lambda args=args: pw.kda_prefill(*args, variant="fused"),
+                                                       warmup=5, rep=50)  # fmt: skip
+                except Exception as exc:
+                    entry["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+                finally:
+                    pw.FUSED_TILE = default
+                out["fused_tile_sweep_32k"].append(entry)
+            log("prefill variants fused tiles", out["fused_tile_sweep_32k"])
         cases = args = pool = x = None
         if not SMOKE:
             torch.cuda.empty_cache()
@@ -724,6 +743,10 @@ def markdown(res: dict) -> str:
                 "",
                 f"Per-kernel ms at the middle length, {v}: " + ", ".join(f"`{k}` {t}" for k, t in ks.items()),
             ]
+        sw = pv.get("fused_tile_sweep_32k", [])
+        if sw:
+            L += ["", "Fused tile sweep at the middle length (BKC, BKD, warps, stages): "
+                  + ", ".join(f"{tuple(e['tile'])}: {_f(e.get('prefill_ms'), 2)} ms" for e in sw)]  # fmt: skip
         L += ["", "GPU check (fp32 inputs, vs the float64 reference): `" + json.dumps(pv.get("check")) + "`"]
     if "twin" in sec:
         t = sec["twin"]
