@@ -28,7 +28,8 @@ GATE_WARPS = 8
 INTRA_WARPS = 8
 SOLVE_WARPS = 8
 # (BKC columns per dot step, BKD columns per step of the diagonal blocks, num_warps, num_stages) of
-# the fused chunk-local kernel (variant "fused"); no register spills at K = V = 128
+# the fused chunk-local kernel (variant "fused"): sm_90 builds at K = V = 128 without register
+# spills on triton 3.9 (208 registers) and 3.6 (245); bench_kernels.py --prefill-variants sweeps others
 FUSED_TILE: tuple[int, int, int, int] = (64, 32, 8, 1)
 VARIANTS = ("split", "fused")
 VARIANT_ENV = "EVALKIT_KDA_PREFILL"  # the default variant when the keyword is not given
