@@ -49,11 +49,12 @@ DECODE_B = [1, 8, 32, 128, 512]
 PREFILL_T = [4096, 32768, 131072]
 VARIANT_T = [8192, 32768, 131072]
 VARIANT_REPEATS = 3
-# fused-kernel tiles (BKC, BKD, num_warps, num_stages) timed at the middle length. Register spills
-# of sm_90 builds (bytes/thread, triton 3.6 | 3.9): none for the first five; (64, 32, 8, 2): 0 | 8;
-# (128, 32, 8, 1): 168 | 0
+# fused-kernel tiles (BKC, BKD, num_warps, num_stages[, maxnreg]) timed at the middle length.
+# Register spills of sm_90 builds (bytes/thread, triton 3.6 | 3.9): none for the first five;
+# (64, 32, 8, 2): 0 | 8; (128, 32, 8, 1): 168 | 0; capped at 128 registers (two CTAs of 8 warps,
+# or four of 4, per SM instead of one): 8 | 40 and 88 | 224.
 FUSED_TILES = [(64, 32, 8, 1), (64, 16, 8, 1), (32, 8, 8, 1), (32, 8, 4, 1), (32, 16, 4, 1), (64, 32, 8, 2),
-               (128, 32, 8, 1)]  # fmt: skip
+               (128, 32, 8, 1), (32, 8, 8, 1, 128), (32, 8, 4, 1, 128)]  # fmt: skip
 POOLS = ["fp32", "fp16", "bf16"]
 DEV = "cuda"
 SMOKE = False

@@ -27,10 +27,11 @@ OUTPUT_TILE: tuple[int, int, int] = (64, 8, 2)
 GATE_WARPS = 8
 INTRA_WARPS = 8
 SOLVE_WARPS = 8
-# (BKC columns per dot step, BKD columns per step of the diagonal blocks, num_warps, num_stages) of
-# the fused chunk-local kernel (variant "fused"): sm_90 builds at K = V = 128 without register
-# spills on triton 3.9 (208 registers) and 3.6 (245); bench_kernels.py --prefill-variants sweeps others
-FUSED_TILE: tuple[int, int, int, int] = (64, 32, 8, 1)
+# (BKC columns per dot step, BKD columns per step of the diagonal blocks, num_warps, num_stages[,
+# maxnreg]) of the fused chunk-local kernel (variant "fused"): sm_90 builds at K = V = 128 without
+# register spills on triton 3.9 (208 registers) and 3.6 (245), one CTA per SM; a register cap
+# (maxnreg) trades spills for more CTAs per SM. bench_kernels.py --prefill-variants sweeps others.
+FUSED_TILE: tuple[int, ...] = (64, 32, 8, 1)
 VARIANTS = ("split", "fused")
 VARIANT_ENV = "EVALKIT_KDA_PREFILL"  # the default variant when the keyword is not given
 DOT_PRECISION = "tf32x3"  # ~fp32 accuracy on tensor cores; "ieee" = exact fp32 FMA (slower)
@@ -185,11 +186,12 @@ def chunk_local(
                 H=H, K=K, V=V, BT=CHUNK, BC=SUB, BK=BK, BV=BVf, DOT_PREC=prec, num_warps=SOLVE_WARPS,
             )  # fmt: skip
         else:
-            bkc, bkd, nwf, nsf = FUSED_TILE
+            bkc, bkd, nwf, nsf, *cap = FUSED_TILE
+            extra = {"maxnreg": cap[0]} if cap and cap[0] else {}
             fused_intra_wy_kernel[(NC, H)](
                 q, k, v, G, beta_raw, Aqk, W, U, c_start, c_end, scale,
                 H=H, K=K, V=V, BT=CHUNK, BC=SUB, BK=BK, BV=BVf, BKC=min(bkc, BK, BVf), BKD=min(bkd, BK),
-                DOT_PREC=prec, num_warps=nwf, num_stages=nsf,
+                DOT_PREC=prec, num_warps=nwf, num_stages=nsf, **extra,
             )  # fmt: skip
     out = {"G": G, "Qg": Qg, "Kd": Kd, "EGl": EGl, "Aqk": Aqk, "W": W, "U": U}
     if Akk is not None:
