@@ -576,11 +576,20 @@ def sec_prefill_variants() -> dict:
                     )
             log("prefill variants kernels", out["kernel_ms_32k"])
             default = pw.FUSED_TILE
+            # each tile's output against split's from the same zero state (bf16 outputs: ~1e-2 is
+            # rounding; a broken build shows as ~1)
+            chk = (*x.args(), torch.zeros_like(pool), slot, cu, torch.zeros_like(init))
+            with torch.inference_mode():
+                o_split = pw.kda_prefill(*chk, variant="split").float()
             for tile in FUSED_TILES:
                 pw.FUSED_TILE = tile
                 entry: dict = {"tile": list(tile)}
                 try:
                     with torch.inference_mode():
+                        o_f = pw.kda_prefill(*chk, variant="fused").float()
+                        diff = (o_f - o_split).abs().max() / o_split.abs().max().clamp_min(1e-30)
+                        entry["out_rel_diff_vs_split"] = float(diff)
+                        o_f = None
                         entry["prefill_ms"] = bench_ms(lambda args=args: pw.kda_prefill(*args, variant="fused"),
                                                        warmup=5, rep=50)  # fmt: skip
                 except Exception as exc:
@@ -588,6 +597,7 @@ def sec_prefill_variants() -> dict:
                 finally:
                     pw.FUSED_TILE = default
                 out["fused_tile_sweep_32k"].append(entry)
+            o_split = chk = None
             log("prefill variants fused tiles", out["fused_tile_sweep_32k"])
         cases = args = pool = x = None
         if not SMOKE:
@@ -748,8 +758,9 @@ def markdown(res: dict) -> str:
             ]
         sw = pv.get("fused_tile_sweep_32k", [])
         if sw:
-            L += ["", "Fused tile sweep at the middle length (BKC, BKD, warps, stages): "
-                  + ", ".join(f"{tuple(e['tile'])}: {_f(e.get('prefill_ms'), 2)} ms" for e in sw)]  # fmt: skip
+            L += ["", "Fused tile sweep at the middle length (BKC, BKD, warps, stages[, maxnreg]): "
+                  + ", ".join(f"{tuple(e['tile'])}: {_f(e.get('prefill_ms'), 2)} ms "
+                              f"(vs split {_f(e.get('out_rel_diff_vs_split'), 4)})" for e in sw)]  # fmt: skip
         L += ["", "GPU check (fp32 inputs, vs the float64 reference): `" + json.dumps(pv.get("check")) + "`"]
     if "twin" in sec:
         t = sec["twin"]
