@@ -1,6 +1,10 @@
-"""Python entry of the Triton chunked prefill: checks, the chunk table, scratch buffers, five launches."""
+"""Python entry of the Triton chunked prefill: checks, the chunk table, scratch buffers, five launches
+(variant "split"), or four with the chunk-local matrices and their solve fused (variant "fused",
+`fused.py`; opt-in while it is being measured: `variant=` or EVALKIT_KDA_PREFILL=fused)."""
 
 from __future__ import annotations
+
+import os
 
 import torch
 import triton
@@ -9,6 +13,7 @@ from ..common import check_kda_args, check_varlen, flat_a_log, resolve_format
 from ..errors import KernelInputError
 from ..formats import StateFormat
 from ..triton_launch import check_triton_device, format_constexprs, launch_key, pool_arg
+from .fused import fused_intra_wy_kernel
 from .kernel import gate_cumsum_kernel, intra_kernel, output_kernel, solve_wy_kernel, state_pass_kernel
 
 CHUNK = 64  # BT: the block solve is written for 4 sub-blocks of 16
@@ -22,6 +27,13 @@ OUTPUT_TILE: tuple[int, int, int] = (64, 8, 2)
 GATE_WARPS = 8
 INTRA_WARPS = 8
 SOLVE_WARPS = 8
+# (BKC columns per dot step, BKD columns per step of the diagonal blocks, num_warps, num_stages[,
+# maxnreg]) of the fused chunk-local kernel (variant "fused"): sm_90 builds at K = V = 128 without
+# register spills on triton 3.9 (208 registers) and 3.6 (245), one CTA per SM; a register cap
+# (maxnreg) trades spills for more CTAs per SM. bench_kernels.py --prefill-variants sweeps others.
+FUSED_TILE: tuple[int, ...] = (64, 32, 8, 1)
+VARIANTS = ("split", "fused")
+VARIANT_ENV = "EVALKIT_KDA_PREFILL"  # the default variant when the keyword is not given
 DOT_PRECISION = "tf32x3"  # ~fp32 accuracy on tensor cores; "ieee" = exact fp32 FMA (slower)
 
 
@@ -36,6 +48,15 @@ def chunk_table(cu: list[int], device) -> tuple[torch.Tensor, torch.Tensor, torc
             ends.append(min(t + CHUNK, eos))
     as_t = lambda x: torch.tensor(x, dtype=torch.int32).to(device, non_blocking=True)
     return as_t(starts), as_t(ends), as_t(offsets), len(starts)
+
+
+def resolve_variant(variant: str | None) -> str:
+    """The keyword, else $EVALKIT_KDA_PREFILL, else "split"."""
+    v = variant if variant is not None else os.environ.get(VARIANT_ENV) or "split"
+    if v not in VARIANTS:
+        src = "variant" if variant is not None else VARIANT_ENV
+        raise KernelInputError(f"{src} must be one of {', '.join(VARIANTS)}, got {v!r}")
+    return v
 
 
 def kda_prefill(
@@ -59,9 +80,13 @@ def kda_prefill(
     out: torch.Tensor | None = None,
     rounding: str | None = None,
     dot_precision: str | None = None,
+    variant: str | None = None,
 ) -> torch.Tensor:
     """Packed variable-length prefill; see `evalkit.kernels.kda_prefill`. `rounding` overrides
-    the format's rounding (e.g. 'rtz': a deliberately wrong build, tests of the twin check only)."""
+    the format's rounding (e.g. 'rtz': a deliberately wrong build, tests of the twin check only).
+    `variant`: "split" (five launches) or "fused" (Akk, Aqk and the WY solve in one launch);
+    None reads $EVALKIT_KDA_PREFILL, default "split"."""
+    variant = resolve_variant(variant)
     check_kda_args(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, packed=True)
     check_varlen(cu_seqlens, has_initial_state, slots, q.shape[0])
     fmt = resolve_format(fmt, state_pool, positions, slots.numel())
@@ -86,34 +111,12 @@ def kda_prefill(
     c_start, c_end, c_off, NC = chunk_table(cu, dev)
     prec = dot_precision or DOT_PRECISION
     BK, BVf = triton.next_power_of_2(K), triton.next_power_of_2(V)
-    a_log = flat_a_log(A_log, H).contiguous()
-    scale = K**-0.5
     f32 = dict(dtype=torch.float32, device=dev)
-
-    G = torch.empty(T, H, K, **f32)
-    Qg = torch.empty(T, H, K, **f32)
-    Kd = torch.empty(T, H, K, **f32)
-    EGl = torch.empty(max(NC, 1), H, K, **f32)
-    Akk = torch.empty(T, H, CHUNK, **f32)
-    Aqk = torch.empty(T, H, CHUNK, **f32)
-    W = torch.empty(T, H, K, **f32)
-    U = torch.empty(T, H, V, **f32)
+    c = chunk_local(q, k, v, g_raw, beta_raw, A_log, dt_bias, c_start, c_end, NC, variant=variant, prec=prec)
+    Kd, EGl, W, U, Qg, Aqk = c["Kd"], c["EGl"], c["W"], c["U"], c["Qg"], c["Aqk"]
     Vn = torch.empty(T, H, V, **f32)
     Hs = torch.empty(max(NC, 1), H, K, V, **f32)
 
-    if NC > 0:
-        gate_cumsum_kernel[(NC, H)](
-            q, k, g_raw, a_log, dt_bias.contiguous(), G, Qg, Kd, EGl, c_start, c_end, scale,
-            H=H, K=K, BT=CHUNK, BK=BK, num_warps=GATE_WARPS,
-        )  # fmt: skip
-        intra_kernel[(NC, H, CHUNK // SUB)](
-            q, k, G, beta_raw, Akk, Aqk, c_start, c_end, scale,
-            H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, DOT_PREC=prec, num_warps=INTRA_WARPS,
-        )  # fmt: skip
-        solve_wy_kernel[(NC, H)](
-            k, v, G, beta_raw, Akk, W, U, c_start, c_end,
-            H=H, K=K, V=V, BT=CHUNK, BC=SUB, BK=BK, BV=BVf, DOT_PREC=prec, num_warps=SOLVE_WARPS,
-        )  # fmt: skip
     bv, nw, ns, br = STATE_PASS_TILE
     bv = min(bv, BVf)
     N = len(cu) - 1
@@ -131,4 +134,66 @@ def kda_prefill(
             Qg, Aqk, Vn, Hs, out, c_start, c_end,
             H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=bvo, DOT_PREC=prec, num_warps=nwo, num_stages=nso,
         )  # fmt: skip
+    return out
+
+
+def chunk_local(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g_raw: torch.Tensor,
+    beta_raw: torch.Tensor,
+    A_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    c_start: torch.Tensor,
+    c_end: torch.Tensor,
+    NC: int,
+    *,
+    variant: str = "split",
+    prec: str = DOT_PRECISION,
+) -> dict[str, torch.Tensor]:
+    """Launches 1-3, everything that is local to a chunk: G, Qg, Kd, EGl (kernel 1) and Aqk, W, U
+    (kernels 2+3, or the fused kernel), fp32; `Akk` too for the split variant. Inputs contiguous."""
+    T, H, K = q.shape
+    V = v.shape[-1]
+    dev = q.device
+    BK, BVf = triton.next_power_of_2(K), triton.next_power_of_2(V)
+    a_log = flat_a_log(A_log, H).contiguous()
+    scale = K**-0.5
+    f32 = dict(dtype=torch.float32, device=dev)
+
+    G = torch.empty(T, H, K, **f32)
+    Qg = torch.empty(T, H, K, **f32)
+    Kd = torch.empty(T, H, K, **f32)
+    EGl = torch.empty(max(NC, 1), H, K, **f32)
+    Akk = torch.empty(T, H, CHUNK, **f32) if variant == "split" else None
+    Aqk = torch.empty(T, H, CHUNK, **f32)
+    W = torch.empty(T, H, K, **f32)
+    U = torch.empty(T, H, V, **f32)
+
+    if NC > 0:
+        gate_cumsum_kernel[(NC, H)](
+            q, k, g_raw, a_log, dt_bias.contiguous(), G, Qg, Kd, EGl, c_start, c_end, scale,
+            H=H, K=K, BT=CHUNK, BK=BK, num_warps=GATE_WARPS,
+        )  # fmt: skip
+        if variant == "split":
+            intra_kernel[(NC, H, CHUNK // SUB)](
+                q, k, G, beta_raw, Akk, Aqk, c_start, c_end, scale,
+                H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, DOT_PREC=prec, num_warps=INTRA_WARPS,
+            )  # fmt: skip
+            solve_wy_kernel[(NC, H)](
+                k, v, G, beta_raw, Akk, W, U, c_start, c_end,
+                H=H, K=K, V=V, BT=CHUNK, BC=SUB, BK=BK, BV=BVf, DOT_PREC=prec, num_warps=SOLVE_WARPS,
+            )  # fmt: skip
+        else:
+            bkc, bkd, nwf, nsf, *cap = FUSED_TILE
+            extra = {"maxnreg": cap[0]} if cap and cap[0] else {}
+            fused_intra_wy_kernel[(NC, H)](
+                q, k, v, G, beta_raw, Aqk, W, U, c_start, c_end, scale,
+                H=H, K=K, V=V, BT=CHUNK, BC=SUB, BK=BK, BV=BVf, BKC=min(bkc, BK, BVf), BKD=min(bkd, BK),
+                DOT_PREC=prec, num_warps=nwf, num_stages=nsf, **extra,
+            )  # fmt: skip
+    out = {"G": G, "Qg": Qg, "Kd": Kd, "EGl": EGl, "Aqk": Aqk, "W": W, "U": U}
+    if Akk is not None:
+        out["Akk"] = Akk
     return out
