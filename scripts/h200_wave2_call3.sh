@@ -10,7 +10,7 @@ set -o pipefail
 LIMIT=${1:-500}
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1
-timeout 210 python3 scripts/bench_kernels.py --prefill-variants --out /tmp/pv 2>&1 | tee "$OUT/pv_log.txt"
+timeout 240 python3 scripts/bench_kernels.py --prefill-variants --out /tmp/pv 2>&1 | tee "$OUT/pv_log.txt"
 cp /tmp/pv/bench_kernels.json "$OUT/pv.json"; cp /tmp/pv/bench_kernels.md "$OUT/pv.md"
 timeout 90 python3 scripts/bench_mla_prefill.py --out /tmp/me --parts engine --modes flash,triton \
   --repeats 3 --mode-budget-s 30 2>&1 | tee "$OUT/mla_engine_log.txt"
