@@ -445,6 +445,11 @@ def sec_prefill() -> dict:
     return {"H": H, "K": K, "V": V, "B": 1, "model_dtype": "bf16", "rows": rows}
 
 
+def _own_kernel(name: str) -> bool:
+    """A profiler row worth a line in the note: a launched kernel, not a copy or a torch helper."""
+    return not name.startswith(("Memcpy", "Memset", "void at::"))
+
+
 def kernel_ms(run, n: int = 5) -> dict:
     """CUDA time per call of `run` by kernel (profiler, after one warm-up call), largest 12 first."""
     import torch
@@ -691,7 +696,8 @@ def markdown(res: dict) -> str:
          f"- software: python {env.get('python')}, torch {env.get('torch')}, triton {env.get('triton')}, "
          f"fla {env.get('fla')}; evalkit commit {env.get('git_commit', '?')}",
          f"- command: `{res.get('command')}`", f"- wall time: {res.get('elapsed_s')} s", ""]  # fmt: skip
-    L += ["## Goals", "", "| goal | met | measured |", "|---|---|---|"]
+    if res.get("goals"):
+        L += ["## Goals", "", "| goal | met | measured |", "|---|---|---|"]
     for k, v in res.get("goals", {}).items():
         L.append(f"| {k} | {'**yes**' if v['met'] else '**no**'} | {v['measured']} |")
     sec = res.get("sections", {})
@@ -754,7 +760,8 @@ def markdown(res: dict) -> str:
         for v, ks in pv.get("kernel_ms_32k", {}).items():
             L += [
                 "",
-                f"Per-kernel ms at the middle length, {v}: " + ", ".join(f"`{k}` {t}" for k, t in ks.items()),
+                f"Per-kernel ms at the middle length, {v}: "
+                + ", ".join(f"`{k}` {t}" for k, t in ks.items() if _own_kernel(k)),
             ]
         sw = pv.get("fused_tile_sweep_32k", [])
         if sw:

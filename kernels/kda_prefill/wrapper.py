@@ -28,10 +28,11 @@ GATE_WARPS = 8
 INTRA_WARPS = 8
 SOLVE_WARPS = 8
 # (BKC columns per dot step, BKD columns per step of the diagonal blocks, num_warps, num_stages[,
-# maxnreg]) of the fused chunk-local kernel (variant "fused"): sm_90 builds at K = V = 128 without
-# register spills on triton 3.9 (208 registers) and 3.6 (245), one CTA per SM; a register cap
-# (maxnreg) trades spills for more CTAs per SM. bench_kernels.py --prefill-variants sweeps others.
-FUSED_TILE: tuple[int, ...] = (64, 32, 8, 1)
+# maxnreg]) of the fused chunk-local kernel (variant "fused"). Chosen from the H200 sweep at 32k
+# (results/bench/prefill-variants-h200, triton 3.6): (32, 8, 4, 1) 18.6 ms per prefill against
+# 23.0 ms for (64, 32, 8, 1); sm_90 build without spills on triton 3.9 (218 registers). A register
+# cap (maxnreg 128) measured 17.7 ms but spills 224 bytes. bench_kernels.py --prefill-variants sweeps.
+FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 VARIANTS = ("split", "fused")
 VARIANT_ENV = "EVALKIT_KDA_PREFILL"  # the default variant when the keyword is not given
 DOT_PRECISION = "tf32x3"  # ~fp32 accuracy on tensor cores; "ieee" = exact fp32 FMA (slower)
