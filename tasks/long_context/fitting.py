@@ -3,9 +3,12 @@
 `fit_units` searches the haystack unit count n so that the exact token count of the final
 prompt (chat template included when used) is <= target and >= (1 - tol) * target. Token
 counts grow almost linearly in n, so instead of bisecting blindly (about 17 full
-tokenizations at 128k) it interpolates between exactly counted points, aiming half a percent
-under the target: typically 3-5 tokenizations of the full prompt. Every count is exact (the
-real tokenizer on the real final string), so the result never relies on an estimate.
+tokenizations at 128k) it interpolates between exactly counted points, aiming half the
+tolerance under the target. The rate of tokens per unit comes from an exact count of a
+calibration prompt (1/16 of the target, at least 8k tokens, at most a quarter), so the first
+full-size guess usually lands in the window: one full tokenization per prompt where the
+character-based first guess took two. Every count is exact (the real tokenizer on the real
+final string), so the result never relies on an estimate.
 """
 
 from __future__ import annotations
@@ -15,6 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from evalkit.errors import InputError
+
+# the calibration prompt: target / 16 tokens, at least 8k (its rate must be within ~1% to land
+# the guess in a 2% window) and at most a quarter of the target
+CALIBRATION_FRACTION = 16
+CALIBRATION_MIN_TOKENS = 8192
+MIN_CALIBRATION_UNITS = 32  # below this many units the character-based guess is as good
 
 
 class LengthError(InputError):
@@ -56,7 +65,7 @@ def fit_units(
         return counts[n]
 
     floor = math.ceil((1 - tol) * target)
-    aim = target - max(1, int(0.25 * tol * target))
+    aim = target - max(1, int(0.5 * tol * target))
     c_lo = evaluate(n_min)
     if c_lo > target:
         raise LengthError(f"{what} needs {c_lo} tokens with the least haystack; target {target} is too small")
@@ -68,6 +77,13 @@ def fit_units(
         chars_per_unit = (len(build(probe)) - len(texts[n_min])) / max(probe - n_min, 1)
         tokens_per_unit = max(chars_per_unit / max(len(texts[n_min]) / max(c_lo, 1), 1e-3), 1e-3)
         first_guess = n_min + int((aim - c_lo) / tokens_per_unit)
+        # calibrate the rate on an exact count of a shorter prompt (worth it for long prompts)
+        cal_tokens = min(target / 4, max(target / CALIBRATION_FRACTION, CALIBRATION_MIN_TOKENS))
+        n_cal = n_min + int((cal_tokens - c_lo) / tokens_per_unit)
+        if n_cal >= n_min + MIN_CALIBRATION_UNITS and (n_max is None or n_cal < n_max):
+            c_cal = evaluate(n_cal)
+            if c_lo < c_cal < target:
+                first_guess = n_cal + int((aim - c_cal) * (n_cal - n_min) / (c_cal - c_lo))
     n = max(first_guess, n_min + 1)
     if n_max is not None:
         n = min(n, n_max)
