@@ -28,6 +28,11 @@ THROUGHPUT = {
     ("48b", "prefill"): 10_000,
     ("48b", "decode"): 5_050,
 }
+# fp32 weights at 48B dims against bf16, per layer: from the first 48b-fp32 call (2026-12-01, 4
+# layers, --mla-prefill triton; its output was lost with that session's machine, the log gave
+# ~67 s per 128k prompt of prefill over 5 prompts and ~108 s for one decode prompt). The 2x
+# guessed before predicted 15.6 s and 30.8 s: 4.3x and 3.5x too few.
+FP32_48B_COST = {"prefill": 8.6, "decode": 7.0}
 # per prompt and mode: sessions, metrics, rewriting the run directory (a guess: not measured yet)
 PROMPT_OVERHEAD_S = {"ref": 0.5, "48b": 0.0}  # 48b: inside its measured throughput
 # per part: loading or building the model, first compiles, plots (h200-ref: 8.6 s to load, ~10 s
@@ -57,12 +62,12 @@ def sessions(arms: list[str], floor: bool = True) -> int:
 
 def estimate_seconds(part: Part, arms: list[str], modes=MODES) -> dict[str, float]:
     """Predicted seconds per mode and in all. fp32-weight 48B parts are scaled by their layer share
-    and a guessed 2× for fp32 arithmetic (not measured: true fp32 GEMMs and attention may cost more)."""
-    scale = 1.0
-    if part.kind == "48b" and part.layers:
-        scale = part.layers / 27 * (2.0 if part.weights == "fp32" else 1.0)
+    and by FP32_48B_COST per mode."""
     out = {}
     for mode in modes:
+        scale = 1.0
+        if part.kind == "48b" and part.layers:
+            scale = part.layers / 27 * (FP32_48B_COST[mode] if part.weights == "fp32" else 1.0)
         per_prompt = sessions(arms) * part.length / THROUGHPUT[(part.kind, mode)] * scale
         out[mode] = part.n_prompts * (per_prompt + PROMPT_OVERHEAD_S[part.kind])
     out["total"] = sum(out.values()) + PART_OVERHEAD_S[part.kind]
