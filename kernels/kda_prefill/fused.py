@@ -236,15 +236,8 @@ def fused_intra_wy_kernel(
     b_nk_all = tl.reshape(b_nk, [BT])
     _block_row(q, k, v, G, Aqk, W, U, t0, t1, scale, i_h, b_nq, b_nk, b_nk_all, b_beta, b_t,
                H, 0, K, V, BT, BC, BK, BV, BKC, DOT_PREC)  # fmt: skip
-    if t0 + BC < t1:
-        tl.debug_barrier()
-        _block_row(q, k, v, G, Aqk, W, U, t0, t1, scale, i_h, b_nq, b_nk, b_nk_all, b_beta, b_t,
-                   H, 1, K, V, BT, BC, BK, BV, BKC, DOT_PREC)  # fmt: skip
-    if t0 + 2 * BC < t1:
-        tl.debug_barrier()
-        _block_row(q, k, v, G, Aqk, W, U, t0, t1, scale, i_h, b_nq, b_nk, b_nk_all, b_beta, b_t,
-                   H, 2, K, V, BT, BC, BK, BV, BKC, DOT_PREC)  # fmt: skip
-    if t0 + 3 * BC < t1:
-        tl.debug_barrier()
-        _block_row(q, k, v, G, Aqk, W, U, t0, t1, scale, i_h, b_nq, b_nk, b_nk_all, b_beta, b_t,
-                   H, 3, K, V, BT, BC, BK, BV, BKC, DOT_PREC)  # fmt: skip
+    for I in tl.static_range(1, NB):
+        if t0 + I * BC < t1:
+            tl.debug_barrier()
+            _block_row(q, k, v, G, Aqk, W, U, t0, t1, scale, i_h, b_nq, b_nk, b_nk_all, b_beta, b_t,
+                       H, I, K, V, BT, BC, BK, BV, BKC, DOT_PREC)  # fmt: skip
