@@ -424,24 +424,111 @@ def part_long(args, loaded, dev, budget, report) -> None:
     log(f"128k prompt: {res}")
 
 
+def part_profile(args, loaded, dev, budget, report) -> None:
+    """Where the arms' GPU time goes: kernel times of one full prefill forward (--prefill-tokens
+    of ~900-token prompts) and of decode steps at --max-seqs sequences, fp32 pool, by category."""
+    from evalkit.bench.kernel_profile import markdown, profile_kernels
+    from evalkit.engine import LLMEngine, SamplingParams
+    from evalkit.engine.sequence import Sequence
+
+    if budget.left() < 60:
+        report["profile"] = {"skipped": "no time left"}
+        return
+    on_gpu = cuda(dev)  # on the CPU: operators' self time, a check of this part only
+    out: dict = {}
+    n_pre = max(1, args.prefill_tokens // args.prompt_len)
+    pre_prompts = make_prompts(4 * n_pre, loaded.arch.vocab_size, args.prompt_len, seed=7)
+    dec_prompts = make_prompts(args.max_seqs, loaded.arch.vocab_size, 64, seed=8)
+    eng = LLMEngine(loaded, state_dtype="fp32", **engine_kwargs(args, dev, args.prompt_len * 2 + 64))
+    runner, params = eng.runner, SamplingParams(max_new_tokens=1, ignore_eos=True)
+    batches = iter([pre_prompts[i : i + n_pre] for i in range(0, len(pre_prompts), n_pre)])
+
+    def one_prefill() -> None:
+        seqs = []
+        for p in next(batches):
+            s = Sequence(p, params)
+            runner.attach(s, len(p) + 8)
+            seqs.append(s)
+        runner.prefill([(s, s.n_prompt) for s in seqs])
+        for s in seqs:
+            runner.detach(s)
+
+    one_prefill()  # compiles
+    sync(dev)
+    t = time.perf_counter()
+    one_prefill()
+    sync(dev)
+    wall = time.perf_counter() - t
+    tab = profile_kernels(one_prefill, n_runs=1, cuda=on_gpu)
+    tokens = sum(len(p) for p in pre_prompts[:n_pre])
+    tab.meta = {
+        "what": "one prefill forward",
+        "sequences": n_pre,
+        "tokens": tokens,
+        "wall_ms": round(1e3 * wall, 1),
+    }
+    out["prefill"] = tab.to_dict()
+    log(f"profile prefill: {out['prefill']['categories']}")
+
+    seqs = []
+    for p in dec_prompts:
+        s = Sequence(p, params)
+        runner.attach(s, len(p) + 32)
+        seqs.append(s)
+    step = max(1, args.prefill_tokens // 64)
+    for i in range(0, len(seqs), step):
+        runner.prefill([(s, s.n_prompt) for s in seqs[i : i + step]])
+    if on_gpu:
+        runner.capture_graphs([runner.decode_width(len(seqs))])
+
+    def one_decode() -> None:
+        for s in seqs:
+            s.token_ids.append(5)
+        runner.decode(seqs)
+
+    for _ in range(2):
+        one_decode()
+    sync(dev)
+    t = time.perf_counter()
+    for _ in range(5):
+        one_decode()
+    sync(dev)
+    wall = (time.perf_counter() - t) / 5
+    tab = profile_kernels(one_decode, n_runs=5, cuda=on_gpu)
+    tab.meta = {
+        "what": "one decode step",
+        "sequences": len(seqs),
+        "context": 64,
+        "wall_ms": round(1e3 * wall, 2),
+    }
+    out["decode"] = tab.to_dict()
+    log(f"profile decode: {out['decode']['categories']}")
+    for s in seqs:
+        runner.detach(s)
+    eng.close()
+    free_memory(dev)
+    out["markdown"] = markdown(out["prefill"], "Prefill forward") + markdown(out["decode"], "Decode step")
+    report["profile"] = out
+
+
 def part_transformers(args, loaded, dev, budget, report) -> None:
+    """transformers' generate over the engine's weight tensors at each batch size of --hf-batches
+    (ascending; a size that runs out of memory ends the sweep); the fastest estimated whole
+    workload is the peer the arms are compared with."""
     from evalkit.model.hf_bridge import transformers_model
 
     if budget.left() < 60:
         report["transformers"] = {"skipped": "no time left"}
         return
-    out: dict = {}
+    fla_version = None
     try:
-        import fla  # noqa: F401
+        import fla
 
-        out["fla"] = getattr(fla, "__version__", "yes")
+        fla_version = getattr(fla, "__version__", "yes")
     except ImportError:
-        out["fla"] = None
+        pass
     hf = transformers_model(loaded.model)
-    B, new = args.hf_batch, args.hf_new_tokens
-    prompts = make_prompts(B, loaded.arch.vocab_size, args.prompt_len, seed=4)
-    L = min(len(p) for p in prompts)
-    ids = torch.tensor([p[:L] for p in prompts], device=dev)
+    new = args.hf_new_tokens
     kw = dict(do_sample=False, pad_token_id=0, eos_token_id=None)
 
     def gen(x, n):
@@ -452,45 +539,71 @@ def part_transformers(args, loaded, dev, budget, report) -> None:
         sync(dev)
         return time.perf_counter() - t, y
 
-    # FLA autotunes per shape: warm up at the measured batch shape, prefill and decode both (a
-    # one-row warm-up left the autotuning inside the timed prefill and made its decode step < 0)
-    out["warmup_s"] = round(gen(ids, 2)[0], 1)
-    log(f"transformers warm-up {out['warmup_s']} s")
-    t1, _ = gen(ids, 1)
-    tn, y = gen(ids, new)
-    step = max(tn - t1, 1e-9) / max(new - 1, 1)
-    out.update(
-        batch=B,
-        prompt_len=L,
-        new_tokens=new,
-        prefill_plus_1_s=round(t1, 2),
-        generate_s=round(tn, 2),
-        decode_step_s=round(step, 4),
-        prefill_tok_s=round(B * L / t1),
-        decode_tok_s=round(B / step),
-    )
-    # the whole workload at this batch size
-    out["estimated_1319_s"] = round(math.ceil(GSM8K_N / B) * (t1 + (args.new_tokens - 1) * step), 1)
+    sweep = []
+    first = None
+    for B in sorted(int(b) for b in str(args.hf_batches).split(",")):
+        if budget.left() < 45:
+            sweep.append({"batch": B, "skipped": "no time left"})
+            break
+        prompts = make_prompts(B, loaded.arch.vocab_size, args.prompt_len, seed=4)
+        L = min(len(p) for p in prompts)
+        ids = torch.tensor([p[:L] for p in prompts], device=dev)
+        out: dict = {"batch": B, "prompt_len": L, "new_tokens": new, "fla": fla_version}
+        try:
+            # FLA autotunes per shape: warm up at the measured batch shape, prefill and decode both (a
+            # one-row warm-up left the autotuning inside the timed prefill and made its decode step < 0)
+            out["warmup_s"] = round(gen(ids, 2)[0], 1)
+            t1, _ = gen(ids, 1)
+            tn, y = gen(ids, new)
+        except torch.OutOfMemoryError as exc:
+            out["error"] = f"out of memory: {str(exc).splitlines()[0][:200]}"
+            sweep.append(out)
+            free_memory(dev)
+            log(f"transformers batch {B}: out of memory; the sweep stops here")
+            break
+        step = max(tn - t1, 1e-9) / max(new - 1, 1)
+        out.update(
+            prefill_plus_1_s=round(t1, 2),
+            generate_s=round(tn, 2),
+            decode_step_s=round(step, 4),
+            prefill_tok_s=round(B * L / t1),
+            decode_tok_s=round(B / step),
+            # the whole workload at this batch size
+            estimated_1319_s=round(math.ceil(GSM8K_N / B) * (t1 + (args.new_tokens - 1) * step), 1),
+        )
+        if torch.cuda.is_available() and cuda(dev):
+            out["peak_mem_gib"] = gib(torch.cuda.max_memory_allocated(dev))
+        sweep.append(out)
+        log(f"transformers batch {B}: {out}")
+        if first is None:
+            first = (prompts, L, y)
+        del y
+        free_memory(dev)
+    done = [r for r in sweep if "estimated_1319_s" in r]
+    if not done:
+        report["transformers"] = {"error": "no batch size ran", "sweep": sweep}
+        return
+    best = dict(min(done, key=lambda r: r["estimated_1319_s"]))
+    best["sweep"] = sweep
     # same weights, same greedy tokens? (bf16 numerics differ, so only the first tokens are expected to agree)
     from evalkit.engine import LLMEngine, SamplingParams
 
+    prompts, L, y = first
     eng = LLMEngine(
-        loaded, state_dtype="fp32", **{**engine_kwargs(args, dev, L + new + 8), "max_num_seqs": B}
+        loaded, state_dtype="fp32", **{**engine_kwargs(args, dev, L + new + 8), "max_num_seqs": len(prompts)}
     )
     mine = eng.generate(
         [p[:L] for p in prompts], SamplingParams(max_new_tokens=new, ignore_eos=True), use_tqdm=False
     )
     eng.close()
-    theirs = y[:, L:].tolist()
     agree = []
-    for a, b in zip(mine, theirs):
-        k = next((i for i, (u, v) in enumerate(zip(a.token_ids, b)) if u != v), len(b))
-        agree.append(k)
-    out["greedy_prefix_agreement_tokens"] = agree
+    for a, b in zip(mine, y[:, L:].tolist()):
+        agree.append(next((i for i, (u, v) in enumerate(zip(a.token_ids, b)) if u != v), len(b)))
+    best["greedy_prefix_agreement_tokens"] = agree
     hf = None  # noqa: F841 -- drop transformers' module tree (the weights belong to the engine model)
     free_memory(dev)
-    report["transformers"] = out
-    log(f"transformers: {out}")
+    report["transformers"] = best
+    log(f"transformers fastest: batch {best['batch']}, {best['estimated_1319_s']} s for the workload")
 
 
 # --------------------------------------------------------------------------------- report
@@ -556,6 +669,15 @@ def write_markdown(report: dict, path: Path) -> None:
             f"- greedy prefix agreement (engine fp32 state vs transformers, tokens): "
             f"{hf.get('greedy_prefix_agreement_tokens')}"
         )
+        if len(hf.get("sweep", [])) > 1:
+            L += ["", "| batch | prefill tok/s | decode tok/s | decode step s | est. 1319 prompts s | note |",
+                  "|---:|---:|---:|---:|---:|---|"]  # fmt: skip
+            for r in hf["sweep"]:
+                L.append(
+                    f"| {r['batch']} | {r.get('prefill_tok_s', '-')} | {r.get('decode_tok_s', '-')} | "
+                    f"{r.get('decode_step_s', '-')} | {r.get('estimated_1319_s', '-')} | "
+                    f"{r.get('error', r.get('skipped', ''))} |"
+                )
         L.append("")
     elif hf:
         L += ["## transformers", "", f"{hf}", ""]
@@ -582,6 +704,9 @@ def write_markdown(report: dict, path: Path) -> None:
         for k, v in cap.items():
             L.append(f"| {k} | {v.get('max_concurrent', v.get('error'))} | {v.get('decode_step_s', '-')} |")
         L.append("")
+    prof = report.get("profile", {})
+    if prof.get("markdown"):
+        L += ["## Where the GPU time goes (torch.profiler, fp32 pool)", ""] + prof["markdown"]
     lg = report.get("long_128k", {})
     if lg:
         L += ["## One long prompt", "", f"{lg}", ""]
@@ -604,7 +729,11 @@ def main() -> int:
     ap.add_argument("--decode-width", type=int, default=512)
     ap.add_argument("--prefill-tokens", type=int, default=16384)
     ap.add_argument("--long-len", type=int, default=131072)
-    ap.add_argument("--hf-batch", type=int, default=8)
+    ap.add_argument(
+        "--hf-batches",
+        default="8",
+        help="transformers batch sizes to sweep, comma-separated (8); the fastest is kept",
+    )
     ap.add_argument("--hf-new-tokens", type=int, default=32)
     ap.add_argument("--budget-s", type=float, default=480.0, help="stop starting new parts after this")
     ap.add_argument("--reserve-s", type=float, default=None, help="time kept for the parts after the arms")
@@ -618,7 +747,7 @@ def main() -> int:
     if args.new_tokens is None:
         args.new_tokens = 128 if args.quick else 256
     if args.quick:
-        args.hf_batch, args.hf_new_tokens = min(args.hf_batch, 4), min(args.hf_new_tokens, 16)
+        args.hf_batches, args.hf_new_tokens = "4", min(args.hf_new_tokens, 16)
     if args.reserve_s is None:
         args.reserve_s = 150.0 if args.quick else 220.0
     out = Path(args.out)
@@ -661,6 +790,7 @@ def main() -> int:
         "capacity": part_capacity,
         "long": part_long,
         "transformers": part_transformers,
+        "profile": part_profile,
     }
     sections = harness.Sections(
         report, save, budget, log, timings_key=None, traceback_chars=4000, on_error=lambda: free_memory(dev)

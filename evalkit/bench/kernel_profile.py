@@ -1,0 +1,133 @@
+"""Where an engine forward's GPU time goes: torch.profiler kernel times grouped by what they do.
+
+A benchmark that says "3.5x the floor" needs the next sentence, "because of X": this module turns
+a profiler's kernel list into a table of kernels and of categories (dense GEMM, MoE grouped GEMM,
+KDA kernels, MLA attention, elementwise and copies, ...), each with its share of the GPU time, so
+the slow part is read off rather than guessed. Categories come from kernel names (the CUDA
+kernel's symbol): a name that matches no rule is "other", never dropped."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+# (category, pattern on the lower-cased kernel name); first match wins. Triton kernels keep their
+# Python function names (kda_decode_kernel, ...); cuBLAS/CUTLASS GEMMs have nvjet/gemm/xmma names;
+# torch._grouped_mm's CUTLASS kernels carry "grouped" in their symbol.
+CATEGORIES: tuple[tuple[str, str], ...] = (
+    ("moe grouped gemm", r"grouped"),
+    ("kda prefill", r"kda_(prefill|chunk|intra|solve|state|output|fused|wy)|chunk_kda|_kda_pre"),
+    ("kda decode", r"kda_decode|kda_recurrent"),
+    ("mla attention", r"flash|fmha|attention|mla_|sdpa|cudnn"),
+    ("short conv", r"conv"),
+    ("norm", r"norm"),
+    ("gemm", r"nvjet|gemm|xmma|cutlass|sm90_|matmul|cublas"),
+    ("sort/topk/scatter", r"sort|topk|radix|scatter|gather|index|cumsum|scan"),
+    ("elementwise/copy", r"elementwise|vectorized|copy|fill|memcpy|memset|reduce|cat|unrolled"),
+)
+
+
+def categorize(name: str, rules: Iterable[tuple[str, str]] = CATEGORIES) -> str:
+    low = name.lower()
+    for cat, pat in rules:
+        if re.search(pat, low):
+            return cat
+    return "other"
+
+
+@dataclass
+class KernelTable:
+    """Kernel rows (name, calls, total ms) of `n_runs` profiled repetitions of one workload."""
+
+    rows: list[tuple[str, int, float]]
+    n_runs: int = 1
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def total_ms(self) -> float:
+        return sum(r[2] for r in self.rows)
+
+    def by_category(self) -> list[tuple[str, float, float]]:
+        """(category, ms per run, share of GPU time), largest first."""
+        acc: dict[str, float] = {}
+        for name, _, ms in self.rows:
+            cat = categorize(name)
+            acc[cat] = acc.get(cat, 0.0) + ms
+        tot = self.total_ms or 1.0
+        return sorted(((c, ms / self.n_runs, ms / tot) for c, ms in acc.items()), key=lambda r: -r[1])
+
+    def top(self, n: int = 25) -> list[dict[str, Any]]:
+        tot = self.total_ms or 1.0
+        rows = sorted(self.rows, key=lambda r: -r[2])[:n]
+        return [
+            {
+                "kernel": name[:160],
+                "category": categorize(name),
+                "calls_per_run": round(calls / self.n_runs, 2),
+                "ms_per_run": round(ms / self.n_runs, 4),
+                "share": round(ms / tot, 4),
+            }
+            for name, calls, ms in rows
+        ]
+
+    def to_dict(self, n: int = 25) -> dict[str, Any]:
+        return {
+            **self.meta,
+            "runs": self.n_runs,
+            "gpu_ms_per_run": round(self.total_ms / self.n_runs, 3),
+            "categories": [
+                {"category": c, "ms_per_run": round(ms, 3), "share": round(s, 4)}
+                for c, ms, s in self.by_category()
+            ],
+            "top_kernels": self.top(n),
+        }
+
+
+def profile_kernels(
+    fn: Callable[[], Any], n_runs: int = 1, sync: Callable[[], None] | None = None, cuda: bool = True
+) -> KernelTable:
+    """Run `fn` `n_runs` times under torch.profiler and collect its kernels' device time (CUDA), or
+    its operators' self CPU time (`cuda=False`: a check of the caller on a machine without a GPU).
+    The caller warms `fn` up first (compiles and autotuning must not be profiled)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    sync = sync or (torch.cuda.synchronize if cuda else (lambda: None))
+    sync()
+    with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+        for _ in range(n_runs):
+            fn()
+        sync()
+    want = torch.autograd.DeviceType.CUDA if cuda else torch.autograd.DeviceType.CPU
+    rows: dict[str, list[float]] = {}
+    for ev in prof.events():
+        if ev.device_type != want:
+            continue
+        if cuda:
+            dur_us = getattr(ev, "device_time", None)
+            dur_us = ev.cuda_time if dur_us is None else dur_us  # older torch
+        else:
+            dur_us = ev.self_cpu_time_total
+        r = rows.setdefault(ev.name, [0, 0.0])
+        r[0] += 1
+        r[1] += dur_us / 1000.0
+    return KernelTable([(k, int(v[0]), v[1]) for k, v in rows.items()], n_runs=n_runs)
+
+
+def markdown(table: dict[str, Any], title: str) -> list[str]:
+    """Lines of a Markdown section for `KernelTable.to_dict()` output."""
+    out = [f"### {title}", ""]
+    meta = {k: v for k, v in table.items() if k not in ("categories", "top_kernels")}
+    out += [f"- {k}: {v}" for k, v in meta.items()] + [""]
+    out += ["| category | GPU ms per run | share |", "|---|---:|---:|"]
+    out += [
+        f"| {c['category']} | {c['ms_per_run']:.2f} | {100 * c['share']:.1f}% |" for c in table["categories"]
+    ]
+    out += ["", "| kernel | category | calls/run | ms/run | share |", "|---|---|---:|---:|---:|"]
+    for r in table["top_kernels"]:
+        name = r["kernel"].replace("|", "/")[:90]
+        share = f"{100 * r['share']:.1f}%"
+        out.append(f"| `{name}` | {r['category']} | {r['calls_per_run']} | {r['ms_per_run']:.3f} | {share} |")
+    return out + [""]
