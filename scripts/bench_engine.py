@@ -427,7 +427,7 @@ def part_long(args, loaded, dev, budget, report) -> None:
 def part_profile(args, loaded, dev, budget, report) -> None:
     """Where the arms' GPU time goes: kernel times of one full prefill forward (--prefill-tokens
     of ~900-token prompts) and of decode steps at --max-seqs sequences, fp32 pool, by category."""
-    from evalkit.bench.kernel_profile import markdown, profile_kernels
+    from evalkit.bench.kernel_profile import profile_kernels
     from evalkit.engine import LLMEngine, SamplingParams
     from evalkit.engine.sequence import Sequence
 
@@ -507,7 +507,6 @@ def part_profile(args, loaded, dev, budget, report) -> None:
         runner.detach(s)
     eng.close()
     free_memory(dev)
-    out["markdown"] = markdown(out["prefill"], "Prefill forward") + markdown(out["decode"], "Decode step")
     report["profile"] = out
 
 
@@ -549,6 +548,8 @@ def part_transformers(args, loaded, dev, budget, report) -> None:
         L = min(len(p) for p in prompts)
         ids = torch.tensor([p[:L] for p in prompts], device=dev)
         out: dict = {"batch": B, "prompt_len": L, "new_tokens": new, "fla": fla_version}
+        if cuda(dev):
+            torch.cuda.reset_peak_memory_stats(dev)  # each batch size's own peak
         try:
             # FLA autotunes per shape: warm up at the measured batch shape, prefill and decode both (a
             # one-row warm-up left the autotuning inside the timed prefill and made its decode step < 0)
@@ -571,7 +572,7 @@ def part_transformers(args, loaded, dev, budget, report) -> None:
             # the whole workload at this batch size
             estimated_1319_s=round(math.ceil(GSM8K_N / B) * (t1 + (args.new_tokens - 1) * step), 1),
         )
-        if torch.cuda.is_available() and cuda(dev):
+        if cuda(dev):
             out["peak_mem_gib"] = gib(torch.cuda.max_memory_allocated(dev))
         sweep.append(out)
         log(f"transformers batch {B}: {out}")
@@ -705,8 +706,13 @@ def write_markdown(report: dict, path: Path) -> None:
             L.append(f"| {k} | {v.get('max_concurrent', v.get('error'))} | {v.get('decode_step_s', '-')} |")
         L.append("")
     prof = report.get("profile", {})
-    if prof.get("markdown"):
-        L += ["## Where the GPU time goes (torch.profiler, fp32 pool)", ""] + prof["markdown"]
+    if "prefill" in prof or "decode" in prof:
+        from evalkit.bench.kernel_profile import from_report, markdown
+
+        L += ["## Where the GPU time goes (torch.profiler, fp32 pool; categories as of this code)", ""]
+        for key, title in (("prefill", "Prefill forward"), ("decode", "Decode step")):
+            if key in prof:
+                L += markdown(from_report(prof[key]).to_dict(), title)
     lg = report.get("long_128k", {})
     if lg:
         L += ["## One long prompt", "", f"{lg}", ""]
@@ -741,7 +747,19 @@ def main() -> int:
     ap.add_argument("--device", default=None)
     ap.add_argument("--parts", default="arms,invariance,capacity,long,transformers")
     ap.add_argument("--no-verify-capacity", dest="verify_capacity", action="store_false")
+    ap.add_argument(
+        "--rewrite-report",
+        metavar="JSON",
+        help="write an earlier report's Markdown again (this code's profile categories); run nothing",
+    )
     args = ap.parse_args()
+    if args.rewrite_report:
+        src = Path(args.rewrite_report)
+        old = json.loads(src.read_text())
+        bootstrap_evalkit()
+        write_markdown(old, src.with_suffix(".md"))
+        log(f"rewrote {src.with_suffix('.md')}")
+        return 0
     if args.prompts is None:
         args.prompts = 256 if args.quick else GSM8K_N
     if args.new_tokens is None:

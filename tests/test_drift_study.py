@@ -107,7 +107,11 @@ def test_the_floor_dominating_is_a_caveat():
     }
     (out,) = verdicts(s)
     assert "1.2× the A/A floor at 4k (95% CI 1× to 1.4×)" in out["text"]
-    assert any(c.startswith("the A/A floor dominates") for c in out["caveats"])
+    (dominates,) = [c for c in out["caveats"] if c.startswith("the A/A floor dominates")]
+    assert "rerun with fp32 weights" in dominates  # no weights dtype recorded: the bf16 advice
+    s["config"] = {"model": {"dtype": "float32"}}  # fp32 weights already: no advice to use them
+    (dominates,) = [c for c in verdicts(s)[0]["caveats"] if c.startswith("the A/A floor dominates")]
+    assert "fp32 reassociation" in dominates and "rerun" not in dominates
     floor["kl_last_bucket"].update(ratio=50.0, ci_low=2.0, ci_high=900.0)
     (c,) = verdicts(s)[0]["caveats"]
     assert c.startswith("the ratio to the A/A floor at 4k is uncertain (95% CI down to 2×)")

@@ -14,12 +14,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # (category, pattern on the lower-cased kernel name); first match wins. Triton kernels keep their
-# Python function names (kda_decode_kernel, ...); cuBLAS/CUTLASS GEMMs have nvjet/gemm/xmma names;
-# torch._grouped_mm's CUTLASS kernels carry "grouped" in their symbol.
+# Python function names (kernels/kda_prefill: gate_cumsum, intra, solve_wy, state_pass, output,
+# fused_intra_wy; kernels/kda_decode: kda_decode, _recurrent_rounded); cuBLAS GEMMs have
+# nvjet/gemm/xmma names; torch._grouped_mm's CUTLASS kernel is mangled, with GroupProblemShape in it.
 CATEGORIES: tuple[tuple[str, str], ...] = (
-    ("moe grouped gemm", r"grouped"),
-    ("kda prefill", r"kda_(prefill|chunk|intra|solve|state|output|fused|wy)|chunk_kda|_kda_pre"),
-    ("kda decode", r"kda_decode|kda_recurrent"),
+    ("moe grouped gemm", r"grouped|groupproblemshape"),
+    (
+        "kda prefill",
+        r"^(gate_cumsum|intra|solve_wy|state_pass|output|fused_intra_wy)_kernel|kda_prefill|chunk_kda",
+    ),
+    ("kda decode", r"kda_decode|_recurrent_rounded|fused_recurrent"),
     ("mla attention", r"flash|fmha|attention|mla_|sdpa|cudnn"),
     ("short conv", r"conv"),
     ("norm", r"norm"),
@@ -30,6 +34,9 @@ CATEGORIES: tuple[tuple[str, str], ...] = (
 
 
 def categorize(name: str, rules: Iterable[tuple[str, str]] = CATEGORIES) -> str:
+    rest = re.fullmatch(r"\(rest of (.+)\)", name)
+    if rest:  # a remainder row of an old report keeps the category it was counted in
+        return rest.group(1)
     low = name.lower()
     for cat, pat in rules:
         if re.search(pat, low):
@@ -82,7 +89,31 @@ class KernelTable:
                 for c, ms, s in self.by_category()
             ],
             "top_kernels": self.top(n),
+            # every kernel, so that a later change of CATEGORIES can re-read an old profile
+            "kernels": [[name, calls, round(ms, 4)] for name, calls, ms in self.rows],
         }
+
+
+def from_report(table: dict[str, Any]) -> KernelTable:
+    """A `KernelTable` back from `to_dict()` output, to re-read an old profile under today's
+    CATEGORIES. Reports with every kernel ("kernels") come back exactly; older ones kept only the
+    top kernels, so each old category's remainder (its total less its listed kernels) returns as one
+    row named "(rest of CATEGORY)", which a renamed rule cannot move: exact whenever every kernel
+    whose category changed is among the listed ones."""
+    n = int(table.get("runs", 1))
+    meta = {k: v for k, v in table.items() if k not in ("categories", "top_kernels", "kernels", "runs")}
+    meta.pop("gpu_ms_per_run", None)
+    if "kernels" in table:
+        return KernelTable([(k, int(c), float(ms)) for k, c, ms in table["kernels"]], n_runs=n, meta=meta)
+    rows = [(r["kernel"], round(r["calls_per_run"] * n), r["ms_per_run"] * n) for r in table["top_kernels"]]
+    listed: dict[str, float] = {}
+    for r in table["top_kernels"]:
+        listed[r["category"]] = listed.get(r["category"], 0.0) + r["ms_per_run"]
+    for c in table["categories"]:
+        rest = c["ms_per_run"] - listed.get(c["category"], 0.0)
+        if rest > 1e-6:
+            rows.append((f"(rest of {c['category']})", 0, rest * n))
+    return KernelTable(rows, n_runs=n, meta=meta)
 
 
 def profile_kernels(
@@ -119,7 +150,7 @@ def profile_kernels(
 def markdown(table: dict[str, Any], title: str) -> list[str]:
     """Lines of a Markdown section for `KernelTable.to_dict()` output."""
     out = [f"### {title}", ""]
-    meta = {k: v for k, v in table.items() if k not in ("categories", "top_kernels")}
+    meta = {k: v for k, v in table.items() if k not in ("categories", "top_kernels", "kernels")}
     out += [f"- {k}: {v}" for k, v in meta.items()] + [""]
     out += ["| category | GPU ms per run | share |", "|---|---:|---:|"]
     out += [

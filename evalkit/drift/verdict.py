@@ -46,7 +46,7 @@ def growth_sentence(metric: str, arm: str, g: dict, n_prompts: int) -> str:
     return f"{lab} {verb} L^{g['mean']:.2f} ({ci}) over {rng} across {g['n_prompts']} prompts"
 
 
-def _floor_text(floor: dict | None, at: str) -> tuple[str, list[str]]:
+def _floor_text(floor: dict | None, at: str, weights_dtype: str | None = None) -> tuple[str, list[str]]:
     if not floor:
         return "", []
     f = floor["kl_last_bucket"]
@@ -66,18 +66,28 @@ def _floor_text(floor: dict | None, at: str) -> tuple[str, list[str]]:
             "that the floor dominates cannot be excluded"
         )
     if f["ratio"] < FLOOR_DOMINATES:
-        caveats.append(
+        lead = (
             f"the A/A floor dominates: at {at} the arm's KL is only {f['ratio']:.3g}× that of fp32 "
-            "against fp32 computed another way, so this curve mostly measures arithmetic noise "
-            "(e.g. bf16 activations), not the state's storage; rerun with fp32 weights "
-            "(--weights-dtype fp32) to see the state alone"
+            "against fp32 computed another way, so this curve mostly measures arithmetic noise"
         )
+        if weights_dtype in ("float32", "fp32"):
+            # fp32 weights already: what is left is fp32 reassociation, grown by the model itself
+            caveats.append(
+                lead + " (fp32 reassociation, amplified by the model: with fp32 weights there is no "
+                "bf16 activation noise to remove), not the state's storage"
+            )
+        else:
+            caveats.append(
+                lead + " (e.g. bf16 activations), not the state's storage; rerun with fp32 weights "
+                "(--weights-dtype fp32) to see the state alone"
+            )
     return text, caveats
 
 
 def verdicts(summary: dict) -> list[dict]:
     """One verdict per mode × arm (the A/A arm and an exact fp32 arm describe the floor instead)."""
     out = []
+    weights_dtype = ((summary.get("config") or {}).get("model") or {}).get("dtype")
     for mode, st in (summary.get("study") or {}).items():
         at = format_position(st["length"])
         n = st["n_prompts"]
@@ -96,7 +106,7 @@ def verdicts(summary: dict) -> list[dict]:
                 )
                 continue
             g = a["growth"]["kl"]["main"]
-            floor_text, caveats = _floor_text(a.get("floor"), at)
+            floor_text, caveats = _floor_text(a.get("floor"), at, weights_dtype)
             text = f"{mode} mode: " + growth_sentence("kl", arm, g, n) + floor_text + "."
             gs = a["growth"]["state_rel_fro"]["main"]
             if gs["verdict"] != "insufficient":
