@@ -556,7 +556,10 @@ def part_transformers(args, loaded, dev, budget, report) -> None:
             out["warmup_s"] = round(gen(ids, 2)[0], 1)
             t1, _ = gen(ids, 1)
             tn, y = gen(ids, new)
-        except torch.OutOfMemoryError as exc:
+        except (torch.OutOfMemoryError, RuntimeError) as exc:
+            # FLA's Triton launches report an exhausted device as a RuntimeError, not an OOM
+            if not isinstance(exc, torch.OutOfMemoryError) and "out of memory" not in str(exc).lower():
+                raise
             out["error"] = f"out of memory: {str(exc).splitlines()[0][:200]}"
             sweep.append(out)
             free_memory(dev)
@@ -575,6 +578,7 @@ def part_transformers(args, loaded, dev, budget, report) -> None:
         if cuda(dev):
             out["peak_mem_gib"] = gib(torch.cuda.max_memory_allocated(dev))
         sweep.append(out)
+        report["transformers"] = {"partial": True, "sweep": sweep}  # kept if a later batch size fails
         log(f"transformers batch {B}: {out}")
         if first is None:
             first = (prompts, L, y)
