@@ -71,11 +71,11 @@ def test_every_format_builds_for_sm90_without_spills_and_sums_in_the_fp32_order(
     from evalkit.kernels.formats import parse_format
     from evalkit.kernels.kda_decode.wrapper import decode_config
 
-    bv, nw = decode_config(parse_format(state), 128)
-    twin = compile_check.decode_build("fp32", model="fp32", BV=bv, num_warps=nw)
-    build = compile_check.decode_build(state, model="fp32", BV=bv, num_warps=nw)
+    tile = decode_config(parse_format(state), 128)
+    twin = compile_check.decode_tile_build("fp32", tile, model="fp32")
+    build = compile_check.decode_tile_build(state, tile, model="fp32")
     assert compile_check.summation_signature(build.ttgir) == compile_check.summation_signature(twin.ttgir)
-    builds = [build, compile_check.decode_build(state, BV=bv, num_warps=nw)]
+    builds = [build, compile_check.decode_tile_build(state, tile)]
     if state in ("fp8_e4m3-sr", "m3-rtz", "fp16-sr"):
         sp = compile_check.state_pass_build(state)
         assert compile_check.summation_signature(sp.ttgir) == compile_check.summation_signature(
