@@ -373,15 +373,18 @@ def sec_decode(res: dict) -> dict:
 
 
 # Decode sweep (issue 15): the tile and DecodeTile's build options, timed at these batch sizes for
-# each pool. Not a full factorial (3 BV x 2 warps x 2 even x 3 cache hints x 2 v_inner x 2 early =
-# 144 builds per pool would not fit): every build compiles once (~1 s of the host's CPU, the bulk of
-# the ~90 s) and is timed at both B, so a pool gets ~21-24 builds: the old sweep's plain tiles; each
-# option alone on the pool's default tile (what each is worth by itself); the twin-safe options all
-# on (even + v_inner + early) on four tiles with each cache hint (tiles and options interact: more
-# programs in flight vs. bigger ones); 16-bit pools also VEC = 8 (16-byte loads; not twin-safe, so
-# timed for the record only: it says whether a twin-safe way to 16-byte loads is worth building).
+# each pool. Not a full factorial (4 BV x 3 warps x 2 even x 3 cache hints x 2 v_inner x 2 early =
+# 288 builds per pool would not fit): each build compiles once (~0.3 s) and is timed at both B
+# (~0.15 s each), so a pool gets 23-26 builds, ~50 s for the three: the plain tiles; each option
+# alone on the pool's default tile (what each is worth by itself); the twin-safe options all on
+# (even + v_inner + early) on the 2- and 4-warp tiles with each cache hint (options and tile size
+# interact: more programs in flight vs bigger ones); 16-bit pools also VEC = 8 (16-byte loads; not
+# twin-safe, timed for the record only: whether a twin-safe route to 16-byte loads would pay).
+# The combinations skip 8 warps: the previous sweep on an H200 (B=128, this kernel's plain build)
+# had 8 warps and BV=16 slowest for every pool and 64x4 fastest (fp32 3.72 TB/s, fp16 2.65).
 SWEEP_B = [128, 512]
-SWEEP_TILES = [(32, 4), (64, 4), (64, 8), (128, 8)]
+SWEEP_PLAIN = [(32, 4), (64, 4), (128, 4), (64, 2), (64, 8), (128, 8)]
+SWEEP_COMBINED = [(32, 4), (64, 4), (128, 4), (64, 2)]
 SWEEP_BUDGET_S = 100  # stop starting builds after this (what was timed is kept)
 
 
@@ -392,14 +395,14 @@ def decode_sweep_tiles(pool_name: str) -> list:
 
     fmt = parse_format(pool_name)
     default = decode_config(fmt, V)
-    tiles = [default] + [DecodeTile(bv, nw) for bv, nw in SWEEP_TILES]
+    tiles = [default] + [DecodeTile(bv, nw) for bv, nw in SWEEP_PLAIN]
     tiles += [default._replace(**opt) for opt in ({"even": True}, {"cache": "evict_first"}, {"cache": "stream"},
                                                   {"v_inner": True}, {"early": True})]  # fmt: skip
     tiles += [DecodeTile(bv, nw, even=True, cache=c, v_inner=True, early=True)
-              for bv, nw in SWEEP_TILES for c in CACHE_HINTS]  # fmt: skip
+              for bv, nw in SWEEP_COMBINED for c in CACHE_HINTS]  # fmt: skip
     if fmt.pool_dtype.itemsize == 2:
         tiles += [default._replace(VEC=8)]
-        tiles += [DecodeTile(bv, nw, 8, True, "", True, True) for bv, nw in ((64, 4), (128, 8))]
+        tiles += [DecodeTile(bv, nw, 8, True, "", True, True) for bv, nw in ((64, 4), (128, 4))]
     tiles = list(dict.fromkeys(tiles))  # the default tile is also a plain sweep tile
     return tiles[:2] + tiles[-1:] if SMOKE else tiles
 

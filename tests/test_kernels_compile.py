@@ -104,7 +104,8 @@ OPTION_TILES = [
     (64, 4, 4, True), (64, 4, 4, False, "evict_first"), (64, 4, 4, False, "stream"),
     (64, 4, 4, False, "", True), (64, 4, 4, False, "", False, True),
     (32, 4, 4, True, "stream", True, True), (64, 4, 4, True, "evict_first", True, True),
-    (64, 8, 4, True, "", True, True), (128, 8, 4, True, "stream", True, True),
+    (128, 4, 4, True, "", True, True), (64, 2, 4, True, "stream", True, True),
+    (128, 8, 4, True, "evict_first", True, True),
 ]  # fmt: skip
 
 
