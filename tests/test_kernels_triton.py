@@ -105,7 +105,9 @@ def test_decode_tile_options_match_reference_and_their_fp32_twin(tk, opts, K, V,
     """Every build option computes what the plain build computes: the fp32-pool launch of the tile
     matches the float64 reference; a launch on each rounding pool with the same tile gives outputs
     bit-identical to it and stores exactly its state rounded the format's way (the twin rule; on
-    ragged dims `even` falls back to the masked build, V_INNER covers a partial last block)."""
+    ragged dims `even` falls back to the masked build, V_INNER covers a partial last block). The
+    interpreter sums without a register layout, so VEC = 8 passes here too: that it is not
+    twin-safe on the GPU is test_kernels_compile.py's to show."""
     from evalkit.kernels import parse_format, round_to_format
     from evalkit.kernels.twin_check import bit_equal
 
