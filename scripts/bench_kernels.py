@@ -382,6 +382,7 @@ def sec_decode(res: dict) -> dict:
 # twin-safe, timed for the record only: whether a twin-safe route to 16-byte loads would pay).
 # The combinations skip 8 warps: the previous sweep on an H200 (B=128, this kernel's plain build)
 # had 8 warps and BV=16 slowest for every pool and 64x4 fastest (fp32 3.72 TB/s, fp16 2.65).
+# num_stages is not swept: the kernel has no loop (its sm_90 PTX is the same at 1 and 3 stages).
 SWEEP_B = [128, 512]
 SWEEP_PLAIN = [(32, 4), (64, 4), (128, 4), (64, 2), (64, 8), (128, 8)]
 SWEEP_COMBINED = [(32, 4), (64, 4), (128, 4), (64, 2)]
