@@ -86,8 +86,25 @@ def compile_kernel(
     return Build(fn.__name__, c.asm["ttgir"], c.asm["ptx"], c.asm["cubin"], c.metadata.shared)
 
 
-def decode_build(state: str, *, model="bf16", BV=64, num_warps=4, H=32, K=128, V=128, VEC=4) -> Build:
+def decode_build(
+    state: str,
+    *,
+    model="bf16",
+    BV=64,
+    num_warps=4,
+    H=32,
+    K=128,
+    V=128,
+    VEC=4,
+    even=False,
+    cache="",
+    v_inner=False,
+    early=False,
+) -> Build:
+    """The decode kernel's build for a `state` pool; the keywords after V are `DecodeTile`'s
+    options (`decode_tile_build` takes a whole tile), resolved to build constants as the wrapper does."""
     from .kda_decode.kernel import kda_decode_kernel
+    from .kda_decode.wrapper import CACHE_HINTS
 
     m = "*" + model
     sig = {
@@ -95,9 +112,22 @@ def decode_build(state: str, *, model="bf16", BV=64, num_warps=4, H=32, K=128, V
         "pool": _pool_ptr(state), "slots": "*i32", "positions": "*i64", "o": m, "scale": "fp32",
         "sr_key": "i32",
     }  # fmt: skip
-    const = {"H": H, "K": K, "V": V, "BK": triton.next_power_of_2(K), "BV": BV, "VEC": VEC,
-             **_format_constexprs(state)}  # fmt: skip
+    BK = triton.next_power_of_2(K)
+    load_cache, store_cache, evict = CACHE_HINTS[cache]
+    const = {"H": H, "K": K, "V": V, "BK": BK, "BV": BV, "VEC": min(VEC, BV),
+             **_format_constexprs(state), "EVEN": bool(even and K == BK and V % BV == 0),
+             "LOAD_CACHE": load_cache, "STORE_CACHE": store_cache, "EVICT": evict,
+             "V_INNER": bool(v_inner), "EARLY": bool(early)}  # fmt: skip
     return compile_kernel(kda_decode_kernel, sig, const, num_warps=num_warps)
+
+
+def decode_tile_build(state: str, tile, *, model="bf16", H=32, K=128, V=128) -> Build:
+    """`decode_build` of a `DecodeTile` (or its tuple), the tile a launch would run."""
+    from .kda_decode.wrapper import as_tile
+
+    t = as_tile(tile)
+    return decode_build(state, model=model, BV=t.BV, num_warps=t.num_warps, H=H, K=K, V=V, VEC=t.VEC,
+                        even=t.even, cache=t.cache, v_inner=t.v_inner, early=t.early)  # fmt: skip
 
 
 def prefill_builds(

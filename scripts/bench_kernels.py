@@ -10,7 +10,9 @@ timeout keeps what was measured):
   3. decode: H=32, K=V=128, B in {1, 8, 32, 128, 512}, pool fp32/fp16/bf16, ours vs FLA
      fused_recurrent_kda (inplace_final_state + ssm_state_indices); eager and CUDA-graph timings;
      effective state bandwidth 2*B*H*K*V*bytes / time as a fraction of copy bandwidth
-  4. decode tile sweep (BV, num_warps) at B=128, graph timings
+  4. decode tile sweep: DecodeTile (BV, num_warps and the kernel's build options) at B=128 and 512,
+     graph timings, TB/s and % of copy bandwidth, the fastest twin-safe tile per pool and B (~90 s;
+     alone: --skip correctness,decode,prefill,twin,prefill_detail)
   5. prefill: B=1, H=32, K=V=128, T in {4k, 32k, 128k}: ours (fp32 chunk states, and bf16 chunk
      states) vs FLA chunk_kda; per-kernel breakdown at 32k; state-pass tile sweep at 32k
   6. fp32-twin check over >= 10^4 launches of random shapes (+ a truncating build that must fail)
@@ -370,29 +372,106 @@ def sec_decode(res: dict) -> dict:
     return {"H": H, "K": K, "V": V, "model_dtype": "bf16", "rows": rows}
 
 
-def sec_decode_sweep() -> dict:
-    from evalkit.kernels.kda_decode.wrapper import DECODE_TILES, kda_decode
+# Decode sweep (issue 15): the tile and DecodeTile's build options, timed at these batch sizes for
+# each pool. Not a full factorial (4 BV x 3 warps x 2 even x 3 cache hints x 2 v_inner x 2 early =
+# 288 builds per pool would not fit): each build compiles once (~0.3 s) and is timed at both B
+# (~0.15 s each), so a pool gets 23-26 builds, ~50 s for the three: the plain tiles; each option
+# alone on the pool's default tile (what each is worth by itself); the twin-safe options all on
+# (even + v_inner + early) on the 2- and 4-warp tiles with each cache hint (options and tile size
+# interact: more programs in flight vs bigger ones); 16-bit pools also VEC = 8 (16-byte loads; not
+# twin-safe, timed for the record only: whether a twin-safe route to 16-byte loads would pay).
+# The combinations skip 8 warps: the previous sweep on an H200 (B=128, this kernel's plain build)
+# had 8 warps and BV=16 slowest for every pool and 64x4 fastest (fp32 3.72 TB/s, fp16 2.65).
+# num_stages is not swept: the kernel has no loop (its sm_90 PTX is the same at 1 and 3 stages).
+SWEEP_B = [128, 512]
+SWEEP_PLAIN = [(32, 4), (64, 4), (128, 4), (64, 2), (64, 8), (128, 8)]
+SWEEP_COMBINED = [(32, 4), (64, 4), (128, 4), (64, 2)]
+SWEEP_BUDGET_S = 100  # stop starting builds after this (what was timed is kept)
 
-    B = 128
-    out = {"B": B, "defaults": {k: list(v) for k, v in DECODE_TILES.items()}, "rows": []}
-    for name in POOLS:
-        x, pool, slots = decode_case(B, name)
-        state_bytes = 2 * B * H * K * V * pool_bytes(name)
-        kw = store_kw(name, B)
-        for cfg in [(16, 4), (32, 4), (32, 8), (64, 4), (64, 8), (128, 8)]:
+
+def decode_sweep_tiles(pool_name: str) -> list:
+    """The DecodeTiles the sweep times for a pool (its default first, so a stop keeps it)."""
+    from evalkit.kernels import parse_format
+    from evalkit.kernels.kda_decode.wrapper import CACHE_HINTS, DecodeTile, decode_config
+
+    fmt = parse_format(pool_name)
+    default = decode_config(fmt, V)
+    tiles = [default] + [DecodeTile(bv, nw) for bv, nw in SWEEP_PLAIN]
+    tiles += [default._replace(**opt) for opt in ({"even": True}, {"cache": "evict_first"}, {"cache": "stream"},
+                                                  {"v_inner": True}, {"early": True})]  # fmt: skip
+    tiles += [DecodeTile(bv, nw, even=True, cache=c, v_inner=True, early=True)
+              for bv, nw in SWEEP_COMBINED for c in CACHE_HINTS]  # fmt: skip
+    if fmt.pool_dtype.itemsize == 2:
+        tiles += [default._replace(VEC=8)]
+        tiles += [DecodeTile(bv, nw, 8, True, "", True, True) for bv, nw in ((64, 4), (128, 4))]
+    tiles = list(dict.fromkeys(tiles))  # the default tile is also a plain sweep tile
+    return tiles[:2] + tiles[-1:] if SMOKE else tiles
+
+
+def sec_decode_sweep(res: dict) -> dict:
+    """Graph time, TB/s and % of copy bandwidth of every sweep tile, per pool and B; the fastest
+    twin-safe tile per pool and B (the candidates for DECODE_TILES) and the fastest of any."""
+    import torch
+
+    from evalkit.kernels.kda_decode.wrapper import kda_decode
+
+    copy_tbps = res["sections"].get("copy", {}).get("TBps")
+    batches = [4] if SMOKE else SWEEP_B
+    out = {
+        "B": batches,
+        "copy_TBps": copy_tbps,
+        "budget_s": SWEEP_BUDGET_S,
+        "rows": [],
+        "best": {},
+        "best_any": {},
+    }
+    plan = {name: decode_sweep_tiles(name) for name in POOLS}
+    out["defaults"] = {name: tiles[0]._asdict() for name, tiles in plan.items()}
+    cases = {(name, B): decode_case(B, name) for name in POOLS for B in batches}
+    t0 = time.time()
+    # pools in turn, one tile each, so a stop at the budget leaves every pool about as far along
+    order = [(name, i) for i in range(max(map(len, plan.values()))) for name in POOLS if i < len(plan[name])]
+    for n_done, (name, i) in enumerate(order):
+        if time.time() - t0 > SWEEP_BUDGET_S:
+            out["stopped"] = (
+                f"budget of {SWEEP_BUDGET_S} s spent: {len(order) - n_done} of {len(order)} builds not timed"
+            )
+            log("decode sweep", out["stopped"])
+            break
+        tile = plan[name][i]
+        for B in batches:
+            x, pool, slots = cases[(name, B)]
+            row = {"pool": name, "B": B, "tile": tile.label(), **tile._asdict(), "twin_safe": tile.twin_safe}
+            kw = store_kw(name, B)
             try:
-                fn = lambda cfg=cfg, x=x, pool=pool, slots=slots, kw=kw: kda_decode(
-                    *x.args(), pool, slots, config=cfg, **kw
-                )  # noqa: E731,E501
-                us = 1e3 * graph_ms(fn)
-                out["rows"].append({"pool": name, "BV": cfg[0], "num_warps": cfg[1], "graph_us": us,
-                                    "TBps": state_bytes / (us * 1e-6) / 1e12})  # fmt: skip
+                fn = lambda x=x, pool=pool, slots=slots, kw=kw, tile=tile: kda_decode(  # noqa: E731
+                    *x.args(), pool, slots, config=tile, **kw
+                )
+                row["graph_us"] = 1e3 * graph_ms(fn, warmup=5, rep=25)
+                row["TBps"] = 2 * B * H * K * V * pool_bytes(name) / (row["graph_us"] * 1e-6) / 1e12
+                if copy_tbps:
+                    row["frac_copy"] = row["TBps"] / copy_tbps
             except Exception as exc:
-                out["rows"].append({"pool": name, "BV": cfg[0], "num_warps": cfg[1], "error": str(exc)[:300]})
-        mine = [r for r in out["rows"] if r["pool"] == name and "graph_us" in r]
-        best = min(mine, key=lambda r: r["graph_us"], default=None)
-        out.setdefault("best", {})[name] = best
-        log("decode sweep best", name, best)
+                row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+            out["rows"].append(row)
+    out["seconds"] = round(time.time() - t0, 1)
+    for name in POOLS:
+        for B in batches:
+            timed = [r for r in out["rows"] if r["pool"] == name and r["B"] == B and "graph_us" in r]
+            default = next((r for r in timed if r["tile"] == plan[name][0].label()), None)
+            for key, rows in (("best", [r for r in timed if r["twin_safe"]]), ("best_any", timed)):
+                best = min(rows, key=lambda r: r["graph_us"], default=None)
+                if best and default:
+                    best = {**best, "speedup_vs_default": default["graph_us"] / best["graph_us"]}
+                out[key].setdefault(name, {})[str(B)] = best
+            log("decode sweep best", name, B, out["best"][name][str(B)])
+    for B in map(str, batches):
+        a, b = (out["best"].get(p, {}).get(B) for p in ("fp16", "fp32"))
+        if a and b:
+            out.setdefault("fp16_over_fp32_best", {})[B] = a["graph_us"] / b["graph_us"]
+    del cases
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
     return out
 
 
@@ -689,6 +768,42 @@ def _pf(r: dict, p: str) -> str:
     return f"{_f(r.get(p + '_ms'), 2)} ms, {_f(r.get(p + '_Mtok_s'), 2)}"
 
 
+def decode_sweep_markdown(sw: dict) -> list[str]:
+    """The decode sweep as one row per pool and tile, a column pair per B, then the best ones."""
+    batches = sw.get("B") or []
+    L = ["", f"### Decode tile sweep (graph µs; BW = 2·B·H·K·V·bytes / time, % of copy bandwidth; "
+         f"{sw.get('seconds', '?')} s)", "",
+         "Tiles: BVxwarps, then the options on (`DecodeTile`); *twin-safe* = the fp32-twin check can "
+         "hold it (VEC ≤ 4).", "",
+         "| pool | tile | twin-safe | " + " | ".join(f"B={b} µs | B={b} TB/s (% copy)" for b in batches) + " |",
+         "|---|---|---|" + "---|---|" * len(batches)]  # fmt: skip
+    cells: dict = {}
+    for r in sw.get("rows", []):
+        cells.setdefault((r["pool"], r["tile"]), {})[r["B"]] = r
+    pools = list(dict.fromkeys(p for p, _ in cells))  # measured in turn; shown one pool after another
+    for (pool, tile), by_b in sorted(cells.items(), key=lambda c: pools.index(c[0][0])):
+        cols = []
+        for b in batches:
+            r = by_b.get(b, {})
+            frac = r.get("frac_copy")
+            cols += [_f(r.get("graph_us")) if "error" not in r else "error",
+                     f"{_f(r.get('TBps'), 2)} ({_f(100 * frac, 0) if frac else '—'}%)"]  # fmt: skip
+        safe = next(iter(by_b.values())).get("twin_safe", True)
+        L.append(f"| {pool} | {tile} | {'yes' if safe else 'no'} | " + " | ".join(cols) + " |")
+    for key, what in (("best", "Fastest twin-safe tile"), ("best_any", "Fastest of any")):
+        for pool, by_b in sw.get(key, {}).items():
+            for b, r in by_b.items():
+                if r:
+                    L.append(f"- {what}, {pool}, B={b}: `{r['tile']}` {_f(r['graph_us'])} µs, "
+                             f"{_f(r.get('TBps'), 2)} TB/s ({_f(100 * r['frac_copy'], 0) if r.get('frac_copy') else '—'}% copy), "
+                             f"{_f(r.get('speedup_vs_default'), 2)}× the default tile")  # fmt: skip
+    for b, ratio in sw.get("fp16_over_fp32_best", {}).items():
+        L.append(f"- fp16 / fp32 time at B={b}, best twin-safe tiles: {ratio:.3f} (goal ≤ 0.55)")
+    if sw.get("stopped"):
+        L.append(f"- stopped: {sw['stopped']}")
+    return L
+
+
 def markdown(res: dict) -> str:
     env = res.get("sections", {}).get("environment", {})
     L = ["# KDA kernels: benchmark and GPU check", "",
@@ -714,17 +829,7 @@ def markdown(res: dict) -> str:
                      f"{_bw(r, 'ours')} | {_f(r.get('fla_eager_us'))} | {_f(r.get('fla_graph_us'))} | "
                      f"{_bw(r, 'fla')} | {_f(r.get('speedup_vs_fla'), 2)}× |")  # fmt: skip
     if "decode_sweep" in sec:
-        L += [
-            "",
-            "### Decode tile sweep (B=128, graph µs)",
-            "",
-            "| pool | BV | warps | µs | TB/s |",
-            "|---|---|---|---|---|",
-        ]
-        for r in sec["decode_sweep"]["rows"]:
-            L.append(
-                f"| {r['pool']} | {r['BV']} | {r['num_warps']} | {_f(r.get('graph_us'))} | {_f(r.get('TBps'), 2)} |"
-            )
+        L += decode_sweep_markdown(sec["decode_sweep"])
     if "prefill" in sec:
         L += ["", "## Prefill (B=1, H=32, K=V=128, bf16 inputs)", "",
               "| T | ours, fp32 chunk states (ms, Mtok/s) | ours, bf16 chunk states | FLA chunk_kda | ours fp32 vs FLA |",
@@ -837,7 +942,7 @@ def main() -> int:
         ("decode", lambda: sec_decode(b.res)),
         ("prefill", sec_prefill),
         ("twin", lambda: sec_twin(b)),
-        ("decode_sweep", sec_decode_sweep),
+        ("decode_sweep", lambda: sec_decode_sweep(b.res)),
         ("prefill_detail", sec_prefill_detail),
     ]
     if args.prefill_variants:

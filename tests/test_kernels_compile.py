@@ -71,11 +71,11 @@ def test_every_format_builds_for_sm90_without_spills_and_sums_in_the_fp32_order(
     from evalkit.kernels.formats import parse_format
     from evalkit.kernels.kda_decode.wrapper import decode_config
 
-    bv, nw = decode_config(parse_format(state), 128)
-    twin = compile_check.decode_build("fp32", model="fp32", BV=bv, num_warps=nw)
-    build = compile_check.decode_build(state, model="fp32", BV=bv, num_warps=nw)
+    tile = decode_config(parse_format(state), 128)
+    twin = compile_check.decode_tile_build("fp32", tile, model="fp32")
+    build = compile_check.decode_tile_build(state, tile, model="fp32")
     assert compile_check.summation_signature(build.ttgir) == compile_check.summation_signature(twin.ttgir)
-    builds = [build, compile_check.decode_build(state, BV=bv, num_warps=nw)]
+    builds = [build, compile_check.decode_tile_build(state, tile)]
     if state in ("fp8_e4m3-sr", "m3-rtz", "fp16-sr"):
         sp = compile_check.state_pass_build(state)
         assert compile_check.summation_signature(sp.ttgir) == compile_check.summation_signature(
@@ -96,3 +96,73 @@ def test_mla_prefill_fp32_build_splits_its_dots_for_tf32x3():
     assert "cvt.rna.tf32.f32" not in plain.ttgir
     bf16 = compile_check.mla_prefill_build("bf16")
     assert "cvt.rna.tf32.f32" not in bf16.ttgir and "warp_group_dot" in bf16.ttgir
+
+
+# the decode build options (DecodeTile: BV, num_warps, VEC, even, cache, v_inner, early): each one on
+# the 16-bit default tile, and all together on the tiles the benchmark's decode sweep times
+OPTION_TILES = [
+    (64, 4, 4, True), (64, 4, 4, False, "evict_first"), (64, 4, 4, False, "stream"),
+    (64, 4, 4, False, "", True), (64, 4, 4, False, "", False, True),
+    (32, 4, 4, True, "stream", True, True), (64, 4, 4, True, "evict_first", True, True),
+    (128, 4, 4, True, "", True, True), (64, 2, 4, True, "stream", True, True),
+    (128, 8, 4, True, "evict_first", True, True),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("tile", OPTION_TILES, ids=lambda t: "-".join(map(str, t)))
+def test_decode_options_build_without_spills_and_sum_in_the_fp32_order(tile):
+    """Every option keeps the twin rule on the GPU: the 16-bit and fp8 builds of a tile add in the
+    order of that tile's fp32 build; and no build spills (bf16 model inputs, as the engine runs)."""
+    twin = compile_check.decode_tile_build("fp32", tile, model="fp32")
+    sig = compile_check.summation_signature(twin.ttgir)
+    assert len(sig) == 4
+    for state in ("fp16", "bf16", "fp8_e4m3"):
+        build = compile_check.decode_tile_build(state, tile, model="fp32")
+        assert compile_check.summation_signature(build.ttgir) == sig, state
+    for state in ("fp32", "fp16", "bf16"):
+        r = compile_check.decode_tile_build(state, tile).resources()
+        assert r["registers"] is not None and r["stack"] == 0, f"{state} {tile}: {r}"
+
+
+def test_decode_options_reach_the_ptx():
+    """What each option is meant to change is in the sm_90 code (else the sweep times nothing):
+    cache hints on the state's load and store, no predicates on them when even, the state load
+    ahead of the first barrier when early, one grid axis when v_inner."""
+    import re
+
+    def state_access(ptx: str) -> list[str]:  # the fp32 state tile moves as 16-byte accesses
+        return [ln.strip() for ln in ptx.splitlines() if re.search(r"(ld|st)\.global\S*\.v4\.b32", ln)]
+
+    plain = compile_check.decode_build("fp32", BV=32)
+    assert all("cg" not in a and "cs" not in a and "evict" not in a for a in state_access(plain.ptx))
+    assert all(a.startswith("@") for a in state_access(plain.ptx))
+    stream = state_access(compile_check.decode_build("fp32", BV=32, cache="stream").ptx)
+    assert {"ld.global.cg", "st.global.cs"} <= {a.lstrip("@%p0123456789 ").split(".v4")[0] for a in stream}
+    evict = state_access(compile_check.decode_build("fp32", BV=32, cache="evict_first").ptx)
+    assert evict and all("evict_first" in a for a in evict)
+    even = state_access(compile_check.decode_build("fp32", BV=32, even=True).ptx)
+    assert even and not any(a.startswith("@") for a in even)
+
+    def state_load_before_barrier(ptx: str) -> bool:
+        lines = ptx.splitlines()
+        first_load = next(i for i, ln in enumerate(lines) if re.search(r"ld\.global\S*\.v4\.b32", ln))
+        return first_load < next(i for i, ln in enumerate(lines) if "bar.sync" in ln)
+
+    assert not state_load_before_barrier(plain.ptx)
+    assert state_load_before_barrier(compile_check.decode_build("fp32", BV=32, early=True).ptx)
+    assert "ctaid.y" in plain.ptx
+    assert "ctaid.y" not in compile_check.decode_build("fp32", BV=32, v_inner=True).ptx
+
+
+def test_vec8_lays_out_16bit_pools_unlike_their_fp32_twin():
+    """Why VEC stops at TWIN_SAFE_VEC: Triton gives a thread at most 128 bits of one load, so at
+    VEC = 8 a 16-bit pool is laid out 8 values per thread and its fp32 twin 4; they add in
+    different orders (the benchmark times VEC = 8 for the record, marked not twin-safe)."""
+    from evalkit.kernels.kda_decode.wrapper import TWIN_SAFE_VEC, DecodeTile
+
+    for vec in (TWIN_SAFE_VEC, 2 * TWIN_SAFE_VEC):
+        tile = DecodeTile(64, 4, vec)
+        twin = compile_check.decode_tile_build("fp32", tile, model="fp32")
+        build = compile_check.decode_tile_build("fp16", tile, model="fp32")
+        same = compile_check.summation_signature(build.ttgir) == compile_check.summation_signature(twin.ttgir)
+        assert same == tile.twin_safe, vec

@@ -86,6 +86,71 @@ def test_decode_refuses_unknown_pool_dtype(tk):
         tk.decode.kda_decode(*x.args(), torch.zeros(1, H, 16, 16, dtype=torch.float64), torch.tensor([0]))
 
 
+# the decode kernel's build options (DecodeTile), one at a time and all together
+DECODE_OPTIONS = [
+    {}, {"VEC": 1}, {"VEC": 2}, {"VEC": 8}, {"even": True}, {"cache": "evict_first"}, {"cache": "stream"},
+    {"v_inner": True}, {"early": True}, {"even": True, "cache": "stream", "v_inner": True, "early": True},
+    {"VEC": 8, "even": True, "cache": "evict_first", "v_inner": True, "early": True},
+]  # fmt: skip
+DECODE_OPTION_FORMATS = ["fp16", "bf16", "fp8_e4m3", "fp16-sr", "m3-rtz"]
+
+
+def _option_id(opts: dict) -> str:
+    return "+".join(f"{k}={v}" for k, v in opts.items()) or "plain"
+
+
+@pytest.mark.parametrize("opts", DECODE_OPTIONS, ids=_option_id)
+@pytest.mark.parametrize("K, V, BV", [(16, 32, 16), (12, 24, 16)], ids=["even-dims", "ragged-dims"])
+def test_decode_tile_options_match_reference_and_their_fp32_twin(tk, opts, K, V, BV):
+    """Every build option computes what the plain build computes: the fp32-pool launch of the tile
+    matches the float64 reference; a launch on each rounding pool with the same tile gives outputs
+    bit-identical to it and stores exactly its state rounded the format's way (the twin rule; on
+    ragged dims `even` falls back to the masked build, V_INNER covers a partial last block). The
+    interpreter sums without a register layout, so VEC = 8 passes here too: that it is not
+    twin-safe on the GPU is test_kernels_compile.py's to show."""
+    from evalkit.kernels import parse_format, round_to_format
+    from evalkit.kernels.twin_check import bit_equal
+
+    tile = tk.decode.DecodeTile(BV, 2, **opts)
+    B, S = 3, 6
+    x = kda_inputs(B, H, K, V)
+    slots = torch.tensor([4, 0, 2], dtype=torch.int32)
+    idx = slots.long()
+    pos = torch.randint(0, 10**6, (B,))
+    pool32 = random_pool(S, H, K, V, torch.float32)
+    pool_ref = pool32.clone().double()
+    o32 = tk.decode.kda_decode(*x.args(), pool32, slots, out=nan_out(B, V), config=tile)
+    o_ref = reference.kda_decode(*x.args(), pool_ref, slots)
+    assert rel_err(o32, o_ref) < 1e-5 and rel_err(pool32[idx], pool_ref[idx]) < 1e-5
+    for name in DECODE_OPTION_FORMATS:
+        fmt = parse_format(name)
+        pool = round_to_format(random_pool(S, H, K, V, torch.float32), name.split("-")[0])
+        before = pool.clone()
+        twin = pool.to(torch.float32, copy=True)  # exact widening: the twin starts from the same state
+        store = {"sr_seed": 5, "positions": pos}
+        o_twin = tk.decode.kda_decode(*x.args(), twin, slots, out=nan_out(B, V), config=tile)
+        o = tk.decode.kda_decode(*x.args(), pool, slots, out=nan_out(B, V), config=tile, fmt=fmt, **store)
+        assert bit_equal(o, o_twin), f"{name}: outputs differ from the fp32 twin"
+        assert bit_equal(pool[idx], round_to_format(twin[idx], fmt, **store)), f"{name}: stored state"
+        rest = torch.ones(S, dtype=torch.bool)
+        rest[idx] = False
+        assert bit_equal(pool[rest], before[rest]), f"{name}: untouched slots changed"
+
+
+def test_decode_tiles_are_checked_and_the_defaults_are_twin_safe(tk):
+    from evalkit.kernels import parse_format
+
+    w = tk.decode
+    assert w.as_tile((64, 4)) == w.DecodeTile(64, 4, w.VEC, False, "", False, False)
+    assert w.DecodeTile(64, 4, 4, True, "stream", True, True).label() == "64x4+even+stream+vinner+early"
+    for bad in [(48, 4), (64, 4, 3), (64, 0), (64, 4, 4, False, "lru")]:
+        with pytest.raises(KernelInputError):
+            w.as_tile(bad)
+    assert not w.DecodeTile(64, 4, 8).twin_safe and w.DecodeTile(4, 4, 8).twin_safe  # VEC <= BV
+    for name in ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp16-sr", "m7"):
+        assert w.decode_config(parse_format(name), 128).twin_safe, name
+
+
 # ------------------------------------------------------------------------------------------ prefill
 
 

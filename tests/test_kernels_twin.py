@@ -89,6 +89,32 @@ def test_twin_detects_an_output_difference(interp, monkeypatch):
     assert checker.passed == 0 and "outputs differ" in checker.stats["decode/fp16"].failures[0]
 
 
+ALL_OPTIONS = (16, 2, 4, True, "stream", True, True)  # a DecodeTile with every build option on
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_twin_check_runs_the_twin_with_the_tile_options(interp, monkeypatch, dtype):
+    """With a tile that turns every decode build option on, the checker's fp32 twin runs that same
+    tile (the options travel in the config): real kernels pass, a truncating build fails."""
+    from evalkit.kernels.kda_decode import wrapper
+
+    seen = []
+    real = wrapper.kda_decode
+
+    def spy(*args, config=None, **kw):
+        seen.append(config)
+        return real(*args, config=config, **kw)
+
+    monkeypatch.setattr(wrapper, "decode_config", lambda fmt, V: wrapper.DecodeTile(*ALL_OPTIONS))
+    monkeypatch.setattr(wrapper, "kda_decode", spy)
+    checker = TwinChecker(raise_on_mismatch=True)
+    _decode_launch(checker, dtype)
+    assert checker.passed == 1 and seen == [wrapper.DecodeTile(*ALL_OPTIONS)] * 2
+    wrong = TwinChecker(rounding="rtz")
+    _decode_launch(wrong, dtype)
+    assert wrong.checked == 1 and wrong.passed == 0
+
+
 # ------------------------------------------------------------------------------ every format
 
 NEW_FORMATS = ["fp8_e4m3", "fp8_e5m2-sr", "m3", "m10-rtz", "fp16-sr:2", "bf16-sr"]

@@ -9,15 +9,62 @@ key, the sequence position of the store (`positions`) and the element's index in
 Bit-identical twins: the fp32-twin check requires the 16-bit build to compute exactly what the fp32
 build computes. The only reductions are over K (k.S and q.S); their order follows the register
 layout of the state tile, which the compiler derives from the load's vector width. VEC fixes the
-contiguity the compiler may assume along V (same value for every pool dtype), so every build of a
-given (BV, num_warps) gets the same layout and therefore the same summation order."""
+contiguity the compiler may assume along V (part of the tile configuration, the same for every
+pool dtype), so every build of a given tile gets the same layout and therefore the same summation
+order -- as long as VEC * 4 bytes <= 16: Triton gives a thread at most 128 bits of a load, so at
+VEC = 8 the fp32 build holds 4 values per thread along V and a 16-bit build 8, and they sum in
+different orders (tests/test_kernels_compile.py shows it; the wrapper's TWIN_SAFE_VEC).
+
+Build options that move bytes differently without changing a single result (the benchmark's decode
+sweep times them; tests hold every one to the float64 reference and to the twin rule):
+- EVEN: K == BK and V % BV == 0, so the state, q/k/v and o accesses carry no masks (a mask is a
+  predicate per access and can stop the compiler from vectorising).
+- LOAD_CACHE / STORE_CACHE / EVICT: cache hints for the streamed state, which no other program
+  reads (".cg" load + ".cs" store, or evict_first on both); "" = none.
+- V_INNER: a 1-D grid with the value blocks of one head adjacent, so the programs that share a
+  head's DRAM pages run together (the 2-D grid runs all heads' block 0 first, reading 1/NV of
+  every page at a time).
+- EARLY: the slot and state loads are issued first, before the q/k loads and the norms (their
+  reductions end in barriers, which the state load otherwise waits behind)."""
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
 
-from ..triton_common import kda_gate, l2norm_vec, load_state, store_state
+from ..triton_common import _decode_fp8, kda_gate, l2norm_vec, load_state, store_state
+
+
+@triton.jit
+def _load_pool(
+    p, mask, STORAGE: tl.constexpr, EVEN: tl.constexpr, LOAD_CACHE: tl.constexpr, EVICT: tl.constexpr
+):
+    """`triton_common.load_state` with the build's mask and cache options: the same exact widening
+    to fp32 (fp8 codes by bit arithmetic, bf16 by a shift); the plain build calls load_state."""
+    if not EVEN and LOAD_CACHE == "" and EVICT == "":
+        return load_state(p, mask, STORAGE)
+    if EVEN:
+        raw = tl.load(p, cache_modifier=LOAD_CACHE, eviction_policy=EVICT)
+    else:
+        raw = tl.load(p, mask=mask, other=0, cache_modifier=LOAD_CACHE, eviction_policy=EVICT)
+    if STORAGE == "fp8_e4m3":
+        return _decode_fp8(raw.to(tl.uint32), 3, 121, 0x7E, 0.001953125)
+    elif STORAGE == "fp8_e5m2":
+        return _decode_fp8(raw.to(tl.uint32), 2, 113, 0x7B, 1.52587890625e-05)
+    elif STORAGE == "bf16":
+        b = raw.to(tl.uint16, bitcast=True).to(tl.uint32)
+        return (b << 16).to(tl.float32, bitcast=True)
+    else:
+        return raw.to(tl.float32)
+
+
+@triton.jit
+def _load_vec(p, mask, EVEN: tl.constexpr):
+    """A small operand (q/k/g/bias/v rows) as fp32, masked unless EVEN."""
+    if EVEN:
+        return tl.load(p).to(tl.float32)
+    else:
+        return tl.load(p, mask=mask, other=0.0).to(tl.float32)
 
 
 @triton.jit(do_not_specialize=["sr_key"])
@@ -44,9 +91,21 @@ def kda_decode_kernel(
     STORAGE: tl.constexpr,
     MANT_BITS: tl.constexpr,
     ROUNDING: tl.constexpr,
+    EVEN: tl.constexpr,
+    LOAD_CACHE: tl.constexpr,
+    STORE_CACHE: tl.constexpr,
+    EVICT: tl.constexpr,
+    V_INNER: tl.constexpr,
+    EARLY: tl.constexpr,
 ):
-    i_bh = tl.program_id(0).to(tl.int64)  # B*H can exceed the 65535 limit of grid axes 1 and 2
-    i_v = tl.program_id(1)
+    if V_INNER:  # one axis: B*H*NV programs, the NV value blocks of a head side by side
+        NV: tl.constexpr = (V + BV - 1) // BV
+        pid = tl.program_id(0).to(tl.int64)
+        i_bh = pid // NV
+        i_v = pid % NV
+    else:
+        i_bh = tl.program_id(0).to(tl.int64)  # B*H can exceed the 65535 limit of grid axes 1 and 2
+        i_v = tl.program_id(1)
     i_b = i_bh // H
     i_h = i_bh % H
 
@@ -56,33 +115,49 @@ def kda_decode_kernel(
     o_v = (o_v // VEC) * VEC + (o_v % VEC)
     m_k = o_k < K
     m_v = o_v < V
+    m_s = m_k[:, None] & m_v[None, :]
 
-    b_q = tl.load(q + i_bh * K + o_k, mask=m_k, other=0.0).to(tl.float32)
-    b_k = tl.load(k + i_bh * K + o_k, mask=m_k, other=0.0).to(tl.float32)
-    b_gr = tl.load(g_raw + i_bh * K + o_k, mask=m_k, other=0.0).to(tl.float32)
-    b_bias = tl.load(dt_bias + i_h * K + o_k, mask=m_k, other=0.0).to(tl.float32)
+    if EARLY:
+        slot = tl.load(slots + i_b).to(tl.int64)
+        p_s = pool + (slot * H + i_h) * K * V + o_k[:, None] * V + o_v[None, :]
+        b_s = _load_pool(p_s, m_s, STORAGE, EVEN, LOAD_CACHE, EVICT)
+
+    b_q = _load_vec(q + i_bh * K + o_k, m_k, EVEN)
+    b_k = _load_vec(k + i_bh * K + o_k, m_k, EVEN)
+    b_gr = _load_vec(g_raw + i_bh * K + o_k, m_k, EVEN)
+    b_bias = _load_vec(dt_bias + i_h * K + o_k, m_k, EVEN)
     b_a = tl.load(a_log + i_h).to(tl.float32)
     b_beta = tl.sigmoid(tl.load(beta_raw + i_bh).to(tl.float32))
-    b_v = tl.load(v + i_bh * V + o_v, mask=m_v, other=0.0).to(tl.float32)
+    b_v = _load_vec(v + i_bh * V + o_v, m_v, EVEN)
 
-    b_g = tl.where(m_k, kda_gate(b_gr, b_bias, b_a), 0.0)
+    if EVEN:
+        b_g = kda_gate(b_gr, b_bias, b_a)
+    else:
+        b_g = tl.where(m_k, kda_gate(b_gr, b_bias, b_a), 0.0)
     b_q = l2norm_vec(b_q) * scale
     b_k = l2norm_vec(b_k)
 
-    slot = tl.load(slots + i_b).to(tl.int64)
-    p_s = pool + (slot * H + i_h) * K * V + o_k[:, None] * V + o_v[None, :]
-    m_s = m_k[:, None] & m_v[None, :]
-    b_s = load_state(p_s, m_s, STORAGE)
+    if not EARLY:
+        slot = tl.load(slots + i_b).to(tl.int64)
+        p_s = pool + (slot * H + i_h) * K * V + o_k[:, None] * V + o_v[None, :]
+        b_s = _load_pool(p_s, m_s, STORAGE, EVEN, LOAD_CACHE, EVICT)
 
     b_s = b_s * tl.exp(b_g)[:, None]
     b_u = b_beta * (b_v - tl.sum(b_s * b_k[:, None], axis=0))
     b_s = b_s + b_k[:, None] * b_u[None, :]
     b_o = tl.sum(b_s * b_q[:, None], axis=0)
 
-    tl.store(o + i_bh * V + o_v, b_o.to(o.dtype.element_ty), mask=m_v)
+    if EVEN:
+        tl.store(o + i_bh * V + o_v, b_o.to(o.dtype.element_ty))
+    else:
+        tl.store(o + i_bh * V + o_v, b_o.to(o.dtype.element_ty), mask=m_v)
     if ROUNDING == "sr":
         pos = tl.load(positions + i_b)
     else:
         pos = 0
     elem = (i_h * K + o_k[:, None]) * V + o_v[None, :]
-    tl.store(p_s, store_state(b_s, elem, pos, sr_key, STORAGE, MANT_BITS, ROUNDING), mask=m_s)
+    b_new = store_state(b_s, elem, pos, sr_key, STORAGE, MANT_BITS, ROUNDING)
+    if EVEN:
+        tl.store(p_s, b_new, cache_modifier=STORE_CACHE, eviction_policy=EVICT)
+    else:
+        tl.store(p_s, b_new, mask=m_s, cache_modifier=STORE_CACHE, eviction_policy=EVICT)

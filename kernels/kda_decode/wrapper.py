@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import triton
 
 from ..common import check_kda_args, flat_a_log, resolve_format, state_dtype_name
+from ..errors import KernelInputError
 from ..formats import StateFormat
 from ..triton_launch import check_triton_device, format_constexprs, launch_key, pool_arg
 from .kernel import kda_decode_kernel
 
 # (BV, num_warps) per pool dtype: a [K=128, BV] tile of 16 KiB for every 16/32-bit dtype, so 16-bit
 # pools move twice the columns per program instead of half the bytes (fp8: the 16-bit tile, until
-# the benchmark says otherwise). The benchmark sweeps alternatives.
+# the benchmark says otherwise). The benchmark sweeps alternatives (DecodeTile's options).
 DECODE_TILES: dict[str, tuple[int, int]] = {
     "fp32": (32, 4),
     "fp16": (64, 4),
@@ -20,18 +23,63 @@ DECODE_TILES: dict[str, tuple[int, int]] = {
     "fp8_e4m3": (64, 4),
     "fp8_e5m2": (64, 4),
 }
-VEC = 4  # contiguity along V the compiler may assume: identical layouts for every pool dtype
-
+VEC = 4  # the default contiguity along V the compiler may assume (DecodeTile.VEC)
+# the largest VEC whose layout is the same for every pool dtype: Triton gives a thread at most 128
+# bits of one load, i.e. 4 fp32 values; at VEC = 8 a 16-bit build holds 8 values per thread along V
+# and its fp32 twin 4, so they sum over K in different orders (the twin check would fail)
+TWIN_SAFE_VEC = 4
+CACHE_HINTS = {  # DecodeTile.cache -> (state load cache modifier, state store cache modifier, eviction)
+    "": ("", "", ""),
+    "evict_first": ("", "", "evict_first"),
+    "stream": (".cg", ".cs", ""),
+}
 
 SR_WARPS = 8  # the hash of stochastic rounding needs registers: twice the threads per tile (no spills)
 
 
-def decode_config(fmt: StateFormat | torch.dtype, V: int) -> tuple[int, int]:
-    """(BV, num_warps) of a launch storing in `fmt` (a bare dtype: round to nearest)."""
+class DecodeTile(NamedTuple):
+    """A build of the decode kernel: the tile and the options that only move bytes differently.
+    The fp32-twin check runs the fp32 build with the checked launch's DecodeTile, so everything that
+    shapes the register layout (BV, num_warps, VEC) lives here, never in the pool dtype. The
+    defaults are the kernel as it was before the options (the sweep decides which to turn on)."""
+
+    BV: int
+    num_warps: int
+    VEC: int = VEC  # contiguity along V (twin-safe up to TWIN_SAFE_VEC)
+    even: bool = False  # drop the masks when the dims allow it (K a power of 2, V % BV == 0)
+    cache: str = ""  # cache hints for the streamed state: a key of CACHE_HINTS
+    v_inner: bool = False  # 1-D grid with the value blocks of a head adjacent
+    early: bool = False  # issue the slot and state loads before q/k and their norms
+
+    @property
+    def twin_safe(self) -> bool:
+        """Whether every pool dtype lays this tile out like its fp32 build (see TWIN_SAFE_VEC)."""
+        return min(self.VEC, self.BV) <= TWIN_SAFE_VEC
+
+    def label(self) -> str:
+        """Short name for reports: BV x warps, then the options that are on."""
+        opts = [f"vec{self.VEC}" if self.VEC != VEC else "", "even" if self.even else "", self.cache,
+                "vinner" if self.v_inner else "", "early" if self.early else ""]  # fmt: skip
+        return "+".join([f"{self.BV}x{self.num_warps}", *filter(None, opts)])
+
+
+def as_tile(config: tuple | DecodeTile) -> DecodeTile:
+    """A DecodeTile from a (BV, num_warps[, VEC, even, cache, v_inner, early]) tuple, checked."""
+    tile = DecodeTile(*config)
+    bv, vec = tile.BV, tile.VEC
+    if bv < 1 or bv & (bv - 1) or vec < 1 or vec & (vec - 1) or tile.num_warps < 1:
+        raise KernelInputError(f"decode tile needs powers of 2 for BV and VEC, num_warps >= 1: {config}")
+    if tile.cache not in CACHE_HINTS:
+        raise KernelInputError(f"decode tile cache must be one of {sorted(CACHE_HINTS)}, got {tile.cache!r}")
+    return tile
+
+
+def decode_config(fmt: StateFormat | torch.dtype, V: int) -> DecodeTile:
+    """The tile of a launch storing in `fmt` (a bare dtype: round to nearest)."""
     if isinstance(fmt, torch.dtype):
         fmt = StateFormat(state_dtype_name(fmt))
     bv, nw = DECODE_TILES[fmt.storage]
-    return min(bv, triton.next_power_of_2(V)), (max(nw, SR_WARPS) if fmt.rounding == "sr" else nw)
+    return DecodeTile(min(bv, triton.next_power_of_2(V)), max(nw, SR_WARPS) if fmt.rounding == "sr" else nw)
 
 
 def kda_decode(
@@ -49,12 +97,13 @@ def kda_decode(
     sr_seed: int = 0,
     positions: torch.Tensor | None = None,
     out: torch.Tensor | None = None,
-    config: tuple[int, int] | None = None,
+    config: tuple | DecodeTile | None = None,
     rounding: str | None = None,
 ) -> torch.Tensor:
-    """One token per sequence; see `evalkit.kernels.kda_decode`. `config` = (BV, num_warps)
-    overrides the tile (the twin check runs the fp32 twin with the checked launch's tile);
-    `rounding` overrides the format's rounding (e.g. 'rtz': a deliberately wrong build, tests only)."""
+    """One token per sequence; see `evalkit.kernels.kda_decode`. `config` (a DecodeTile or its
+    tuple, e.g. (BV, num_warps)) overrides the tile (the twin check runs the fp32 twin with the
+    checked launch's tile); `rounding` overrides the format's rounding (e.g. 'rtz': a deliberately
+    wrong build, tests only)."""
     check_kda_args(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, packed=False)
     fmt = resolve_format(fmt, state_pool, positions, q.shape[0])
     check_triton_device(kda_decode_kernel, q)
@@ -65,9 +114,12 @@ def kda_decode(
         out = torch.empty(B, H, V, dtype=q.dtype, device=q.device)
     if B == 0:
         return out
-    BV, num_warps = config if config is not None else decode_config(fmt, V)
+    tile = as_tile(config) if config is not None else decode_config(fmt, V)
+    BV = tile.BV
     BK = triton.next_power_of_2(K)
-    grid = (B * H, triton.cdiv(V, BV))
+    NV = triton.cdiv(V, BV)
+    grid = (B * H * NV,) if tile.v_inner else (B * H, NV)
+    load_cache, store_cache, evict = CACHE_HINTS[tile.cache]
     kda_decode_kernel[grid](
         q,
         k,
@@ -87,8 +139,14 @@ def kda_decode(
         V=V,
         BK=BK,
         BV=BV,
-        VEC=min(VEC, BV),
+        VEC=min(tile.VEC, BV),
         **format_constexprs(fmt, rounding),
-        num_warps=num_warps,
+        EVEN=bool(tile.even and K == BK and V % BV == 0),
+        LOAD_CACHE=load_cache,
+        STORE_CACHE=store_cache,
+        EVICT=evict,
+        V_INNER=bool(tile.v_inner),
+        EARLY=bool(tile.early),
+        num_warps=tile.num_warps,
     )
     return out
