@@ -46,26 +46,3 @@ def test_long_context_run_with_worker_processes_equals_serial(tmp_path, monkeypa
         rows = [json.loads(x) for x in (tmp_path / workers / "samples.jsonl").read_text().splitlines()]
         runs[workers] = {(r["task"], r["doc_id"], r["length"]): r["prompt_hash"] for r in rows}
     assert len(runs["1"]) == 12 and runs["1"] == runs["2"]
-
-
-def _niceness() -> int:
-    import os
-
-    return os.nice(0)
-
-
-def test_workers_yield_the_cpu_to_the_engine_process():
-    """A worker's niceness is WORKER_NICE above this process's (the engine's launch thread must not
-    wait behind doc building); built with the pool's own initializer."""
-    import os
-    from concurrent.futures import ProcessPoolExecutor
-
-    import pytest
-
-    from evalkit.tasks.long_context import parallel_build as pb
-
-    if not hasattr(os, "nice"):
-        pytest.skip("no os.nice on this platform")
-    with ProcessPoolExecutor(1, mp_context=pb._context(), initializer=pb._init, initargs=(None,) * 5) as pool:
-        worker = pool.submit(_niceness).result()
-    assert worker == min(os.nice(0) + pb.WORKER_NICE, 19)

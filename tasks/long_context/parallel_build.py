@@ -5,9 +5,7 @@ Fitting one 128k-token doc takes 1-2 s of tokenization on one core, and the docs
 Workers are forked on Linux: they inherit the task, tokenizer and shared
 material without pickling, and only tokenize (never touch a GPU). The docs come back in the serial
 order, equal to a serial build. `EVALKIT_PROMPT_WORKERS` sets the pool size (1: serial, in this
-process); by default one worker per core but one, at most 16. Workers run at a lower CPU priority
-(WORKER_NICE): while they build, this process drives the GPU, and a starved launch thread was what
-slowed the engine's prefill by 20% in a cold streamed run (results/bench/long-context-run-h200).
+process); by default one worker per core but one, at most 16.
 
 A run streams them (`SizedTask.start_requests`, `evalkit.runner.stream`): doc j goes to the engine
 as soon as it and every doc before it are built, while the workers build the rest."""
@@ -27,7 +25,6 @@ from evalkit.tasks.long_context.prompt_cache import PromptCache
 
 WORKERS_ENV = "EVALKIT_PROMPT_WORKERS"
 MAX_DEFAULT_WORKERS = 16
-WORKER_NICE = 10  # added to a worker's niceness: doc building yields the CPU to the engine's process
 
 _job: dict[str, Any] = {}  # the worker's task, tokenizer view, material, seed, chat flag
 
@@ -45,8 +42,6 @@ def worker_count(n_docs: int) -> int:
 
 
 def _init(task: Any, view: Any, ctx: Any, seed: int, chat: bool) -> None:
-    if hasattr(os, "nice"):  # POSIX; the build's result does not depend on it
-        os.nice(WORKER_NICE)
     _job.update(task=task, view=view, ctx=ctx, seed=seed, chat=chat)
 
 
