@@ -271,7 +271,7 @@ def summation_signature(ttgir: str) -> list[str]:
 def main() -> None:
     from .kda_decode.wrapper import DECODE_TILES
 
-    builds = [decode_build(s, BV=DECODE_TILES[s][0], num_warps=DECODE_TILES[s][1]) for s in POOL_PTR]
+    builds = [decode_tile_build(s, DECODE_TILES[s]) for s in POOL_PTR]
     builds += prefill_builds() + other_builds() + [mla_prefill_build(m) for m in ("bf16", "fp32")]
     for b in builds:
         r = b.resources()

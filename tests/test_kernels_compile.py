@@ -22,8 +22,7 @@ def _quiet(monkeypatch):
 def test_every_kernel_compiles_for_sm90_without_spills():
     from evalkit.kernels.kda_decode.wrapper import DECODE_TILES
 
-    builds = [compile_check.decode_build(s, BV=DECODE_TILES[s][0], num_warps=DECODE_TILES[s][1])
-              for s in ("fp32", "fp16", "bf16")]  # fmt: skip
+    builds = [compile_check.decode_tile_build(s, DECODE_TILES[s]) for s in ("fp32", "fp16", "bf16")]
     builds += compile_check.prefill_builds() + compile_check.other_builds()
     builds += [compile_check.mla_prefill_build(m) for m in ("bf16", "fp16", "fp32")]
     for b in builds:
@@ -37,9 +36,9 @@ def test_every_kernel_compiles_for_sm90_without_spills():
 def test_16bit_builds_sum_in_the_fp32_order(state):
     from evalkit.kernels.kda_decode.wrapper import DECODE_TILES
 
-    bv, nw = DECODE_TILES[state]
-    twin = compile_check.decode_build("fp32", model="fp32", BV=bv, num_warps=nw)
-    build = compile_check.decode_build(state, model="fp32", BV=bv, num_warps=nw)
+    tile = DECODE_TILES[state]
+    twin = compile_check.decode_tile_build("fp32", tile, model="fp32")
+    build = compile_check.decode_tile_build(state, tile, model="fp32")
     sig = compile_check.summation_signature(twin.ttgir)
     assert len(sig) == 4  # l2norm(q), l2norm(k), k.S, q.S
     assert compile_check.summation_signature(build.ttgir) == sig

@@ -273,9 +273,23 @@ class EngineDriftModel:
                 if self.fused_decode
                 else "kernels.kda_decode per token"
             ),
+            **({"decode_layout": decode_layouts()} if self.device.type == "cuda" else {}),
         }
 
     def tokenize(self, text: str) -> list[int]:
         if self.tokenizer is None:
             raise InputError("this model has no tokenizer; give token ids (--random-tokens) instead of text")
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def decode_layouts() -> dict[str, str]:
+    """The decode tile's layout per state dtype (BV x warps, VEC): it sets the order of the sums over
+    K, so a study resumed under another layout would mix two arithmetics; recorded in the model's
+    identity, which a resume must match."""
+    from evalkit.kernels.kda_decode.wrapper import DECODE_TILES
+
+    return {
+        n: f"{t.BV}x{t.num_warps} vec{t.VEC}"
+        for n, t in DECODE_TILES.items()
+        if n in ("fp32", "fp16", "bf16")
+    }

@@ -13,16 +13,6 @@ from ..formats import StateFormat
 from ..triton_launch import check_triton_device, format_constexprs, launch_key, pool_arg
 from .kernel import kda_decode_kernel
 
-# (BV, num_warps) per pool dtype: a [K=128, BV] tile of 16 KiB for every 16/32-bit dtype, so 16-bit
-# pools move twice the columns per program instead of half the bytes (fp8: the 16-bit tile, until
-# the benchmark says otherwise). The benchmark sweeps alternatives (DecodeTile's options).
-DECODE_TILES: dict[str, tuple[int, int]] = {
-    "fp32": (32, 4),
-    "fp16": (64, 4),
-    "bf16": (64, 4),
-    "fp8_e4m3": (64, 4),
-    "fp8_e5m2": (64, 4),
-}
 VEC = 4  # the default contiguity along V the compiler may assume (DecodeTile.VEC)
 # the largest VEC whose layout is the same for every pool dtype: Triton gives a thread at most 128
 # bits of one load, i.e. 4 fp32 values; at VEC = 8 a 16-bit build holds 8 values per thread along V
@@ -63,6 +53,21 @@ class DecodeTile(NamedTuple):
         return "+".join([f"{self.BV}x{self.num_warps}", *filter(None, opts)])
 
 
+# The tile per pool dtype, from the H200 sweep (results/bench/decode-sweep-h200/: 64 value columns
+# on 4 warps, masks off, a head's value blocks side by side in a 1-D grid, the state load issued
+# first: 1.27-1.29x the old fp32 tile (32x4) and 1.08-1.12x the old 16-bit one, fastest of the sweep
+# for fp32, fp16 and bf16 at B = 128 and 512). The options move bytes only; BV, num_warps and VEC
+# set the layout, which the fp32-twin check and drift's recurrent kernel take from here. fp8 keeps
+# the plain 16-bit tile: not swept.
+DECODE_TILES: dict[str, DecodeTile] = {
+    "fp32": DecodeTile(64, 4, even=True, v_inner=True, early=True),
+    "fp16": DecodeTile(64, 4, even=True, v_inner=True, early=True),
+    "bf16": DecodeTile(64, 4, even=True, v_inner=True, early=True),
+    "fp8_e4m3": DecodeTile(64, 4),
+    "fp8_e5m2": DecodeTile(64, 4),
+}
+
+
 def as_tile(config: tuple | DecodeTile) -> DecodeTile:
     """A DecodeTile from a (BV, num_warps[, VEC, even, cache, v_inner, early]) tuple, checked."""
     tile = DecodeTile(*config)
@@ -78,8 +83,9 @@ def decode_config(fmt: StateFormat | torch.dtype, V: int) -> DecodeTile:
     """The tile of a launch storing in `fmt` (a bare dtype: round to nearest)."""
     if isinstance(fmt, torch.dtype):
         fmt = StateFormat(state_dtype_name(fmt))
-    bv, nw = DECODE_TILES[fmt.storage]
-    return DecodeTile(min(bv, triton.next_power_of_2(V)), max(nw, SR_WARPS) if fmt.rounding == "sr" else nw)
+    tile = DECODE_TILES[fmt.storage]
+    nw = max(tile.num_warps, SR_WARPS) if fmt.rounding == "sr" else tile.num_warps
+    return tile._replace(BV=min(tile.BV, triton.next_power_of_2(V)), num_warps=nw)
 
 
 def kda_decode(
