@@ -130,6 +130,22 @@ def decode_tile_build(state: str, tile, *, model="bf16", H=32, K=128, V=128) -> 
                         even=t.even, cache=t.cache, v_inner=t.v_inner, early=t.early)  # fmt: skip
 
 
+def recurrent_build(state: str, tile, *, model="bf16", H=32, K=128, V=128) -> Build:
+    """Drift's one-launch decode kernel (kda_decode/recurrent.py) for a `state` pool with a
+    `DecodeTile`'s layout (BV, num_warps, VEC), as its wrapper launches it."""
+    from .kda_decode.recurrent import _recurrent_rounded_kernel
+    from .kda_decode.wrapper import as_tile
+
+    t = as_tile(tile)
+    m = "*" + model
+    sig = {"q": m, "k": m, "v": m, "g_raw": m, "beta_raw": m, "a_log": "*fp32", "dt_bias": "*fp32",
+           "pool": _pool_ptr(state), "slot": "i32", "o": m, "T": "i32", "scale": "fp32"}  # fmt: skip
+    BK = triton.next_power_of_2(K)
+    const = {"HAS_INIT": True, "H": H, "K": K, "V": V, "BK": BK, "BV": t.BV, "VEC": min(t.VEC, t.BV),
+             "STATE_DTYPE": state}  # fmt: skip
+    return compile_kernel(_recurrent_rounded_kernel, sig, const, num_warps=t.num_warps)
+
+
 def prefill_builds(
     state: str = "fp32", *, model="bf16", H=32, K=128, V=128, prec="tf32x3", tiles=None
 ) -> list[Build]:

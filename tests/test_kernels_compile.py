@@ -165,3 +165,19 @@ def test_vec8_lays_out_16bit_pools_unlike_their_fp32_twin():
         build = compile_check.decode_tile_build("fp16", tile, model="fp32")
         same = compile_check.summation_signature(build.ttgir) == compile_check.summation_signature(twin.ttgir)
         assert same == tile.twin_safe, vec
+
+
+@pytest.mark.parametrize("state", ["fp32", "fp16", "bf16"])
+def test_drift_recurrent_kernel_sums_as_the_engine_decode_does(state):
+    """Drift's decode mode must compute what the engine's decode loop computes: with the default
+    tile, the recurrent kernel's sums have the decode kernel's layouts (on the H200 the drift script
+    also checks bit-identity at run time); a recurrent build on another tile does not, so the
+    comparison can fail."""
+    from evalkit.kernels.kda_decode.wrapper import DECODE_TILES
+
+    tile = DECODE_TILES[state]
+    decode = compile_check.summation_signature(compile_check.decode_tile_build(state, tile).ttgir)
+    recurrent = compile_check.summation_signature(compile_check.recurrent_build(state, tile).ttgir)
+    assert len(decode) == 4 and recurrent == decode
+    other = compile_check.recurrent_build(state, tile._replace(BV=32))
+    assert compile_check.summation_signature(other.ttgir) != decode
