@@ -188,14 +188,25 @@ def _decode_fp8(c, N: tl.constexpr, EMIN: tl.constexpr, MAXC: tl.constexpr, TINY
 
 
 @triton.jit
-def load_state(p, mask, STORAGE: tl.constexpr):
-    """Pool values at `p` widened exactly to fp32 (masked lanes: 0); fp8 pools are uint8 views."""
+def widen_state(raw, STORAGE: tl.constexpr):
+    """Loaded pool values widened exactly to fp32; fp8 pools are uint8 views (one home for every
+    state load: `load_state` and the decode kernel's unmasked or cache-hinted loads)."""
     if STORAGE == "fp8_e4m3":
-        return _decode_fp8(tl.load(p, mask=mask, other=0).to(tl.uint32), 3, 121, 0x7E, 0.001953125)
+        return _decode_fp8(raw.to(tl.uint32), 3, 121, 0x7E, 0.001953125)
     elif STORAGE == "fp8_e5m2":
-        return _decode_fp8(tl.load(p, mask=mask, other=0).to(tl.uint32), 2, 113, 0x7B, 1.52587890625e-05)
+        return _decode_fp8(raw.to(tl.uint32), 2, 113, 0x7B, 1.52587890625e-05)
     elif STORAGE == "bf16":  # a shift: exact for subnormals too (the interpreter's conversion is not)
-        b = tl.load(p, mask=mask, other=0.0).to(tl.uint16, bitcast=True).to(tl.uint32)
+        b = raw.to(tl.uint16, bitcast=True).to(tl.uint32)
         return (b << 16).to(tl.float32, bitcast=True)
     else:
-        return tl.load(p, mask=mask, other=0.0).to(tl.float32)
+        return raw.to(tl.float32)
+
+
+@triton.jit
+def load_state(p, mask, STORAGE: tl.constexpr):
+    """Pool values at `p` widened exactly to fp32 (masked lanes: 0); fp8 pools are uint8 views."""
+    if STORAGE == "fp8_e4m3" or STORAGE == "fp8_e5m2":
+        raw = tl.load(p, mask=mask, other=0)
+    else:
+        raw = tl.load(p, mask=mask, other=0.0)
+    return widen_state(raw, STORAGE)

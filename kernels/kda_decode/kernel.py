@@ -32,30 +32,22 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..triton_common import _decode_fp8, kda_gate, l2norm_vec, load_state, store_state
+from ..triton_common import kda_gate, l2norm_vec, load_state, store_state, widen_state
 
 
 @triton.jit
 def _load_pool(
     p, mask, STORAGE: tl.constexpr, EVEN: tl.constexpr, LOAD_CACHE: tl.constexpr, EVICT: tl.constexpr
 ):
-    """`triton_common.load_state` with the build's mask and cache options: the same exact widening
-    to fp32 (fp8 codes by bit arithmetic, bf16 by a shift); the plain build calls load_state."""
+    """`triton_common.load_state` with the build's mask and cache options (the same widening,
+    `widen_state`); the plain build calls load_state."""
     if not EVEN and LOAD_CACHE == "" and EVICT == "":
         return load_state(p, mask, STORAGE)
     if EVEN:
         raw = tl.load(p, cache_modifier=LOAD_CACHE, eviction_policy=EVICT)
     else:
         raw = tl.load(p, mask=mask, other=0, cache_modifier=LOAD_CACHE, eviction_policy=EVICT)
-    if STORAGE == "fp8_e4m3":
-        return _decode_fp8(raw.to(tl.uint32), 3, 121, 0x7E, 0.001953125)
-    elif STORAGE == "fp8_e5m2":
-        return _decode_fp8(raw.to(tl.uint32), 2, 113, 0x7B, 1.52587890625e-05)
-    elif STORAGE == "bf16":
-        b = raw.to(tl.uint16, bitcast=True).to(tl.uint32)
-        return (b << 16).to(tl.float32, bitcast=True)
-    else:
-        return raw.to(tl.float32)
+    return widen_state(raw, STORAGE)
 
 
 @triton.jit
