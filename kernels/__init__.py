@@ -28,6 +28,7 @@ if torch is not None:
     from . import gated_rmsnorm as _gated_rmsnorm_pkg  # noqa: F401
     from . import kda_decode as _kda_decode_pkg  # noqa: F401
     from . import kda_prefill as _kda_prefill_pkg  # noqa: F401
+    from . import moe_combine as _moe_combine_pkg  # noqa: F401
     from . import short_conv as _short_conv_pkg  # noqa: F401
     from .common import STATE_DTYPES, resolve_state_dtype, state_dtype_name
     from .dispatch import implementation, use_triton
@@ -47,6 +48,7 @@ __all__ = [
     "gated_rmsnorm",
     "kda_decode",
     "kda_prefill",
+    "moe_combine",
     "parse_format",
     "resolve_state_dtype",
     "round_to_format",
@@ -136,3 +138,8 @@ def causal_conv1d_decode(x, weight, conv_pool, slots) -> torch.Tensor:
 def gated_rmsnorm(o, gate, weight, eps: float) -> torch.Tensor:
     """fp32 RMSNorm over the last dim x weight x sigmoid(gate), returned in o's dtype."""
     return implementation("gated_rmsnorm", o)(o, gate, weight, eps)
+
+
+def moe_combine(ys, inv, w, dtype) -> torch.Tensor:
+    """MoE output rows: out[t] = sum_j w[t, j] ys[inv[t, j]] (fp32, top-k in order) in `dtype`."""
+    return implementation("moe_combine", ys)(ys, inv, w, dtype)

@@ -224,6 +224,7 @@ def state_pass_build(state: str = "fp32", *, H=32, K=128, V=128, prec="tf32x3", 
 
 def other_builds(model="bf16") -> list[Build]:
     from .gated_rmsnorm.kernel import gated_rmsnorm_kernel
+    from .moe_combine import wrapper as mc
     from .short_conv.kernel import conv_decode_kernel, conv_prefill_kernel
 
     m, i32 = "*" + model, "*i32"
@@ -237,6 +238,10 @@ def other_builds(model="bf16") -> list[Build]:
         compile_kernel(gated_rmsnorm_kernel,
                        {"o": m, "gate": m, "weight": "*fp32", "y": m, "n_rows": "i32", "eps": "fp32"},
                        {"V": 128, "BR": 16, "BV": 128}),
+        # Kimi-Linear-48B's MoE: hidden 2304, top 8
+        compile_kernel(mc.moe_combine_kernel,
+                       {"ys": m, "inv": "*i64", "w": "*fp32", "out": m, "n_rows": "i32"},
+                       {"D": 2304, "TOPK": 8, "BR": mc.BR, "BD": mc.BD}),
     ]  # fmt: skip
 
 

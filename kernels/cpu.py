@@ -7,6 +7,14 @@ from __future__ import annotations
 from .gated_rmsnorm.cpu import gated_rmsnorm
 from .kda_decode.cpu import kda_decode
 from .kda_prefill.cpu import kda_prefill
+from .moe_combine.cpu import moe_combine
 from .short_conv.cpu import causal_conv1d_decode, causal_conv1d_prefill
 
-__all__ = ["causal_conv1d_decode", "causal_conv1d_prefill", "gated_rmsnorm", "kda_decode", "kda_prefill"]
+__all__ = [
+    "causal_conv1d_decode",
+    "causal_conv1d_prefill",
+    "gated_rmsnorm",
+    "kda_decode",
+    "kda_prefill",
+    "moe_combine",
+]

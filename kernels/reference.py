@@ -9,6 +9,7 @@ from .gated_rmsnorm.reference import gated_rmsnorm
 from .kda_decode.reference import kda_decode
 from .kda_prefill.reference import kda_prefill
 from .mla_prefill.reference import mla_prefill_attention
+from .moe_combine.reference import moe_combine
 from .short_conv.reference import causal_conv1d_decode, causal_conv1d_prefill
 
 __all__ = [
@@ -18,4 +19,5 @@ __all__ = [
     "kda_decode",
     "kda_prefill",
     "mla_prefill_attention",
+    "moe_combine",
 ]

@@ -7,17 +7,29 @@ in the fixed top-k order) + the unweighted shared expert.
 
 Experts: on CUDA one grouped GEMM per projection over the token-expert pairs sorted by expert
 (`torch._grouped_mm`, graph-capturable). On CPU every expert runs densely on every row, so no
-matmul shape depends on the routing of other rows (batch invariance; CPU models are tiny)."""
+matmul shape depends on the routing of other rows (batch invariance; CPU models are tiny).
+
+Combine on the GPU path: by default torch puts the expert rows back in token order and sums them
+in fp32; `EVALKIT_MOE_COMBINE=fused` (or `COMBINE = "fused"`) does it in one Triton launch,
+`evalkit.kernels.moe_combine` (the top-k added one by one in order; opt-in while it is measured:
+the profile put 23% of a 48B-dims prefill forward in elementwise work and copies,
+results/bench/engine-h200-profile). Both are batch invariant; they may differ in the last bit."""
 
 from __future__ import annotations
+
+import os
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from evalkit import kernels
+from evalkit.errors import InputError
 
 from ..config import KimiArch
+
+COMBINE_ENV = "EVALKIT_MOE_COMBINE"
+COMBINE = os.environ.get(COMBINE_ENV, "torch")  # "torch" | "fused"
 
 
 def swiglu(x: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor) -> torch.Tensor:
@@ -77,12 +89,15 @@ class MoE(nn.Module):
         T = x.shape[0]
         n = T if n_routed is None else n_routed
         idx, w = self.route(x)
-        if x.is_cuda or kernels.use_triton(x):  # the GPU path (also under TRITON_INTERPRET=1)
-            y = self._grouped(x[:n], idx[:n])  # [n, k, hidden]
+        gpu = x.is_cuda or kernels.use_triton(x)  # the GPU path (also under TRITON_INTERPRET=1)
+        if COMBINE not in ("torch", "fused"):
+            raise InputError(f"{COMBINE_ENV}={COMBINE!r}: expected 'torch' or 'fused'")
+        if gpu and COMBINE == "fused":
+            ys, inv = self._grouped_sorted(x[:n], idx[:n])
+            routed = kernels.moe_combine(ys, inv, w[:n], x.dtype)
         else:
-            y = self._dense_all(x, idx)[:n]  # every expert on every row: fixed GEMM shapes
-        w = w[:n]
-        routed = (y.to(torch.float32) * w[..., None]).sum(1).to(x.dtype)
+            y = self._grouped(x[:n], idx[:n]) if gpu else self._dense_all(x, idx)[:n]  # [n, k, hidden]
+            routed = (y.to(torch.float32) * w[:n, :, None]).sum(1).to(x.dtype)
         if n < T:
             routed = F.pad(routed, (0, 0, 0, T - n))
         return routed + self.shared(x)
@@ -92,6 +107,13 @@ class MoE(nn.Module):
         return outs.gather(1, idx[..., None].expand(-1, -1, x.shape[-1]))
 
     def _grouped(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        n, k = idx.shape
+        ys, inv = self._grouped_sorted(x, idx)
+        return ys[inv.reshape(-1)].view(n, k, -1)
+
+    def _grouped_sorted(self, x: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Expert outputs [n*k, hidden] in expert-sorted order, and inv [n, k]: the row of token t's
+        j-th expert among them."""
         n, k = idx.shape
         flat = idx.reshape(-1)
         order = torch.sort(flat, stable=True)[1]
@@ -103,6 +125,6 @@ class MoE(nn.Module):
         gu = torch._grouped_mm(xs, self.w13.transpose(1, 2), offs=offs)
         g, u = gu.chunk(2, dim=-1)
         ys = torch._grouped_mm(F.silu(g) * u, self.w2.transpose(1, 2), offs=offs)
-        y = torch.empty_like(ys)
-        y[order] = ys
-        return y.view(n, k, -1)
+        inv = torch.empty_like(order)
+        inv[order] = torch.arange(order.numel(), device=order.device)
+        return ys, inv.view(n, k)

@@ -1,0 +1,2 @@
+"""moe_combine op: Triton kernel (kernel.py) and wrapper (wrapper.py), CPU implementation (cpu.py),
+float64 reference (reference.py), naive torch form (naive.py)."""
