@@ -35,6 +35,7 @@ class SharedExpertMoE(nn.Module):
 
     _dense_all = KimiMoE._dense_all
     _grouped = KimiMoE._grouped
+    _grouped_sorted = KimiMoE._grouped_sorted  # what _grouped calls
 
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Top-k expert ids [T, k] and their weights [T, k] in the model dtype."""
