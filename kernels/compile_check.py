@@ -104,7 +104,7 @@ def decode_build(
     """The decode kernel's build for a `state` pool; the keywords after V are `DecodeTile`'s
     options (`decode_tile_build` takes a whole tile), resolved to build constants as the wrapper does."""
     from .kda_decode.kernel import kda_decode_kernel
-    from .kda_decode.wrapper import CACHE_HINTS
+    from .kda_decode.wrapper import DecodeTile
 
     m = "*" + model
     sig = {
@@ -112,12 +112,8 @@ def decode_build(
         "pool": _pool_ptr(state), "slots": "*i32", "positions": "*i64", "o": m, "scale": "fp32",
         "sr_key": "i32",
     }  # fmt: skip
-    BK = triton.next_power_of_2(K)
-    load_cache, store_cache, evict = CACHE_HINTS[cache]
-    const = {"H": H, "K": K, "V": V, "BK": BK, "BV": BV, "VEC": min(VEC, BV),
-             **_format_constexprs(state), "EVEN": bool(even and K == BK and V % BV == 0),
-             "LOAD_CACHE": load_cache, "STORE_CACHE": store_cache, "EVICT": evict,
-             "V_INNER": bool(v_inner), "EARLY": bool(early)}  # fmt: skip
+    tile = DecodeTile(BV, num_warps, VEC, even, cache, v_inner, early)
+    const = {"H": H, "K": K, "V": V, **tile.constexprs(K, V), **_format_constexprs(state)}
     return compile_kernel(kda_decode_kernel, sig, const, num_warps=num_warps)
 
 

@@ -6,7 +6,7 @@ dtype. For a drift run over 64k tokens that is 64k launches per KDA layer and ar
 launch overhead for a 20-layer model). This kernel walks the block's tokens inside one program
 per (head, block of value columns) and rounds its register copy of the state to the pool dtype
 after every token, exactly where the decode kernel stores and reloads it: the same gate, norms,
-update order and tile layout (BV, num_warps and VEC of the decode wrapper's DECODE_TILES),
+update order and tile layout (BV, num_warps and VEC of the decode wrapper's `decode_config`),
 so the numbers are those of a token-by-token decode (tests check it against the decode loop).
 It is its own kernel, not the decode kernel called per token: the token loop must run inside
 the program, where the state stays in registers between tokens.
@@ -23,7 +23,7 @@ import triton.language as tl
 
 from ..errors import KernelInputError
 from ..triton_common import kda_gate, l2norm_vec, round_state
-from .wrapper import DECODE_TILES
+from .wrapper import decode_config
 
 # the pool dtypes this kernel stores (round to nearest only)
 _NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
@@ -105,8 +105,8 @@ def kda_recurrent_rounded(
     o = torch.empty(T, H, V, dtype=q.dtype, device=q.device)
     if T == 0:
         return o
-    tile = DECODE_TILES[name]
-    BV, nw = min(tile.BV, triton.next_power_of_2(V)), tile.num_warps
+    tile = decode_config(state_pool.dtype, V)  # the decode launch's layout: the same sums over K
+    BV, nw = tile.BV, tile.num_warps
     grid = (triton.cdiv(V, BV), H)
     _recurrent_rounded_kernel[grid](
         q,

@@ -46,6 +46,23 @@ class DecodeTile(NamedTuple):
         """Whether every pool dtype lays this tile out like its fp32 build (see TWIN_SAFE_VEC)."""
         return min(self.VEC, self.BV) <= TWIN_SAFE_VEC
 
+    def constexprs(self, K: int, V: int) -> dict:
+        """The kernel's build constants of this tile at head dims K, V (one place for the launch
+        and for compile_check's builds)."""
+        BK = triton.next_power_of_2(K)
+        load_cache, store_cache, evict = CACHE_HINTS[self.cache]
+        return dict(
+            BK=BK,
+            BV=self.BV,
+            VEC=min(self.VEC, self.BV),
+            EVEN=bool(self.even and K == BK and V % self.BV == 0),
+            LOAD_CACHE=load_cache,
+            STORE_CACHE=store_cache,
+            EVICT=evict,
+            V_INNER=bool(self.v_inner),
+            EARLY=bool(self.early),
+        )
+
     def label(self) -> str:
         """Short name for reports: BV x warps, then the options that are on."""
         opts = [f"vec{self.VEC}" if self.VEC != VEC else "", "even" if self.even else "", self.cache,
@@ -121,11 +138,8 @@ def kda_decode(
     if B == 0:
         return out
     tile = as_tile(config) if config is not None else decode_config(fmt, V)
-    BV = tile.BV
-    BK = triton.next_power_of_2(K)
-    NV = triton.cdiv(V, BV)
+    NV = triton.cdiv(V, tile.BV)
     grid = (B * H * NV,) if tile.v_inner else (B * H, NV)
-    load_cache, store_cache, evict = CACHE_HINTS[tile.cache]
     kda_decode_kernel[grid](
         q,
         k,
@@ -143,16 +157,8 @@ def kda_decode(
         H=H,
         K=K,
         V=V,
-        BK=BK,
-        BV=BV,
-        VEC=min(tile.VEC, BV),
+        **tile.constexprs(K, V),
         **format_constexprs(fmt, rounding),
-        EVEN=bool(tile.even and K == BK and V % BV == 0),
-        LOAD_CACHE=load_cache,
-        STORE_CACHE=store_cache,
-        EVICT=evict,
-        V_INNER=bool(tile.v_inner),
-        EARLY=bool(tile.early),
         num_warps=tile.num_warps,
     )
     return out
