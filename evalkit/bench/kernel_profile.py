@@ -33,6 +33,10 @@ CATEGORIES: tuple[tuple[str, str], ...] = (
 )
 
 
+# the keys of `KernelTable.to_dict()` that are figures, not the caller's meta
+_FIGURES = ("runs", "gpu_ms_per_run", "categories", "top_kernels", "kernels")
+
+
 def categorize(name: str, rules: Iterable[tuple[str, str]] = CATEGORIES) -> str:
     rest = re.fullmatch(r"\(rest of (.+)\)", name)
     if rest:  # a remainder row of an old report keeps the category it was counted in
@@ -101,8 +105,7 @@ def from_report(table: dict[str, Any]) -> KernelTable:
     row named "(rest of CATEGORY)", which a renamed rule cannot move: exact whenever every kernel
     whose category changed is among the listed ones."""
     n = int(table.get("runs", 1))
-    meta = {k: v for k, v in table.items() if k not in ("categories", "top_kernels", "kernels", "runs")}
-    meta.pop("gpu_ms_per_run", None)
+    meta = {k: v for k, v in table.items() if k not in _FIGURES}
     if "kernels" in table:
         return KernelTable([(k, int(c), float(ms)) for k, c, ms in table["kernels"]], n_runs=n, meta=meta)
     rows = [(r["kernel"], round(r["calls_per_run"] * n), r["ms_per_run"] * n) for r in table["top_kernels"]]
@@ -150,8 +153,8 @@ def profile_kernels(
 def markdown(table: dict[str, Any], title: str) -> list[str]:
     """Lines of a Markdown section for `KernelTable.to_dict()` output."""
     out = [f"### {title}", ""]
-    meta = {k: v for k, v in table.items() if k not in ("categories", "top_kernels", "kernels")}
-    out += [f"- {k}: {v}" for k, v in meta.items()] + [""]
+    shown = {k: v for k, v in table.items() if k not in ("categories", "top_kernels", "kernels")}
+    out += [f"- {k}: {v}" for k, v in shown.items()] + [""]
     out += ["| category | GPU ms per run | share |", "|---|---:|---:|"]
     out += [
         f"| {c['category']} | {c['ms_per_run']:.2f} | {100 * c['share']:.1f}% |" for c in table["categories"]
