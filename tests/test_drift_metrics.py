@@ -263,3 +263,11 @@ def test_rate_growth_matches_statsmodels_poisson_glm():
     assert (st.total[use] == 0).any()  # zero buckets were kept in the fit
     none = fit_rate_growth(st.position(), np.zeros_like(st.total), st.count, metric="top1", min_position=128)
     assert none.verdict == "zero"
+
+
+def test_rate_growth_with_every_event_in_one_bucket_has_no_slope():
+    """The Poisson likelihood has no finite maximum then (the rate is 0 in every other bucket):
+    'insufficient', not a singular-matrix crash."""
+    pos = np.array([100.0, 200.0, 400.0, 800.0, 1600.0])
+    f = fit_rate_growth(pos, np.array([0, 0, 0, 0, 9.0]), np.full(5, 100.0), metric="top1")
+    assert f.verdict == "insufficient" and f.slope is None and "no finite trend" in f.text

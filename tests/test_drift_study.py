@@ -107,6 +107,9 @@ def test_the_floor_dominating_is_a_caveat():
     }
     (out,) = verdicts(s)
     assert "1.2× the A/A floor at 4k (95% CI 1× to 1.4×)" in out["text"]
+    s["study"]["decode"]["last_bucket"] = [2896, 4096]  # the sentence names where "at 4k" was read
+    assert "1.2× the A/A floor at 4k (positions 2.8k–4k; 95% CI 1× to 1.4×)" in verdicts(s)[0]["text"]
+    del s["study"]["decode"]["last_bucket"]
     (dominates,) = [c for c in out["caveats"] if c.startswith("the A/A floor dominates")]
     assert "rerun with fp32 weights" in dominates  # no weights dtype recorded: the bf16 advice
     s["config"] = {"model": {"dtype": "float32"}}  # fp32 weights already: no advice to use them
@@ -227,3 +230,29 @@ def test_resume_refuses_another_configuration_or_other_prompts(tmp_path):
         run_study(TOY, others, cfg, out, show_progress=False, plots=False, resume=True)
     with pytest.raises(InputError, match="already holds a drift run"):
         run_study(TOY, prompts, cfg, out, show_progress=False, plots=False)
+
+
+def test_a_saved_study_refits_to_the_summary_its_run_wrote(study, tmp_path, capsys):
+    """`evalkit drift --report-only`: the checkpoint alone gives back every figure (no model)."""
+    import shutil
+
+    from evalkit.cli import main as cli_main
+    from evalkit.drift.refit import refit_study
+
+    out, s = study
+    copy = tmp_path / "run"
+    shutil.copytree(out, copy)
+    stale = json.loads((copy / "summary.json").read_text())
+    stale["study"], stale["verdicts"] = {}, []
+    (copy / "summary.json").write_text(json.dumps(stale))
+    new = refit_study(copy, plots=False)
+    assert json.dumps(new["study"], sort_keys=True) == json.dumps(s["study"], sort_keys=True)
+    assert new["verdicts"] == s["verdicts"]
+    assert json.loads((copy / "summary.json").read_text())["verdicts"] == s["verdicts"]
+    assert "slope:kl:main" in (copy / "prompt_results.csv").read_text().splitlines()[0]
+    assert cli_main(["drift", "--report-only", str(copy), "--no-plots"]) == 0
+    assert "drift vs the fp32 arm" in capsys.readouterr().out
+    (copy / "checkpoint.json").unlink()
+    assert cli_main(["drift", "--report-only", str(copy)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "checkpoint.json" in err[0]

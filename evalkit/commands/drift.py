@@ -9,7 +9,8 @@ checkpoints, every KDA layer's state are compared with fp32's. Everything is sum
 prompts (mean and 95% t-CI; growth exponents fitted per prompt, with sensitivity rows) and
 ends in pasteable verdicts. Free-running: each arm greedily generates --generate tokens from the
 first prompt. `evalkit drift link BASELINE_RUN CANDIDATE_RUN` relates per-question divergence
-to accuracy flips (`evalkit.drift.link`).
+to accuracy flips (`evalkit.drift.link`); `evalkit drift --report-only RUN_DIR` refits a saved
+study (`evalkit.drift.refit`).
 """
 
 from __future__ import annotations
@@ -123,6 +124,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--title", default="", help="title for plots and summary.md")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument(
+        "--report-only",
+        metavar="RUN_DIR",
+        help="refit a saved drift study from its checkpoint.json with this version's analysis "
+        "(summary, verdicts, CSVs, plots; no model, no GPU); the measured rows are kept",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -187,6 +194,12 @@ def main(args: argparse.Namespace) -> int:
         from evalkit.drift.link_cli import link_main
 
         return link_main(args)
+    if args.report_only:
+        from evalkit.drift.refit import refit_study
+
+        summary = refit_study(args.report_only, plots=not args.no_plots)
+        print_summary(summary, Path(args.report_only))
+        return 0
     import torch
 
     from evalkit.drift import inputs

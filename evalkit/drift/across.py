@@ -18,12 +18,17 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from scipy import stats
 
-from evalkit.drift.growth import MIN_BUCKETS, MIN_SPAN, fit_rate_growth
+from evalkit.drift.growth import fit_rate_growth
 from evalkit.drift.positions import format_position
 
 LEVEL = 0.95
 FLAT_BELOW = 0.1  # |exponent| below this is "flat" whatever its CI
 INCONCLUSIVE_WIDTH = 1.0  # a CI containing 0 but wider than this says "no clear trend", not "flat"
+# One prompt's slope needs no residual degrees of freedom of its own (its CI comes from the spread
+# across prompts), so three fit points do; prefill mode has one per octave (`fit_points`), whose
+# centres span a little under 4x when the last octave is cut short (16k..127k: 22.6k to 90k).
+MIN_POINTS = 3
+MIN_CENTRE_SPAN = 3.0
 
 
 def mean_ci(values, level: float = LEVEL) -> dict:
@@ -54,13 +59,14 @@ def mean_ci(values, level: float = LEVEL) -> dict:
 def ols_slope(position, mean, start: float, stop: float | None = None) -> tuple[float | None, str]:
     """Slope of log(mean) on log(position) over buckets in [start, stop]; zero buckets are left
     out. Returns (slope, "") or (None, why): "zero" when every bucket in range is 0, else
-    "insufficient" (fewer than MIN_BUCKETS non-zero buckets, or less than MIN_SPAN x of positions)."""
+    "insufficient" (fewer than MIN_POINTS non-zero buckets, or centres less than MIN_CENTRE_SPAN x
+    apart)."""
     pos, m = np.asarray(position, dtype=np.float64), np.asarray(mean, dtype=np.float64)
     rng = np.isfinite(pos) & np.isfinite(m) & (pos >= start) & (pos <= (stop or np.inf))
     use = rng & (m > 0)
     if rng.any() and not use.any():
         return None, "zero"
-    if use.sum() < MIN_BUCKETS or pos[use].max() / pos[use].min() < MIN_SPAN:
+    if use.sum() < MIN_POINTS or pos[use].max() / pos[use].min() < MIN_CENTRE_SPAN:
         return None, "insufficient"
     x, y = np.log(pos[use]), np.log(m[use])
     xc = x - x.mean()

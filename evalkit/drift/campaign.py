@@ -247,6 +247,8 @@ def note_markdown(parts: list[dict], meta: dict) -> str:
         "Full run directories under `runs/<part>/`.",
         "",
     ]
+    if meta.get("refit"):
+        lines += [f"Refitted: {meta['refit']}", ""]
     if meta.get("smoke"):
         lines += ["**SMOKE RUN: tiny widths on CPU, a check of the script, not a measurement.**", ""]
     for p in parts:
@@ -276,3 +278,23 @@ def note_markdown(parts: list[dict], meta: dict) -> str:
         )
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def refit_campaign(folder: Path, how: str) -> dict:
+    """Refit every part of a campaign folder (`gpu_drift.py --out`) from its checkpoints
+    (`evalkit.drift.refit`) and rewrite its summary.json and note.md; `how` says by what and when.
+    Costs, budgets and commands stay those of the runs."""
+    import json
+
+    from evalkit.drift.refit import refit_study
+    from evalkit.drift.study_report import study_brief
+
+    body = json.loads((folder / "summary.json").read_text())
+    for part in body["parts"]:
+        run = folder / "runs" / part["part"]
+        if (run / "checkpoint.json").is_file():
+            part["results"] = study_brief(refit_study(run))
+    body["meta"]["refit"] = how
+    (folder / "summary.json").write_text(json.dumps(body, indent=1, default=str))
+    (folder / "note.md").write_text(note_markdown(body["parts"], body["meta"]))
+    return body

@@ -75,9 +75,7 @@ def load(out: Path, ident: Identity) -> dict[str, dict[str, Any]]:
         if (out / "summary.json").is_file():
             raise InputError(f"{out} holds a drift run without a checkpoint (older than --resume)")
         return {}
-    saved = json.loads(path.read_text())
-    if saved.get("version") != VERSION:
-        raise InputError(f"{path}: checkpoint version {saved.get('version')}, expected {VERSION}")
+    saved = read(out)
     for key in ("config", "model"):
         if json.loads(json.dumps(getattr(ident, key), default=_plain)) != saved[key]:
             raise InputError(f"{out}: the run there has another {key}; resume with the same options")
@@ -86,6 +84,18 @@ def load(out: Path, ident: Identity) -> dict[str, dict[str, Any]]:
     if any(i >= len(ours) or i >= len(theirs) or theirs[i] != ours[i] for i in done):
         raise InputError(f"{out}: the prompts differ from the run there; resume with the same prompts")
     return saved["modes"]
+
+
+def read(out: Path) -> dict[str, Any]:
+    """The checkpoint in `out` as saved (identity and every mode's rows); InputError if absent or
+    of another version."""
+    path = out / NAME
+    if not path.is_file():
+        raise InputError(f"{out} holds no {NAME}: not a drift study, or one older than --resume")
+    saved = json.loads(path.read_text())
+    if saved.get("version") != VERSION:
+        raise InputError(f"{path}: checkpoint version {saved.get('version')}, expected {VERSION}")
+    return saved
 
 
 def restore(state: ModeState, saved: dict[str, Any] | None) -> set[int]:

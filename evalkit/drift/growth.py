@@ -172,17 +172,26 @@ def fit_rate_growth(
     x, k, off = np.log(position[use]), events[use], np.log(n[use])
     X = np.column_stack([np.ones_like(x), x])
     beta = np.array([np.log(total / n[use].sum()), 0.0])
-    for _ in range(100):
-        mu = np.exp(off + X @ beta)
-        z = X @ beta + (k - mu) / mu
-        XtW = X.T * mu
-        new = np.linalg.solve(XtW @ X, XtW @ z)
-        if np.max(np.abs(new - beta)) < 1e-12:
+    try:
+        if int((k > 0).sum()) < 2:  # all events in one bucket: the likelihood has no finite maximum
+            raise np.linalg.LinAlgError
+        for _ in range(100):
+            mu = np.exp(off + X @ beta)
+            z = X @ beta + (k - mu) / mu
+            XtW = X.T * mu
+            new = np.linalg.solve(XtW @ X, XtW @ z)
+            if np.max(np.abs(new - beta)) < 1e-12:
+                beta = new
+                break
             beta = new
-            break
-        beta = new
-    mu = np.exp(off + X @ beta)
-    cov = np.linalg.inv((X.T * mu) @ X)
+        mu = np.exp(off + X @ beta)
+        cov = np.linalg.inv((X.T * mu) @ X)
+        if not (np.isfinite(beta).all() and np.isfinite(cov).all()):
+            raise np.linalg.LinAlgError
+    except np.linalg.LinAlgError:
+        blank.verdict = "insufficient"
+        blank.text = f"{label}: its {total:.0f} events give no finite trend (they sit in one or two buckets)"
+        return blank
     dof = len(k) - 2
     pearson = float(((k - mu) ** 2 / mu).sum() / dof) if dof > 0 else float("nan")
     scale = max(1.0, float(np.sqrt(pearson))) if np.isfinite(pearson) else 1.0

@@ -42,6 +42,19 @@ def _series(rows: list[dict], key: str = "mean") -> dict:
     return out
 
 
+def _plotted(rows: list[dict]) -> list[dict]:
+    """Each mode × arm series without its one-position last bucket (`fit_points.without_sliver`)."""
+    from evalkit.drift.fit_points import without_sliver
+
+    series: dict = defaultdict(list)
+    for r in rows:
+        series[(r["mode"], r["arm"])].append(r)
+    out = []
+    for rs in series.values():
+        out += without_sliver(sorted(rs, key=lambda r: r["pos_lo"]))
+    return out
+
+
 def plot_run(run: dict, out_dir: str | Path, prefix: str = "") -> list[Path]:
     """Write the PNGs for a loaded run (`rundir.load_run`); return their paths."""
     plt = _plt()
@@ -52,7 +65,7 @@ def plot_run(run: dict, out_dir: str | Path, prefix: str = "") -> list[Path]:
     title = (run.get("summary") or {}).get("title") or ""
     paths = []
     for metric, (fname, what, ylabel) in TOKEN_PLOTS.items():
-        rows = [r for r in buckets if r["metric"] == metric]
+        rows = _plotted([r for r in buckets if r["metric"] == metric])
         if not rows or not modes:
             continue
         fig, axes = plt.subplots(1, len(modes), figsize=(5.2 * len(modes), 3.9), squeeze=False)

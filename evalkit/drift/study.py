@@ -31,6 +31,7 @@ from evalkit.drift.study_summary import (
     across_state_rows,
     fit_ranges,
     per_prompt_rows,
+    prompt_rows_with_slopes,
     summarize_mode,
 )
 from evalkit.drift.teacher_forced import run_teacher_forced
@@ -134,7 +135,6 @@ def run_study(
     for mode in cfg.modes:
         ms = states[mode] = ModeState(mode, L, cfg.chunk_size if mode == "prefill" else None)
         done = checkpoint.restore(ms, saved.get(mode))
-        ranges = fit_ranges(L, mode, ms.chunk_size, cfg.fit_starts)
         stop_at = time.perf_counter() + budgets[mode] if mode in budgets else None
         for i, p in enumerate(prompts):
             if i in done:
@@ -169,17 +169,17 @@ def run_study(
                 if bar:
                     bar.close()
             ms.seconds.append(time.perf_counter() - t0)
-            b, s, r = per_prompt_rows(res, i, ranges)
+            b, s, r = per_prompt_rows(res, i)
             ms.bucket_rows += b
             ms.state_rows += s
             ms.prompt_rows += r
             summary["study"][mode] = summarize_mode(ms, arms, cfg.floor, cfg.fit_starts)
-            _write(out, summary, states, ident)
+            write_study_files(out, summary, states, ident, cfg.fit_starts)
             if on_prompt:
                 on_prompt(mode, i)
         if ms.prompt_rows:  # the budget flag, or a resumed mode with nothing left to run
             summary["study"][mode] = summarize_mode(ms, arms, cfg.floor, cfg.fit_starts)
-            _write(out, summary, states, ident)
+            write_study_files(out, summary, states, ident, cfg.fit_starts)
     if cfg.generate > 0:
         try:
             free_running(
@@ -203,24 +203,38 @@ def run_study(
     from evalkit.drift.verdict import verdicts
 
     summary["verdicts"] = verdicts(summary)
-    _write(out, summary, states, ident)
+    write_study_files(out, summary, states, ident, cfg.fit_starts)
     man["finished_at"] = now()
     rundir.write_json(out / "manifest.json", man)
+    write_reports(out, summary, lambda: write_study_files(out, summary, states, ident, cfg.fit_starts), plots)
+    return summary
+
+
+def write_reports(out: Path, summary: dict, rewrite: Callable[[], None], plots: bool = True) -> None:
+    """The plots and summary.md of a finished run directory; a plot that fails is recorded in the
+    summary (`rewrite` writes it again), never raised: a plot must not lose the numbers."""
+    from evalkit.drift.driver import record_error
+    from evalkit.drift.report import drift_markdown
+
     if plots:
         from evalkit.drift.plots import plot_run
 
         try:
             plot_run(rundir.load_run(out), out)
-        except Exception as exc:  # noqa: BLE001 - a plot must not lose the numbers
+        except Exception as exc:  # noqa: BLE001
             record_error(summary, "plots", exc)
-            _write(out, summary, states, ident)
-    from evalkit.drift.report import drift_markdown
-
+            rewrite()
     (out / "summary.md").write_text(drift_markdown(out))
-    return summary
 
 
-def _write(out: Path, summary: dict, states: dict[str, ModeState], ident: checkpoint.Identity) -> None:
+def write_study_files(
+    out: Path,
+    summary: dict,
+    states: dict[str, ModeState],
+    ident: checkpoint.Identity,
+    fit_starts: tuple[int, ...] = FIT_STARTS,
+) -> None:
+    """The checkpoint and every file of the run directory a reader opens, from the modes' rows."""
     checkpoint.save(out, ident, states)
     buckets, st, pb, ps, pr = [], [], [], [], []
     for ms in states.values():
@@ -228,7 +242,7 @@ def _write(out: Path, summary: dict, states: dict[str, ModeState], ident: checkp
         st += across_state_rows(ms)
         pb += ms.bucket_rows
         ps += ms.state_rows
-        pr += ms.prompt_rows
+        pr += prompt_rows_with_slopes(ms, fit_ranges(ms.length, ms.mode, ms.chunk_size, fit_starts))
     rundir.write_json(out / "summary.json", summary)
     rundir.write_json(out / "buckets.json", buckets)
     rundir.write_csv(out / "buckets.csv", buckets)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from evalkit.drift.across import mean_ci, ols_slope, rate_slope, ratio_ci, summarize_slopes
+from evalkit.drift.fit_points import FitPoint, fit_points
 from evalkit.drift.floor import AA_ARM
 from evalkit.drift.teacher_forced import TOKEN_METRICS, TeacherForcedResult
 
@@ -46,24 +47,23 @@ class ModeState:
     stopped_by_budget: bool = False
 
 
-def per_prompt_rows(res: TeacherForcedResult, prompt: int, ranges: dict[str, tuple[float, float]]) -> tuple:
-    """(bucket rows, state rows, scalar rows) of one prompt's traces, slopes over every range."""
+def per_prompt_rows(res: TeacherForcedResult, prompt: int) -> tuple:
+    """(bucket rows, state rows, scalar rows) of one prompt's traces. Growth slopes are not kept
+    here: `prompt_slopes` fits them from the bucket and state rows whenever a summary is made, so
+    a saved study can be refitted when the fitting improves."""
     buckets, states, scalars = [], [], []
     for arm, tr in res.traces.items():
-        series = {}
         for metric in TOKEN_METRICS:
             st = tr.buckets[metric]
             for b, r in zip(np.flatnonzero(st.count + st.nonfinite), st.rows()):
                 buckets.append(
                     {"prompt": prompt, "mode": res.mode, "arm": arm, "metric": metric, "bucket": int(b), **r}
                 )
-            series[metric] = (st.position(), st.mean(), st.total, st.count)
         by_pos = defaultdict(list)
         for r in tr.states:
             states.append({"prompt": prompt, "mode": res.mode, "arm": arm, **r})
             by_pos[r["position"]].append(r["rel_fro"])
-        pos = np.array(sorted(by_pos), dtype=np.float64)
-        state_mean = np.array([np.mean(by_pos[p]) for p in sorted(by_pos)])
+        state_mean = [float(np.mean(by_pos[p])) for p in sorted(by_pos)]
         row: dict[str, Any] = {"prompt": prompt, "mode": res.mode, "arm": arm}
         kl = tr.buckets["kl"]
         row["mean_kl"] = float(kl.total.sum() / kl.count.sum()) if kl.count.sum() else None
@@ -74,25 +74,60 @@ def per_prompt_rows(res: TeacherForcedResult, prompt: int, ranges: dict[str, tup
         dn = tr.buckets["abs_dnll"]
         row["mean_abs_dnll"] = float(dn.total.sum() / dn.count.sum()) if dn.count.sum() else None
         row["ln_ppl_ratio"] = tr.sum_dnll / tr.n_nll if tr.n_nll else None
-        row["state_rel_err_end"] = float(state_mean[-1]) if state_mean.size else None
+        row["state_rel_err_end"] = state_mean[-1] if state_mean else None
         row["state_max_abs"] = max((r["max_abs"] for r in tr.states), default=None)
         row["nonfinite"] = tr.nonfinite_logits + sum(r["n_nonfinite"] for r in tr.states)
         row["n_over_fp16"] = sum(r["n_over_fp16"] for r in tr.states)
         row["seconds"] = tr.seconds
-        for key, (lo, hi) in ranges.items():
-            for metric in GROWTH_METRICS:
-                if metric == "state_rel_fro":
-                    s, why = ols_slope(pos, state_mean, lo, hi)
-                elif metric == "top1_disagree":
-                    p, _, events, n = series[metric]
-                    s, why = rate_slope(p, events, n, lo, hi)
-                else:
-                    p, m, _, _ = series[metric]
-                    s, why = ols_slope(p, m, lo, hi)
-                row[f"slope:{metric}:{key}"] = s
-                row[f"why:{metric}:{key}"] = why
         scalars.append(row)
     return buckets, states, scalars
+
+
+def prompt_points(ms: ModeState) -> dict[tuple[str, int, str], list[FitPoint]]:
+    """Per arm × prompt × token metric: the prompt's fit points (`evalkit.drift.fit_points`)."""
+    groups: dict[tuple[str, int, str], list[dict]] = defaultdict(list)
+    for r in ms.bucket_rows:
+        groups[(r["arm"], r["prompt"], r["metric"])].append(r)
+    return {k: fit_points(rows, ms.chunk_size) for k, rows in groups.items()}
+
+
+def prompt_slopes(ms: ModeState, ranges: dict[str, tuple[float, float]]) -> dict[tuple[str, int], dict]:
+    """Per arm × prompt: `slope:<metric>:<range>` and `why:<metric>:<range>` for every growth
+    metric and fitting range: OLS on the fit points (token metrics; top-1 flips by Poisson
+    regression on their counts) and on the mean-over-layers state error at each checkpoint."""
+    points = prompt_points(ms)
+    states: dict[tuple[str, int], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in ms.state_rows:
+        states[(r["arm"], r["prompt"])][r["position"]].append(r["rel_fro"])
+    out: dict[tuple[str, int], dict] = {}
+    for r in ms.prompt_rows:
+        key = (r["arm"], r["prompt"])
+        by_pos = states.get(key, {})
+        s_pos = np.array(sorted(by_pos), dtype=np.float64)
+        s_mean = np.array([np.mean(by_pos[p]) for p in sorted(by_pos)])
+        row: dict[str, Any] = {}
+        for name, (lo, hi) in ranges.items():
+            for metric in GROWTH_METRICS:
+                if metric == "state_rel_fro":
+                    s, why = ols_slope(s_pos, s_mean, lo, hi)
+                else:
+                    pts = [p for p in points.get((*key, metric), []) if p.n]
+                    pos = np.array([p.position for p in pts])
+                    if metric == "top1_disagree":
+                        events = np.array([round(p.total) for p in pts])
+                        s, why = rate_slope(pos, events, np.array([p.n for p in pts]), lo, hi)
+                    else:
+                        s, why = ols_slope(pos, np.array([p.mean for p in pts]), lo, hi)
+                row[f"slope:{metric}:{name}"] = s
+                row[f"why:{metric}:{name}"] = why
+        out[key] = row
+    return out
+
+
+def prompt_rows_with_slopes(ms: ModeState, ranges: dict[str, tuple[float, float]]) -> list[dict]:
+    """The per-prompt scalar rows with their slopes as fitted now (for prompt_results.csv)."""
+    slopes = prompt_slopes(ms, ranges)
+    return [{**r, **slopes[(r["arm"], r["prompt"])]} for r in ms.prompt_rows]
 
 
 def fit_ranges(
@@ -123,9 +158,12 @@ def summarize_mode(ms: ModeState, arms: list[str], floor: bool, starts=FIT_START
         "arms": {},
     }
     rows = {(r["arm"], r["prompt"]): r for r in ms.prompt_rows}
-    last_bucket = _last_bucket_kl(ms)
+    slopes = prompt_slopes(ms, ranges)
+    points = prompt_points(ms)
+    last_bucket = _last_point_kl(points)
     for arm in arms:
-        mine = [rows[(arm, p)] for p in prompts if (arm, p) in rows]
+        keys = [(arm, p) for p in prompts if (arm, p) in rows]
+        mine = [rows[k] for k in keys]
         a: dict[str, Any] = {
             k: mean_ci([r[k] for r in mine])
             for k in (
@@ -146,7 +184,10 @@ def summarize_mode(ms: ModeState, arms: list[str], floor: bool, starts=FIT_START
         a["growth"] = {
             metric: {
                 key: summarize_slopes(
-                    metric, [(r[f"slope:{metric}:{key}"], r[f"why:{metric}:{key}"]) for r in mine], lo, hi
+                    metric,
+                    [(slopes[k][f"slope:{metric}:{key}"], slopes[k][f"why:{metric}:{key}"]) for k in keys],
+                    lo,
+                    hi,
                 ).to_dict()
                 for key, (lo, hi) in ranges.items()
             }
@@ -164,29 +205,27 @@ def summarize_mode(ms: ModeState, arms: list[str], floor: bool, starts=FIT_START
             )
             a["floor"] = {"kl_last_bucket": at_end, "kl_overall": overall}
         out["arms"][arm] = a
-    out["last_bucket"] = _last_bucket_range(ms)
+    out["last_bucket"] = _last_point_range(points)
     return out
 
 
-def _last_bucket_kl(ms: ModeState) -> dict[str, dict[int, float]]:
-    """Per arm and prompt: the mean KL of the last position bucket (where 'at L1' is read)."""
-    kl = [r for r in ms.bucket_rows if r["metric"] == "kl" and r["mean"] is not None]
-    if not kl:
-        return {}
-    last = max(r["bucket"] for r in kl)
+def _last_point_kl(points: dict[tuple[str, int, str], list[FitPoint]]) -> dict[str, dict[int, float]]:
+    """Per arm and prompt: the mean KL of the last fit point (where "at L1" is read: the last
+    bucket, with a one-position sliver merged into it)."""
     out: dict[str, dict[int, float]] = defaultdict(dict)
-    for r in kl:
-        if r["bucket"] == last:
-            out[r["arm"]][r["prompt"]] = r["mean"]
+    for (arm, prompt, metric), pts in points.items():
+        pts = [p for p in pts if p.n]
+        if metric == "kl" and pts:
+            out[arm][prompt] = pts[-1].mean
     return out
 
 
-def _last_bucket_range(ms: ModeState) -> list[int] | None:
-    kl = [r for r in ms.bucket_rows if r["metric"] == "kl"]
-    if not kl:
+def _last_point_range(points: dict[tuple[str, int, str], list[FitPoint]]) -> list[int] | None:
+    last = [pts[-1] for (_, _, metric), pts in points.items() if metric == "kl" and pts]
+    if not last:
         return None
-    last = max(kl, key=lambda r: r["bucket"])
-    return [last["pos_lo"], last["pos_hi"]]
+    p = max(last, key=lambda p: p.pos_hi)
+    return [p.pos_lo, p.pos_hi]
 
 
 def across_bucket_rows(ms: ModeState) -> list[dict]:

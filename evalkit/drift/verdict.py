@@ -3,13 +3,15 @@
 "KL(fp32‖fp16) per token grows as L^0.52 (95% CI 0.41 to 0.63) over [512, 64k] across 16 prompts,
 12× the A/A floor at 64k (95% CI 9× to 15×)." The exponent is the across-prompt mean of per-prompt
 fits (`evalkit.drift.across`); the floor ratio is the geometric mean over prompts of arm / A/A in
-the last position bucket. Caveats are printed, not buried: a floor that dominates (the arm within
+the last fit point (`evalkit.drift.fit_points`: the last bucket, a one-position sliver merged in),
+whose positions the sentence names. Caveats are printed, not buried: a floor that dominates (the arm within
 FLOOR_DOMINATES x of it), an exponent that moves with the fitting range, prompts left out, a mode
 stopped by its time budget, fewer prompts than a CI deserves.
 """
 
 from __future__ import annotations
 
+from evalkit.drift.across import FLAT_BELOW
 from evalkit.drift.floor import AA_ARM
 from evalkit.drift.positions import format_position
 
@@ -46,7 +48,9 @@ def growth_sentence(metric: str, arm: str, g: dict, n_prompts: int) -> str:
     return f"{lab} {verb} L^{g['mean']:.2f} ({ci}) over {rng} across {g['n_prompts']} prompts"
 
 
-def _floor_text(floor: dict | None, at: str, weights_dtype: str | None = None) -> tuple[str, list[str]]:
+def _floor_text(
+    floor: dict | None, at: str, weights_dtype: str | None = None, bucket: list[int] | None = None
+) -> tuple[str, list[str]]:
     if not floor:
         return "", []
     f = floor["kl_last_bucket"]
@@ -57,8 +61,10 @@ def _floor_text(floor: dict | None, at: str, weights_dtype: str | None = None) -
         )
     if f["ratio"] is None:
         return "", []
-    ci = "" if f["ci_low"] is None else f" (95% CI {f['ci_low']:.3g}× to {f['ci_high']:.3g}×)"
-    text = f", {f['ratio']:.3g}× the A/A floor at {at}{ci}"
+    where = f"positions {format_position(bucket[0])}–{format_position(bucket[1])}" if bucket else ""
+    ci = "" if f["ci_low"] is None else f"95% CI {f['ci_low']:.3g}× to {f['ci_high']:.3g}×"
+    inside = "; ".join(x for x in (where, ci) if x)
+    text = f", {f['ratio']:.3g}× the A/A floor at {at}" + (f" ({inside})" if inside else "")
     caveats = []
     if f["ratio"] >= FLOOR_DOMINATES and f["ci_low"] is not None and f["ci_low"] < FLOOR_DOMINATES:
         caveats.append(
@@ -106,7 +112,7 @@ def verdicts(summary: dict) -> list[dict]:
                 )
                 continue
             g = a["growth"]["kl"]["main"]
-            floor_text, caveats = _floor_text(a.get("floor"), at, weights_dtype)
+            floor_text, caveats = _floor_text(a.get("floor"), at, weights_dtype, st.get("last_bucket"))
             text = f"{mode} mode: " + growth_sentence("kl", arm, g, n) + floor_text + "."
             gs = a["growth"]["state_rel_fro"]["main"]
             if gs["verdict"] != "insufficient":
@@ -123,10 +129,11 @@ def verdicts(summary: dict) -> list[dict]:
                 lab = SENSITIVITY_LABEL.get(key, key)
                 ci = "" if row["ci_low"] is None else f" [{row['ci_low']:.2f}, {row['ci_high']:.2f}]"
                 sens.append(f"{lab} L^{row['mean']:.2f}{ci}")
-                if (
+                if (  # a difference below FLAT_BELOW is not one a reader acts on, however tight
                     g["mean"] is not None
                     and row["ci_low"] is not None
                     and not (row["ci_low"] <= g["mean"] <= row["ci_high"])
+                    and abs(row["mean"] - g["mean"]) >= FLAT_BELOW
                 ):
                     caveats.append(
                         f"the exponent depends on the fitting range: {lab} onward it is L^{row['mean']:.2f} "
