@@ -14,6 +14,19 @@ source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1
 mkdir -p /tmp/d
 if [ -d drift-carry/runs ]; then cp -r drift-carry/runs /tmp/d/; fi
+# A call killed at its limit returns what is under $OUT: every 20 s a snapshot of /tmp/d goes to
+# $OUT/snap (the one before it kept in $OUT/snap.old until the new one is whole), so the prompts
+# finished before a kill come back; drift_unpack.sh takes the newest whole one and refits.
+snapshot() {
+  rm -rf "$OUT/snap.new" && mkdir -p "$OUT/snap.new"
+  (cd /tmp/d && tar czf - .) | split -b 7000000 - "$OUT/snap.new/d.part." || return
+  rm -rf "$OUT/snap.old"; [ -d "$OUT/snap" ] && mv "$OUT/snap" "$OUT/snap.old"
+  mv "$OUT/snap.new" "$OUT/snap"
+}
+(while sleep 20; do snapshot; done) &
+SNAP=$!
 python3 scripts/gpu_drift.py --out /tmp/d --parts "$PART" --prompts 16 --length-48b 131072 \
   --max-minutes "$MINUTES" --resume "$@" 2>&1 | tee "$OUT/log.txt"
+kill "$SNAP" 2>/dev/null; wait "$SNAP" 2>/dev/null
 (cd /tmp/d && tar czf - .) | split -b 7000000 - "$OUT/d.part."
+rm -rf "$OUT/snap" "$OUT/snap.old" "$OUT/snap.new"
