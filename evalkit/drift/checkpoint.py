@@ -92,7 +92,10 @@ def read(out: Path) -> dict[str, Any]:
     path = out / NAME
     if not path.is_file():
         raise InputError(f"{out} holds no {NAME}: not a drift study, or one older than --resume")
-    saved = json.loads(path.read_text())
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path} cannot be read ({exc}); restore it from the run's copy") from None
     if saved.get("version") != VERSION:
         raise InputError(f"{path}: checkpoint version {saved.get('version')}, expected {VERSION}")
     return saved
