@@ -17,6 +17,10 @@ from typing import Any
 from evalkit.errors import InputError
 
 
+MEMO_MIN_CHARS = 20_000  # texts this long keep their encoding (a 4k-token doc and up)
+MEMO_ENTRIES = 4  # the fit's last few evaluations: the one it picks is almost always among them
+
+
 class TokenizerView:
     def __init__(self, tokenizer: Any):
         if tokenizer is None:
@@ -26,9 +30,30 @@ class TokenizerView:
         self.tokenizer = tokenizer
         # a bare `tokenizers.Tokenizer` has encode(...) -> Encoding, and no __call__
         self._bare = not callable(tokenizer) and hasattr(tokenizer, "encode_batch")
+        self._recent: list[tuple[str, bool, list[int], list[tuple[int, int]] | None]] = []
 
     # -- counting ---------------------------------------------------------------------------
     def _encode(
+        self, text: str, special: bool, offsets: bool
+    ) -> tuple[list[int], list[tuple[int, int]] | None]:
+        """Ids (and character offsets) of `text`. Long texts keep their encoding, offsets
+        included, for the next few calls: fitting a long-context doc counts the prompt it then
+        encodes again (with offsets, to place the needles), and at 128k that second
+        tokenization was about half of a doc's building time."""
+        if len(text) < MEMO_MIN_CHARS:
+            return self._tokenize(text, special, offsets)
+        for t, sp, ids, offs in self._recent:
+            if sp == special and t == text and (offs is not None or not offsets or not self._has_offsets):
+                return list(ids), (offs if offsets else None)  # a copy: callers may extend theirs
+        ids, offs = self._tokenize(text, special, self._has_offsets)
+        self._recent = [(text, special, ids, offs), *self._recent[: MEMO_ENTRIES - 1]]
+        return list(ids), (offs if offsets else None)
+
+    @property
+    def _has_offsets(self) -> bool:
+        return self._bare or bool(getattr(self.tokenizer, "is_fast", False))
+
+    def _tokenize(
         self, text: str, special: bool, offsets: bool
     ) -> tuple[list[int], list[tuple[int, int]] | None]:
         tok = self.tokenizer

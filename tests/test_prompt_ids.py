@@ -152,3 +152,48 @@ def test_a_run_with_carried_ids_equals_one_that_tokenizes(tmp_path, tok, monkeyp
     encoded = _run(tmp_path, tok, "text", monkeypatch, ids=False)
     assert len(carried) == 8 and carried == encoded
     assert all(r["gold_logprob"] is not None for r in carried.values())
+
+
+class _Counting:
+    """A tokenizer that counts its calls on texts of at least `long` characters."""
+
+    def __init__(self, tok, long: int):
+        self._tok, self._long, self.long_calls = tok, long, 0
+        self.is_fast = getattr(tok, "is_fast", False)
+
+    def __call__(self, text, **kw):
+        if isinstance(text, str) and len(text) >= self._long:
+            self.long_calls += 1
+        return self._tok(text, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self._tok, name)
+
+
+def test_a_doc_is_tokenized_at_full_size_once_and_exactly(tok, monkeypatch):
+    """Fitting counts the prompt that is then encoded with offsets: the view keeps the encoding
+    of long texts, so the final encode is not a tokenization of its own, and ids and needle
+    positions equal those built without the memo."""
+    from evalkit.tasks import tokenizer as tk
+
+    target = 16384  # ~60k characters with the small BPE (its calibration prompt: ~15k, below)
+    calls, reqs = {}, {}
+    for memo in (False, True):
+        if not memo:
+            monkeypatch.setattr(tk, "MEMO_MIN_CHARS", 10**9)
+        else:
+            monkeypatch.undo()
+        counting = _Counting(tok, 30_000)
+        (reqs[memo],) = get_task("niah_multikey_1").requests(
+            tokenizer=counting, lengths=[target], limit=1, data_dir=DATA
+        )
+        calls[memo] = counting.long_calls
+    req = reqs[True]
+    assert len(req.prompt) >= 2 * tk.MEMO_MIN_CHARS and req.meta["length"] > 0.98 * target
+    assert calls[True] == calls[False] - 1 >= 1  # the final encode (with offsets) was the memo's
+    assert req.prompt == reqs[False].prompt
+    assert list(req.prompt_ids) == list(reqs[False].prompt_ids) == encode_prompt(tok, req.prompt)
+    assert req.meta["needle_positions"] == reqs[False].meta["needle_positions"]
+    view = TokenizerView(tok)  # a hit is a copy: extending one caller's ids leaves the next one's
+    view.encode(req.prompt).append(-1)
+    assert view.encode(req.prompt) == encode_prompt(tok, req.prompt)
