@@ -16,7 +16,6 @@ from typing import Any
 
 from evalkit.errors import InputError
 
-
 MEMO_MIN_CHARS = 20_000  # texts this long keep their encoding (a 4k-token doc and up)
 MEMO_ENTRIES = 4  # the fit's last few evaluations: the one it picks is almost always among them
 
