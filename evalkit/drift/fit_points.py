@@ -82,10 +82,15 @@ def fit_points(rows: list[dict], chunk_size: int | None = None) -> list[FitPoint
             open_ = None
     if open_ is not None:
         points.append(open_)
-    if len(points) >= 2 and points[-1].width < SLIVER * points[-2].width:
+    if len(points) >= 2 and is_sliver(points[-1].width, points[-2].width):
         last = points.pop()
         points[-1].absorb(last)
     return points
+
+
+def is_sliver(last_width: int, width_before: int) -> bool:
+    """Whether a last bucket or point is too narrow to stand for its positions (the one rule)."""
+    return last_width < SLIVER * width_before
 
 
 def without_sliver(rows: list[dict]) -> list[dict]:
@@ -93,5 +98,5 @@ def without_sliver(rows: list[dict]) -> list[dict]:
     of the one before it: what a plot of bucket means leaves out, for the reason a fit merges it."""
     if len(rows) < 2:
         return rows
-    width = [int(r["pos_hi"]) - int(r["pos_lo"]) + 1 for r in rows[-2:]]
-    return rows[:-1] if width[1] < SLIVER * width[0] else rows
+    before, last = (int(r["pos_hi"]) - int(r["pos_lo"]) + 1 for r in rows[-2:])
+    return rows[:-1] if is_sliver(last, before) else rows

@@ -91,11 +91,16 @@ def prompt_points(ms: ModeState) -> dict[tuple[str, int, str], list[FitPoint]]:
     return {k: fit_points(rows, ms.chunk_size) for k, rows in groups.items()}
 
 
-def prompt_slopes(ms: ModeState, ranges: dict[str, tuple[float, float]]) -> dict[tuple[str, int], dict]:
+def prompt_slopes(
+    ms: ModeState,
+    ranges: dict[str, tuple[float, float]],
+    points: dict[tuple[str, int, str], list[FitPoint]] | None = None,
+) -> dict[tuple[str, int], dict]:
     """Per arm × prompt: `slope:<metric>:<range>` and `why:<metric>:<range>` for every growth
     metric and fitting range: OLS on the fit points (token metrics; top-1 flips by Poisson
-    regression on their counts) and on the mean-over-layers state error at each checkpoint."""
-    points = prompt_points(ms)
+    regression on their counts) and on the mean-over-layers state error at each checkpoint.
+    `points`: `prompt_points(ms)` when the caller has them already."""
+    points = prompt_points(ms) if points is None else points
     states: dict[tuple[str, int], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in ms.state_rows:
         states[(r["arm"], r["prompt"])][r["position"]].append(r["rel_fro"])
@@ -158,8 +163,8 @@ def summarize_mode(ms: ModeState, arms: list[str], floor: bool, starts=FIT_START
         "arms": {},
     }
     rows = {(r["arm"], r["prompt"]): r for r in ms.prompt_rows}
-    slopes = prompt_slopes(ms, ranges)
     points = prompt_points(ms)
+    slopes = prompt_slopes(ms, ranges, points)
     last_bucket = _last_point_kl(points)
     for arm in arms:
         keys = [(arm, p) for p in prompts if (arm, p) in rows]
@@ -209,19 +214,28 @@ def summarize_mode(ms: ModeState, arms: list[str], floor: bool, starts=FIT_START
     return out
 
 
-def _last_point_kl(points: dict[tuple[str, int, str], list[FitPoint]]) -> dict[str, dict[int, float]]:
-    """Per arm and prompt: the mean KL of the last fit point (where "at L1" is read: the last
+def _last_kl_points(points: dict[tuple[str, int, str], list[FitPoint]]) -> dict[tuple[str, int], FitPoint]:
+    """Per arm × prompt: its last KL fit point holding values (where "at L1" is read: the last
     bucket, with a one-position sliver merged into it)."""
-    out: dict[str, dict[int, float]] = defaultdict(dict)
+    out = {}
     for (arm, prompt, metric), pts in points.items():
-        pts = [p for p in pts if p.n]
-        if metric == "kl" and pts:
-            out[arm][prompt] = pts[-1].mean
+        held = [p for p in pts if p.n]
+        if metric == "kl" and held:
+            out[(arm, prompt)] = held[-1]
+    return out
+
+
+def _last_point_kl(points: dict[tuple[str, int, str], list[FitPoint]]) -> dict[str, dict[int, float]]:
+    """Per arm and prompt: the mean KL of its last fit point."""
+    out: dict[str, dict[int, float]] = defaultdict(dict)
+    for (arm, prompt), p in _last_kl_points(points).items():
+        out[arm][prompt] = p.mean
     return out
 
 
 def _last_point_range(points: dict[tuple[str, int, str], list[FitPoint]]) -> list[int] | None:
-    last = [pts[-1] for (_, _, metric), pts in points.items() if metric == "kl" and pts]
+    """The positions of those last points (the one reaching furthest, across prompts)."""
+    last = list(_last_kl_points(points).values())
     if not last:
         return None
     p = max(last, key=lambda p: p.pos_hi)
