@@ -218,6 +218,55 @@ def state_pass_build(state: str = "fp32", *, H=32, K=128, V=128, prec="tf32x3", 
                           num_warps=sp[1], num_stages=sp[2])  # fmt: skip
 
 
+def stream_builds(
+    state: str = "fp32", *, model="bf16", H=32, K=128, V=128, prec="tf32x3", tiles=None
+) -> list[Build]:
+    """The stream variant's kernels (`kda_prefill/stream.py`) as the wrapper builds them; `tiles`
+    overrides the wrapper's STREAM_TILES of that precision by name (diag, solve, scan, output)."""
+    from .kda_prefill import stream as ks
+    from .kda_prefill import wrapper as w
+
+    t = {**w.STREAM_TILES[w.operand_kind(prec)], **(tiles or {})}
+    m, f, i32 = "*" + model, "*fp32", "*i32"
+    o = "*bf16" if prec == "bf16" else f
+    BK, BV = triton.next_power_of_2(K), triton.next_power_of_2(V)
+    (bh, nwd), (bkc, nws, nss) = t["diag"], t["solve"]
+    (bvs, nwc, nsc, fuse), (bvo, nwo, nso) = t["scan"], t["output"]
+    chunks = {"chunk_start": i32, "chunk_end": i32}
+    builds = [
+        compile_kernel(ks.prep_kernel,
+                       {"q": m, "k": m, "g_raw": m, "a_log": f, "dt_bias": f, "G": f, "EGl": f, "RQ": f,
+                        "RK": f, **chunks, "scale": "fp32"},
+                       {"H": H, "K": K, "BT": 64, "BK": BK}, num_warps=w.GATE_WARPS),
+        compile_kernel(ks.diag_kernel,
+                       {"q": m, "k": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Aqk": o, "Akkd": f,
+                        **chunks},
+                       {"H": H, "K": K, "BT": 64, "BC": 16, "BK": BK, "BH": bh}, num_warps=nwd),
+        compile_kernel(ks.solve_kernel,
+                       {"q": m, "k": m, "v": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Akkd": f, "Aqk": o,
+                        "W": o, "U": o, "Qg": o, "Kd": o, **chunks},
+                       {"H": H, "K": K, "V": V, "BT": 64, "BC": 16, "BK": BK, "BV": BV,
+                        "BKC": min(bkc, BK, BV), "DOT_PREC": prec,
+                        "SOLVE_PREC": "tf32" if prec == "bf16" else prec},
+                       num_warps=nws, num_stages=nss),
+        compile_kernel(ks.scan_kernel,
+                       {"Kd": o, "EGl": f, "W": o, "U": o, "Qg": o, "Aqk": o, "Vn": o, "Hs": o, "o": m,
+                        "pool": _pool_ptr(state), "slots": i32, "positions": "*i64", "sr_key": "i32",
+                        "cu_seqlens": i32, "chunk_offsets": i32, "has_initial_state": i32},
+                       {"H": H, "K": K, "V": V, "BT": 64, "BKH": max(16, BK // 2), "BV": min(bvs, BV),
+                        "DOT_PREC": prec, **_format_constexprs(state), "INTRA_BF16": False,
+                        "FUSE_OUT": bool(fuse)},
+                       num_warps=nwc, num_stages=nsc),
+    ]  # fmt: skip
+    if not fuse:
+        builds.append(compile_kernel(ks.output_kernel,
+                                     {"Qg": o, "Aqk": o, "Vn": o, "Hs": o, "o": m, **chunks},
+                                     {"H": H, "K": K, "V": V, "BT": 64, "BK": BK, "BV": min(bvo, BV),
+                                      "DOT_PREC": prec},
+                                     num_warps=nwo, num_stages=nso))  # fmt: skip
+    return builds
+
+
 def other_builds(model="bf16") -> list[Build]:
     from .gated_rmsnorm.kernel import gated_rmsnorm_kernel
     from .moe_combine import wrapper as mc

@@ -24,29 +24,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from .tiles import load_tile, store_tile
+
 NB = tl.constexpr(4)  # 16-row blocks per chunk
-
-
-@triton.jit
-def _tile(base, t0, t_end, H, i_h, D: tl.constexpr, c0, BR: tl.constexpr, BD: tl.constexpr):
-    """Pointers and mask for rows t0..t0+BR-1 (< t_end), columns c0..c0+BD-1 (< D) of a [T, H, D] tensor."""
-    o_r = t0 + tl.arange(0, BR)
-    o_d = c0 + tl.arange(0, BD)
-    ptr = base + (o_r.to(tl.int64)[:, None] * H + i_h) * D + o_d[None, :]
-    mask = (o_r < t_end)[:, None] & (o_d < D)[None, :]
-    return ptr, mask
-
-
-@triton.jit
-def _load_tile(base, t0, t_end, H, i_h, D: tl.constexpr, c0, BR: tl.constexpr, BD: tl.constexpr):
-    ptr, mask = _tile(base, t0, t_end, H, i_h, D, c0, BR, BD)
-    return tl.load(ptr, mask=mask, other=0.0).to(tl.float32)
-
-
-@triton.jit
-def _store_tile(base, x, t0, t_end, H, i_h, D: tl.constexpr, c0, BR: tl.constexpr, BD: tl.constexpr):
-    ptr, mask = _tile(base, t0, t_end, H, i_h, D, c0, BR, BD)
-    tl.store(ptr, x.to(base.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -114,13 +94,13 @@ def _block_row(
         for c0 in range(0, BK, BKC):
             o_k = c0 + tl.arange(0, BKC)
             b_gr = tl.load(G + (r0.to(tl.int64) * H + i_h) * K + o_k, mask=o_k < K, other=0.0)
-            b_kc = _load_tile(k, t0, t1, H, i_h, K, c0, BT, BKC) / b_nk_all[:, None]
-            b_gc = _load_tile(G, t0, t1, H, i_h, K, c0, BT, BKC)
+            b_kc = load_tile(k, t0, t1, H, i_h, K, c0, BT, BKC) / b_nk_all[:, None]
+            b_gc = load_tile(G, t0, t1, H, i_h, K, c0, BT, BKC)
             b_kcol = tl.where(m_off, b_kc * tl.exp(tl.where(m_off, b_gr[None, :] - b_gc, 0.0)), 0.0)
-            b_g = _load_tile(G, r0, t1, H, i_h, K, c0, BC, BKC)
+            b_g = load_tile(G, r0, t1, H, i_h, K, c0, BC, BKC)
             b_ei = tl.exp(tl.where(m_i[:, None], b_g - b_gr[None, :], 0.0))
-            b_q = _load_tile(q, r0, t1, H, i_h, K, c0, BC, BKC) / b_nq[:, None] * scale
-            b_k = _load_tile(k, r0, t1, H, i_h, K, c0, BC, BKC) / b_nk[:, None]
+            b_q = load_tile(q, r0, t1, H, i_h, K, c0, BC, BKC) / b_nq[:, None] * scale
+            b_k = load_tile(k, r0, t1, H, i_h, K, c0, BC, BKC) / b_nk[:, None]
             b_aqk = tl.dot(b_q * b_ei, tl.trans(b_kcol), b_aqk, input_precision=DOT_PREC)
             b_aoff = tl.dot(b_k * b_ei, tl.trans(b_kcol), b_aoff, input_precision=DOT_PREC)
         b_aoff = b_aoff * b_beta[:, None]
@@ -133,16 +113,16 @@ def _block_row(
     # W_I = T_II (beta k e^G - A_I,<I W_<I), U_I = T_II (beta v - A_I,<I U_<I); the earlier blocks'
     # rows (< r0) come back from W and U (rows >= r0 masked to 0: A_I,>=I is 0 there anyway)
     for c0 in range(0, BK, BKC):
-        b_x = _load_tile(k, r0, t1, H, i_h, K, c0, BC, BKC) / b_nk[:, None]
-        b_x = b_x * tl.exp(_load_tile(G, r0, t1, H, i_h, K, c0, BC, BKC)) * b_beta[:, None]
+        b_x = load_tile(k, r0, t1, H, i_h, K, c0, BC, BKC) / b_nk[:, None]
+        b_x = b_x * tl.exp(load_tile(G, r0, t1, H, i_h, K, c0, BC, BKC)) * b_beta[:, None]
         if I > 0:
-            b_x -= tl.dot(b_aoff, _load_tile(W, t0, r0, H, i_h, K, c0, BT, BKC), input_precision=DOT_PREC)
-        _store_tile(W, tl.dot(b_t, b_x, input_precision=DOT_PREC), r0, t1, H, i_h, K, c0, BC, BKC)
+            b_x -= tl.dot(b_aoff, load_tile(W, t0, r0, H, i_h, K, c0, BT, BKC), input_precision=DOT_PREC)
+        store_tile(W, tl.dot(b_t, b_x, input_precision=DOT_PREC), r0, t1, H, i_h, K, c0, BC, BKC)
     for c0 in range(0, BV, BKC):
-        b_y = _load_tile(v, r0, t1, H, i_h, V, c0, BC, BKC) * b_beta[:, None]
+        b_y = load_tile(v, r0, t1, H, i_h, V, c0, BC, BKC) * b_beta[:, None]
         if I > 0:
-            b_y -= tl.dot(b_aoff, _load_tile(U, t0, r0, H, i_h, V, c0, BT, BKC), input_precision=DOT_PREC)
-        _store_tile(U, tl.dot(b_t, b_y, input_precision=DOT_PREC), r0, t1, H, i_h, V, c0, BC, BKC)
+            b_y -= tl.dot(b_aoff, load_tile(U, t0, r0, H, i_h, V, c0, BT, BKC), input_precision=DOT_PREC)
+        store_tile(U, tl.dot(b_t, b_y, input_precision=DOT_PREC), r0, t1, H, i_h, V, c0, BC, BKC)
 
 
 @triton.jit

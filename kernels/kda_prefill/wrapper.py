@@ -1,6 +1,9 @@
 """Python entry of the Triton chunked prefill: checks, the chunk table, scratch buffers, five launches
 (variant "split"), or four with the chunk-local matrices and their solve fused (variant "fused",
-`fused.py`; opt-in while it is being measured: `variant=` or EVALKIT_KDA_PREFILL=fused)."""
+`fused.py`), or the chunk-local work in three launches and the output computed in the state scan
+(variant "stream", `stream.py`). Variants other than the default are opt-in while they are
+measured: `variant=` or EVALKIT_KDA_PREFILL. `dot_precision="bf16"` (stream only) runs the
+production form: bf16 operands, as FLA-based servers compute."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from ..common import check_kda_args, check_varlen, flat_a_log, resolve_format
 from ..errors import KernelInputError
 from ..formats import StateFormat
 from ..triton_launch import check_triton_device, format_constexprs, launch_key, pool_arg
+from . import stream
 from .fused import fused_intra_wy_kernel
 from .kernel import gate_cumsum_kernel, intra_kernel, output_kernel, solve_wy_kernel, state_pass_kernel
 
@@ -33,7 +37,18 @@ SOLVE_WARPS = 8
 # 23.0 ms for (64, 32, 8, 1); sm_90 build without spills on triton 3.9 (218 registers). A register
 # cap (maxnreg 128) measured 17.7 ms but spills 224 bytes. bench_kernels.py --prefill-variants sweeps.
 FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
-VARIANTS = ("split", "fused")
+# The stream variant's launch shapes (stream.py), per operand dtype ("fp32": tf32x3 products,
+# "bf16": the production form): "diag" (BH heads per program, num_warps), "solve" (BKC columns per
+# step, num_warps, num_stages), "scan" (BV, num_warps, num_stages, output fused into the scan),
+# "output" (BV, num_warps, num_stages; only without a fused output). Chosen from sm_90 builds without
+# register spills (kernels/compile_check.py, triton 3.9): tf32x3 scans spill with a fused output or
+# BV > 16. bench_prefill.py sweeps them on the GPU.
+STREAM_TILES: dict[str, dict[str, tuple]] = {
+    "fp32": {"diag": (4, 4), "solve": (16, 4, 1), "scan": (16, 4, 1, False), "output": (64, 4, 2)},
+    "bf16": {"diag": (4, 4), "solve": (16, 4, 1), "scan": (32, 4, 2, True), "output": (64, 4, 2)},
+}
+VARIANTS = ("split", "fused", "stream")
+DOT_PRECISIONS = ("tf32x3", "ieee", "tf32", "bf16")
 VARIANT_ENV = "EVALKIT_KDA_PREFILL"  # the default variant when the keyword is not given
 DOT_PRECISION = "tf32x3"  # ~fp32 accuracy on tensor cores; "ieee" = exact fp32 FMA (slower)
 
@@ -92,6 +107,12 @@ def kda_prefill(
     check_varlen(cu_seqlens, has_initial_state, slots, q.shape[0])
     fmt = resolve_format(fmt, state_pool, positions, slots.numel())
     check_triton_device(state_pass_kernel, q)
+    prec = dot_precision or DOT_PRECISION
+    if prec not in DOT_PRECISIONS or (prec == "bf16" and variant != "stream"):
+        raise KernelInputError(
+            f"dot_precision must be one of {', '.join(DOT_PRECISIONS)} ('bf16': variant 'stream' only), "
+            f"got {prec!r} with variant {variant!r}"
+        )
     if chunk_size != CHUNK:
         raise KernelInputError(
             f"the Triton prefill uses chunks of {CHUNK} tokens, got chunk_size={chunk_size}"
@@ -110,7 +131,11 @@ def kda_prefill(
         out = torch.empty(T, H, V, dtype=q.dtype, device=dev)
     cu = [int(x) for x in cu_seqlens.tolist()]
     c_start, c_end, c_off, NC = chunk_table(cu, dev)
-    prec = dot_precision or DOT_PRECISION
+    if variant == "stream":
+        args = (q, k, v, g_raw, beta_raw, A_log, dt_bias)
+        c = stream_local(*args, c_start, c_end, NC, prec=prec)
+        scan_args = (state_pool, slots, cu_seqlens, has_initial_state, positions, fmt, sr_seed, rounding)
+        return stream_scan(c, out, c_start, c_end, c_off, NC, *scan_args, intra_chunk_dtype, prec=prec)
     BK, BVf = triton.next_power_of_2(K), triton.next_power_of_2(V)
     f32 = dict(dtype=torch.float32, device=dev)
     c = chunk_local(q, k, v, g_raw, beta_raw, A_log, dt_bias, c_start, c_end, NC, variant=variant, prec=prec)
@@ -197,4 +222,117 @@ def chunk_local(
     out = {"G": G, "Qg": Qg, "Kd": Kd, "EGl": EGl, "Aqk": Aqk, "W": W, "U": U}
     if Akk is not None:
         out["Akk"] = Akk
+    return out
+
+
+def operand_kind(prec: str) -> str:
+    """The STREAM_TILES key of a dot precision: "bf16" operands, or fp32 ones (tf32x3, ieee, tf32)."""
+    return "bf16" if prec == "bf16" else "fp32"
+
+
+def stream_local(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g_raw: torch.Tensor,
+    beta_raw: torch.Tensor,
+    A_log: torch.Tensor,
+    dt_bias: torch.Tensor,
+    c_start: torch.Tensor,
+    c_end: torch.Tensor,
+    NC: int,
+    *,
+    prec: str = DOT_PRECISION,
+) -> dict[str, torch.Tensor]:
+    """The stream variant's launches 1-3 (`stream.py`): G, EGl, RQ, RK, Akkd fp32 and Aqk, W, U,
+    Qg, Kd in the operand dtype (bf16 when prec == "bf16", else fp32). Inputs contiguous."""
+    T, H, K = q.shape
+    V = v.shape[-1]
+    dev = q.device
+    BK, BVf = triton.next_power_of_2(K), triton.next_power_of_2(V)
+    f32 = dict(dtype=torch.float32, device=dev)
+    op = dict(dtype=torch.bfloat16 if prec == "bf16" else torch.float32, device=dev)
+    c = {
+        "G": torch.empty(T, H, K, **f32),
+        "EGl": torch.empty(max(NC, 1), H, K, **f32),
+        "RQ": torch.empty(T, H, **f32),
+        "RK": torch.empty(T, H, **f32),
+        "Akkd": torch.empty(T, H, SUB, **f32),
+        "Aqk": torch.empty(T, H, CHUNK, **op),
+        "W": torch.empty(T, H, K, **op),
+        "U": torch.empty(T, H, V, **op),
+        "Qg": torch.empty(T, H, K, **op),
+        "Kd": torch.empty(T, H, K, **op),
+    }
+    if NC == 0:
+        return c
+    G, RQ, RK, Akkd, Aqk = c["G"], c["RQ"], c["RK"], c["Akkd"], c["Aqk"]
+    stream.prep_kernel[(NC, H)](
+        q, k, g_raw, flat_a_log(A_log, H).contiguous(), dt_bias.contiguous(), G, c["EGl"], RQ, RK,
+        c_start, c_end, K**-0.5, H=H, K=K, BT=CHUNK, BK=BK, num_warps=GATE_WARPS,
+    )  # fmt: skip
+    tiles = STREAM_TILES[operand_kind(prec)]
+    bh, nwd = tiles["diag"]
+    bh = min(bh, triton.next_power_of_2(H))
+    stream.diag_kernel[(NC, CHUNK, triton.cdiv(H, bh))](
+        q, k, G, beta_raw, RQ, RK, Aqk, Akkd, c_start, c_end,
+        H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BH=bh, num_warps=nwd,
+    )  # fmt: skip
+    bkc, nws, nss = tiles["solve"]
+    stream.solve_kernel[(NC, H)](
+        q, k, v, G, beta_raw, RQ, RK, Akkd, Aqk, c["W"], c["U"], c["Qg"], c["Kd"], c_start, c_end,
+        H=H, K=K, V=V, BT=CHUNK, BC=SUB, BK=BK, BV=BVf, BKC=min(bkc, BK, BVf), DOT_PREC=prec,
+        SOLVE_PREC="tf32" if prec == "bf16" else prec, num_warps=nws, num_stages=nss,
+    )  # fmt: skip
+    return c
+
+
+def stream_scan(
+    c: dict[str, torch.Tensor],
+    out: torch.Tensor,
+    c_start: torch.Tensor,
+    c_end: torch.Tensor,
+    c_off: torch.Tensor,
+    NC: int,
+    state_pool: torch.Tensor,
+    slots: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    has_initial_state: torch.Tensor,
+    positions: torch.Tensor | None,
+    fmt: StateFormat,
+    sr_seed: int,
+    rounding: str | None,
+    intra_chunk_dtype: torch.dtype | None,
+    *,
+    prec: str = DOT_PRECISION,
+) -> torch.Tensor:
+    """The stream variant's launches 4 (and 5 without a fused output) over `stream_local`'s tensors."""
+    T, H, K = c["W"].shape
+    V = c["U"].shape[-1]
+    BK, BVf = triton.next_power_of_2(K), triton.next_power_of_2(V)
+    tiles = STREAM_TILES[operand_kind(prec)]
+    bv, nw, ns, fuse = tiles["scan"]
+    bv = min(bv, BVf)
+    op = c["W"].dtype
+    Vn = Hs = out  # placeholders the fused build never touches
+    if not fuse:
+        Vn = torch.empty(T, H, V, dtype=op, device=out.device)
+        Hs = torch.empty(max(NC, 1), H, K, V, dtype=op, device=out.device)
+    N = cu_seqlens.numel() - 1
+    pos = positions.contiguous() if positions is not None else slots
+    stream.scan_kernel[(N * H, triton.cdiv(V, bv))](
+        c["Kd"], c["EGl"], c["W"], c["U"], c["Qg"], c["Aqk"], Vn, Hs, out, pool_arg(state_pool),
+        slots.contiguous(), pos, launch_key(fmt, sr_seed),
+        cu_seqlens.to(torch.int32).contiguous(), c_off, has_initial_state.to(torch.int32).contiguous(),
+        H=H, K=K, V=V, BT=CHUNK, BKH=max(16, BK // 2), BV=bv, DOT_PREC=prec,
+        **format_constexprs(fmt, rounding),
+        INTRA_BF16=intra_chunk_dtype == torch.bfloat16, FUSE_OUT=bool(fuse), num_warps=nw, num_stages=ns,
+    )  # fmt: skip
+    if not fuse and NC > 0:
+        bvo, nwo, nso = tiles["output"]
+        bvo = min(bvo, BVf)
+        stream.output_kernel[(NC, H, triton.cdiv(V, bvo))](
+            c["Qg"], c["Aqk"], Vn, Hs, out, c_start, c_end,
+            H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=bvo, DOT_PREC=prec, num_warps=nwo, num_stages=nso,
+        )  # fmt: skip
     return out

@@ -1,0 +1,587 @@
+"""The "stream" prefill: the chunk-local work spread over many small programs and the sequential
+state scan streaming through the chunks with the output computed in it (variant "stream").
+
+Why: the split and fused variants ran at 0.16-0.22x FLA's `chunk_kda` on the H200; by profile their
+chunk-local launches were 11-23x their byte floor (many 16-row products and a serial solve per
+program) and the state pass 7x (a nested loop the compiler could not pipeline), and every chunk's
+starting state went to HBM and back for the output (fp32: 64 KB per chunk and head). Here, with
+the math of `kernel.py` (its docstring defines G, Akk, Aqk, T, W, U, Kd, Qg):
+
+1. `prep_kernel`   per (chunk, head): G = within-chunk cumsum of the gate, e^{G_last}, and the
+                   reciprocal row norms of q (times the attention scale) and k.
+2. `diag_kernel`   per (token, group of heads): the token's row of the four diagonal 16x16 blocks,
+                   exact exp(G_i - G_j) for the j <= i of its block only (no masked-away pairs).
+3. `solve_kernel`  per (chunk, head): the six off-diagonal 16x16 blocks of Aqk and Akk by
+                   tensor-core products through the block's first row r, exp(G_i - G_r) and
+                   exp(G_r - G_j) both <= 1 (no overflow for any gate), summed over column blocks
+                   of K with raw q and k and scaled by the row norms after; T = (I + Akk)^-1 from
+                   the diagonal blocks' forward substitution and block products; W = T (beta k e^G),
+                   U = T (beta v) as products of the T blocks; Qg, Kd.
+4. `scan_kernel`   per (sequence, head, V block), sequential over the sequence's chunks in one
+                   loop whose loads do not depend on the state (so the compiler can prefetch the
+                   next chunk): v_new = U - W S, o = Qg S + Aqk v_new (FUSE_OUT), S <- e^{G_last} S
+                   + Kd^T v_new; the final state rounded once into the pool. Without FUSE_OUT the
+                   chunk states and v_new go to HBM and
+5. `output_kernel` computes o per (chunk, head, V block), for batches too small to fill the GPU
+                   with scan programs.
+
+Operands: DOT_PREC "tf32x3" (or "ieee") keeps every intermediate fp32 and every product at about
+fp32 accuracy: evalkit's arithmetic. DOT_PREC "bf16" is the production form FLA-based servers run:
+W, U, Aqk, Qg, Kd, v_new and the chunk states are bf16 operands of bf16 tensor-core products with
+fp32 accumulation, the carried state fp32 (the inverse's block products stay tf32, as FLA's do).
+"""
+
+from __future__ import annotations
+
+import os
+
+import triton
+import triton.language as tl
+
+from ..triton_common import kda_gate, load_state, round_to_bf16_bits, store_state
+from .tiles import load_rows_vec, load_tile, load_tile_as_is, store_tile
+
+# Triton's CPU interpreter multiplies bf16 operands wrongly (triton 3.9: ~1e10 off); there a bf16
+# product is computed as exact fp32 products of the bf16-rounded operands, summed in fp32.
+_NATIVE_BF16_DOT = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") != "1")
+
+
+@triton.jit
+def mm(a, b, acc, DOT_PREC: tl.constexpr):
+    """a @ b (+ acc, when not None) in fp32: bf16 operands when DOT_PREC == "bf16", else fp32
+    operands at that input precision."""
+    if DOT_PREC == "bf16":
+        if _NATIVE_BF16_DOT:
+            return tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16), acc, out_dtype=tl.float32)
+        else:
+            a16 = a.to(tl.bfloat16).to(tl.float32)
+            return tl.dot(a16, b.to(tl.bfloat16).to(tl.float32), acc, input_precision="ieee")
+    else:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision=DOT_PREC)
+
+
+# ----------------------------------------------------------------------------------------- 1
+@triton.jit
+def prep_kernel(
+    q,
+    k,
+    g_raw,
+    a_log,
+    dt_bias,
+    G,
+    EGl,
+    RQ,
+    RK,
+    chunk_start,
+    chunk_end,
+    scale,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+):
+    i_c = tl.program_id(0)
+    i_h = tl.program_id(1)
+    t0 = tl.load(chunk_start + i_c)
+    t1 = tl.load(chunk_end + i_c)
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    m_t = t0 + o_t < t1
+    b_gr = load_tile(g_raw, t0, t1, H, i_h, K, 0, BT, BK)
+    b_bias = tl.load(dt_bias + i_h * K + o_k, mask=o_k < K, other=0.0).to(tl.float32)
+    b_a = tl.load(a_log + i_h).to(tl.float32)
+    b_g = tl.cumsum(
+        tl.where(m_t[:, None] & (o_k < K)[None, :], kda_gate(b_gr, b_bias[None, :], b_a), 0.0), axis=0
+    )
+    store_tile(G, b_g, t0, t1, H, i_h, K, 0, BT, BK)
+    b_glast = tl.sum(tl.where((o_t == t1 - 1 - t0)[:, None], b_g, 0.0), axis=0)
+    tl.store(EGl + (i_c.to(tl.int64) * H + i_h) * K + o_k, tl.exp(b_glast), mask=o_k < K)
+    rows = (t0 + o_t).to(tl.int64) * H + i_h
+    b_q = load_tile(q, t0, t1, H, i_h, K, 0, BT, BK)
+    tl.store(RQ + rows, scale / tl.sqrt(tl.sum(b_q * b_q, axis=1) + 1e-6), mask=m_t)
+    b_k = load_tile(k, t0, t1, H, i_h, K, 0, BT, BK)
+    tl.store(RK + rows, 1.0 / tl.sqrt(tl.sum(b_k * b_k, axis=1) + 1e-6), mask=m_t)
+
+
+# ----------------------------------------------------------------------------------------- 2
+@triton.jit
+def diag_kernel(
+    q,
+    k,
+    G,
+    beta_raw,
+    RQ,
+    RK,
+    Aqk,
+    Akkd,
+    chunk_start,
+    chunk_end,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    BT: tl.constexpr,
+    BC: tl.constexpr,
+    BK: tl.constexpr,
+    BH: tl.constexpr,
+):
+    """Row i = token t of its diagonal block: Aqk[i, j] (j <= i, zeros right of it, into Aqk) and
+    beta_i Akk[i, j] (j < i, zeros elsewhere, fp32 into Akkd [T, H, BC])."""
+    i_c = tl.program_id(0)
+    r = tl.program_id(1)
+    i_hg = tl.program_id(2)
+    t0 = tl.load(chunk_start + i_c)
+    t1 = tl.load(chunk_end + i_c)
+    t = t0 + r
+    if t < t1:
+        s = t0 + (r // BC) * BC  # first row of the block
+        o_h = i_hg * BH + tl.arange(0, BH)
+        o_k = tl.arange(0, BK)
+        m_h = o_h < H
+        m = m_h[:, None] & (o_k < K)[None, :]
+        off = o_h[:, None] * K + o_k[None, :]
+        row_t = t.to(tl.int64) * H
+        b_q = tl.load(q + row_t * K + off, mask=m, other=0.0).to(tl.float32)
+        b_q = b_q * tl.load(RQ + row_t + o_h, mask=m_h, other=0.0)[:, None]
+        b_k = tl.load(k + row_t * K + off, mask=m, other=0.0).to(tl.float32)
+        b_k = b_k * tl.load(RK + row_t + o_h, mask=m_h, other=0.0)[:, None]
+        b_g = tl.load(G + row_t * K + off, mask=m, other=0.0)
+        o_j = tl.arange(0, BC)
+        acc_q = tl.zeros([BH, BC], dtype=tl.float32)
+        acc_k = tl.zeros([BH, BC], dtype=tl.float32)
+        for jj in range(0, t - s + 1):
+            row_j = (s + jj).to(tl.int64) * H
+            b_kj = tl.load(k + row_j * K + off, mask=m, other=0.0).to(tl.float32)
+            b_kj = b_kj * tl.load(RK + row_j + o_h, mask=m_h, other=0.0)[:, None]
+            b_kje = b_kj * tl.exp(b_g - tl.load(G + row_j * K + off, mask=m, other=0.0))
+            sel = (o_j == jj)[None, :]
+            acc_q = tl.where(sel, tl.sum(b_q * b_kje, axis=1)[:, None], acc_q)
+            acc_k = tl.where(sel, tl.sum(b_k * b_kje, axis=1)[:, None], acc_k)
+        b_beta = tl.sigmoid(tl.load(beta_raw + row_t + o_h, mask=m_h, other=0.0).to(tl.float32))
+        acc_k = tl.where((o_j < t - s)[None, :], acc_k * b_beta[:, None], 0.0)
+        p = (row_t + o_h)[:, None]
+        m_out = m_h[:, None] & (o_j < BC)[None, :]
+        tl.store(Aqk + p * BT + (s - t0) + o_j[None, :], acc_q.to(Aqk.dtype.element_ty), mask=m_out)
+        tl.store(Akkd + p * BC + o_j[None, :], acc_k, mask=m_out)
+
+
+# ----------------------------------------------------------------------------------------- 3
+@triton.jit
+def _inv_diag4(Akkd, r0, t1, H, i_h, BC: tl.constexpr):
+    """(I + A_II)^-1 of the chunk's four strictly lower diagonal blocks (rows from Akkd; rows past
+    t1 read as 0), by forward substitution on rows, the four chains side by side."""
+    o = tl.arange(0, BC)
+    eye = tl.where(o[:, None] == o[None, :], 1.0, 0.0)
+    t_0, t_1, t_2, t_3 = eye, eye, eye, eye
+    for i in range(1, BC):
+        e_i = tl.where(o == i, 1.0, 0.0)
+        sel = (o == i)[:, None]
+        row = r0 + i
+        a = tl.load(
+            Akkd + (row.to(tl.int64) * H + i_h) * BC + o, mask=o < tl.where(row < t1, i, 0), other=0.0
+        )
+        t_0 = tl.where(sel, (e_i - tl.sum(a[:, None] * t_0, axis=0))[None, :], t_0)
+        row += BC
+        a = tl.load(
+            Akkd + (row.to(tl.int64) * H + i_h) * BC + o, mask=o < tl.where(row < t1, i, 0), other=0.0
+        )
+        t_1 = tl.where(sel, (e_i - tl.sum(a[:, None] * t_1, axis=0))[None, :], t_1)
+        row += BC
+        a = tl.load(
+            Akkd + (row.to(tl.int64) * H + i_h) * BC + o, mask=o < tl.where(row < t1, i, 0), other=0.0
+        )
+        t_2 = tl.where(sel, (e_i - tl.sum(a[:, None] * t_2, axis=0))[None, :], t_2)
+        row += BC
+        a = tl.load(
+            Akkd + (row.to(tl.int64) * H + i_h) * BC + o, mask=o < tl.where(row < t1, i, 0), other=0.0
+        )
+        t_3 = tl.where(sel, (e_i - tl.sum(a[:, None] * t_3, axis=0))[None, :], t_3)
+    return t_0, t_1, t_2, t_3
+
+
+@triton.jit
+def _through_row(G, m_i, g_i, x_j, g_j, r, H, i_h, K: tl.constexpr, c0, BKC: tl.constexpr):
+    """e^{G_i - G_r} and (x_j e^{G_r - G_j})^T for the reference row r (the first of block i): both
+    decays <= 1 (rows past the chunk end: exponent masked to 0, their q and k are 0)."""
+    o_k = c0 + tl.arange(0, BKC)
+    b_gr = tl.load(G + (r.to(tl.int64) * H + i_h) * K + o_k, mask=o_k < K, other=0.0)
+    b_ei = tl.exp(tl.where(m_i[:, None], g_i - b_gr[None, :], 0.0))
+    return b_ei, tl.trans(x_j * tl.exp(b_gr[None, :] - g_j))
+
+
+@triton.jit
+def _wu_rows(
+    k,
+    v,
+    G,
+    W,
+    U,
+    t0,
+    t1,
+    H,
+    i_h,
+    ta,
+    tb,
+    tc,
+    td,
+    s0,
+    s1,
+    s2,
+    s3,
+    b0,
+    b1,
+    b2,
+    b3,
+    I: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BC: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    BKC: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+):
+    """Rows of block I of W = sum_{J<=I} T_IJ X_J, X_J = beta k e^G (k's row norm and beta as s_J),
+    and of U = sum_J T_IJ Y_J, Y_J = beta v; ta..td = T_I0..T_II (the rest unused)."""
+    r = t0 + I * BC
+    if r < t1:
+        for c0 in range(0, BK, BKC):
+            x = load_tile(k, t0, t1, H, i_h, K, c0, BC, BKC) * s0[:, None]
+            acc = mm(ta, x * tl.exp(load_tile(G, t0, t1, H, i_h, K, c0, BC, BKC)), None, DOT_PREC)
+            if I >= 1:
+                x = load_tile(k, t0 + BC, t1, H, i_h, K, c0, BC, BKC) * s1[:, None]
+                acc = mm(tb, x * tl.exp(load_tile(G, t0 + BC, t1, H, i_h, K, c0, BC, BKC)), acc, DOT_PREC)
+            if I >= 2:
+                x = load_tile(k, t0 + 2 * BC, t1, H, i_h, K, c0, BC, BKC) * s2[:, None]
+                acc = mm(tc, x * tl.exp(load_tile(G, t0 + 2 * BC, t1, H, i_h, K, c0, BC, BKC)), acc, DOT_PREC)
+            if I >= 3:
+                x = load_tile(k, t0 + 3 * BC, t1, H, i_h, K, c0, BC, BKC) * s3[:, None]
+                acc = mm(td, x * tl.exp(load_tile(G, t0 + 3 * BC, t1, H, i_h, K, c0, BC, BKC)), acc, DOT_PREC)
+            store_tile(W, acc, r, t1, H, i_h, K, c0, BC, BKC)
+        for c0 in range(0, BV, BKC):
+            acc = mm(ta, load_tile(v, t0, t1, H, i_h, V, c0, BC, BKC) * b0[:, None], None, DOT_PREC)
+            if I >= 1:
+                acc = mm(tb, load_tile(v, t0 + BC, t1, H, i_h, V, c0, BC, BKC) * b1[:, None], acc, DOT_PREC)
+            if I >= 2:
+                acc = mm(
+                    tc, load_tile(v, t0 + 2 * BC, t1, H, i_h, V, c0, BC, BKC) * b2[:, None], acc, DOT_PREC
+                )
+            if I >= 3:
+                acc = mm(
+                    td, load_tile(v, t0 + 3 * BC, t1, H, i_h, V, c0, BC, BKC) * b3[:, None], acc, DOT_PREC
+                )
+            store_tile(U, acc, r, t1, H, i_h, V, c0, BC, BKC)
+
+
+@triton.jit
+def solve_kernel(
+    q,
+    k,
+    v,
+    G,
+    beta_raw,
+    RQ,
+    RK,
+    Akkd,
+    Aqk,
+    W,
+    U,
+    Qg,
+    Kd,
+    chunk_start,
+    chunk_end,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BC: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    BKC: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+    SOLVE_PREC: tl.constexpr,
+):
+    """Per (chunk, head): the off-diagonal blocks, the inverse, W, U, Qg, Kd (see the module docstring).
+    Blocks are named by (row block, column block): a21 = beta Akk rows 32-47, columns 16-31."""
+    tl.static_assert(BT == 4 * BC, "written for 4 sub-blocks per chunk")
+    i_c = tl.program_id(0)
+    i_h = tl.program_id(1)
+    t0 = tl.load(chunk_start + i_c)
+    t1 = tl.load(chunk_end + i_c)
+    o_i = tl.arange(0, BC)
+    r1 = t0 + BC
+    r2 = t0 + 2 * BC
+    r3 = t0 + 3 * BC
+    m0 = t0 + o_i < t1
+    m1 = r1 + o_i < t1
+    m2 = r2 + o_i < t1
+    m3 = r3 + o_i < t1
+    rk0 = load_rows_vec(RK, t0 + o_i, m0, H, i_h)
+    rk1 = load_rows_vec(RK, r1 + o_i, m1, H, i_h)
+    rk2 = load_rows_vec(RK, r2 + o_i, m2, H, i_h)
+    rk3 = load_rows_vec(RK, r3 + o_i, m3, H, i_h)
+
+    z = tl.zeros([BC, BC], dtype=tl.float32)
+    a10, a20, a21, a30, a31, a32 = z, z, z, z, z, z
+    for c0 in range(0, BK, BKC):
+        k0 = load_tile(k, t0, t1, H, i_h, K, c0, BC, BKC)
+        g0 = load_tile(G, t0, t1, H, i_h, K, c0, BC, BKC)
+        if r1 < t1:
+            k1 = load_tile(k, r1, t1, H, i_h, K, c0, BC, BKC)
+            g1 = load_tile(G, r1, t1, H, i_h, K, c0, BC, BKC)
+            e1, kt = _through_row(G, m1, g1, k0, g0, r1, H, i_h, K, c0, BKC)
+            a10 = mm(k1 * e1, kt, a10, DOT_PREC)
+            if r2 < t1:
+                k2 = load_tile(k, r2, t1, H, i_h, K, c0, BC, BKC)
+                g2 = load_tile(G, r2, t1, H, i_h, K, c0, BC, BKC)
+                e2, kt = _through_row(G, m2, g2, k0, g0, r2, H, i_h, K, c0, BKC)
+                a20 = mm(k2 * e2, kt, a20, DOT_PREC)
+                e2, kt = _through_row(G, m2, g2, k1, g1, r2, H, i_h, K, c0, BKC)
+                a21 = mm(k2 * e2, kt, a21, DOT_PREC)
+                if r3 < t1:
+                    k3 = load_tile(k, r3, t1, H, i_h, K, c0, BC, BKC)
+                    g3 = load_tile(G, r3, t1, H, i_h, K, c0, BC, BKC)
+                    e3, kt = _through_row(G, m3, g3, k0, g0, r3, H, i_h, K, c0, BKC)
+                    a30 = mm(k3 * e3, kt, a30, DOT_PREC)
+                    e3, kt = _through_row(G, m3, g3, k1, g1, r3, H, i_h, K, c0, BKC)
+                    a31 = mm(k3 * e3, kt, a31, DOT_PREC)
+                    e3, kt = _through_row(G, m3, g3, k2, g2, r3, H, i_h, K, c0, BKC)
+                    a32 = mm(k3 * e3, kt, a32, DOT_PREC)
+    # the row and column norms and beta, applied to the sums of raw k
+    b0 = tl.sigmoid(load_rows_vec(beta_raw, t0 + o_i, m0, H, i_h))
+    b1 = tl.sigmoid(load_rows_vec(beta_raw, r1 + o_i, m1, H, i_h))
+    b2 = tl.sigmoid(load_rows_vec(beta_raw, r2 + o_i, m2, H, i_h))
+    b3 = tl.sigmoid(load_rows_vec(beta_raw, r3 + o_i, m3, H, i_h))
+    c0_ = rk0[None, :]
+    c1_ = rk1[None, :]
+    c2_ = rk2[None, :]
+    a10 = a10 * (b1 * rk1)[:, None] * c0_
+    a20 = a20 * (b2 * rk2)[:, None] * c0_
+    a21 = a21 * (b2 * rk2)[:, None] * c1_
+    a30 = a30 * (b3 * rk3)[:, None] * c0_
+    a31 = a31 * (b3 * rk3)[:, None] * c1_
+    a32 = a32 * (b3 * rk3)[:, None] * c2_
+
+    # T = (I + Akk)^-1: diagonal blocks by substitution, the others T_IJ = -T_II sum_{J<=M<I} A_IM T_MJ
+    t00, t11, t22, t33 = _inv_diag4(Akkd, t0, t1, H, i_h, BC)
+    t10 = -mm(t11, mm(a10, t00, None, SOLVE_PREC), None, SOLVE_PREC)
+    t21 = -mm(t22, mm(a21, t11, None, SOLVE_PREC), None, SOLVE_PREC)
+    t20 = -mm(t22, mm(a21, t10, mm(a20, t00, None, SOLVE_PREC), SOLVE_PREC), None, SOLVE_PREC)
+    t32 = -mm(t33, mm(a32, t22, None, SOLVE_PREC), None, SOLVE_PREC)
+    t31 = -mm(t33, mm(a32, t21, mm(a31, t11, None, SOLVE_PREC), SOLVE_PREC), None, SOLVE_PREC)
+    t30 = mm(a32, t20, mm(a31, t10, mm(a30, t00, None, SOLVE_PREC), SOLVE_PREC), SOLVE_PREC)
+    t30 = -mm(t33, t30, None, SOLVE_PREC)
+
+    # W = T (beta k e^G) and U = T (beta v), block row by block row: only row I of T is live in
+    # its column loop (all ten blocks as tf32x3 operands spill registers)
+    s0 = b0 * rk0
+    s1 = b1 * rk1
+    s2 = b2 * rk2
+    s3 = b3 * rk3
+    _wu_rows(k, v, G, W, U, t0, t1, H, i_h, t00, t00, t00, t00, s0, s1, s2, s3, b0, b1, b2, b3,
+             0, K, V, BC, BK, BV, BKC, DOT_PREC)  # fmt: skip
+    _wu_rows(k, v, G, W, U, t0, t1, H, i_h, t10, t11, t11, t11, s0, s1, s2, s3, b0, b1, b2, b3,
+             1, K, V, BC, BK, BV, BKC, DOT_PREC)  # fmt: skip
+    _wu_rows(k, v, G, W, U, t0, t1, H, i_h, t20, t21, t22, t22, s0, s1, s2, s3, b0, b1, b2, b3,
+             2, K, V, BC, BK, BV, BKC, DOT_PREC)  # fmt: skip
+    _wu_rows(k, v, G, W, U, t0, t1, H, i_h, t30, t31, t32, t33, s0, s1, s2, s3, b0, b1, b2, b3,
+             3, K, V, BC, BK, BV, BKC, DOT_PREC)  # fmt: skip
+
+    # the scan's Kd = k e^{G_last - G} and Qg = q e^G, whole chunk rows
+    o_t = tl.arange(0, BT)
+    m_t = t0 + o_t < t1
+    rk = load_rows_vec(RK, t0 + o_t, m_t, H, i_h)[:, None]
+    rq = load_rows_vec(RQ, t0 + o_t, m_t, H, i_h)[:, None]
+    for c0 in range(0, BK, BKC):
+        o_k = c0 + tl.arange(0, BKC)
+        b_gl = tl.load(G + ((t1 - 1).to(tl.int64) * H + i_h) * K + o_k, mask=o_k < K, other=0.0)[None, :]
+        b_g = load_tile(G, t0, t1, H, i_h, K, c0, BT, BKC)
+        b_k = load_tile(k, t0, t1, H, i_h, K, c0, BT, BKC) * rk
+        store_tile(Kd, b_k * tl.exp(tl.where(m_t[:, None], b_gl - b_g, 0.0)), t0, t1, H, i_h, K, c0, BT, BKC)
+        b_q = load_tile(q, t0, t1, H, i_h, K, c0, BT, BKC) * rq
+        store_tile(Qg, b_q * tl.exp(b_g), t0, t1, H, i_h, K, c0, BT, BKC)
+    rq1 = load_rows_vec(RQ, r1 + o_i, m1, H, i_h)[:, None]
+    rq2 = load_rows_vec(RQ, r2 + o_i, m2, H, i_h)[:, None]
+    rq3 = load_rows_vec(RQ, r3 + o_i, m3, H, i_h)[:, None]
+
+    # Aqk's off-diagonal blocks (last: the T blocks are dead by now), zeros right of the diagonal ones
+    p10, p20, p21, p30, p31, p32 = z, z, z, z, z, z
+    for c0 in range(0, BK, BKC):
+        k0 = load_tile(k, t0, t1, H, i_h, K, c0, BC, BKC)
+        g0 = load_tile(G, t0, t1, H, i_h, K, c0, BC, BKC)
+        if r1 < t1:
+            k1 = load_tile(k, r1, t1, H, i_h, K, c0, BC, BKC)
+            g1 = load_tile(G, r1, t1, H, i_h, K, c0, BC, BKC)
+            e1, kt = _through_row(G, m1, g1, k0, g0, r1, H, i_h, K, c0, BKC)
+            p10 = mm(load_tile(q, r1, t1, H, i_h, K, c0, BC, BKC) * e1, kt, p10, DOT_PREC)
+            if r2 < t1:
+                k2 = load_tile(k, r2, t1, H, i_h, K, c0, BC, BKC)
+                g2 = load_tile(G, r2, t1, H, i_h, K, c0, BC, BKC)
+                q2 = load_tile(q, r2, t1, H, i_h, K, c0, BC, BKC)
+                e2, kt = _through_row(G, m2, g2, k0, g0, r2, H, i_h, K, c0, BKC)
+                p20 = mm(q2 * e2, kt, p20, DOT_PREC)
+                e2, kt = _through_row(G, m2, g2, k1, g1, r2, H, i_h, K, c0, BKC)
+                p21 = mm(q2 * e2, kt, p21, DOT_PREC)
+                if r3 < t1:
+                    g3 = load_tile(G, r3, t1, H, i_h, K, c0, BC, BKC)
+                    q3 = load_tile(q, r3, t1, H, i_h, K, c0, BC, BKC)
+                    e3, kt = _through_row(G, m3, g3, k0, g0, r3, H, i_h, K, c0, BKC)
+                    p30 = mm(q3 * e3, kt, p30, DOT_PREC)
+                    e3, kt = _through_row(G, m3, g3, k1, g1, r3, H, i_h, K, c0, BKC)
+                    p31 = mm(q3 * e3, kt, p31, DOT_PREC)
+                    e3, kt = _through_row(G, m3, g3, k2, g2, r3, H, i_h, K, c0, BKC)
+                    p32 = mm(q3 * e3, kt, p32, DOT_PREC)
+    store_tile(Aqk, p10 * rq1 * c0_, r1, t1, H, i_h, BT, 0, BC, BC)
+    store_tile(Aqk, p20 * rq2 * c0_, r2, t1, H, i_h, BT, 0, BC, BC)
+    store_tile(Aqk, p21 * rq2 * c1_, r2, t1, H, i_h, BT, BC, BC, BC)
+    store_tile(Aqk, p30 * rq3 * c0_, r3, t1, H, i_h, BT, 0, BC, BC)
+    store_tile(Aqk, p31 * rq3 * c1_, r3, t1, H, i_h, BT, BC, BC, BC)
+    store_tile(Aqk, p32 * rq3 * c2_, r3, t1, H, i_h, BT, 2 * BC, BC, BC)
+    store_tile(Aqk, z, t0, t1, H, i_h, BT, BC, BC, BC)
+    store_tile(Aqk, z, t0, t1, H, i_h, BT, 2 * BC, BC, BC)
+    store_tile(Aqk, z, t0, t1, H, i_h, BT, 3 * BC, BC, BC)
+    store_tile(Aqk, z, r1, t1, H, i_h, BT, 2 * BC, BC, BC)
+    store_tile(Aqk, z, r1, t1, H, i_h, BT, 3 * BC, BC, BC)
+    store_tile(Aqk, z, r2, t1, H, i_h, BT, 3 * BC, BC, BC)
+
+
+# ----------------------------------------------------------------------------------------- 4
+@triton.jit
+def _state_half(pool_row, has_init, o_k, o_v, K: tl.constexpr, V: tl.constexpr, STORAGE: tl.constexpr):
+    """Rows o_k of the starting state (zeros for a new sequence), widened to fp32."""
+    k_lim = tl.where(has_init, K, 0)
+    return load_state(
+        pool_row + o_k[:, None] * V + o_v[None, :], (o_k < k_lim)[:, None] & (o_v < V)[None, :], STORAGE
+    )
+
+
+@triton.jit(do_not_specialize=["sr_key"])
+def scan_kernel(
+    Kd,
+    EGl,
+    W,
+    U,
+    Qg,
+    Aqk,
+    Vn,
+    Hs,
+    o,
+    pool,
+    slots,
+    positions,
+    sr_key,
+    cu_seqlens,
+    chunk_offsets,
+    has_initial_state,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BKH: tl.constexpr,
+    BV: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+    STORAGE: tl.constexpr,
+    MANT_BITS: tl.constexpr,
+    ROUNDING: tl.constexpr,
+    INTRA_BF16: tl.constexpr,
+    FUSE_OUT: tl.constexpr,
+):
+    """The state as two row halves S1 = S[:BKH], S2 = S[BKH:2 BKH] (BKH >= K / 2): every product
+    is split along K, so no operand tile is wider than BKH (fp32 operands of tf32x3 products at
+    K = 128 spill registers otherwise)."""
+    i_nh = tl.program_id(0)  # N*H can exceed the 65535 limit of grid axes 1 and 2
+    i_v = tl.program_id(1)
+    i_n = i_nh // H
+    i_h = i_nh % H
+    bos = tl.load(cu_seqlens + i_n).to(tl.int32)
+    eos = tl.load(cu_seqlens + i_n + 1).to(tl.int32)
+    c_first = tl.load(chunk_offsets + i_n).to(tl.int64)
+    n_chunks = tl.cdiv(eos - bos, BT)
+    v0 = i_v * BV
+
+    o_k1 = tl.arange(0, BKH)
+    o_k2 = BKH + tl.arange(0, BKH)
+    o_v = v0 + tl.arange(0, BV)
+    slot = tl.load(slots + i_n).to(tl.int64)
+    pool_row = pool + (slot * H + i_h) * K * V
+    has_init = tl.load(has_initial_state + i_n) != 0
+    b_s1 = _state_half(pool_row, has_init, o_k1, o_v, K, V, STORAGE)
+    b_s2 = _state_half(pool_row, has_init, o_k2, o_v, K, V, STORAGE)
+
+    for i_t in range(0, n_chunks):
+        t0 = bos + i_t * BT
+        t1 = tl.minimum(t0 + BT, eos)
+        i_c = c_first + i_t
+        # the chunk's operands first: none depends on the state
+        b_w1 = load_tile_as_is(W, t0, t1, H, i_h, K, 0, BT, BKH)
+        b_w2 = load_tile_as_is(W, t0, t1, H, i_h, K, BKH, BT, BKH)
+        b_u = load_tile(U, t0, t1, H, i_h, V, v0, BT, BV)
+        b_kd1 = load_tile_as_is(Kd, t0, t1, H, i_h, K, 0, BT, BKH)
+        b_kd2 = load_tile_as_is(Kd, t0, t1, H, i_h, K, BKH, BT, BKH)
+        p_el = EGl + (i_c * H + i_h) * K
+        b_el1 = tl.load(p_el + o_k1, mask=o_k1 < K, other=0.0)
+        b_el2 = tl.load(p_el + o_k2, mask=o_k2 < K, other=0.0)
+        b_vn = b_u - mm(b_w2, b_s2, mm(b_w1, b_s1, None, DOT_PREC), DOT_PREC)
+        if FUSE_OUT:
+            b_qg1 = load_tile_as_is(Qg, t0, t1, H, i_h, K, 0, BT, BKH)
+            b_qg2 = load_tile_as_is(Qg, t0, t1, H, i_h, K, BKH, BT, BKH)
+            b_a = load_tile_as_is(Aqk, t0, t1, H, i_h, BT, 0, BT, BT)
+            b_o = mm(b_a, b_vn, mm(b_qg2, b_s2, mm(b_qg1, b_s1, None, DOT_PREC), DOT_PREC), DOT_PREC)
+            store_tile(o, b_o, t0, t1, H, i_h, V, v0, BT, BV)
+        else:
+            p_hs = Hs + (i_c * H + i_h) * K * V + o_v[None, :]
+            m_v = (o_v < V)[None, :]
+            tl.store(p_hs + o_k1[:, None] * V, b_s1.to(Hs.dtype.element_ty), mask=(o_k1 < K)[:, None] & m_v)
+            tl.store(p_hs + o_k2[:, None] * V, b_s2.to(Hs.dtype.element_ty), mask=(o_k2 < K)[:, None] & m_v)
+            store_tile(Vn, b_vn, t0, t1, H, i_h, V, v0, BT, BV)
+        b_s1 = b_s1 * b_el1[:, None] + mm(tl.trans(b_kd1), b_vn, None, DOT_PREC)
+        b_s2 = b_s2 * b_el2[:, None] + mm(tl.trans(b_kd2), b_vn, None, DOT_PREC)
+        if INTRA_BF16:
+            if i_t + 1 < n_chunks:
+                b_s1 = round_to_bf16_bits(b_s1, False).to(tl.float32)
+                b_s2 = round_to_bf16_bits(b_s2, False).to(tl.float32)
+
+    if ROUNDING == "sr":
+        pos = tl.load(positions + i_n)
+    else:
+        pos = 0
+    m_v = (o_v < V)[None, :]
+    o_s = o_k1[:, None] * V + o_v[None, :]
+    s1 = store_state(b_s1, i_h * K * V + o_s, pos, sr_key, STORAGE, MANT_BITS, ROUNDING)
+    tl.store(pool_row + o_s, s1, mask=(o_k1 < K)[:, None] & m_v)
+    o_s = o_k2[:, None] * V + o_v[None, :]
+    s2 = store_state(b_s2, i_h * K * V + o_s, pos, sr_key, STORAGE, MANT_BITS, ROUNDING)
+    tl.store(pool_row + o_s, s2, mask=(o_k2 < K)[:, None] & m_v)
+
+
+# ----------------------------------------------------------------------------------------- 5
+@triton.jit
+def output_kernel(
+    Qg,
+    Aqk,
+    Vn,
+    Hs,
+    o,
+    chunk_start,
+    chunk_end,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+):
+    """o = Qg S_start + Aqk v_new per (chunk, head, V block): the scan without FUSE_OUT."""
+    i_c = tl.program_id(0)
+    i_h = tl.program_id(1)
+    v0 = tl.program_id(2) * BV
+    t0 = tl.load(chunk_start + i_c)
+    t1 = tl.load(chunk_end + i_c)
+    o_k = tl.arange(0, BK)
+    o_v = v0 + tl.arange(0, BV)
+    m_s = (o_k < K)[:, None] & (o_v < V)[None, :]
+    p_s = Hs + (i_c.to(tl.int64) * H + i_h) * K * V + o_k[:, None] * V + o_v[None, :]
+    b_s = tl.load(p_s, mask=m_s, other=0.0)
+    b_qg = load_tile_as_is(Qg, t0, t1, H, i_h, K, 0, BT, BK)
+    b_a = load_tile_as_is(Aqk, t0, t1, H, i_h, BT, 0, BT, BT)
+    b_vn = load_tile_as_is(Vn, t0, t1, H, i_h, V, v0, BT, BV)
+    store_tile(o, mm(b_a, b_vn, mm(b_qg, b_s, None, DOT_PREC), DOT_PREC), t0, t1, H, i_h, V, v0, BT, BV)

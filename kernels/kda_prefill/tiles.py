@@ -1,0 +1,45 @@
+"""Row tiles of the prefill's [T, H, D] tensors: pointers, masked loads and stores of rows t0..t0+BR-1
+(those below t_end) and columns c0..c0+BD-1 (those below D) of one head. Shared by the chunk-local
+kernels (`fused.py`, `stream.py`) and the stream variant's scan."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def tile_ptrs(base, t0, t_end, H, i_h, D: tl.constexpr, c0, BR: tl.constexpr, BD: tl.constexpr):
+    """Pointers and mask for rows t0..t0+BR-1 (< t_end), columns c0..c0+BD-1 (< D) of a [T, H, D] tensor."""
+    o_r = t0 + tl.arange(0, BR)
+    o_d = c0 + tl.arange(0, BD)
+    ptr = base + (o_r.to(tl.int64)[:, None] * H + i_h) * D + o_d[None, :]
+    mask = (o_r < t_end)[:, None] & (o_d < D)[None, :]
+    return ptr, mask
+
+
+@triton.jit
+def load_tile(base, t0, t_end, H, i_h, D: tl.constexpr, c0, BR: tl.constexpr, BD: tl.constexpr):
+    """The tile as fp32, 0 outside the rows and columns."""
+    ptr, mask = tile_ptrs(base, t0, t_end, H, i_h, D, c0, BR, BD)
+    return tl.load(ptr, mask=mask, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def store_tile(base, x, t0, t_end, H, i_h, D: tl.constexpr, c0, BR: tl.constexpr, BD: tl.constexpr):
+    """Stores x in the tensor's dtype (rounding to nearest), rows and columns outside left alone."""
+    ptr, mask = tile_ptrs(base, t0, t_end, H, i_h, D, c0, BR, BD)
+    tl.store(ptr, x.to(base.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def load_rows_vec(base, rows, m_rows, H, i_h):
+    """x[rows, i_h] of a [T, H] tensor as fp32 (0 where not m_rows)."""
+    return tl.load(base + rows.to(tl.int64) * H + i_h, mask=m_rows, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def load_tile_as_is(base, t0, t_end, H, i_h, D: tl.constexpr, c0, BR: tl.constexpr, BD: tl.constexpr):
+    """The tile in the tensor's own dtype (a bf16 operand stays bf16 for its tensor-core product)."""
+    ptr, mask = tile_ptrs(base, t0, t_end, H, i_h, D, c0, BR, BD)
+    return tl.load(ptr, mask=mask, other=0.0)

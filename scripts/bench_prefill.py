@@ -1,0 +1,470 @@
+# ruff: noqa: E501
+"""The KDA prefill variants against FLA's `chunk_kda` on one GPU (issue 15's prefill-kernel goals).
+
+    python scripts/bench_prefill.py --out DIR [--parts check,sweep,lengths,varlen,kernels] [--budget-s 540]
+
+Cases (B = 1, H = 32, K = V = 128, bf16 inputs, fp32 pool, an initial state): `split` and `fused`
+(the earlier variants), `stream` (fp32 operands, tf32x3 products: evalkit's arithmetic), `stream_bf16`
+(the production form: bf16 operands as FLA-based servers run, `dot_precision="bf16"`) and `fla`
+(`chunk_kda` with the l2 norm, gate and beta sigmoid in its kernels, fp32 initial/final state).
+
+Parts, in this order (each a section of the report; a failure is recorded and the next runs):
+  check    on the GPU, fp32 inputs, three packed sequences with partial chunks: every case's output
+           and stored state against the float64 reference; stream with bf16 chunk-boundary states;
+           on bf16 inputs, stream_bf16 against FLA
+  sweep    the stream variant's tiles at T = 32k per operand dtype (scan, then diag, then solve,
+           each with the best of the part before); each tile's output checked against the default
+           tile's; the fastest tiles are then used by the parts after it (`--no-adopt` keeps the
+           wrapper's)
+  lengths  T in {8k, 32k, 128k}: median of 3 interleaved do_bench medians per case; ratios vs FLA
+  varlen   32,768 tokens as sequences of 500-1,300 tokens (an engine prefill batch); FLA with cu_seqlens
+  kernels  per-kernel CUDA time of one prefill at 32k, stream and stream_bf16 (torch profiler)
+Timings: `triton.testing.do_bench` medians; Python 3.12, torch 2.11+cu130, triton 3.6, fla-core 0.6.0.
+`--smoke` runs the parts on the CPU interpreter at tiny shapes (the script's plumbing, not a measurement).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+try:
+    from evalkit.bench import harness
+except ImportError:  # a checkout that is not installed (the GPU image)
+    sys.path.insert(0, str(ROOT))
+    from evalkit.bench import harness
+
+H, K, V = 32, 128, 128
+LENGTHS = [8192, 32768, 131072]
+SWEEP_T = 32768
+VARLEN_T = 32768
+REPEATS = 3
+CASES = {
+    "split": dict(variant="split"),
+    "fused": dict(variant="fused"),
+    "stream": dict(variant="stream"),
+    "stream_bf16": dict(variant="stream", dot_precision="bf16"),
+}
+# Tiles swept at SWEEP_T, per operand dtype. Register spills of their sm_90 builds (triton 3.9,
+# bytes/thread): fp32 scans (16,4,1,F) 0, (16,4,3,F) 0, (8,4,2,F) 0, (32,4,1,F) 96, (16,4,2,F) 8,
+# (16,4,1,T) 576; bf16 scans none; fp32 solve (16,4,1) 88, (16,8,1) 96, (32,8,1) 256; bf16 solve none.
+SWEEP = {
+    "fp32": {
+        "scan": [
+            (16, 4, 1, False),
+            (16, 4, 3, False),
+            (8, 4, 2, False),
+            (32, 4, 1, False),
+            (16, 4, 2, False),
+            (16, 4, 1, True),
+        ],
+        "diag": [(4, 4), (2, 2), (8, 4), (4, 8)],
+        "solve": [(16, 4, 1), (16, 8, 1), (32, 8, 1), (16, 2, 1), (32, 4, 1)],
+        "output": [(64, 4, 2), (32, 4, 2), (64, 8, 2), (128, 8, 2)],
+    },
+    "bf16": {
+        "scan": [
+            (32, 4, 2, True),
+            (16, 4, 2, True),
+            (32, 4, 3, True),
+            (64, 4, 2, True),
+            (32, 4, 2, False),
+            (32, 8, 2, True),
+            (16, 4, 3, True),
+        ],
+        "diag": [(4, 4), (1, 4), (2, 2), (8, 4), (8, 8)],
+        "solve": [(16, 4, 1), (32, 8, 1), (16, 8, 1), (16, 2, 1), (32, 4, 1)],
+    },
+}
+DEV = "cuda"
+SMOKE = False
+log = harness.Log(harness.Clock())
+
+
+def smoke_mode() -> None:
+    global H, K, V, LENGTHS, SWEEP_T, VARLEN_T, DEV, SMOKE, REPEATS
+    H, K, V, LENGTHS, SWEEP_T, VARLEN_T, DEV, SMOKE, REPEATS = 2, 32, 32, [70, 130], 130, 200, "cpu", True, 1
+    os.environ["TRITON_INTERPRET"] = "1"
+    for kind in SWEEP.values():
+        for part in kind:
+            kind[part] = kind[part][:2]
+
+
+def bench_ms(fn, warmup=10, rep=50) -> float:
+    import triton
+
+    if SMOKE:
+        t = time.perf_counter()
+        fn()
+        return 1e3 * (time.perf_counter() - t)
+    return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
+
+
+def rel_err(a, b) -> float:
+    a, b = a.double().cpu(), b.double().cpu()
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
+
+
+def environment() -> dict:
+    import platform
+
+    import torch
+    import triton
+
+    env = {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
+           "git": harness_git(), "H": H, "K": K, "V": V}  # fmt: skip
+    if torch.cuda.is_available():
+        env["gpu"] = torch.cuda.get_device_name(0)
+    try:
+        import fla
+
+        env["fla"] = getattr(fla, "__version__", "?")
+    except ImportError:
+        env["fla"] = None
+    return env
+
+
+def harness_git() -> str:
+    import subprocess
+
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True
+        ).stdout
+        return rev.strip() + ("-dirty" if dirty.strip() else "")
+    except OSError:
+        return "?"
+
+
+class Problem:
+    """Inputs of one benchmark shape: packed rows, sequence lengths, a pool with initial states."""
+
+    def __init__(self, lengths: list[int], dtype_name: str = "bf16"):
+        import torch
+
+        from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool
+
+        dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype_name]
+        self.lengths = lengths
+        self.T = sum(lengths)
+        self.x = kda_inputs(self.T, H, K, V, dtype=dtype, device=DEV)
+        self.cu = random_cu_seqlens(lengths, device=DEV)
+        N = len(lengths)
+        self.pool0 = random_pool(N, H, K, V, torch.float32, device=DEV)
+        self.slots = torch.arange(N, dtype=torch.int32, device=DEV)
+        self.init = torch.ones(N, dtype=torch.bool, device=DEV)
+
+    def ours(self, **kw):
+        from evalkit.kernels.kda_prefill import wrapper as pw
+
+        pool = self.pool0.clone()
+        args = (*self.x.args(), pool, self.slots, self.cu, self.init)
+        return lambda: pw.kda_prefill(*args, **kw)
+
+    def fla(self):
+        """FLA's chunk_kda on the same rows (one batch row, cu_seqlens when several sequences)."""
+        from fla.ops.kda import chunk_kda
+
+        x = self.x
+        q, k, v, g, beta = (t[None] for t in (x.q, x.k, x.v, x.g_raw, x.beta_raw))
+        h0 = self.pool0.clone()
+        cu = self.cu.long() if len(self.lengths) > 1 else None
+        return lambda: chunk_kda(
+            q=q, k=k, v=v, g=g, beta=beta, initial_state=h0, output_final_state=True, cu_seqlens=cu,
+            use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True,
+            A_log=x.A_log, dt_bias=x.dt_bias,
+        )  # fmt: skip
+
+    def cases(self) -> dict:
+        out = {name: self.ours(**kw) for name, kw in CASES.items()}
+        if not SMOKE:
+            out["fla"] = self.fla()
+        return out
+
+
+def timed_rows(p: Problem, repeats: int = REPEATS) -> dict:
+    """Median of `repeats` interleaved do_bench medians per case (a clock drift hits every case alike)."""
+    import torch
+
+    row: dict = {"T": p.T, "sequences": len(p.lengths)}
+    cases = p.cases()
+    rep = 100 if p.T <= 32768 else 40
+    for _ in range(repeats):
+        for label, fn in list(cases.items()):
+            try:
+                with torch.inference_mode():
+                    row.setdefault(f"{label}_runs_ms", []).append(bench_ms(fn, warmup=10, rep=rep))
+            except Exception as exc:  # noqa: BLE001 - record and go on with the other cases
+                row[f"{label}_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+                del cases[label]
+    for label in [*CASES, "fla"]:
+        runs = row.get(f"{label}_runs_ms")
+        if runs and f"{label}_error" not in row:
+            row[f"{label}_ms"] = statistics.median(runs)
+            row[f"{label}_Mtok_s"] = p.T / row[f"{label}_ms"] / 1e3
+            if "fla_ms" in row:
+                row[f"{label}_vs_fla"] = row["fla_ms"] / row[f"{label}_ms"]
+    for label in CASES:  # fla ran last in each repeat: ratios once its median is known
+        if f"{label}_ms" in row and "fla_ms" in row:
+            row[f"{label}_vs_fla"] = row["fla_ms"] / row[f"{label}_ms"]
+    return row
+
+
+# ------------------------------------------------------------------------------------ parts
+def part_check() -> dict:
+    import torch
+
+    from evalkit.kernels import reference
+    from evalkit.kernels.kda_prefill import wrapper as pw
+
+    out: dict = {}
+    lengths = [200, 1, 77] if not SMOKE else [70, 1, 20]
+    p = Problem(lengths, "fp32")
+    cpu = lambda t: t.cpu()  # noqa: E731
+    x = p.x
+    args_cpu = [cpu(t) for t in x.args()]
+    for label, kw in [
+        *CASES.items(),
+        ("stream_intra_bf16", dict(variant="stream", intra_chunk_dtype=torch.bfloat16)),
+    ]:
+        pool_ref = cpu(p.pool0).double()
+        intra = kw.get("intra_chunk_dtype")
+        o_ref = reference.kda_prefill(
+            *args_cpu, pool_ref, cpu(p.slots), cpu(p.cu), cpu(p.init), intra_chunk_dtype=intra
+        )
+        pool = p.pool0.clone()
+        o = pw.kda_prefill(
+            *x.args(), pool, p.slots, p.cu, p.init, out=torch.full_like(x.v, float("nan")), **kw
+        )
+        out[label] = {"out_rel_err": rel_err(o, o_ref), "pool_rel_err": rel_err(pool, pool_ref),
+                      "finite": bool(torch.isfinite(o).all())}  # fmt: skip
+    if not SMOKE:  # the production form next to FLA on bf16 inputs
+        pb = Problem([4096, 1000], "bf16")
+        with torch.inference_mode():
+            o_fla, s_fla = pb.fla()()
+            pool = pb.pool0.clone()
+            o_b = pw.kda_prefill(
+                *pb.x.args(), pool, pb.slots, pb.cu, pb.init, variant="stream", dot_precision="bf16"
+            )
+            pool32 = pb.pool0.clone()
+            o_32 = pw.kda_prefill(*pb.x.args(), pool32, pb.slots, pb.cu, pb.init, variant="stream")
+        out["bf16_inputs"] = {
+            "stream_bf16_vs_fla_out": rel_err(o_b, o_fla[0]), "stream_bf16_vs_fla_state": rel_err(pool, s_fla),
+            "stream_fp32_vs_fla_out": rel_err(o_32, o_fla[0]), "stream_bf16_vs_stream_fp32_out": rel_err(o_b, o_32),
+        }  # fmt: skip
+    log("check", json.dumps(out))
+    return out
+
+
+def part_sweep(adopt: bool) -> dict:
+    import torch
+
+    from evalkit.kernels.kda_prefill import wrapper as pw
+
+    p = Problem([SWEEP_T])
+    res: dict = {"T": SWEEP_T, "adopted": adopt}
+    chk = Problem([SWEEP_T if not SMOKE else 130])
+    for kind, prec in (("fp32", None), ("bf16", "bf16")):
+        kw = dict(variant="stream", dot_precision=prec)
+        with torch.inference_mode():
+            o_default = chk.ours(**kw)().float()
+        best = dict(pw.STREAM_TILES[kind])
+        for part in ("scan", "diag", "solve", "output"):
+            if part not in SWEEP[kind] or (part == "output" and best["scan"][3]):
+                continue  # the output kernel runs only without a fused output
+            entries = []
+            for tile in SWEEP[kind][part]:
+                trial = {**best, part: tile}
+                saved = pw.STREAM_TILES[kind]
+                pw.STREAM_TILES[kind] = trial
+                e: dict = {"tile": list(tile)}
+                try:
+                    with torch.inference_mode():
+                        o = chk.ours(**kw)().float()
+                        e["out_rel_diff_vs_default"] = rel_err(o, o_default)
+                        o = None
+                        e["ms"] = bench_ms(p.ours(**kw), warmup=5, rep=50)
+                except Exception as exc:  # noqa: BLE001
+                    e["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+                finally:
+                    pw.STREAM_TILES[kind] = saved
+                entries.append(e)
+                log("sweep", kind, part, e)
+            ok = [
+                e
+                for e in entries
+                if "ms" in e and e["out_rel_diff_vs_default"] < (5e-2 if kind == "bf16" else 1e-3)
+            ]
+            if ok:
+                best[part] = tuple(min(ok, key=lambda e: e["ms"])["tile"])
+            res[f"{kind}_{part}"] = entries
+        res[f"{kind}_best"] = {k: list(v) for k, v in best.items()}
+        if adopt:
+            pw.STREAM_TILES[kind] = best
+        if not SMOKE:
+            torch.cuda.empty_cache()
+    log("sweep best", {k: v for k, v in res.items() if k.endswith("_best")})
+    return res
+
+
+def part_lengths() -> dict:
+    import torch
+
+    rows = []
+    for T in LENGTHS:
+        row = timed_rows(Problem([T]))
+        rows.append(row)
+        log(
+            "lengths",
+            {
+                k: (round(v, 3) if isinstance(v, float) else v)
+                for k, v in row.items()
+                if not k.endswith("_runs_ms")
+            },
+        )
+        if not SMOKE:
+            torch.cuda.empty_cache()
+    return {"rows": rows}
+
+
+def part_varlen() -> dict:
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    lengths, total = [], 0
+    lo, hi = (500, 1300) if not SMOKE else (20, 60)
+    while total < VARLEN_T:
+        n = min(int(torch.randint(lo, hi + 1, (1,), generator=g)), VARLEN_T - total)
+        lengths.append(n)
+        total += n
+    row = timed_rows(Problem(lengths))
+    log(
+        "varlen",
+        {
+            k: (round(v, 3) if isinstance(v, float) else v)
+            for k, v in row.items()
+            if not k.endswith("_runs_ms")
+        },
+    )
+    return {"lengths": lengths, **row}
+
+
+def part_kernels() -> dict:
+    import torch
+
+    p = Problem([SWEEP_T])
+    out = {}
+    for label in ("stream", "stream_bf16"):
+        fn = p.ours(**CASES[label])
+        with torch.inference_mode():
+            out[label] = kernel_ms(fn)
+    log("kernels", out)
+    return out
+
+
+def kernel_ms(run, n: int = 5) -> dict:
+    """CUDA ms per call of `run` by kernel (torch profiler, after one warm-up call)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    run()
+    if SMOKE:
+        return {}
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            run()
+        torch.cuda.synchronize()
+    kernels = {}
+    for ev in prof.key_averages():
+        t = getattr(ev, "device_time_total", None) or getattr(ev, "cuda_time_total", 0)
+        if t and not ev.key.startswith(("Memcpy", "Memset", "void at::")):
+            kernels[ev.key] = round(t / n / 1e3, 4)
+    return dict(sorted(kernels.items(), key=lambda kv: -kv[1]))
+
+
+# ------------------------------------------------------------------------------------ report
+def markdown(res: dict) -> str:
+    f = lambda v, nd=2: "—" if v is None else f"{v:.{nd}f}"  # noqa: E731
+    sec = res.get("sections", {})
+    L = [f"# KDA prefill variants vs FLA chunk_kda ({res.get('command')})", ""]
+    env = sec.get("environment", {})
+    L.append(f"{env.get('gpu', '?')}, torch {env.get('torch')}, triton {env.get('triton')}, fla {env.get('fla')}, code {env.get('git')}; "
+             f"H={H}, K={K}, V={V}, bf16 inputs, medians of {REPEATS} interleaved do_bench medians.")  # fmt: skip
+    for name in ("lengths", "varlen"):
+        rows = sec.get(name, {}).get("rows") or ([sec[name]] if name in sec else [])
+        if not rows:
+            continue
+        L += ["", f"## {name}", "", "| T (sequences) | " + " | ".join(f"{c} ms (× FLA)" for c in CASES) + " | FLA ms |",
+              "|---|" + "---|" * (len(CASES) + 1)]  # fmt: skip
+        for r in rows:
+            cells = [f"{f(r.get(f'{c}_ms'))} ({f(r.get(f'{c}_vs_fla'))}×)" for c in CASES]
+            L.append(f"| {r['T']} ({r['sequences']}) | " + " | ".join(cells) + f" | {f(r.get('fla_ms'))} |")
+    if "sweep" in sec:
+        sw = sec["sweep"]
+        L += ["", f"## Stream tiles at T = {sw['T']} (adopted by the later parts: {sw['adopted']})", ""]
+        for kind in ("fp32", "bf16"):
+            L.append(f"- {kind}: best {sw.get(f'{kind}_best')}")
+            for part in ("scan", "diag", "solve", "output"):
+                items = ", ".join(
+                    f"{tuple(e['tile'])} {f(e.get('ms'))}" + (" ERR" if "error" in e else "")
+                    for e in sw.get(f"{kind}_{part}", [])
+                )
+                L.append(f"  - {part}: {items}")
+    if "kernels" in sec:
+        L += ["", "## Per-kernel CUDA ms at 32k", ""]
+        for label, ks in sec["kernels"].items():
+            L.append(f"- {label}: " + ", ".join(f"`{k}` {v}" for k, v in ks.items()))
+    if "check" in sec:
+        L += ["", "## GPU check", "", "```", json.dumps(sec["check"], indent=1), "```"]
+    if res.get("errors"):
+        L += ["", "## Errors", ""] + [
+            f"- **{k}**: `{(v or '').splitlines()[0] if v else v}`" for k, v in res["errors"].items()
+        ]
+    return "\n".join(L) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--parts", default="check,sweep,lengths,varlen,kernels")
+    ap.add_argument("--budget-s", type=float, default=540, help="start no part after this")
+    ap.add_argument("--no-adopt", action="store_true", help="keep the wrapper's tiles after the sweep")
+    ap.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes: test the script only")
+    args = ap.parse_args()
+    if args.smoke:
+        smoke_mode()
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    harness.import_checkout()
+    clock = harness.Clock()
+    res: dict = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "sections": {}}
+
+    def save() -> None:
+        res["elapsed_s"] = round(clock.elapsed(), 1)
+        (out / "bench_prefill.json").write_text(json.dumps(res, indent=2, default=str))
+        (out / "bench_prefill.md").write_text(markdown(res))
+
+    sections = harness.Sections(res, save, harness.Budget(args.budget_s, clock), log, skip_below_s=20)
+    parts = {"check": part_check, "sweep": lambda: part_sweep(not args.no_adopt), "lengths": part_lengths,
+             "varlen": part_varlen, "kernels": part_kernels}  # fmt: skip
+    sections.run("environment", environment)
+    for name in filter(None, args.parts.split(",")):
+        sections.run(name, parts[name])
+    log("wrote", out / "bench_prefill.json")
+    print(markdown(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
