@@ -12,8 +12,9 @@ Parts, in this order (each a section of the report; a failure is recorded and th
   check    on the GPU, fp32 inputs, three packed sequences with partial chunks: every case's output
            and stored state against the float64 reference; stream with bf16 chunk-boundary states;
            on bf16 inputs, stream_bf16 against FLA
-  sweep    the stream variant's tiles at T = 32k per operand dtype (scan, then diag, then solve,
-           each with the best of the part before); each tile's output checked against the default
+  phases   solve_kernel's time at 32k with parts of it left out (a temporary switch)
+  sweep    the stream variant's tiles at T = 32k per operand dtype (prep, diag, solve, wu, scan,
+           output, each with the best of the parts before); each tile's output checked against the default
            tile's; the fastest tiles are then used by the parts after it (`--no-adopt` keeps the
            wrapper's)
   lengths  T in {8k, 32k, 128k}: median of 3 interleaved do_bench medians per case; ratios vs FLA
@@ -51,37 +52,30 @@ CASES = {
     "stream": dict(variant="stream"),
     "stream_bf16": dict(variant="stream", dot_precision="bf16"),
 }
-# Tiles swept at SWEEP_T, per operand dtype. Register spills of their sm_90 builds (triton 3.9,
-# bytes/thread): fp32 scans (16,4,1,F) 0, (16,4,3,F) 0, (8,4,2,F) 0, (32,4,1,F) 96, (16,4,2,F) 8,
-# (16,4,1,T) 576; bf16 scans none; fp32 solve (16,4,1) 88, (16,8,1) 96, (32,8,1) 256; bf16 solve none.
+TIMED = ["fused", "stream", "stream_bf16"]  # split was measured before (results/bench/prefill-variants-h200)
+# Tiles swept at SWEEP_T, per operand dtype, each part with the best of the parts before it.
+# sm_90 builds (triton 3.9) spill no registers but for: fp32 solve (16,2,1) 40 B/thread, (16,4,1) 8,
+# (32,2,1) 328; fp32 wu (64,8,1) 32; fp32 scan (16,4,2,F) 8.
 SWEEP = {
     "fp32": {
-        "scan": [
-            (16, 4, 1, False),
-            (16, 4, 3, False),
-            (8, 4, 2, False),
-            (32, 4, 1, False),
-            (16, 4, 2, False),
-            (16, 4, 1, True),
-        ],
-        "diag": [(4, 4), (2, 2), (8, 4), (4, 8)],
-        "solve": [(16, 4, 1), (16, 8, 1), (32, 8, 1), (16, 2, 1), (32, 4, 1)],
-        "output": [(64, 4, 2), (32, 4, 2), (64, 8, 2), (128, 8, 2)],
+        "prep": [(8,), (4,), (2,)],
+        "diag": [(2, 2), (4, 4), (8, 4)],
+        "solve": [(16, 2, 1), (16, 4, 1), (32, 2, 1)],
+        "wu": [(32, 4, 1), (16, 4, 1), (32, 8, 1), (64, 8, 1), (32, 4, 2)],
+        "scan": [(16, 4, 2, False), (16, 4, 1, False), (16, 4, 3, False)],
+        "output": [(64, 4, 2), (32, 4, 2), (64, 8, 2)],
     },
     "bf16": {
-        "scan": [
-            (32, 4, 2, True),
-            (16, 4, 2, True),
-            (32, 4, 3, True),
-            (64, 4, 2, True),
-            (32, 4, 2, False),
-            (32, 8, 2, True),
-            (16, 4, 3, True),
-        ],
-        "diag": [(4, 4), (1, 4), (2, 2), (8, 4), (8, 8)],
-        "solve": [(16, 4, 1), (32, 8, 1), (16, 8, 1), (16, 2, 1), (32, 4, 1)],
+        "prep": [(8,), (4,), (2,)],
+        "diag": [(8, 4), (4, 4), (8, 8)],
+        "solve": [(32, 4, 1), (16, 2, 1), (32, 2, 1), (16, 4, 1)],
+        "wu": [(32, 4, 1), (16, 4, 1), (64, 4, 1), (32, 8, 1), (64, 8, 1), (32, 4, 2)],
+        "scan": [(32, 4, 3, True), (32, 4, 2, True), (32, 8, 2, True)],
     },
 }
+# solve_kernel with parts of it left out (the temporary EVALKIT_STREAM_PHASES switch): 1 = the K
+# loop, 2 = the diagonal inverses, 4 = the merged inverse products
+PHASE_MASKS = [7, 6, 5, 3, 1]
 DEV = "cuda"
 SMOKE = False
 log = harness.Log(harness.Clock())
@@ -93,7 +87,7 @@ def smoke_mode() -> None:
     os.environ["TRITON_INTERPRET"] = "1"
     for kind in SWEEP.values():
         for part in kind:
-            kind[part] = kind[part][:2]
+            kind[part] = kind[part][:1]
 
 
 def bench_ms(fn, warmup=10, rep=50) -> float:
@@ -148,7 +142,7 @@ def harness_git() -> str:
 class Problem:
     """Inputs of one benchmark shape: packed rows, sequence lengths, a pool with initial states."""
 
-    def __init__(self, lengths: list[int], dtype_name: str = "bf16"):
+    def __init__(self, lengths: list[int], dtype_name: str = "bf16", heads: int | None = None):
         import torch
 
         from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool
@@ -156,10 +150,11 @@ class Problem:
         dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype_name]
         self.lengths = lengths
         self.T = sum(lengths)
-        self.x = kda_inputs(self.T, H, K, V, dtype=dtype, device=DEV)
+        h = heads or H
+        self.x = kda_inputs(self.T, h, K, V, dtype=dtype, device=DEV)
         self.cu = random_cu_seqlens(lengths, device=DEV)
         N = len(lengths)
-        self.pool0 = random_pool(N, H, K, V, torch.float32, device=DEV)
+        self.pool0 = random_pool(N, h, K, V, torch.float32, device=DEV)
         self.slots = torch.arange(N, dtype=torch.int32, device=DEV)
         self.init = torch.ones(N, dtype=torch.bool, device=DEV)
 
@@ -185,7 +180,7 @@ class Problem:
         )  # fmt: skip
 
     def cases(self) -> dict:
-        out = {name: self.ours(**kw) for name, kw in CASES.items()}
+        out = {name: self.ours(**CASES[name]) for name in TIMED}
         if not SMOKE:
             out["fla"] = self.fla()
         return out
@@ -206,14 +201,14 @@ def timed_rows(p: Problem, repeats: int = REPEATS) -> dict:
             except Exception as exc:  # noqa: BLE001 - record and go on with the other cases
                 row[f"{label}_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
                 del cases[label]
-    for label in [*CASES, "fla"]:
+    for label in [*TIMED, "fla"]:
         runs = row.get(f"{label}_runs_ms")
         if runs and f"{label}_error" not in row:
             row[f"{label}_ms"] = statistics.median(runs)
             row[f"{label}_Mtok_s"] = p.T / row[f"{label}_ms"] / 1e3
             if "fla_ms" in row:
                 row[f"{label}_vs_fla"] = row["fla_ms"] / row[f"{label}_ms"]
-    for label in CASES:  # fla ran last in each repeat: ratios once its median is known
+    for label in TIMED:  # fla ran last in each repeat: ratios once its median is known
         if f"{label}_ms" in row and "fla_ms" in row:
             row[f"{label}_vs_fla"] = row["fla_ms"] / row[f"{label}_ms"]
     return row
@@ -228,7 +223,7 @@ def part_check() -> dict:
 
     out: dict = {}
     lengths = [200, 1, 77] if not SMOKE else [70, 1, 20]
-    p = Problem(lengths, "fp32")
+    p = Problem(lengths, "fp32", heads=4)  # the float64 reference runs token by token on the CPU
     cpu = lambda t: t.cpu()  # noqa: E731
     x = p.x
     args_cpu = [cpu(t) for t in x.args()]
@@ -278,8 +273,8 @@ def part_sweep(adopt: bool) -> dict:
         with torch.inference_mode():
             o_default = chk.ours(**kw)().float()
         best = dict(pw.STREAM_TILES[kind])
-        for part in ("scan", "diag", "solve", "output"):
-            if part not in SWEEP[kind] or (part == "output" and best["scan"][3]):
+        for part in SWEEP[kind]:
+            if part == "output" and best["scan"][3]:
                 continue  # the output kernel runs only without a fused output
             entries = []
             for tile in SWEEP[kind][part]:
@@ -314,6 +309,31 @@ def part_sweep(adopt: bool) -> dict:
             torch.cuda.empty_cache()
     log("sweep best", {k: v for k, v in res.items() if k.endswith("_best")})
     return res
+
+
+def part_phases() -> dict:
+    """solve_kernel's CUDA ms at 32k with parts of it left out (PHASE_MASKS), per operand dtype."""
+    import importlib
+
+    import torch
+
+    from evalkit.kernels.kda_prefill import stream
+
+    p = Problem([SWEEP_T])
+    out: dict = {}
+    try:
+        for mask in PHASE_MASKS:
+            os.environ["EVALKIT_STREAM_PHASES"] = str(mask)
+            importlib.reload(stream)
+            for label in ("stream", "stream_bf16"):
+                with torch.inference_mode():
+                    ks = kernel_ms(p.ours(**CASES[label]))
+                out[f"{label}_mask{mask}"] = {k: v for k, v in ks.items() if "solve" in k}
+                log("phases", label, mask, out[f"{label}_mask{mask}"])
+    finally:
+        os.environ.pop("EVALKIT_STREAM_PHASES", None)
+        importlib.reload(stream)
+    return out
 
 
 def part_lengths() -> dict:
@@ -404,17 +424,17 @@ def markdown(res: dict) -> str:
         rows = sec.get(name, {}).get("rows") or ([sec[name]] if name in sec else [])
         if not rows:
             continue
-        L += ["", f"## {name}", "", "| T (sequences) | " + " | ".join(f"{c} ms (× FLA)" for c in CASES) + " | FLA ms |",
-              "|---|" + "---|" * (len(CASES) + 1)]  # fmt: skip
+        L += ["", f"## {name}", "", "| T (sequences) | " + " | ".join(f"{c} ms (× FLA)" for c in TIMED) + " | FLA ms |",
+              "|---|" + "---|" * (len(TIMED) + 1)]  # fmt: skip
         for r in rows:
-            cells = [f"{f(r.get(f'{c}_ms'))} ({f(r.get(f'{c}_vs_fla'))}×)" for c in CASES]
+            cells = [f"{f(r.get(f'{c}_ms'))} ({f(r.get(f'{c}_vs_fla'))}×)" for c in TIMED]
             L.append(f"| {r['T']} ({r['sequences']}) | " + " | ".join(cells) + f" | {f(r.get('fla_ms'))} |")
     if "sweep" in sec:
         sw = sec["sweep"]
         L += ["", f"## Stream tiles at T = {sw['T']} (adopted by the later parts: {sw['adopted']})", ""]
         for kind in ("fp32", "bf16"):
             L.append(f"- {kind}: best {sw.get(f'{kind}_best')}")
-            for part in ("scan", "diag", "solve", "output"):
+            for part in SWEEP[kind]:
                 items = ", ".join(
                     f"{tuple(e['tile'])} {f(e.get('ms'))}" + (" ERR" if "error" in e else "")
                     for e in sw.get(f"{kind}_{part}", [])
@@ -436,7 +456,7 @@ def markdown(res: dict) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--parts", default="check,sweep,lengths,varlen,kernels")
+    ap.add_argument("--parts", default="check,phases,sweep,lengths,varlen,kernels")
     ap.add_argument("--budget-s", type=float, default=540, help="start no part after this")
     ap.add_argument("--no-adopt", action="store_true", help="keep the wrapper's tiles after the sweep")
     ap.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes: test the script only")
@@ -456,7 +476,7 @@ def main() -> int:
         (out / "bench_prefill.md").write_text(markdown(res))
 
     sections = harness.Sections(res, save, harness.Budget(args.budget_s, clock), log, skip_below_s=20)
-    parts = {"check": part_check, "sweep": lambda: part_sweep(not args.no_adopt), "lengths": part_lengths,
+    parts = {"check": part_check, "phases": part_phases, "sweep": lambda: part_sweep(not args.no_adopt), "lengths": part_lengths,
              "varlen": part_varlen, "kernels": part_kernels}  # fmt: skip
     sections.run("environment", environment)
     for name in filter(None, args.parts.split(",")):

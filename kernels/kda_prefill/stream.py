@@ -44,6 +44,9 @@ from .tiles import load_rows_vec, load_tile, load_tile_as_is, store_tile
 # Triton's CPU interpreter multiplies bf16 operands wrongly (triton 3.9: ~1e10 off); there a bf16
 # product is computed as exact fp32 products of the bf16-rounded operands, summed in fp32.
 _NATIVE_BF16_DOT = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") != "1")
+# TEMPORARY (a measurement of where solve_kernel's time goes; removed after it): bits 1 = the
+# K loop, 2 = the diagonal inverses, 4 = the merged inverse products
+_PHASES = tl.constexpr(int(os.environ.get("EVALKIT_STREAM_PHASES", "7")))
 
 
 @triton.jit
@@ -208,99 +211,30 @@ def _through_row(G, m_i, g_i, x_j, g_j, r, H, i_h, K: tl.constexpr, c0, BKC: tl.
 
 
 @triton.jit
-def _wu_rows(
-    k,
-    v,
-    G,
-    W,
-    U,
-    t0,
-    t1,
-    H,
-    i_h,
-    ta,
-    tb,
-    tc,
-    td,
-    s0,
-    s1,
-    s2,
-    s3,
-    b0,
-    b1,
-    b2,
-    b3,
-    I: tl.constexpr,
-    K: tl.constexpr,
-    V: tl.constexpr,
-    BC: tl.constexpr,
-    BK: tl.constexpr,
-    BV: tl.constexpr,
-    BKC: tl.constexpr,
-    DOT_PREC: tl.constexpr,
-):
-    """Rows of block I of W = sum_{J<=I} T_IJ X_J, X_J = beta k e^G (k's row norm and beta as s_J),
-    and of U = sum_J T_IJ Y_J, Y_J = beta v; ta..td = T_I0..T_II (the rest unused)."""
-    r = t0 + I * BC
-    if r < t1:
-        for c0 in range(0, BK, BKC):
-            x = load_tile(k, t0, t1, H, i_h, K, c0, BC, BKC) * s0[:, None]
-            acc = mm(ta, x * tl.exp(load_tile(G, t0, t1, H, i_h, K, c0, BC, BKC)), None, DOT_PREC)
-            if I >= 1:
-                x = load_tile(k, t0 + BC, t1, H, i_h, K, c0, BC, BKC) * s1[:, None]
-                acc = mm(tb, x * tl.exp(load_tile(G, t0 + BC, t1, H, i_h, K, c0, BC, BKC)), acc, DOT_PREC)
-            if I >= 2:
-                x = load_tile(k, t0 + 2 * BC, t1, H, i_h, K, c0, BC, BKC) * s2[:, None]
-                acc = mm(tc, x * tl.exp(load_tile(G, t0 + 2 * BC, t1, H, i_h, K, c0, BC, BKC)), acc, DOT_PREC)
-            if I >= 3:
-                x = load_tile(k, t0 + 3 * BC, t1, H, i_h, K, c0, BC, BKC) * s3[:, None]
-                acc = mm(td, x * tl.exp(load_tile(G, t0 + 3 * BC, t1, H, i_h, K, c0, BC, BKC)), acc, DOT_PREC)
-            store_tile(W, acc, r, t1, H, i_h, K, c0, BC, BKC)
-        for c0 in range(0, BV, BKC):
-            acc = mm(ta, load_tile(v, t0, t1, H, i_h, V, c0, BC, BKC) * b0[:, None], None, DOT_PREC)
-            if I >= 1:
-                acc = mm(tb, load_tile(v, t0 + BC, t1, H, i_h, V, c0, BC, BKC) * b1[:, None], acc, DOT_PREC)
-            if I >= 2:
-                acc = mm(
-                    tc, load_tile(v, t0 + 2 * BC, t1, H, i_h, V, c0, BC, BKC) * b2[:, None], acc, DOT_PREC
-                )
-            if I >= 3:
-                acc = mm(
-                    td, load_tile(v, t0 + 3 * BC, t1, H, i_h, V, c0, BC, BKC) * b3[:, None], acc, DOT_PREC
-                )
-            store_tile(U, acc, r, t1, H, i_h, V, c0, BC, BKC)
-
-
-@triton.jit
 def solve_kernel(
     q,
     k,
-    v,
     G,
     beta_raw,
     RQ,
     RK,
     Akkd,
     Aqk,
-    W,
-    U,
-    Qg,
-    Kd,
+    Tinv,
     chunk_start,
     chunk_end,
     H: tl.constexpr,
     K: tl.constexpr,
-    V: tl.constexpr,
     BT: tl.constexpr,
     BC: tl.constexpr,
     BK: tl.constexpr,
-    BV: tl.constexpr,
     BKC: tl.constexpr,
     DOT_PREC: tl.constexpr,
     SOLVE_PREC: tl.constexpr,
 ):
-    """Per (chunk, head): the off-diagonal blocks, the inverse, W, U, Qg, Kd (see the module docstring).
-    Blocks are named by (row block, column block): a21 = beta Akk rows 32-47, columns 16-31."""
+    """Per (chunk, head): Aqk's and beta Akk's off-diagonal blocks, then T = (I + Akk)^-1 into Tinv
+    [T, H, BT] (zeros above the diagonal). Blocks are named by (row block, column block): a21 =
+    beta Akk rows 32-47, columns 16-31."""
     tl.static_assert(BT == 4 * BC, "written for 4 sub-blocks per chunk")
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
@@ -314,14 +248,11 @@ def solve_kernel(
     m1 = r1 + o_i < t1
     m2 = r2 + o_i < t1
     m3 = r3 + o_i < t1
-    rk0 = load_rows_vec(RK, t0 + o_i, m0, H, i_h)
-    rk1 = load_rows_vec(RK, r1 + o_i, m1, H, i_h)
-    rk2 = load_rows_vec(RK, r2 + o_i, m2, H, i_h)
-    rk3 = load_rows_vec(RK, r3 + o_i, m3, H, i_h)
 
     z = tl.zeros([BC, BC], dtype=tl.float32)
-    a10, a20, a21, a30, a31, a32 = z, z, z, z, z, z
-    for c0 in range(0, BK, BKC):
+    a10, a20, a21, a30, a31, a32 = z, z, z, z, z, z  # Akk
+    p10, p20, p21, p30, p31, p32 = z, z, z, z, z, z  # Aqk
+    for c0 in range(0, BK if _PHASES & 1 else 0, BKC):
         k0 = load_tile(k, t0, t1, H, i_h, K, c0, BC, BKC)
         g0 = load_tile(G, t0, t1, H, i_h, K, c0, BC, BKC)
         if r1 < t1:
@@ -329,39 +260,82 @@ def solve_kernel(
             g1 = load_tile(G, r1, t1, H, i_h, K, c0, BC, BKC)
             e1, kt = _through_row(G, m1, g1, k0, g0, r1, H, i_h, K, c0, BKC)
             a10 = mm(k1 * e1, kt, a10, DOT_PREC)
+            p10 = mm(load_tile(q, r1, t1, H, i_h, K, c0, BC, BKC) * e1, kt, p10, DOT_PREC)
             if r2 < t1:
                 k2 = load_tile(k, r2, t1, H, i_h, K, c0, BC, BKC)
                 g2 = load_tile(G, r2, t1, H, i_h, K, c0, BC, BKC)
+                q2 = load_tile(q, r2, t1, H, i_h, K, c0, BC, BKC)
                 e2, kt = _through_row(G, m2, g2, k0, g0, r2, H, i_h, K, c0, BKC)
                 a20 = mm(k2 * e2, kt, a20, DOT_PREC)
+                p20 = mm(q2 * e2, kt, p20, DOT_PREC)
                 e2, kt = _through_row(G, m2, g2, k1, g1, r2, H, i_h, K, c0, BKC)
                 a21 = mm(k2 * e2, kt, a21, DOT_PREC)
+                p21 = mm(q2 * e2, kt, p21, DOT_PREC)
                 if r3 < t1:
                     k3 = load_tile(k, r3, t1, H, i_h, K, c0, BC, BKC)
                     g3 = load_tile(G, r3, t1, H, i_h, K, c0, BC, BKC)
+                    q3 = load_tile(q, r3, t1, H, i_h, K, c0, BC, BKC)
                     e3, kt = _through_row(G, m3, g3, k0, g0, r3, H, i_h, K, c0, BKC)
                     a30 = mm(k3 * e3, kt, a30, DOT_PREC)
+                    p30 = mm(q3 * e3, kt, p30, DOT_PREC)
                     e3, kt = _through_row(G, m3, g3, k1, g1, r3, H, i_h, K, c0, BKC)
                     a31 = mm(k3 * e3, kt, a31, DOT_PREC)
+                    p31 = mm(q3 * e3, kt, p31, DOT_PREC)
                     e3, kt = _through_row(G, m3, g3, k2, g2, r3, H, i_h, K, c0, BKC)
                     a32 = mm(k3 * e3, kt, a32, DOT_PREC)
-    # the row and column norms and beta, applied to the sums of raw k
-    b0 = tl.sigmoid(load_rows_vec(beta_raw, t0 + o_i, m0, H, i_h))
-    b1 = tl.sigmoid(load_rows_vec(beta_raw, r1 + o_i, m1, H, i_h))
-    b2 = tl.sigmoid(load_rows_vec(beta_raw, r2 + o_i, m2, H, i_h))
-    b3 = tl.sigmoid(load_rows_vec(beta_raw, r3 + o_i, m3, H, i_h))
-    c0_ = rk0[None, :]
+                    p32 = mm(q3 * e3, kt, p32, DOT_PREC)
+
+    # the sums were of raw q, k: the row and column norms (and beta, the scale) applied now
+    c0_ = load_rows_vec(RK, t0 + o_i, m0, H, i_h)[None, :]
+    rk1 = load_rows_vec(RK, r1 + o_i, m1, H, i_h)
+    rk2 = load_rows_vec(RK, r2 + o_i, m2, H, i_h)
+    rk3 = load_rows_vec(RK, r3 + o_i, m3, H, i_h)
     c1_ = rk1[None, :]
     c2_ = rk2[None, :]
-    a10 = a10 * (b1 * rk1)[:, None] * c0_
-    a20 = a20 * (b2 * rk2)[:, None] * c0_
-    a21 = a21 * (b2 * rk2)[:, None] * c1_
-    a30 = a30 * (b3 * rk3)[:, None] * c0_
-    a31 = a31 * (b3 * rk3)[:, None] * c1_
-    a32 = a32 * (b3 * rk3)[:, None] * c2_
+    rq1 = load_rows_vec(RQ, r1 + o_i, m1, H, i_h)[:, None]
+    rq2 = load_rows_vec(RQ, r2 + o_i, m2, H, i_h)[:, None]
+    rq3 = load_rows_vec(RQ, r3 + o_i, m3, H, i_h)[:, None]
+    store_tile(Aqk, p10 * rq1 * c0_, r1, t1, H, i_h, BT, 0, BC, BC)
+    store_tile(Aqk, p20 * rq2 * c0_, r2, t1, H, i_h, BT, 0, BC, BC)
+    store_tile(Aqk, p21 * rq2 * c1_, r2, t1, H, i_h, BT, BC, BC, BC)
+    store_tile(Aqk, p30 * rq3 * c0_, r3, t1, H, i_h, BT, 0, BC, BC)
+    store_tile(Aqk, p31 * rq3 * c1_, r3, t1, H, i_h, BT, BC, BC, BC)
+    store_tile(Aqk, p32 * rq3 * c2_, r3, t1, H, i_h, BT, 2 * BC, BC, BC)
+    _zeros_above(Aqk, z, t0, t1, H, i_h, BT, BC)
+    rk1 = (tl.sigmoid(load_rows_vec(beta_raw, r1 + o_i, m1, H, i_h)) * rk1)[:, None]
+    rk2 = (tl.sigmoid(load_rows_vec(beta_raw, r2 + o_i, m2, H, i_h)) * rk2)[:, None]
+    rk3 = (tl.sigmoid(load_rows_vec(beta_raw, r3 + o_i, m3, H, i_h)) * rk3)[:, None]
+    a10 = a10 * rk1 * c0_
+    a20 = a20 * rk2 * c0_
+    a21 = a21 * rk2 * c1_
+    a30 = a30 * rk3 * c0_
+    a31 = a31 * rk3 * c1_
+    a32 = a32 * rk3 * c2_
 
     # T = (I + Akk)^-1: diagonal blocks by substitution, the others T_IJ = -T_II sum_{J<=M<I} A_IM T_MJ
-    t00, t11, t22, t33 = _inv_diag4(Akkd, t0, t1, H, i_h, BC)
+    if _PHASES & 2:
+        t00, t11, t22, t33 = _inv_diag4(Akkd, t0, t1, H, i_h, BC)
+    else:
+        t00, t11, t22, t33 = a10 + 1.0, a21 + 1.0, a32 + 1.0, a30 + 1.0
+    if not (_PHASES & 4):
+        t10, t21, t20, t32, t31, t30 = a10, a21, a20, a32, a31, a30
+    else:
+        t10, t21, t20, t32, t31, t30 = _merged(t00, t11, t22, t33, a10, a20, a21, a30, a31, a32, SOLVE_PREC)
+    store_tile(Tinv, t00, t0, t1, H, i_h, BT, 0, BC, BC)
+    store_tile(Tinv, t10, r1, t1, H, i_h, BT, 0, BC, BC)
+    store_tile(Tinv, t11, r1, t1, H, i_h, BT, BC, BC, BC)
+    store_tile(Tinv, t20, r2, t1, H, i_h, BT, 0, BC, BC)
+    store_tile(Tinv, t21, r2, t1, H, i_h, BT, BC, BC, BC)
+    store_tile(Tinv, t22, r2, t1, H, i_h, BT, 2 * BC, BC, BC)
+    store_tile(Tinv, t30, r3, t1, H, i_h, BT, 0, BC, BC)
+    store_tile(Tinv, t31, r3, t1, H, i_h, BT, BC, BC, BC)
+    store_tile(Tinv, t32, r3, t1, H, i_h, BT, 2 * BC, BC, BC)
+    store_tile(Tinv, t33, r3, t1, H, i_h, BT, 3 * BC, BC, BC)
+    _zeros_above(Tinv, z, t0, t1, H, i_h, BT, BC)
+
+
+@triton.jit
+def _merged(t00, t11, t22, t33, a10, a20, a21, a30, a31, a32, SOLVE_PREC: tl.constexpr):
     t10 = -mm(t11, mm(a10, t00, None, SOLVE_PREC), None, SOLVE_PREC)
     t21 = -mm(t22, mm(a21, t11, None, SOLVE_PREC), None, SOLVE_PREC)
     t20 = -mm(t22, mm(a21, t10, mm(a20, t00, None, SOLVE_PREC), SOLVE_PREC), None, SOLVE_PREC)
@@ -369,81 +343,74 @@ def solve_kernel(
     t31 = -mm(t33, mm(a32, t21, mm(a31, t11, None, SOLVE_PREC), SOLVE_PREC), None, SOLVE_PREC)
     t30 = mm(a32, t20, mm(a31, t10, mm(a30, t00, None, SOLVE_PREC), SOLVE_PREC), SOLVE_PREC)
     t30 = -mm(t33, t30, None, SOLVE_PREC)
+    return t10, t21, t20, t32, t31, t30
 
-    # W = T (beta k e^G) and U = T (beta v), block row by block row: only row I of T is live in
-    # its column loop (all ten blocks as tf32x3 operands spill registers)
-    s0 = b0 * rk0
-    s1 = b1 * rk1
-    s2 = b2 * rk2
-    s3 = b3 * rk3
-    _wu_rows(k, v, G, W, U, t0, t1, H, i_h, t00, t00, t00, t00, s0, s1, s2, s3, b0, b1, b2, b3,
-             0, K, V, BC, BK, BV, BKC, DOT_PREC)  # fmt: skip
-    _wu_rows(k, v, G, W, U, t0, t1, H, i_h, t10, t11, t11, t11, s0, s1, s2, s3, b0, b1, b2, b3,
-             1, K, V, BC, BK, BV, BKC, DOT_PREC)  # fmt: skip
-    _wu_rows(k, v, G, W, U, t0, t1, H, i_h, t20, t21, t22, t22, s0, s1, s2, s3, b0, b1, b2, b3,
-             2, K, V, BC, BK, BV, BKC, DOT_PREC)  # fmt: skip
-    _wu_rows(k, v, G, W, U, t0, t1, H, i_h, t30, t31, t32, t33, s0, s1, s2, s3, b0, b1, b2, b3,
-             3, K, V, BC, BK, BV, BKC, DOT_PREC)  # fmt: skip
 
-    # the scan's Kd = k e^{G_last - G} and Qg = q e^G, whole chunk rows
+@triton.jit
+def _zeros_above(A, z, t0, t1, H, i_h, BT: tl.constexpr, BC: tl.constexpr):
+    """Zeros into the six blocks above the diagonal of a chunk's [BT, BT] rows of A [T, H, BT]."""
+    store_tile(A, z, t0, t1, H, i_h, BT, BC, BC, BC)
+    store_tile(A, z, t0, t1, H, i_h, BT, 2 * BC, BC, BC)
+    store_tile(A, z, t0, t1, H, i_h, BT, 3 * BC, BC, BC)
+    store_tile(A, z, t0 + BC, t1, H, i_h, BT, 2 * BC, BC, BC)
+    store_tile(A, z, t0 + BC, t1, H, i_h, BT, 3 * BC, BC, BC)
+    store_tile(A, z, t0 + 2 * BC, t1, H, i_h, BT, 3 * BC, BC, BC)
+
+
+# ----------------------------------------------------------------------------------------- 4
+@triton.jit
+def wu_kernel(
+    q,
+    k,
+    v,
+    G,
+    beta_raw,
+    RQ,
+    RK,
+    Tinv,
+    W,
+    U,
+    Qg,
+    Kd,
+    chunk_start,
+    chunk_end,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    BKC: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+):
+    """Per (chunk, head): W = T (beta k e^G), U = T (beta v) as whole-chunk products [BT, BT] x
+    [BT, BKC], and the scan's Kd = k e^{G_last - G} and Qg = q e^G."""
+    i_c = tl.program_id(0)
+    i_h = tl.program_id(1)
+    t0 = tl.load(chunk_start + i_c)
+    t1 = tl.load(chunk_end + i_c)
     o_t = tl.arange(0, BT)
     m_t = t0 + o_t < t1
-    rk = load_rows_vec(RK, t0 + o_t, m_t, H, i_h)[:, None]
-    rq = load_rows_vec(RQ, t0 + o_t, m_t, H, i_h)[:, None]
+    b_t = load_tile_as_is(Tinv, t0, t1, H, i_h, BT, 0, BT, BT)
+    b_beta = tl.sigmoid(load_rows_vec(beta_raw, t0 + o_t, m_t, H, i_h))[:, None]
+    b_rk = load_rows_vec(RK, t0 + o_t, m_t, H, i_h)[:, None]
+    b_rq = load_rows_vec(RQ, t0 + o_t, m_t, H, i_h)[:, None]
     for c0 in range(0, BK, BKC):
         o_k = c0 + tl.arange(0, BKC)
         b_gl = tl.load(G + ((t1 - 1).to(tl.int64) * H + i_h) * K + o_k, mask=o_k < K, other=0.0)[None, :]
         b_g = load_tile(G, t0, t1, H, i_h, K, c0, BT, BKC)
-        b_k = load_tile(k, t0, t1, H, i_h, K, c0, BT, BKC) * rk
+        b_k = load_tile(k, t0, t1, H, i_h, K, c0, BT, BKC) * b_rk
         store_tile(Kd, b_k * tl.exp(tl.where(m_t[:, None], b_gl - b_g, 0.0)), t0, t1, H, i_h, K, c0, BT, BKC)
-        b_q = load_tile(q, t0, t1, H, i_h, K, c0, BT, BKC) * rq
-        store_tile(Qg, b_q * tl.exp(b_g), t0, t1, H, i_h, K, c0, BT, BKC)
-    rq1 = load_rows_vec(RQ, r1 + o_i, m1, H, i_h)[:, None]
-    rq2 = load_rows_vec(RQ, r2 + o_i, m2, H, i_h)[:, None]
-    rq3 = load_rows_vec(RQ, r3 + o_i, m3, H, i_h)[:, None]
-
-    # Aqk's off-diagonal blocks (last: the T blocks are dead by now), zeros right of the diagonal ones
-    p10, p20, p21, p30, p31, p32 = z, z, z, z, z, z
-    for c0 in range(0, BK, BKC):
-        k0 = load_tile(k, t0, t1, H, i_h, K, c0, BC, BKC)
-        g0 = load_tile(G, t0, t1, H, i_h, K, c0, BC, BKC)
-        if r1 < t1:
-            k1 = load_tile(k, r1, t1, H, i_h, K, c0, BC, BKC)
-            g1 = load_tile(G, r1, t1, H, i_h, K, c0, BC, BKC)
-            e1, kt = _through_row(G, m1, g1, k0, g0, r1, H, i_h, K, c0, BKC)
-            p10 = mm(load_tile(q, r1, t1, H, i_h, K, c0, BC, BKC) * e1, kt, p10, DOT_PREC)
-            if r2 < t1:
-                k2 = load_tile(k, r2, t1, H, i_h, K, c0, BC, BKC)
-                g2 = load_tile(G, r2, t1, H, i_h, K, c0, BC, BKC)
-                q2 = load_tile(q, r2, t1, H, i_h, K, c0, BC, BKC)
-                e2, kt = _through_row(G, m2, g2, k0, g0, r2, H, i_h, K, c0, BKC)
-                p20 = mm(q2 * e2, kt, p20, DOT_PREC)
-                e2, kt = _through_row(G, m2, g2, k1, g1, r2, H, i_h, K, c0, BKC)
-                p21 = mm(q2 * e2, kt, p21, DOT_PREC)
-                if r3 < t1:
-                    g3 = load_tile(G, r3, t1, H, i_h, K, c0, BC, BKC)
-                    q3 = load_tile(q, r3, t1, H, i_h, K, c0, BC, BKC)
-                    e3, kt = _through_row(G, m3, g3, k0, g0, r3, H, i_h, K, c0, BKC)
-                    p30 = mm(q3 * e3, kt, p30, DOT_PREC)
-                    e3, kt = _through_row(G, m3, g3, k1, g1, r3, H, i_h, K, c0, BKC)
-                    p31 = mm(q3 * e3, kt, p31, DOT_PREC)
-                    e3, kt = _through_row(G, m3, g3, k2, g2, r3, H, i_h, K, c0, BKC)
-                    p32 = mm(q3 * e3, kt, p32, DOT_PREC)
-    store_tile(Aqk, p10 * rq1 * c0_, r1, t1, H, i_h, BT, 0, BC, BC)
-    store_tile(Aqk, p20 * rq2 * c0_, r2, t1, H, i_h, BT, 0, BC, BC)
-    store_tile(Aqk, p21 * rq2 * c1_, r2, t1, H, i_h, BT, BC, BC, BC)
-    store_tile(Aqk, p30 * rq3 * c0_, r3, t1, H, i_h, BT, 0, BC, BC)
-    store_tile(Aqk, p31 * rq3 * c1_, r3, t1, H, i_h, BT, BC, BC, BC)
-    store_tile(Aqk, p32 * rq3 * c2_, r3, t1, H, i_h, BT, 2 * BC, BC, BC)
-    store_tile(Aqk, z, t0, t1, H, i_h, BT, BC, BC, BC)
-    store_tile(Aqk, z, t0, t1, H, i_h, BT, 2 * BC, BC, BC)
-    store_tile(Aqk, z, t0, t1, H, i_h, BT, 3 * BC, BC, BC)
-    store_tile(Aqk, z, r1, t1, H, i_h, BT, 2 * BC, BC, BC)
-    store_tile(Aqk, z, r1, t1, H, i_h, BT, 3 * BC, BC, BC)
-    store_tile(Aqk, z, r2, t1, H, i_h, BT, 3 * BC, BC, BC)
+        b_g = tl.exp(b_g)
+        store_tile(W, mm(b_t, b_k * b_g * b_beta, None, DOT_PREC), t0, t1, H, i_h, K, c0, BT, BKC)
+        b_q = load_tile(q, t0, t1, H, i_h, K, c0, BT, BKC) * b_rq
+        store_tile(Qg, b_q * b_g, t0, t1, H, i_h, K, c0, BT, BKC)
+    for c0 in range(0, BV, BKC):
+        b_v = load_tile(v, t0, t1, H, i_h, V, c0, BT, BKC) * b_beta
+        store_tile(U, mm(b_t, b_v, None, DOT_PREC), t0, t1, H, i_h, V, c0, BT, BKC)
 
 
-# ----------------------------------------------------------------------------------------- 4
+# ----------------------------------------------------------------------------------------- 5
 @triton.jit
 def _state_half(pool_row, has_init, o_k, o_v, K: tl.constexpr, V: tl.constexpr, STORAGE: tl.constexpr):
     """Rows o_k of the starting state (zeros for a new sequence), widened to fp32."""
@@ -552,7 +519,7 @@ def scan_kernel(
     tl.store(pool_row + o_s, s2, mask=(o_k2 < K)[:, None] & m_v)
 
 
-# ----------------------------------------------------------------------------------------- 5
+# ----------------------------------------------------------------------------------------- 6
 @triton.jit
 def output_kernel(
     Qg,

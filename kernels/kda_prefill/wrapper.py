@@ -38,14 +38,29 @@ SOLVE_WARPS = 8
 # cap (maxnreg 128) measured 17.7 ms but spills 224 bytes. bench_kernels.py --prefill-variants sweeps.
 FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # The stream variant's launch shapes (stream.py), per operand dtype ("fp32": tf32x3 products,
-# "bf16": the production form): "diag" (BH heads per program, num_warps), "solve" (BKC columns per
-# step, num_warps, num_stages), "scan" (BV, num_warps, num_stages, output fused into the scan),
-# "output" (BV, num_warps, num_stages; only without a fused output). Chosen from sm_90 builds without
-# register spills (kernels/compile_check.py, triton 3.9): tf32x3 scans spill with a fused output or
-# BV > 16. bench_prefill.py sweeps them on the GPU.
+# "bf16": the production form): "prep" (num_warps), "diag" (BH heads per program, num_warps),
+# "solve" and "wu" (BKC columns per step, num_warps, num_stages), "scan" (BV, num_warps,
+# num_stages, output fused into the scan), "output" (BV, num_warps, num_stages; only without a fused
+# output). diag, solve and scan are the H200 sweep's fastest at 32k (results/bench/prefill-stream-h200/);
+# tf32x3 scans spill registers with a fused output or BV > 16 (kernels/compile_check.py).
+# bench_prefill.py sweeps them.
 STREAM_TILES: dict[str, dict[str, tuple]] = {
-    "fp32": {"diag": (4, 4), "solve": (16, 4, 1), "scan": (16, 4, 1, False), "output": (64, 4, 2)},
-    "bf16": {"diag": (4, 4), "solve": (16, 4, 1), "scan": (32, 4, 2, True), "output": (64, 4, 2)},
+    "fp32": {
+        "prep": (8,),
+        "diag": (2, 2),
+        "solve": (16, 2, 1),
+        "wu": (32, 4, 1),
+        "scan": (16, 4, 2, False),
+        "output": (64, 4, 2),
+    },
+    "bf16": {
+        "prep": (8,),
+        "diag": (8, 4),
+        "solve": (32, 4, 1),
+        "wu": (32, 4, 1),
+        "scan": (32, 4, 3, True),
+        "output": (64, 4, 2),
+    },
 }
 VARIANTS = ("split", "fused", "stream")
 DOT_PRECISIONS = ("tf32x3", "ieee", "tf32", "bf16")
@@ -244,8 +259,8 @@ def stream_local(
     *,
     prec: str = DOT_PRECISION,
 ) -> dict[str, torch.Tensor]:
-    """The stream variant's launches 1-3 (`stream.py`): G, EGl, RQ, RK, Akkd fp32 and Aqk, W, U,
-    Qg, Kd in the operand dtype (bf16 when prec == "bf16", else fp32). Inputs contiguous."""
+    """The stream variant's launches 1-4 (`stream.py`): G, EGl, RQ, RK, Akkd fp32 and Aqk, Tinv, W,
+    U, Qg, Kd in the operand dtype (bf16 when prec == "bf16", else fp32). Inputs contiguous."""
     T, H, K = q.shape
     V = v.shape[-1]
     dev = q.device
@@ -259,6 +274,7 @@ def stream_local(
         "RK": torch.empty(T, H, **f32),
         "Akkd": torch.empty(T, H, SUB, **f32),
         "Aqk": torch.empty(T, H, CHUNK, **op),
+        "Tinv": torch.empty(T, H, CHUNK, **op),
         "W": torch.empty(T, H, K, **op),
         "U": torch.empty(T, H, V, **op),
         "Qg": torch.empty(T, H, K, **op),
@@ -267,11 +283,11 @@ def stream_local(
     if NC == 0:
         return c
     G, RQ, RK, Akkd, Aqk = c["G"], c["RQ"], c["RK"], c["Akkd"], c["Aqk"]
+    tiles = STREAM_TILES[operand_kind(prec)]
     stream.prep_kernel[(NC, H)](
         q, k, g_raw, flat_a_log(A_log, H).contiguous(), dt_bias.contiguous(), G, c["EGl"], RQ, RK,
-        c_start, c_end, K**-0.5, H=H, K=K, BT=CHUNK, BK=BK, num_warps=GATE_WARPS,
+        c_start, c_end, K**-0.5, H=H, K=K, BT=CHUNK, BK=BK, num_warps=tiles["prep"][0],
     )  # fmt: skip
-    tiles = STREAM_TILES[operand_kind(prec)]
     bh, nwd = tiles["diag"]
     bh = min(bh, triton.next_power_of_2(H))
     stream.diag_kernel[(NC, CHUNK, triton.cdiv(H, bh))](
@@ -280,9 +296,15 @@ def stream_local(
     )  # fmt: skip
     bkc, nws, nss = tiles["solve"]
     stream.solve_kernel[(NC, H)](
-        q, k, v, G, beta_raw, RQ, RK, Akkd, Aqk, c["W"], c["U"], c["Qg"], c["Kd"], c_start, c_end,
-        H=H, K=K, V=V, BT=CHUNK, BC=SUB, BK=BK, BV=BVf, BKC=min(bkc, BK, BVf), DOT_PREC=prec,
+        q, k, G, beta_raw, RQ, RK, Akkd, Aqk, c["Tinv"], c_start, c_end,
+        H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BKC=min(bkc, BK), DOT_PREC=prec,
         SOLVE_PREC="tf32" if prec == "bf16" else prec, num_warps=nws, num_stages=nss,
+    )  # fmt: skip
+    bkc, nww, nsw = tiles["wu"]
+    stream.wu_kernel[(NC, H)](
+        q, k, v, G, beta_raw, RQ, RK, c["Tinv"], c["W"], c["U"], c["Qg"], c["Kd"], c_start, c_end,
+        H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=BVf, BKC=min(bkc, BK, BVf), DOT_PREC=prec,
+        num_warps=nww, num_stages=nsw,
     )  # fmt: skip
     return c
 
@@ -306,7 +328,7 @@ def stream_scan(
     *,
     prec: str = DOT_PRECISION,
 ) -> torch.Tensor:
-    """The stream variant's launches 4 (and 5 without a fused output) over `stream_local`'s tensors."""
+    """The stream variant's launch 5 (and 6 without a fused output) over `stream_local`'s tensors."""
     T, H, K = c["W"].shape
     V = c["U"].shape[-1]
     BK, BVf = triton.next_power_of_2(K), triton.next_power_of_2(V)
