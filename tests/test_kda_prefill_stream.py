@@ -1,0 +1,144 @@
+"""The stream prefill (variant "stream", kernels/kda_prefill/stream.py) in Triton's CPU interpreter:
+against the float64 reference, its chunk-local tensors against the split path's, with the output
+fused into the scan or not, head dims that are not powers of two, strong decay, bf16 chunk-boundary
+states, the production form (bf16 operands: close to the reference, measurably less close than
+fp32) and the fp32-twin check (a 16-bit pool's store is its fp32 twin's, rounded; a truncating
+build is caught).
+
+Like tests/test_kernels_triton.py, the module re-runs itself under TRITON_INTERPRET=1."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from evalkit.kernels import KernelInputError, reference
+from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool
+from evalkit.kernels.twin_check import TwinChecker
+from tests.helpers.interpreter import interpreted_modules, rerun_under_interpreter
+from tests.helpers.numerics import rel_err
+
+H = 2
+
+test_module_under_triton_interpreter = rerun_under_interpreter(__file__)
+
+
+@pytest.fixture(scope="module")
+def pw():
+    return interpreted_modules(prefill="evalkit.kernels.kda_prefill.wrapper").prefill
+
+
+def _case(lengths, K, V, init, *, strong_decay=0.2):
+    """Inputs, a pool (NaN in the slots of new sequences: they must not be read), slots, cu, init."""
+    T, N = sum(lengths), len(lengths)
+    S = N + 2
+    x = kda_inputs(T, H, K, V, strong_decay=strong_decay)
+    pool = random_pool(S, H, K, V, torch.float32)
+    slots = torch.randperm(S)[:N].to(torch.int32)
+    init = torch.tensor(init)
+    pool[slots[~init].long()] = float("nan")
+    return x, pool, slots, random_cu_seqlens(lengths), init
+
+
+def _against_reference(pw, x, pool, slots, cu, init, **kw):
+    """(output error, stored-state error) of the stream variant against the float64 reference."""
+    T, V = x.v.shape[0], x.v.shape[-1]
+    pool_ref = pool.clone().double()
+    o_ref = reference.kda_prefill(
+        *x.args(), pool_ref, slots, cu, init, intra_chunk_dtype=kw.get("intra_chunk_dtype")
+    )
+    out = torch.full((T, H, V), float("nan"))
+    o = pw.kda_prefill(*x.args(), pool, slots, cu, init, out=out, variant="stream", **kw)
+    s = slots.long()
+    assert torch.isfinite(o).all()
+    return rel_err(o, o_ref), rel_err(pool[s], pool_ref[s])
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+@pytest.mark.parametrize("init", [[True, False, True], [False, False, False]])
+def test_stream_matches_reference(pw, monkeypatch, init, fuse):
+    """Three sequences with partial last chunks (one of a single token), initial state on/off, the
+    output computed in the scan or by its own launch."""
+    tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
+    tiles["fp32"]["scan"] = (16, 4, 1, fuse)
+    monkeypatch.setattr(pw, "STREAM_TILES", tiles)
+    lengths = [int(torch.randint(65, 140, ())), 1, int(torch.randint(2, 64, ()))]
+    err_o, err_s = _against_reference(pw, *_case(lengths, 16, 32, init))
+    assert err_o < 1e-4 and err_s < 1e-4
+
+
+def test_stream_head_dims_not_powers_of_two(pw):
+    """K = 48, V = 24: the state halves, column blocks and tiles are masked past K and V."""
+    err_o, err_s = _against_reference(pw, *_case([int(torch.randint(70, 130, ())), 9], 48, 24, [True, False]))
+    assert err_o < 1e-4 and err_s < 1e-4
+
+
+def test_stream_chunk_local_equals_split(pw, monkeypatch):
+    """Aqk, W, U, Qg, Kd, EGl of the stream launches agree with the split path's to fp32 rounding
+    (the same math, summed in another order). Scratch starts as NaN: a row read before it is
+    written, or an Aqk entry above the diagonal left unwritten, would show."""
+    nan_empty = lambda *a, **kw: torch.full(a[0] if len(a) == 1 else a, float("nan"), **kw)  # noqa: E731
+    lengths = [int(torch.randint(130, 192, ())), 17, int(torch.randint(33, 64, ()))]
+    x = kda_inputs(sum(lengths), H, 32, 48)
+    cs, ce, _, NC = pw.chunk_table(random_cu_seqlens(lengths).tolist(), "cpu")
+    args = [t.contiguous() for t in x.args()]
+    with monkeypatch.context() as m:
+        m.setattr(pw.torch, "empty", nan_empty)
+        split = pw.chunk_local(*args, cs, ce, NC, variant="split")
+        stream = pw.stream_local(*args, cs, ce, NC)
+    assert torch.equal(stream["EGl"], split["EGl"]) and torch.equal(stream["G"], split["G"])
+    for key in ("Aqk", "W", "U", "Qg", "Kd"):
+        assert torch.isfinite(stream[key]).all(), key
+        assert rel_err(stream[key], split[key]) < 1e-5, key
+
+
+def test_stream_strong_decay_stays_finite(pw):
+    """Every channel forgetting fast (decays far below fp32's range within a chunk): the decays
+    through each block's first row stay <= 1, the output finite and on the reference."""
+    err_o, err_s = _against_reference(
+        pw, *_case([int(torch.randint(100, 140, ()))], 16, 16, [True], strong_decay=1.0)
+    )
+    assert err_o < 1e-4 and err_s < 1e-4
+
+
+def test_stream_bf16_chunk_states(pw):
+    """intra_chunk_dtype=bf16 (the carried state rounded at chunk boundaries): on the reference of
+    that arm to a bf16-sized tolerance (a boundary value may round the other way)."""
+    T = 64 + int(torch.randint(66, 120, ()))
+    err_o, _ = _against_reference(pw, *_case([T], 16, 16, [True]), intra_chunk_dtype=torch.bfloat16)
+    assert err_o < 1e-2
+
+
+def test_stream_bf16_operands_are_the_production_form(pw):
+    """dot_precision="bf16": bf16 operands (W, U, Aqk, Qg, Kd, v_new, the state in its products)
+    put the output within bf16 reach of the fp32 reference, and measurably off it: the rounding
+    is really there."""
+    case = _case([int(torch.randint(100, 190, ())), 40], 32, 32, [True, False])
+    pool = case[1].clone()
+    err_fp32, _ = _against_reference(pw, *case)
+    err_bf16, err_state = _against_reference(pw, case[0], pool, *case[2:], dot_precision="bf16")
+    assert err_fp32 < 1e-4
+    assert 1e-4 < err_bf16 < 5e-2 and err_state < 5e-2
+
+
+def test_bf16_operands_only_in_the_stream_variant(pw):
+    x, pool, slots, cu, init = _case([20], 16, 16, [True])
+    with pytest.raises(KernelInputError, match="dot_precision"):
+        pw.kda_prefill(*x.args(), pool, slots, cu, init, variant="split", dot_precision="bf16")
+    with pytest.raises(KernelInputError, match="dot_precision"):
+        pw.kda_prefill(*x.args(), pool, slots, cu, init, variant="stream", dot_precision="fp64")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_stream_twin_passes_and_catches_truncation(pw, monkeypatch, dtype):
+    """The fp32-twin check on stream launches: a 16-bit pool's stored state is exactly the fp32
+    twin's, rounded; a truncating build of the same launch is caught."""
+    monkeypatch.setenv(pw.VARIANT_ENV, "stream")
+    lengths = [int(torch.randint(1, 70, ())), int(torch.randint(1, 20, ()))]
+    x = kda_inputs(sum(lengths), H, 16, 32)
+    args = (torch.tensor([3, 0], dtype=torch.int32), random_cu_seqlens(lengths), torch.tensor([True, False]))
+    good = TwinChecker(raise_on_mismatch=True)
+    good.kda_prefill(*x.args(), random_pool(4, H, 16, 32, dtype), *args)
+    bad = TwinChecker(rounding="rtz")
+    bad.kda_prefill(*x.args(), random_pool(4, H, 16, 32, dtype), *args)
+    assert (good.checked, good.passed) == (1, 1) and (bad.checked, bad.passed) == (1, 0)
