@@ -750,6 +750,7 @@ def main() -> int:
     ap.add_argument("--arch", choices=["real", "tiny"], default="real")
     ap.add_argument("--device", default=None)
     ap.add_argument("--parts", default="arms,invariance,capacity,long,transformers")
+    ap.add_argument("--arms", default=",".join(ARMS), help="state arms of the arms part (default all three)")
     ap.add_argument("--no-verify-capacity", dest="verify_capacity", action="store_false")
     ap.add_argument(
         "--rewrite-report",
@@ -764,6 +765,7 @@ def main() -> int:
         write_markdown(old, src.with_suffix(".md"))
         log(f"rewrote {src.with_suffix('.md')}")
         return 0
+    ARMS[:] = [a.strip() for a in args.arms.split(",") if a.strip()]
     if args.prompts is None:
         args.prompts = 256 if args.quick else GSM8K_N
     if args.new_tokens is None:

@@ -12,9 +12,8 @@ Parts, in this order (each a section of the report; a failure is recorded and th
   check    on the GPU, fp32 inputs, three packed sequences with partial chunks: every case's output
            and stored state against the float64 reference; stream with bf16 chunk-boundary states;
            on bf16 inputs, stream_bf16 against FLA
-  phases   solve_kernel's time at 32k with parts of it left out (a temporary switch)
-  sweep    the stream variant's tiles at T = 32k per operand dtype (prep, diag, solve, wu, scan,
-           output, each with the best of the parts before); each tile's output checked against the default
+  sweep    tiles of the stream variant's launches at T = 32k per operand dtype (SWEEP), each part
+           with the best of the parts before; each tile's output checked against the default
            tile's; the fastest tiles are then used by the parts after it (`--no-adopt` keeps the
            wrapper's)
   lengths  T in {8k, 32k, 128k}: median of 3 interleaved do_bench medians per case; ratios vs FLA
@@ -52,30 +51,16 @@ CASES = {
     "stream": dict(variant="stream"),
     "stream_bf16": dict(variant="stream", dot_precision="bf16"),
 }
-TIMED = ["fused", "stream", "stream_bf16"]  # split was measured before (results/bench/prefill-variants-h200)
-# Tiles swept at SWEEP_T, per operand dtype, each part with the best of the parts before it.
-# sm_90 builds (triton 3.9) spill no registers but for: fp32 solve (16,2,1) 40 B/thread, (16,4,1) 8,
-# (32,2,1) 328; fp32 wu (64,8,1) 32; fp32 scan (16,4,2,F) 8.
+# split and fused were measured before (results/bench/prefill-variants-h200, prefill-stream-h200/call2)
+TIMED = ["stream", "stream_bf16"]
+# Tiles swept at SWEEP_T, per operand dtype, each part with the best of the parts before it (the
+# other parts' tiles: the wrapper's, from the sweeps of results/bench/prefill-stream-h200/call2).
+# sm_90 builds of the solve (triton 3.9) spill 32-496 bytes/thread in fp32 (tf32x3), none in bf16
+# at (16, 2, 1), (16, 4, 1), (16, 2, 2), (16, 1, 1).
 SWEEP = {
-    "fp32": {
-        "prep": [(8,), (4,), (2,)],
-        "diag": [(2, 2), (4, 4), (8, 4)],
-        "solve": [(16, 2, 1), (16, 4, 1), (32, 2, 1)],
-        "wu": [(32, 4, 1), (16, 4, 1), (32, 8, 1), (64, 8, 1), (32, 4, 2)],
-        "scan": [(16, 4, 2, False), (16, 4, 1, False), (16, 4, 3, False)],
-        "output": [(64, 4, 2), (32, 4, 2), (64, 8, 2)],
-    },
-    "bf16": {
-        "prep": [(8,), (4,), (2,)],
-        "diag": [(8, 4), (4, 4), (8, 8)],
-        "solve": [(32, 4, 1), (16, 2, 1), (32, 2, 1), (16, 4, 1)],
-        "wu": [(32, 4, 1), (16, 4, 1), (64, 4, 1), (32, 8, 1), (64, 8, 1), (32, 4, 2)],
-        "scan": [(32, 4, 3, True), (32, 4, 2, True), (32, 8, 2, True)],
-    },
+    "fp32": {"solve": [(16, 4, 1), (16, 2, 1)]},
+    "bf16": {"solve": [(16, 2, 1), (32, 2, 1), (16, 2, 2)]},
 }
-# solve_kernel with parts of it left out (the temporary EVALKIT_STREAM_PHASES switch): 1 = the K
-# loop, 2 = the diagonal inverses, 4 = the merged inverse products
-PHASE_MASKS = [7, 6, 5, 3, 1]
 DEV = "cuda"
 SMOKE = False
 log = harness.Log(harness.Clock())
@@ -311,31 +296,6 @@ def part_sweep(adopt: bool) -> dict:
     return res
 
 
-def part_phases() -> dict:
-    """solve_kernel's CUDA ms at 32k with parts of it left out (PHASE_MASKS), per operand dtype."""
-    import importlib
-
-    import torch
-
-    from evalkit.kernels.kda_prefill import stream
-
-    p = Problem([SWEEP_T])
-    out: dict = {}
-    try:
-        for mask in PHASE_MASKS:
-            os.environ["EVALKIT_STREAM_PHASES"] = str(mask)
-            importlib.reload(stream)
-            for label in ("stream", "stream_bf16"):
-                with torch.inference_mode():
-                    ks = kernel_ms(p.ours(**CASES[label]))
-                out[f"{label}_mask{mask}"] = {k: v for k, v in ks.items() if "solve" in k}
-                log("phases", label, mask, out[f"{label}_mask{mask}"])
-    finally:
-        os.environ.pop("EVALKIT_STREAM_PHASES", None)
-        importlib.reload(stream)
-    return out
-
-
 def part_lengths() -> dict:
     import torch
 
@@ -456,7 +416,7 @@ def markdown(res: dict) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--parts", default="check,phases,sweep,lengths,varlen,kernels")
+    ap.add_argument("--parts", default="check,sweep,lengths,varlen,kernels")
     ap.add_argument("--budget-s", type=float, default=540, help="start no part after this")
     ap.add_argument("--no-adopt", action="store_true", help="keep the wrapper's tiles after the sweep")
     ap.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes: test the script only")
@@ -476,7 +436,7 @@ def main() -> int:
         (out / "bench_prefill.md").write_text(markdown(res))
 
     sections = harness.Sections(res, save, harness.Budget(args.budget_s, clock), log, skip_below_s=20)
-    parts = {"check": part_check, "phases": part_phases, "sweep": lambda: part_sweep(not args.no_adopt), "lengths": part_lengths,
+    parts = {"check": part_check, "sweep": lambda: part_sweep(not args.no_adopt), "lengths": part_lengths,
              "varlen": part_varlen, "kernels": part_kernels}  # fmt: skip
     sections.run("environment", environment)
     for name in filter(None, args.parts.split(",")):

@@ -116,7 +116,7 @@ def test_fused_bf16_chunk_states(pw):
 
 def test_variant_from_keyword_then_environment(pw, monkeypatch):
     monkeypatch.delenv(pw.VARIANT_ENV, raising=False)
-    assert pw.resolve_variant(None) == "split"
+    assert pw.resolve_variant(None) == "stream"
     monkeypatch.setenv(pw.VARIANT_ENV, "fused")
     assert pw.resolve_variant(None) == "fused"
     assert pw.resolve_variant("split") == "split"  # the keyword wins

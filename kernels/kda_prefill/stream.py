@@ -44,9 +44,6 @@ from .tiles import load_rows_vec, load_tile, load_tile_as_is, store_tile
 # Triton's CPU interpreter multiplies bf16 operands wrongly (triton 3.9: ~1e10 off); there a bf16
 # product is computed as exact fp32 products of the bf16-rounded operands, summed in fp32.
 _NATIVE_BF16_DOT = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") != "1")
-# TEMPORARY (a measurement of where solve_kernel's time goes; removed after it): bits 1 = the
-# K loop, 2 = the diagonal inverses, 4 = the merged inverse products
-_PHASES = tl.constexpr(int(os.environ.get("EVALKIT_STREAM_PHASES", "7")))
 
 
 @triton.jit
@@ -168,46 +165,48 @@ def diag_kernel(
 
 # ----------------------------------------------------------------------------------------- 3
 @triton.jit
-def _inv_diag4(Akkd, r0, t1, H, i_h, BC: tl.constexpr):
-    """(I + A_II)^-1 of the chunk's four strictly lower diagonal blocks (rows from Akkd; rows past
-    t1 read as 0), by forward substitution on rows, the four chains side by side."""
+def _diag_block_t(Akkd, r, t1, H, i_h, BC: tl.constexpr):
+    """A diagonal block of beta Akk transposed, [m, i] = A[r + i, m] (rows past t1 read as 0)."""
     o = tl.arange(0, BC)
+    rows = r + o
+    ptr = Akkd + (rows.to(tl.int64)[None, :] * H + i_h) * BC + o[:, None]
+    return tl.load(ptr, mask=(rows < t1)[None, :], other=0.0)
+
+
+@triton.jit
+def _inv_diag4(Akkd, r0, t1, H, i_h, BC: tl.constexpr):
+    """(I + A_II)^-1 of the chunk's four strictly lower diagonal blocks by forward substitution on
+    rows, the four chains side by side. The blocks are loaded once, transposed, so that row i of a
+    block is a column of the tile, picked without a load or a layout change in the loop."""
+    o = tl.arange(0, BC)
+    a_0 = _diag_block_t(Akkd, r0, t1, H, i_h, BC)
+    a_1 = _diag_block_t(Akkd, r0 + BC, t1, H, i_h, BC)
+    a_2 = _diag_block_t(Akkd, r0 + 2 * BC, t1, H, i_h, BC)
+    a_3 = _diag_block_t(Akkd, r0 + 3 * BC, t1, H, i_h, BC)
     eye = tl.where(o[:, None] == o[None, :], 1.0, 0.0)
     t_0, t_1, t_2, t_3 = eye, eye, eye, eye
     for i in range(1, BC):
         e_i = tl.where(o == i, 1.0, 0.0)
         sel = (o == i)[:, None]
-        row = r0 + i
-        a = tl.load(
-            Akkd + (row.to(tl.int64) * H + i_h) * BC + o, mask=o < tl.where(row < t1, i, 0), other=0.0
-        )
+        col = (o == i)[None, :]
+        a = tl.sum(tl.where(col, a_0, 0.0), axis=1)  # A[i, m] for m < i (0 elsewhere), along m
         t_0 = tl.where(sel, (e_i - tl.sum(a[:, None] * t_0, axis=0))[None, :], t_0)
-        row += BC
-        a = tl.load(
-            Akkd + (row.to(tl.int64) * H + i_h) * BC + o, mask=o < tl.where(row < t1, i, 0), other=0.0
-        )
+        a = tl.sum(tl.where(col, a_1, 0.0), axis=1)
         t_1 = tl.where(sel, (e_i - tl.sum(a[:, None] * t_1, axis=0))[None, :], t_1)
-        row += BC
-        a = tl.load(
-            Akkd + (row.to(tl.int64) * H + i_h) * BC + o, mask=o < tl.where(row < t1, i, 0), other=0.0
-        )
+        a = tl.sum(tl.where(col, a_2, 0.0), axis=1)
         t_2 = tl.where(sel, (e_i - tl.sum(a[:, None] * t_2, axis=0))[None, :], t_2)
-        row += BC
-        a = tl.load(
-            Akkd + (row.to(tl.int64) * H + i_h) * BC + o, mask=o < tl.where(row < t1, i, 0), other=0.0
-        )
+        a = tl.sum(tl.where(col, a_3, 0.0), axis=1)
         t_3 = tl.where(sel, (e_i - tl.sum(a[:, None] * t_3, axis=0))[None, :], t_3)
     return t_0, t_1, t_2, t_3
 
 
 @triton.jit
-def _through_row(G, m_i, g_i, x_j, g_j, r, H, i_h, K: tl.constexpr, c0, BKC: tl.constexpr):
-    """e^{G_i - G_r} and (x_j e^{G_r - G_j})^T for the reference row r (the first of block i): both
-    decays <= 1 (rows past the chunk end: exponent masked to 0, their q and k are 0)."""
+def _ref_row(G, r, t1, H, i_h, K: tl.constexpr, c0, BKC: tl.constexpr):
+    """G of the reference row r (the first of a block), [1, BKC]; a block that starts past the
+    chunk end takes the chunk's last row, so the decays through it stay <= 1 (its q, k are 0)."""
     o_k = c0 + tl.arange(0, BKC)
-    b_gr = tl.load(G + (r.to(tl.int64) * H + i_h) * K + o_k, mask=o_k < K, other=0.0)
-    b_ei = tl.exp(tl.where(m_i[:, None], g_i - b_gr[None, :], 0.0))
-    return b_ei, tl.trans(x_j * tl.exp(b_gr[None, :] - g_j))
+    r = tl.minimum(r, t1 - 1)
+    return tl.load(G + (r.to(tl.int64) * H + i_h) * K + o_k, mask=o_k < K, other=0.0)[None, :]
 
 
 @triton.jit
@@ -252,38 +251,46 @@ def solve_kernel(
     z = tl.zeros([BC, BC], dtype=tl.float32)
     a10, a20, a21, a30, a31, a32 = z, z, z, z, z, z  # Akk
     p10, p20, p21, p30, p31, p32 = z, z, z, z, z, z  # Aqk
-    for c0 in range(0, BK if _PHASES & 1 else 0, BKC):
+    for c0 in range(0, BK, BKC):
+        # every load first, no branch around any (blocks past the chunk end load as 0): one wave of
+        # memory latency per step instead of one per block
         k0 = load_tile(k, t0, t1, H, i_h, K, c0, BC, BKC)
+        k1 = load_tile(k, r1, t1, H, i_h, K, c0, BC, BKC)
+        k2 = load_tile(k, r2, t1, H, i_h, K, c0, BC, BKC)
+        k3 = load_tile(k, r3, t1, H, i_h, K, c0, BC, BKC)
+        q1 = load_tile(q, r1, t1, H, i_h, K, c0, BC, BKC)
+        q2 = load_tile(q, r2, t1, H, i_h, K, c0, BC, BKC)
+        q3 = load_tile(q, r3, t1, H, i_h, K, c0, BC, BKC)
         g0 = load_tile(G, t0, t1, H, i_h, K, c0, BC, BKC)
-        if r1 < t1:
-            k1 = load_tile(k, r1, t1, H, i_h, K, c0, BC, BKC)
-            g1 = load_tile(G, r1, t1, H, i_h, K, c0, BC, BKC)
-            e1, kt = _through_row(G, m1, g1, k0, g0, r1, H, i_h, K, c0, BKC)
-            a10 = mm(k1 * e1, kt, a10, DOT_PREC)
-            p10 = mm(load_tile(q, r1, t1, H, i_h, K, c0, BC, BKC) * e1, kt, p10, DOT_PREC)
-            if r2 < t1:
-                k2 = load_tile(k, r2, t1, H, i_h, K, c0, BC, BKC)
-                g2 = load_tile(G, r2, t1, H, i_h, K, c0, BC, BKC)
-                q2 = load_tile(q, r2, t1, H, i_h, K, c0, BC, BKC)
-                e2, kt = _through_row(G, m2, g2, k0, g0, r2, H, i_h, K, c0, BKC)
-                a20 = mm(k2 * e2, kt, a20, DOT_PREC)
-                p20 = mm(q2 * e2, kt, p20, DOT_PREC)
-                e2, kt = _through_row(G, m2, g2, k1, g1, r2, H, i_h, K, c0, BKC)
-                a21 = mm(k2 * e2, kt, a21, DOT_PREC)
-                p21 = mm(q2 * e2, kt, p21, DOT_PREC)
-                if r3 < t1:
-                    k3 = load_tile(k, r3, t1, H, i_h, K, c0, BC, BKC)
-                    g3 = load_tile(G, r3, t1, H, i_h, K, c0, BC, BKC)
-                    q3 = load_tile(q, r3, t1, H, i_h, K, c0, BC, BKC)
-                    e3, kt = _through_row(G, m3, g3, k0, g0, r3, H, i_h, K, c0, BKC)
-                    a30 = mm(k3 * e3, kt, a30, DOT_PREC)
-                    p30 = mm(q3 * e3, kt, p30, DOT_PREC)
-                    e3, kt = _through_row(G, m3, g3, k1, g1, r3, H, i_h, K, c0, BKC)
-                    a31 = mm(k3 * e3, kt, a31, DOT_PREC)
-                    p31 = mm(q3 * e3, kt, p31, DOT_PREC)
-                    e3, kt = _through_row(G, m3, g3, k2, g2, r3, H, i_h, K, c0, BKC)
-                    a32 = mm(k3 * e3, kt, a32, DOT_PREC)
-                    p32 = mm(q3 * e3, kt, p32, DOT_PREC)
+        g1 = load_tile(G, r1, t1, H, i_h, K, c0, BC, BKC)
+        g2 = load_tile(G, r2, t1, H, i_h, K, c0, BC, BKC)
+        g3 = load_tile(G, r3, t1, H, i_h, K, c0, BC, BKC)
+        gr1 = _ref_row(G, r1, t1, H, i_h, K, c0, BKC)
+        gr2 = _ref_row(G, r2, t1, H, i_h, K, c0, BKC)
+        gr3 = _ref_row(G, r3, t1, H, i_h, K, c0, BKC)
+        # rows i of block I through its first row r: e^{G_i - G_r} (rows past the end: exponent 0)
+        e1 = tl.exp(tl.where(m1[:, None], g1 - gr1, 0.0))
+        e2 = tl.exp(tl.where(m2[:, None], g2 - gr2, 0.0))
+        e3 = tl.exp(tl.where(m3[:, None], g3 - gr3, 0.0))
+        # columns j of block J < I: (k_j e^{G_r - G_j})^T
+        kt = tl.trans(k0 * tl.exp(gr1 - g0))
+        a10 = mm(k1 * e1, kt, a10, DOT_PREC)
+        p10 = mm(q1 * e1, kt, p10, DOT_PREC)
+        kt = tl.trans(k0 * tl.exp(gr2 - g0))
+        a20 = mm(k2 * e2, kt, a20, DOT_PREC)
+        p20 = mm(q2 * e2, kt, p20, DOT_PREC)
+        kt = tl.trans(k1 * tl.exp(gr2 - g1))
+        a21 = mm(k2 * e2, kt, a21, DOT_PREC)
+        p21 = mm(q2 * e2, kt, p21, DOT_PREC)
+        kt = tl.trans(k0 * tl.exp(gr3 - g0))
+        a30 = mm(k3 * e3, kt, a30, DOT_PREC)
+        p30 = mm(q3 * e3, kt, p30, DOT_PREC)
+        kt = tl.trans(k1 * tl.exp(gr3 - g1))
+        a31 = mm(k3 * e3, kt, a31, DOT_PREC)
+        p31 = mm(q3 * e3, kt, p31, DOT_PREC)
+        kt = tl.trans(k2 * tl.exp(gr3 - g2))
+        a32 = mm(k3 * e3, kt, a32, DOT_PREC)
+        p32 = mm(q3 * e3, kt, p32, DOT_PREC)
 
     # the sums were of raw q, k: the row and column norms (and beta, the scale) applied now
     c0_ = load_rows_vec(RK, t0 + o_i, m0, H, i_h)[None, :]
@@ -312,15 +319,9 @@ def solve_kernel(
     a31 = a31 * rk3 * c1_
     a32 = a32 * rk3 * c2_
 
-    # T = (I + Akk)^-1: diagonal blocks by substitution, the others T_IJ = -T_II sum_{J<=M<I} A_IM T_MJ
-    if _PHASES & 2:
-        t00, t11, t22, t33 = _inv_diag4(Akkd, t0, t1, H, i_h, BC)
-    else:
-        t00, t11, t22, t33 = a10 + 1.0, a21 + 1.0, a32 + 1.0, a30 + 1.0
-    if not (_PHASES & 4):
-        t10, t21, t20, t32, t31, t30 = a10, a21, a20, a32, a31, a30
-    else:
-        t10, t21, t20, t32, t31, t30 = _merged(t00, t11, t22, t33, a10, a20, a21, a30, a31, a32, SOLVE_PREC)
+    # T = (I + Akk)^-1: the diagonal blocks by substitution, the others by block products
+    t00, t11, t22, t33 = _inv_diag4(Akkd, t0, t1, H, i_h, BC)
+    t10, t21, t20, t32, t31, t30 = _merged(t00, t11, t22, t33, a10, a20, a21, a30, a31, a32, SOLVE_PREC)
     store_tile(Tinv, t00, t0, t1, H, i_h, BT, 0, BC, BC)
     store_tile(Tinv, t10, r1, t1, H, i_h, BT, 0, BC, BC)
     store_tile(Tinv, t11, r1, t1, H, i_h, BT, BC, BC, BC)
@@ -336,6 +337,8 @@ def solve_kernel(
 
 @triton.jit
 def _merged(t00, t11, t22, t33, a10, a20, a21, a30, a31, a32, SOLVE_PREC: tl.constexpr):
+    """The blocks of T below the diagonal, T_IJ = -T_II sum_{J<=M<I} A_IM T_MJ, from the diagonal
+    blocks' inverses and beta Akk's off-diagonal blocks."""
     t10 = -mm(t11, mm(a10, t00, None, SOLVE_PREC), None, SOLVE_PREC)
     t21 = -mm(t22, mm(a21, t11, None, SOLVE_PREC), None, SOLVE_PREC)
     t20 = -mm(t22, mm(a21, t10, mm(a20, t00, None, SOLVE_PREC), SOLVE_PREC), None, SOLVE_PREC)

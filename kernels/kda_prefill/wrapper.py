@@ -1,8 +1,11 @@
-"""Python entry of the Triton chunked prefill: checks, the chunk table, scratch buffers, five launches
-(variant "split"), or four with the chunk-local matrices and their solve fused (variant "fused",
-`fused.py`), or the chunk-local work in three launches and the output computed in the state scan
-(variant "stream", `stream.py`). Variants other than the default are opt-in while they are
-measured: `variant=` or EVALKIT_KDA_PREFILL. `dot_precision="bf16"` (stream only) runs the
+"""Python entry of the Triton chunked prefill: checks, the chunk table, scratch buffers and the launches
+of one of three variants, all with the same math (kernel.py's docstring) to fp32 rounding:
+- "stream" (the default, `stream.py`): the chunk-local work in four launches of small programs and a
+  state scan the compiler can pipeline, the output computed in the scan or by a sixth launch;
+  1.5-2.1x the others on the H200 (results/bench/prefill-stream-h200/);
+- "split" (`kernel.py`, five launches) and "fused" (`fused.py`, the chunk-local matrices and their
+  solve in one launch): the earlier variants, kept as references and for comparison.
+`variant=` or EVALKIT_KDA_PREFILL picks one. `dot_precision="bf16"` (stream only) runs the
 production form: bf16 operands, as FLA-based servers compute."""
 
 from __future__ import annotations
@@ -40,24 +43,24 @@ FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # The stream variant's launch shapes (stream.py), per operand dtype ("fp32": tf32x3 products,
 # "bf16": the production form): "prep" (num_warps), "diag" (BH heads per program, num_warps),
 # "solve" and "wu" (BKC columns per step, num_warps, num_stages), "scan" (BV, num_warps,
-# num_stages, output fused into the scan), "output" (BV, num_warps, num_stages; only without a fused
-# output). diag, solve and scan are the H200 sweep's fastest at 32k (results/bench/prefill-stream-h200/);
-# tf32x3 scans spill registers with a fused output or BV > 16 (kernels/compile_check.py).
-# bench_prefill.py sweeps them.
+# num_stages, output fused into the scan), "output" (BV, num_warps, num_stages; only without a
+# fused output). The H200 sweep's fastest at 32k (results/bench/prefill-stream-h200/). The fp32
+# builds of the solve spill a few registers at every tile (tf32x3 splits each operand in two),
+# and tf32x3 scans spill with a fused output or BV > 16 (kernels/compile_check.py).
 STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
-        "prep": (8,),
+        "prep": (4,),
         "diag": (2, 2),
-        "solve": (16, 2, 1),
+        "solve": (16, 4, 1),
         "wu": (32, 4, 1),
         "scan": (16, 4, 2, False),
         "output": (64, 4, 2),
     },
     "bf16": {
-        "prep": (8,),
-        "diag": (8, 4),
-        "solve": (32, 4, 1),
-        "wu": (32, 4, 1),
+        "prep": (4,),
+        "diag": (4, 4),
+        "solve": (16, 2, 1),
+        "wu": (64, 8, 1),
         "scan": (32, 4, 3, True),
         "output": (64, 4, 2),
     },
@@ -81,9 +84,12 @@ def chunk_table(cu: list[int], device) -> tuple[torch.Tensor, torch.Tensor, torc
     return as_t(starts), as_t(ends), as_t(offsets), len(starts)
 
 
+DEFAULT_VARIANT = "stream"
+
+
 def resolve_variant(variant: str | None) -> str:
-    """The keyword, else $EVALKIT_KDA_PREFILL, else "split"."""
-    v = variant if variant is not None else os.environ.get(VARIANT_ENV) or "split"
+    """The keyword, else $EVALKIT_KDA_PREFILL, else DEFAULT_VARIANT."""
+    v = variant if variant is not None else os.environ.get(VARIANT_ENV) or DEFAULT_VARIANT
     if v not in VARIANTS:
         src = "variant" if variant is not None else VARIANT_ENV
         raise KernelInputError(f"{src} must be one of {', '.join(VARIANTS)}, got {v!r}")
@@ -115,8 +121,8 @@ def kda_prefill(
 ) -> torch.Tensor:
     """Packed variable-length prefill; see `evalkit.kernels.kda_prefill`. `rounding` overrides
     the format's rounding (e.g. 'rtz': a deliberately wrong build, tests of the twin check only).
-    `variant`: "split" (five launches) or "fused" (Akk, Aqk and the WY solve in one launch);
-    None reads $EVALKIT_KDA_PREFILL, default "split"."""
+    `variant`: "stream", "split" or "fused" (the module docstring); None reads
+    $EVALKIT_KDA_PREFILL, else DEFAULT_VARIANT."""
     variant = resolve_variant(variant)
     check_kda_args(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, packed=True)
     check_varlen(cu_seqlens, has_initial_state, slots, q.shape[0])
@@ -297,13 +303,13 @@ def stream_local(
     bkc, nws, nss = tiles["solve"]
     stream.solve_kernel[(NC, H)](
         q, k, G, beta_raw, RQ, RK, Akkd, Aqk, c["Tinv"], c_start, c_end,
-        H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BKC=min(bkc, BK), DOT_PREC=prec,
+        H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BKC=max(16, min(bkc, BK)), DOT_PREC=prec,
         SOLVE_PREC="tf32" if prec == "bf16" else prec, num_warps=nws, num_stages=nss,
     )  # fmt: skip
     bkc, nww, nsw = tiles["wu"]
     stream.wu_kernel[(NC, H)](
         q, k, v, G, beta_raw, RQ, RK, c["Tinv"], c["W"], c["U"], c["Qg"], c["Kd"], c_start, c_end,
-        H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=BVf, BKC=min(bkc, BK, BVf), DOT_PREC=prec,
+        H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=BVf, BKC=max(16, min(bkc, BK, BVf)), DOT_PREC=prec,
         num_warps=nww, num_stages=nsw,
     )  # fmt: skip
     return c
