@@ -44,14 +44,15 @@ FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # "bf16": the production form): "prep" (num_warps), "diag" (BH heads per program, num_warps),
 # "solve" and "wu" (BKC columns per step, num_warps, num_stages), "scan" (BV, num_warps,
 # num_stages, output fused into the scan), "output" (BV, num_warps, num_stages; only without a
-# fused output). The H200 sweep's fastest at 32k (results/bench/prefill-stream-h200/). The fp32
-# builds of the solve spill a few registers at every tile (tf32x3 splits each operand in two),
-# and tf32x3 scans spill with a fused output or BV > 16 (kernels/compile_check.py).
+# fused output). The H200 sweeps' fastest at 32k (results/bench/prefill-stream-h200/call2, the
+# solve from call3). The fp32 builds of the solve spill a few registers at every tile (56 bytes per
+# thread at (16, 2, 1); tf32x3 splits each operand in two), and tf32x3 scans spill with a fused
+# output or BV > 16 (kernels/compile_check.py; tests/test_kernels_compile.py bounds both).
 STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
         "prep": (4,),
         "diag": (2, 2),
-        "solve": (16, 4, 1),
+        "solve": (16, 2, 1),
         "wu": (32, 4, 1),
         "scan": (16, 4, 2, False),
         "output": (64, 4, 2),
@@ -59,7 +60,7 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
     "bf16": {
         "prep": (4,),
         "diag": (4, 4),
-        "solve": (16, 2, 1),
+        "solve": (16, 2, 2),
         "wu": (64, 8, 1),
         "scan": (32, 4, 3, True),
         "output": (64, 4, 2),
