@@ -146,6 +146,7 @@ def prefill_builds(
     state: str = "fp32", *, model="bf16", H=32, K=128, V=128, prec="tf32x3", tiles=None
 ) -> list[Build]:
     from .kda_prefill import kernel as kp
+    from .kda_prefill import stream as ks
     from .kda_prefill import wrapper as w
 
     t = dict(
@@ -176,7 +177,7 @@ def prefill_builds(
                        {"H": H, "K": K, "V": V, "BT": 64, "BC": 16, "BK": BK, "BV": BV, "DOT_PREC": prec},
                        num_warps=t["solve"]),
         state_pass_build(state, H=H, K=K, V=V, prec=prec, tile=sp),
-        compile_kernel(kp.output_kernel,
+        compile_kernel(ks.output_kernel,
                        {"Qg": f, "Aqk": f, "Vn": f, "Hs": f, "o": m, "chunk_start": i32, "chunk_end": i32},
                        {"H": H, "K": K, "V": V, "BT": 64, "BK": BK, "BV": min(op[0], BV), "DOT_PREC": prec},
                        num_warps=op[1], num_stages=op[2]),

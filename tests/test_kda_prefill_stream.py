@@ -17,6 +17,7 @@ from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool
 from evalkit.kernels.twin_check import TwinChecker
 from tests.helpers.interpreter import interpreted_modules, rerun_under_interpreter
 from tests.helpers.numerics import rel_err
+from tests.helpers.prefill_cases import prefill_case
 
 H = 2
 
@@ -29,15 +30,7 @@ def pw():
 
 
 def _case(lengths, K, V, init, *, strong_decay=0.2):
-    """Inputs, a pool (NaN in the slots of new sequences: they must not be read), slots, cu, init."""
-    T, N = sum(lengths), len(lengths)
-    S = N + 2
-    x = kda_inputs(T, H, K, V, strong_decay=strong_decay)
-    pool = random_pool(S, H, K, V, torch.float32)
-    slots = torch.randperm(S)[:N].to(torch.int32)
-    init = torch.tensor(init)
-    pool[slots[~init].long()] = float("nan")
-    return x, pool, slots, random_cu_seqlens(lengths), init
+    return prefill_case(lengths, H, K, V, init, strong_decay=strong_decay)
 
 
 def _against_reference(pw, x, pool, slots, cu, init, **kw):

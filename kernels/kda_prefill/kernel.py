@@ -18,7 +18,8 @@
                           rounded once into the pool (its storage format: STORAGE, MANT_BITS,
                           ROUNDING; SR at the sequence position `positions[n]`). With INTRA_BF16
                           the carried state is rounded to bf16 at every chunk boundary.
-5. `output_kernel`        per (chunk, head, V block): o = (q e^G) S_start + Aqk v_new.
+5. `output_kernel`        per (chunk, head, V block): o = (q e^G) S_start + Aqk v_new (in
+                          `stream.py`, which launches it too when its scan leaves the output out).
 
 All matrices are fp32 and every tl.dot takes DOT_PREC ("tf32x3" by default: about fp32 accuracy
 on tensor cores; "ieee" for exact fp32 FMA). Row tensors are [T, H, *] contiguous; the chunk
@@ -481,39 +482,3 @@ def _load_vblock(base, t0, t1, H, i_h, i_v, V: tl.constexpr, BT: tl.constexpr, B
 def _store_vblock(base, x, t0, t1, H, i_h, i_v, V: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr):
     ptr, mask = _vblock(base, t0, t1, H, i_h, i_v, V, BT, BV)
     tl.store(ptr, x.to(base.dtype.element_ty), mask=mask)
-
-
-# ----------------------------------------------------------------------------------------- 5
-@triton.jit
-def output_kernel(
-    Qg,
-    Aqk,
-    Vn,
-    Hs,
-    o,
-    chunk_start,
-    chunk_end,
-    H: tl.constexpr,
-    K: tl.constexpr,
-    V: tl.constexpr,
-    BT: tl.constexpr,
-    BK: tl.constexpr,
-    BV: tl.constexpr,
-    DOT_PREC: tl.constexpr,
-):
-    i_c = tl.program_id(0)
-    i_h = tl.program_id(1)
-    i_v = tl.program_id(2)
-    t0 = tl.load(chunk_start + i_c)
-    t1 = tl.load(chunk_end + i_c)
-    o_k = tl.arange(0, BK)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_s = (o_k < K)[:, None] & (o_v < V)[None, :]
-    b_s = tl.load(
-        Hs + (i_c.to(tl.int64) * H + i_h) * K * V + o_k[:, None] * V + o_v[None, :], mask=m_s, other=0.0
-    )
-    b_qg = _load_rows(Qg, t0, t1, H, i_h, K, BT, BK)
-    b_a = _load_rows(Aqk, t0, t1, H, i_h, BT, BT, BT)
-    b_vn = _load_vblock(Vn, t0, t1, H, i_h, i_v, V, BT, BV)
-    b_o = tl.dot(b_qg, b_s, input_precision=DOT_PREC) + tl.dot(b_a, b_vn, input_precision=DOT_PREC)
-    _store_vblock(o, b_o, t0, t1, H, i_h, i_v, V, BT, BV)

@@ -21,7 +21,7 @@ from ..formats import StateFormat
 from ..triton_launch import check_triton_device, format_constexprs, launch_key, pool_arg
 from . import stream
 from .fused import fused_intra_wy_kernel
-from .kernel import gate_cumsum_kernel, intra_kernel, output_kernel, solve_wy_kernel, state_pass_kernel
+from .kernel import gate_cumsum_kernel, intra_kernel, solve_wy_kernel, state_pass_kernel
 
 CHUNK = 64  # BT: the block solve is written for 4 sub-blocks of 16
 SUB = 16  # BC
@@ -178,7 +178,7 @@ def kda_prefill(
     if NC > 0:
         bvo, nwo, nso = OUTPUT_TILE
         bvo = min(bvo, BVf)
-        output_kernel[(NC, H, triton.cdiv(V, bvo))](
+        stream.output_kernel[(NC, H, triton.cdiv(V, bvo))](
             Qg, Aqk, Vn, Hs, out, c_start, c_end,
             H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=bvo, DOT_PREC=prec, num_warps=nwo, num_stages=nso,
         )  # fmt: skip
