@@ -497,9 +497,11 @@ def sec_prefill() -> dict:
         slot = torch.zeros(1, dtype=torch.int32, device=DEV)
         init = torch.ones(1, dtype=torch.bool, device=DEV)
         args = (*x.args(), pool, slot, cu, init)
-        cases = {
-            "ours_fp32_states": lambda args=args: kda_prefill(*args),
-            "ours_bf16_states": lambda args=args: kda_prefill(*args, intra_chunk_dtype=torch.bfloat16),
+        cases = {  # the split variant, as measured before bench_prefill.py took over the prefill
+            "ours_fp32_states": lambda args=args: kda_prefill(*args, variant="split"),
+            "ours_bf16_states": lambda args=args: kda_prefill(
+                *args, variant="split", intra_chunk_dtype=torch.bfloat16
+            ),
         }
         try:
             h0 = torch.zeros(1, H, K, V, device=DEV)
@@ -552,7 +554,8 @@ def kernel_ms(run, n: int = 5) -> dict:
 
 
 def sec_prefill_detail() -> dict:
-    """Per-kernel CUDA time at T=32k (profiler), and a sweep of the sequential state pass tile."""
+    """Per-kernel CUDA time at T=32k (profiler), and a sweep of the sequential state pass tile: the
+    split variant's (the stream variant's tiles are swept by bench_prefill.py)."""
     import torch
 
     from evalkit.kernels.kda_prefill import wrapper as pw
@@ -562,7 +565,7 @@ def sec_prefill_detail() -> dict:
     pool = torch.zeros(1, H, K, V, device=DEV)
     slot = torch.zeros(1, dtype=torch.int32, device=DEV)
     init = torch.ones(1, dtype=torch.bool, device=DEV)
-    run = lambda: pw.kda_prefill(*x.args(), pool, slot, cu, init)  # noqa: E731
+    run = lambda: pw.kda_prefill(*x.args(), pool, slot, cu, init, variant="split")  # noqa: E731
     out = {"T": T, "kernel_ms": kernel_ms(run), "state_pass_sweep": []}
     default = pw.STATE_PASS_TILE
     for tile in [default, (16, 4, 1, 16), (32, 4, 1, 16), (64, 8, 1, 16), (32, 8, 1, 32), (16, 8, 2, 16)]:
@@ -577,7 +580,9 @@ def sec_prefill_detail() -> dict:
             pw.STATE_PASS_TILE = default
     try:
         out["dot_precision_tf32_prefill_ms"] = bench_ms(
-            lambda: pw.kda_prefill(*x.args(), pool, slot, cu, init, dot_precision="tf32"), warmup=5, rep=50
+            lambda: pw.kda_prefill(*x.args(), pool, slot, cu, init, variant="split", dot_precision="tf32"),
+            warmup=5,
+            rep=50,
         )
     except Exception as exc:
         out["dot_precision_tf32_error"] = str(exc)[:300]
