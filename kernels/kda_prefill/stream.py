@@ -314,15 +314,15 @@ def solve_kernel(
     store_tile(Aqk, p31 * rq3 * c1_, r3, t1, H, i_h, BT, BC, BC, BC)
     store_tile(Aqk, p32 * rq3 * c2_, r3, t1, H, i_h, BT, 2 * BC, BC, BC)
     _zeros_above(Aqk, z, t0, t1, H, i_h, BT, BC)
-    rk1 = (tl.sigmoid(load_rows_vec(beta_raw, r1 + o_i, m1, H, i_h)) * rk1)[:, None]
-    rk2 = (tl.sigmoid(load_rows_vec(beta_raw, r2 + o_i, m2, H, i_h)) * rk2)[:, None]
-    rk3 = (tl.sigmoid(load_rows_vec(beta_raw, r3 + o_i, m3, H, i_h)) * rk3)[:, None]
-    a10 = a10 * rk1 * c0_
-    a20 = a20 * rk2 * c0_
-    a21 = a21 * rk2 * c1_
-    a30 = a30 * rk3 * c0_
-    a31 = a31 * rk3 * c1_
-    a32 = a32 * rk3 * c2_
+    bk1 = (tl.sigmoid(load_rows_vec(beta_raw, r1 + o_i, m1, H, i_h)) * rk1)[:, None]  # beta_i / |k_i|
+    bk2 = (tl.sigmoid(load_rows_vec(beta_raw, r2 + o_i, m2, H, i_h)) * rk2)[:, None]
+    bk3 = (tl.sigmoid(load_rows_vec(beta_raw, r3 + o_i, m3, H, i_h)) * rk3)[:, None]
+    a10 = a10 * bk1 * c0_
+    a20 = a20 * bk2 * c0_
+    a21 = a21 * bk2 * c1_
+    a30 = a30 * bk3 * c0_
+    a31 = a31 * bk3 * c1_
+    a32 = a32 * bk3 * c2_
 
     # T = (I + Akk)^-1: the diagonal blocks by substitution, the others by block products
     t00, t11, t22, t33 = _inv_diag4(Akkd, t0, t1, H, i_h, BC)
