@@ -97,7 +97,9 @@ def test_import_checkout_maps_a_folder_into_evalkit_only_when_it_does_not_import
             delattr(evalkit, "fakens")
 
 
-@pytest.mark.parametrize("script", ["bench_kernels", "bench_engine", "gpu_drift", "bench_gdn", "bench_prefill"])
+@pytest.mark.parametrize(
+    "script", ["bench_kernels", "bench_engine", "gpu_drift", "bench_gdn", "bench_prefill"]
+)
 def test_the_scripts_use_the_harness(script):
     """One harness: no script keeps its own bootstrap, log or section runner."""
     from pathlib import Path
