@@ -247,7 +247,7 @@ def stream_builds(
                        {"q": m, "k": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Akkd": f, "Aqk": o,
                         "Tinv": o, **chunks},
                        {"H": H, "K": K, "BT": 64, "BC": 16, "BK": BK, "BKC": max(16, min(bkc, BK)),
-                        "DOT_PREC": prec, "SOLVE_PREC": "tf32" if prec == "bf16" else prec},
+                        "DOT_PREC": prec, "SOLVE_PREC": w.solve_precision(prec)},
                        num_warps=nws, num_stages=nss),
         compile_kernel(ks.wu_kernel,
                        {"q": m, "k": m, "v": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Tinv": o, "W": o,

@@ -89,6 +89,20 @@ def gate_cumsum_kernel(
     i_h = tl.program_id(1)
     t0 = tl.load(chunk_start + i_c)
     t1 = tl.load(chunk_end + i_c)
+    b_g, b_glast = chunk_gate_cumsum(g_raw, a_log, dt_bias, G, EGl, i_c, t0, t1, H, i_h, K, BT, BK)
+    m_t = (t0 + tl.arange(0, BT) < t1)[:, None]
+    b_q = l2norm_rows(_load_rows(q, t0, t1, H, i_h, K, BT, BK)) * scale
+    _store_rows(Qg, b_q * tl.exp(b_g), t0, t1, H, i_h, K, BT, BK)
+    b_k = l2norm_rows(_load_rows(k, t0, t1, H, i_h, K, BT, BK))
+    _store_rows(Kd, b_k * tl.exp(tl.where(m_t, b_glast[None, :] - b_g, 0.0)), t0, t1, H, i_h, K, BT, BK)
+
+
+@triton.jit
+def chunk_gate_cumsum(
+    g_raw, a_log, dt_bias, G, EGl, i_c, t0, t1, H, i_h, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr
+):
+    """The chunk's G (within-chunk cumsum of the gate, stored) and e^{G_last} (stored into EGl);
+    returns G [BT, BK] and G_last [BK]. The one home of G for every prefill variant."""
     o_k = tl.arange(0, BK)
     ptr, mask = _rows(g_raw, t0, t1, H, i_h, K, BT, BK)
     b_gr = tl.load(ptr, mask=mask, other=0.0).to(tl.float32)
@@ -98,12 +112,8 @@ def gate_cumsum_kernel(
     _store_rows(G, b_g, t0, t1, H, i_h, K, BT, BK)
     o_t = tl.arange(0, BT)
     b_glast = tl.sum(tl.where((o_t == t1 - 1 - t0)[:, None], b_g, 0.0), axis=0)
-    m_t = (t0 + o_t < t1)[:, None]
-    b_q = l2norm_rows(_load_rows(q, t0, t1, H, i_h, K, BT, BK)) * scale
-    _store_rows(Qg, b_q * tl.exp(b_g), t0, t1, H, i_h, K, BT, BK)
-    b_k = l2norm_rows(_load_rows(k, t0, t1, H, i_h, K, BT, BK))
-    _store_rows(Kd, b_k * tl.exp(tl.where(m_t, b_glast[None, :] - b_g, 0.0)), t0, t1, H, i_h, K, BT, BK)
     tl.store(EGl + (i_c.to(tl.int64) * H + i_h) * K + o_k, tl.exp(b_glast), mask=o_k < K)
+    return b_g, b_glast
 
 
 # ----------------------------------------------------------------------------------------- 2

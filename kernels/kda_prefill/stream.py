@@ -43,7 +43,8 @@ import os
 import triton
 import triton.language as tl
 
-from ..triton_common import kda_gate, load_state, round_to_bf16_bits, store_state
+from ..triton_common import load_state, round_to_bf16_bits, store_state
+from .kernel import chunk_gate_cumsum
 from .tiles import load_rows_vec, load_tile, load_tile_as_is, store_tile
 
 # Triton's CPU interpreter multiplies bf16 operands wrongly (triton 3.9: ~1e10 off); there a bf16
@@ -85,22 +86,15 @@ def prep_kernel(
     BT: tl.constexpr,
     BK: tl.constexpr,
 ):
+    """G and e^{G_last} (the split path's, `kernel.chunk_gate_cumsum`) and the reciprocal row
+    norms RQ = scale / |q|, RK = 1 / |k| of the chunk's rows."""
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
     t0 = tl.load(chunk_start + i_c)
     t1 = tl.load(chunk_end + i_c)
+    chunk_gate_cumsum(g_raw, a_log, dt_bias, G, EGl, i_c, t0, t1, H, i_h, K, BT, BK)
     o_t = tl.arange(0, BT)
-    o_k = tl.arange(0, BK)
     m_t = t0 + o_t < t1
-    b_gr = load_tile(g_raw, t0, t1, H, i_h, K, 0, BT, BK)
-    b_bias = tl.load(dt_bias + i_h * K + o_k, mask=o_k < K, other=0.0).to(tl.float32)
-    b_a = tl.load(a_log + i_h).to(tl.float32)
-    b_g = tl.cumsum(
-        tl.where(m_t[:, None] & (o_k < K)[None, :], kda_gate(b_gr, b_bias[None, :], b_a), 0.0), axis=0
-    )
-    store_tile(G, b_g, t0, t1, H, i_h, K, 0, BT, BK)
-    b_glast = tl.sum(tl.where((o_t == t1 - 1 - t0)[:, None], b_g, 0.0), axis=0)
-    tl.store(EGl + (i_c.to(tl.int64) * H + i_h) * K + o_k, tl.exp(b_glast), mask=o_k < K)
     rows = (t0 + o_t).to(tl.int64) * H + i_h
     b_q = load_tile(q, t0, t1, H, i_h, K, 0, BT, BK)
     tl.store(RQ + rows, scale / tl.sqrt(tl.sum(b_q * b_q, axis=1) + 1e-6), mask=m_t)
@@ -298,31 +292,31 @@ def solve_kernel(
         p32 = mm(q3 * e3, kt, p32, DOT_PREC)
 
     # the sums were of raw q, k: the row and column norms (and beta, the scale) applied now
-    c0_ = load_rows_vec(RK, t0 + o_i, m0, H, i_h)[None, :]
+    ck0 = load_rows_vec(RK, t0 + o_i, m0, H, i_h)[None, :]  # 1/|k_j| along columns
     rk1 = load_rows_vec(RK, r1 + o_i, m1, H, i_h)
     rk2 = load_rows_vec(RK, r2 + o_i, m2, H, i_h)
     rk3 = load_rows_vec(RK, r3 + o_i, m3, H, i_h)
-    c1_ = rk1[None, :]
-    c2_ = rk2[None, :]
+    ck1 = rk1[None, :]
+    ck2 = rk2[None, :]
     rq1 = load_rows_vec(RQ, r1 + o_i, m1, H, i_h)[:, None]
     rq2 = load_rows_vec(RQ, r2 + o_i, m2, H, i_h)[:, None]
     rq3 = load_rows_vec(RQ, r3 + o_i, m3, H, i_h)[:, None]
-    store_tile(Aqk, p10 * rq1 * c0_, r1, t1, H, i_h, BT, 0, BC, BC)
-    store_tile(Aqk, p20 * rq2 * c0_, r2, t1, H, i_h, BT, 0, BC, BC)
-    store_tile(Aqk, p21 * rq2 * c1_, r2, t1, H, i_h, BT, BC, BC, BC)
-    store_tile(Aqk, p30 * rq3 * c0_, r3, t1, H, i_h, BT, 0, BC, BC)
-    store_tile(Aqk, p31 * rq3 * c1_, r3, t1, H, i_h, BT, BC, BC, BC)
-    store_tile(Aqk, p32 * rq3 * c2_, r3, t1, H, i_h, BT, 2 * BC, BC, BC)
+    store_tile(Aqk, p10 * rq1 * ck0, r1, t1, H, i_h, BT, 0, BC, BC)
+    store_tile(Aqk, p20 * rq2 * ck0, r2, t1, H, i_h, BT, 0, BC, BC)
+    store_tile(Aqk, p21 * rq2 * ck1, r2, t1, H, i_h, BT, BC, BC, BC)
+    store_tile(Aqk, p30 * rq3 * ck0, r3, t1, H, i_h, BT, 0, BC, BC)
+    store_tile(Aqk, p31 * rq3 * ck1, r3, t1, H, i_h, BT, BC, BC, BC)
+    store_tile(Aqk, p32 * rq3 * ck2, r3, t1, H, i_h, BT, 2 * BC, BC, BC)
     _zeros_above(Aqk, z, t0, t1, H, i_h, BT, BC)
     bk1 = (tl.sigmoid(load_rows_vec(beta_raw, r1 + o_i, m1, H, i_h)) * rk1)[:, None]  # beta_i / |k_i|
     bk2 = (tl.sigmoid(load_rows_vec(beta_raw, r2 + o_i, m2, H, i_h)) * rk2)[:, None]
     bk3 = (tl.sigmoid(load_rows_vec(beta_raw, r3 + o_i, m3, H, i_h)) * rk3)[:, None]
-    a10 = a10 * bk1 * c0_
-    a20 = a20 * bk2 * c0_
-    a21 = a21 * bk2 * c1_
-    a30 = a30 * bk3 * c0_
-    a31 = a31 * bk3 * c1_
-    a32 = a32 * bk3 * c2_
+    a10 = a10 * bk1 * ck0
+    a20 = a20 * bk2 * ck0
+    a21 = a21 * bk2 * ck1
+    a30 = a30 * bk3 * ck0
+    a31 = a31 * bk3 * ck1
+    a32 = a32 * bk3 * ck2
 
     # T = (I + Akk)^-1: the diagonal blocks by substitution, the others by block products
     t00, t11, t22, t33 = _inv_diag4(Akkd, t0, t1, H, i_h, BC)

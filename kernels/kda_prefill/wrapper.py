@@ -247,6 +247,12 @@ def chunk_local(
     return out
 
 
+def solve_precision(prec: str) -> str:
+    """The input precision of the inverse's block products: tf32 in the production form (as FLA's),
+    else the products' own."""
+    return "tf32" if prec == "bf16" else prec
+
+
 def operand_kind(prec: str) -> str:
     """The STREAM_TILES key of a dot precision: "bf16" operands, or fp32 ones (tf32x3, ieee, tf32)."""
     return "bf16" if prec == "bf16" else "fp32"
@@ -305,7 +311,7 @@ def stream_local(
     stream.solve_kernel[(NC, H)](
         q, k, G, beta_raw, RQ, RK, Akkd, Aqk, c["Tinv"], c_start, c_end,
         H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BKC=max(16, min(bkc, BK)), DOT_PREC=prec,
-        SOLVE_PREC="tf32" if prec == "bf16" else prec, num_warps=nws, num_stages=nss,
+        SOLVE_PREC=solve_precision(prec), num_warps=nws, num_stages=nss,
     )  # fmt: skip
     bkc, nww, nsw = tiles["wu"]
     stream.wu_kernel[(NC, H)](
