@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -39,16 +38,6 @@ import bench_engine as be  # same folder: the random model, engine kwargs, timin
 import torch
 
 MODES = ["sdpa", "flash", "triton"]
-
-
-def git_state() -> dict:
-    def run(*cmd):
-        return subprocess.run(cmd, cwd=be.REPO, capture_output=True, text=True).stdout.strip()
-
-    return {
-        "commit": run("git", "rev-parse", "HEAD") or None,
-        "dirty": bool(run("git", "status", "--porcelain")),
-    }
 
 
 def spread(xs: list[float]) -> dict:
@@ -231,7 +220,7 @@ def main() -> int:
     report: dict = {
         "command": " ".join([Path(sys.executable).name] + sys.argv),
         "args": vars(args),
-        "git": git_state(),
+        "git": be.harness.git_state(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "device_name": torch.cuda.get_device_name(dev) if be.cuda(dev) else "cpu",
         "torch": torch.__version__,

@@ -97,7 +97,7 @@ def environment() -> dict:
     import triton
 
     env = {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
-           "git": harness_git(), "H": H, "K": K, "V": V}  # fmt: skip
+           "git": harness.git_state(), "H": H, "K": K, "V": V}  # fmt: skip
     if torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name(0)
     try:
@@ -107,21 +107,6 @@ def environment() -> dict:
     except ImportError:
         env["fla"] = None
     return env
-
-
-def harness_git() -> str:
-    import subprocess
-
-    try:
-        rev = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True
-        ).stdout
-        return rev.strip() + ("-dirty" if dirty.strip() else "")
-    except OSError:
-        return "?"
 
 
 class Problem:
@@ -378,7 +363,7 @@ def markdown(res: dict) -> str:
     sec = res.get("sections", {})
     L = [f"# KDA prefill variants vs FLA chunk_kda ({res.get('command')})", ""]
     env = sec.get("environment", {})
-    L.append(f"{env.get('gpu', '?')}, torch {env.get('torch')}, triton {env.get('triton')}, fla {env.get('fla')}, code {env.get('git')}; "
+    L.append(f"{env.get('gpu', '?')}, torch {env.get('torch')}, triton {env.get('triton')}, fla {env.get('fla')}, code {(env.get('git') or {}).get('commit')} (dirty: {(env.get('git') or {}).get('dirty')}); "
              f"H={H}, K={K}, V={V}, bf16 inputs, medians of {REPEATS} interleaved do_bench medians.")  # fmt: skip
     for name in ("lengths", "varlen"):
         rows = sec.get(name, {}).get("rows") or ([sec[name]] if name in sec else [])

@@ -107,3 +107,11 @@ def test_the_scripts_use_the_harness(script):
     text = (Path(__file__).resolve().parents[1] / "scripts" / f"{script}.py").read_text()
     assert "harness" in text
     assert "spec_from_file_location" not in text and "def log(" not in text
+
+
+def test_git_state_names_the_checkout_commit(tmp_path):
+    """The commit of this checkout (a 40-digit hash) and a bool; outside a repository, None."""
+    state = harness.git_state()
+    assert len(state["commit"]) == 40 and int(state["commit"], 16) >= 0
+    assert isinstance(state["dirty"], bool)
+    assert harness.git_state(tmp_path) == {"commit": None, "dirty": False}

@@ -3,6 +3,7 @@ before it measures anything, so that they differ only in what they measure.
 
 - `import_checkout`: run from a checkout that is not installed (the GPU image) by mapping
   `kernels/` and `tasks/` into evalkit's namespace, as setup.py does on install;
+- `git_state`: the commit a report was made from and whether the tree was clean;
 - `Clock` and `Log`: every log line stamped with the seconds since the script started;
 - `Budget`: the time left of a wall budget, on that clock;
 - `Sections`: named sections run in order under the budget, a failing one recorded (its
@@ -14,6 +15,7 @@ import it, and on ImportError put the checkout first on `sys.path` and import it
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 import time
 import traceback
@@ -43,6 +45,22 @@ def import_checkout(repo: Path = REPO, namespaces: Sequence[str] = ("kernels", "
         setattr(evalkit, folder, mod)
         mapped = True
     return mapped
+
+
+def git_state(repo: Path = REPO) -> dict[str, Any]:
+    """{"commit": HEAD or None, "dirty": uncommitted changes}: what a report records. On a lent
+    device the copied checkout's metadata can be stale: its scripts' notes say which commit ran."""
+
+    def run(*cmd: str) -> str:
+        try:
+            return subprocess.run(cmd, cwd=repo, capture_output=True, text=True).stdout.strip()
+        except OSError:
+            return ""
+
+    return {
+        "commit": run("git", "rev-parse", "HEAD") or None,
+        "dirty": bool(run("git", "status", "--porcelain")),
+    }
 
 
 class Clock:
