@@ -223,7 +223,8 @@ def stream_builds(
     state: str = "fp32", *, model="bf16", H=32, K=128, V=128, prec="tf32x3", tiles=None
 ) -> list[Build]:
     """The stream variant's kernels (`kda_prefill/stream.py`) as the wrapper builds them; `tiles`
-    overrides the wrapper's STREAM_TILES of that precision by name (diag, solve, wu, scan, output)."""
+    overrides the wrapper's STREAM_TILES of that precision by name (prep, diag, solve, wu, scan,
+    output)."""
     from .kda_prefill import stream as ks
     from .kda_prefill import wrapper as w
 
@@ -231,18 +232,18 @@ def stream_builds(
     m, f, i32 = "*" + model, "*fp32", "*i32"
     o = "*bf16" if prec == "bf16" else f
     BK, BV = triton.next_power_of_2(K), triton.next_power_of_2(V)
-    (bh, nwd), (bkc, nws, nss), (bkw, nww, nsw) = t["diag"], t["solve"], t["wu"]
+    (bkg, nwp), (br, nwd) = t["prep"], t["diag"]
+    (bkc, nws, nss), (bkw, nww, nsw) = t["solve"], t["wu"]
     (bvs, nwc, nsc, fuse), (bvo, nwo, nso) = t["scan"], t["output"]
     chunks = {"chunk_start": i32, "chunk_end": i32}
     builds = [
         compile_kernel(ks.prep_kernel,
-                       {"q": m, "k": m, "g_raw": m, "a_log": f, "dt_bias": f, "G": f, "EGl": f, "RQ": f,
-                        "RK": f, **chunks, "scale": "fp32"},
-                       {"H": H, "K": K, "BT": 64, "BK": BK}, num_warps=t["prep"][0]),
+                       {"g_raw": m, "a_log": f, "dt_bias": f, "G": f, "EGl": f, **chunks},
+                       {"H": H, "K": K, "BT": 64, "BKG": min(bkg, BK)}, num_warps=nwp),
         compile_kernel(ks.diag_kernel,
                        {"q": m, "k": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Aqk": o, "Akkd": f,
-                        **chunks},
-                       {"H": H, "K": K, "BT": 64, "BC": 16, "BK": BK, "BH": bh}, num_warps=nwd),
+                        **chunks, "scale": "fp32"},
+                       {"H": H, "K": K, "BT": 64, "BC": 16, "BK": BK, "BR": br}, num_warps=nwd),
         compile_kernel(ks.solve_kernel,
                        {"q": m, "k": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Akkd": f, "Aqk": o,
                         "Tinv": o, **chunks},

@@ -57,9 +57,13 @@ TIMED = ["stream", "stream_bf16"]
 # other parts' tiles: the wrapper's, from the sweeps of results/bench/prefill-stream-h200/call2).
 # sm_90 builds of the solve (triton 3.9) spill 32-496 bytes/thread in fp32 (tf32x3), none in bf16
 # at (16, 2, 1), (16, 4, 1), (16, 2, 2), (16, 1, 1).
+_PREP_DIAG = {
+    "prep": [(32, 4), (32, 2), (64, 4), (16, 2)],
+    "diag": [(8, 4), (16, 8), (16, 4), (8, 2), (4, 2), (4, 1)],
+}
 SWEEP = {
-    "fp32": {"solve": [(16, 4, 1), (16, 2, 1)]},
-    "bf16": {"solve": [(16, 2, 1), (32, 2, 1), (16, 2, 2)]},
+    "fp32": {**_PREP_DIAG, "solve": [(16, 4, 1), (16, 2, 1)]},
+    "bf16": {**_PREP_DIAG, "solve": [(16, 2, 1), (32, 2, 1), (16, 2, 2)]},
 }
 DEV = "cuda"
 SMOKE = False

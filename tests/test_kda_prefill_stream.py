@@ -66,6 +66,20 @@ def test_stream_head_dims_not_powers_of_two(pw):
     assert err_o < 1e-4 and err_s < 1e-4
 
 
+@pytest.mark.parametrize("diag_rows", [1, 4, 16])
+def test_stream_diag_rows_and_gate_columns_per_program(pw, monkeypatch, diag_rows):
+    """The diagonal blocks computed BR rows per program (one token, a quarter block, a whole block:
+    each row's columns j <= i and the column norms of rows outside the program) and the gate's
+    cumsum split over column blocks of 16 (K = 48: three, none masked; V = 24)."""
+    tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
+    tiles["fp32"]["diag"] = (diag_rows, 2)
+    tiles["fp32"]["prep"] = (16, 1)
+    monkeypatch.setattr(pw, "STREAM_TILES", tiles)
+    lengths = [int(torch.randint(70, 130, ())), 9, 16]
+    err_o, err_s = _against_reference(pw, *_case(lengths, 48, 24, [True, False, True]))
+    assert err_o < 1e-4 and err_s < 1e-4
+
+
 def test_stream_chunk_local_equals_split(pw, monkeypatch):
     """Aqk, W, U, Qg, Kd, EGl of the stream launches agree with the split path's to fp32 rounding
     (the same math, summed in another order). Scratch starts as NaN: a row read before it is

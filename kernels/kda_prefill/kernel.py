@@ -32,6 +32,7 @@ import triton
 import triton.language as tl
 
 from ..triton_common import kda_gate, l2norm_rows, l2norm_vec, load_state, round_to_bf16_bits, store_state
+from .tiles import store_tile, tile_ptrs
 
 
 @triton.jit
@@ -89,7 +90,7 @@ def gate_cumsum_kernel(
     i_h = tl.program_id(1)
     t0 = tl.load(chunk_start + i_c)
     t1 = tl.load(chunk_end + i_c)
-    b_g, b_glast = chunk_gate_cumsum(g_raw, a_log, dt_bias, G, EGl, i_c, t0, t1, H, i_h, K, BT, BK)
+    b_g, b_glast = chunk_gate_cumsum(g_raw, a_log, dt_bias, G, EGl, i_c, t0, t1, H, i_h, K, 0, BT, BK)
     m_t = (t0 + tl.arange(0, BT) < t1)[:, None]
     b_q = l2norm_rows(_load_rows(q, t0, t1, H, i_h, K, BT, BK)) * scale
     _store_rows(Qg, b_q * tl.exp(b_g), t0, t1, H, i_h, K, BT, BK)
@@ -99,17 +100,31 @@ def gate_cumsum_kernel(
 
 @triton.jit
 def chunk_gate_cumsum(
-    g_raw, a_log, dt_bias, G, EGl, i_c, t0, t1, H, i_h, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr
+    g_raw,
+    a_log,
+    dt_bias,
+    G,
+    EGl,
+    i_c,
+    t0,
+    t1,
+    H,
+    i_h,
+    K: tl.constexpr,
+    c0,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
 ):
-    """The chunk's G (within-chunk cumsum of the gate, stored) and e^{G_last} (stored into EGl);
-    returns G [BT, BK] and G_last [BK]. The one home of G for every prefill variant."""
-    o_k = tl.arange(0, BK)
-    ptr, mask = _rows(g_raw, t0, t1, H, i_h, K, BT, BK)
+    """Columns c0..c0+BK-1 of the chunk's G (within-chunk cumsum of the gate, stored) and of
+    e^{G_last} (stored into EGl); returns that G [BT, BK] and G_last [BK]. The one home of G for
+    every prefill variant (the columns are independent: a caller may split them over programs)."""
+    o_k = c0 + tl.arange(0, BK)
+    ptr, mask = tile_ptrs(g_raw, t0, t1, H, i_h, K, c0, BT, BK)
     b_gr = tl.load(ptr, mask=mask, other=0.0).to(tl.float32)
     b_bias = tl.load(dt_bias + i_h * K + o_k, mask=o_k < K, other=0.0).to(tl.float32)
     b_a = tl.load(a_log + i_h).to(tl.float32)
     b_g = tl.cumsum(tl.where(mask, kda_gate(b_gr, b_bias[None, :], b_a), 0.0), axis=0)
-    _store_rows(G, b_g, t0, t1, H, i_h, K, BT, BK)
+    store_tile(G, b_g, t0, t1, H, i_h, K, c0, BT, BK)
     o_t = tl.arange(0, BT)
     b_glast = tl.sum(tl.where((o_t == t1 - 1 - t0)[:, None], b_g, 0.0), axis=0)
     tl.store(EGl + (i_c.to(tl.int64) * H + i_h) * K + o_k, tl.exp(b_glast), mask=o_k < K)

@@ -7,10 +7,10 @@ program) and the state pass 7x (a nested loop the compiler could not pipeline), 
 starting state went to HBM and back for the output (fp32: 64 KB per chunk and head). Here, with
 the math of `kernel.py` (its docstring defines G, Akk, Aqk, T, W, U, Kd, Qg):
 
-1. `prep_kernel`   per (chunk, head): G = within-chunk cumsum of the gate, e^{G_last}, and the
-                   reciprocal row norms of q (times the attention scale) and k.
-2. `diag_kernel`   per (token, group of heads): the token's row of the four diagonal 16x16 blocks,
-                   exact exp(G_i - G_j) for the j <= i of its block only (no masked-away pairs).
+1. `prep_kernel`   per (chunk, head, column block): G = within-chunk cumsum of the gate, e^{G_last}.
+2. `diag_kernel`   per (chunk, BR rows, head): the rows' reciprocal norms of q (times the attention
+                   scale) and k, and their part of the four diagonal 16x16 blocks, exact
+                   exp(G_i - G_j), one column j of all BR rows per step (j <= the last row only).
 3. `solve_kernel`  per (chunk, head): the six off-diagonal 16x16 blocks of Aqk and Akk by
                    tensor-core products through the block's first row r, exp(G_i - G_r) and
                    exp(G_r - G_j) both <= 1 (no overflow for any gate), summed over column blocks
@@ -69,37 +69,26 @@ def mm(a, b, acc, DOT_PREC: tl.constexpr):
 # ----------------------------------------------------------------------------------------- 1
 @triton.jit
 def prep_kernel(
-    q,
-    k,
     g_raw,
     a_log,
     dt_bias,
     G,
     EGl,
-    RQ,
-    RK,
     chunk_start,
     chunk_end,
-    scale,
     H: tl.constexpr,
     K: tl.constexpr,
     BT: tl.constexpr,
-    BK: tl.constexpr,
+    BKG: tl.constexpr,
 ):
-    """G and e^{G_last} (the split path's, `kernel.chunk_gate_cumsum`) and the reciprocal row
-    norms RQ = scale / |q|, RK = 1 / |k| of the chunk's rows."""
+    """Per (chunk, head, BKG columns): G and e^{G_last} (`kernel.chunk_gate_cumsum`, the split
+    path's). The columns are independent, so a chunk's cumsum is spread over K / BKG programs."""
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
+    c0 = tl.program_id(2) * BKG
     t0 = tl.load(chunk_start + i_c)
     t1 = tl.load(chunk_end + i_c)
-    chunk_gate_cumsum(g_raw, a_log, dt_bias, G, EGl, i_c, t0, t1, H, i_h, K, BT, BK)
-    o_t = tl.arange(0, BT)
-    m_t = t0 + o_t < t1
-    rows = (t0 + o_t).to(tl.int64) * H + i_h
-    b_q = load_tile(q, t0, t1, H, i_h, K, 0, BT, BK)
-    tl.store(RQ + rows, scale / tl.sqrt(tl.sum(b_q * b_q, axis=1) + 1e-6), mask=m_t)
-    b_k = load_tile(k, t0, t1, H, i_h, K, 0, BT, BK)
-    tl.store(RK + rows, 1.0 / tl.sqrt(tl.sum(b_k * b_k, axis=1) + 1e-6), mask=m_t)
+    chunk_gate_cumsum(g_raw, a_log, dt_bias, G, EGl, i_c, t0, t1, H, i_h, K, c0, BT, BKG)
 
 
 # ----------------------------------------------------------------------------------------- 2
@@ -115,51 +104,61 @@ def diag_kernel(
     Akkd,
     chunk_start,
     chunk_end,
+    scale,
     H: tl.constexpr,
     K: tl.constexpr,
     BT: tl.constexpr,
     BC: tl.constexpr,
     BK: tl.constexpr,
-    BH: tl.constexpr,
+    BR: tl.constexpr,
 ):
-    """Row i = token t of its diagonal block: Aqk[i, j] (j <= i, zeros right of it, into Aqk) and
-    beta_i Akk[i, j] (j < i, zeros elsewhere, fp32 into Akkd [T, H, BC])."""
+    """Per (chunk, BR rows, head): the rows' reciprocal norms RQ = scale / |q|, RK = 1 / |k|, and
+    their part of the diagonal 16x16 block: Aqk[i, j] (j <= i, zeros right of it, into Aqk) and
+    beta_i Akk[i, j] (j < i, zeros elsewhere, fp32 into Akkd [T, H, BC]), with the exact
+    exp(G_i - G_j), column j of all BR rows at once. Rows in the lower part of a block need more
+    columns: BR < BC skips the pairs j > i that a whole block would compute and discard."""
+    tl.static_assert(BC % BR == 0, "a program's rows lie in one diagonal block")
     i_c = tl.program_id(0)
-    r = tl.program_id(1)
-    i_hg = tl.program_id(2)
+    i_h = tl.program_id(2)
     t0 = tl.load(chunk_start + i_c)
     t1 = tl.load(chunk_end + i_c)
-    t = t0 + r
-    if t < t1:
-        s = t0 + (r // BC) * BC  # first row of the block
-        o_h = i_hg * BH + tl.arange(0, BH)
-        o_k = tl.arange(0, BK)
-        m_h = o_h < H
-        m = m_h[:, None] & (o_k < K)[None, :]
-        off = o_h[:, None] * K + o_k[None, :]
-        row_t = t.to(tl.int64) * H
-        b_q = tl.load(q + row_t * K + off, mask=m, other=0.0).to(tl.float32)
-        b_q = b_q * tl.load(RQ + row_t + o_h, mask=m_h, other=0.0)[:, None]
-        b_k = tl.load(k + row_t * K + off, mask=m, other=0.0).to(tl.float32)
-        b_k = b_k * tl.load(RK + row_t + o_h, mask=m_h, other=0.0)[:, None]
-        b_g = tl.load(G + row_t * K + off, mask=m, other=0.0)
+    s = t0 + tl.program_id(1) * BR  # the program's first row
+    if s < t1:
+        b = t0 + ((s - t0) // BC) * BC  # first row (and column) of the block
+        o_i = tl.arange(0, BR)
         o_j = tl.arange(0, BC)
-        acc_q = tl.zeros([BH, BC], dtype=tl.float32)
-        acc_k = tl.zeros([BH, BC], dtype=tl.float32)
-        for jj in range(0, t - s + 1):
-            row_j = (s + jj).to(tl.int64) * H
-            b_kj = tl.load(k + row_j * K + off, mask=m, other=0.0).to(tl.float32)
-            b_kj = b_kj * tl.load(RK + row_j + o_h, mask=m_h, other=0.0)[:, None]
-            b_kje = b_kj * tl.exp(b_g - tl.load(G + row_j * K + off, mask=m, other=0.0))
+        o_k = tl.arange(0, BK)
+        m_i = s + o_i < t1
+        b_q = load_tile(q, s, t1, H, i_h, K, 0, BR, BK)
+        b_k = load_tile(k, s, t1, H, i_h, K, 0, BR, BK)
+        b_g = load_tile(G, s, t1, H, i_h, K, 0, BR, BK)
+        rq = scale / tl.sqrt(tl.sum(b_q * b_q, axis=1) + 1e-6)
+        rk = 1.0 / tl.sqrt(tl.sum(b_k * b_k, axis=1) + 1e-6)
+        rows = (s + o_i).to(tl.int64) * H + i_h
+        tl.store(RQ + rows, rq, mask=m_i)
+        tl.store(RK + rows, rk, mask=m_i)
+        if BR == BC:
+            ck = rk[None, :]  # 1 / |k_j| along columns: the program's rows are the block's
+        else:
+            b_kb = load_tile(k, b, t1, H, i_h, K, 0, BC, BK)
+            ck = (1.0 / tl.sqrt(tl.sum(b_kb * b_kb, axis=1) + 1e-6))[None, :]
+        acc_q = tl.zeros([BR, BC], dtype=tl.float32)
+        acc_k = tl.zeros([BR, BC], dtype=tl.float32)
+        i_rel = (s - b) + o_i  # the rows' index within the block
+        for jj in range(0, tl.minimum(s - b + BR, t1 - b)):
+            row_j = (b + jj).to(tl.int64) * H + i_h
+            b_kj = tl.load(k + row_j * K + o_k, mask=o_k < K, other=0.0).to(tl.float32)
+            b_gj = tl.load(G + row_j * K + o_k, mask=o_k < K, other=0.0)
+            live = ((i_rel >= jj) & m_i)[:, None]  # pairs j > i never reach exp: no overflow
+            b_kje = b_kj[None, :] * tl.exp(tl.where(live, b_g - b_gj[None, :], float("-inf")))
             sel = (o_j == jj)[None, :]
             acc_q = tl.where(sel, tl.sum(b_q * b_kje, axis=1)[:, None], acc_q)
             acc_k = tl.where(sel, tl.sum(b_k * b_kje, axis=1)[:, None], acc_k)
-        b_beta = tl.sigmoid(tl.load(beta_raw + row_t + o_h, mask=m_h, other=0.0).to(tl.float32))
-        acc_k = tl.where((o_j < t - s)[None, :], acc_k * b_beta[:, None], 0.0)
-        p = (row_t + o_h)[:, None]
-        m_out = m_h[:, None] & (o_j < BC)[None, :]
-        tl.store(Aqk + p * BT + (s - t0) + o_j[None, :], acc_q.to(Aqk.dtype.element_ty), mask=m_out)
-        tl.store(Akkd + p * BC + o_j[None, :], acc_k, mask=m_out)
+        b_beta = tl.sigmoid(load_rows_vec(beta_raw, s + o_i, m_i, H, i_h))
+        acc_q = acc_q * rq[:, None] * ck
+        acc_k = tl.where(o_j[None, :] < i_rel[:, None], acc_k * (b_beta * rk)[:, None] * ck, 0.0)
+        store_tile(Aqk, acc_q, s, t1, H, i_h, BT, b - t0, BR, BC)
+        store_tile(Akkd, acc_k, s, t1, H, i_h, BC, 0, BR, BC)
 
 
 # ----------------------------------------------------------------------------------------- 3

@@ -41,7 +41,8 @@ SOLVE_WARPS = 8
 # cap (maxnreg 128) measured 17.7 ms but spills 224 bytes. bench_kernels.py --prefill-variants sweeps.
 FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # The stream variant's launch shapes (stream.py), per operand dtype ("fp32": tf32x3 products,
-# "bf16": the production form): "prep" (num_warps), "diag" (BH heads per program, num_warps),
+# "bf16": the production form): "prep" (BKG gate columns per program, num_warps), "diag" (BR rows
+# per program, num_warps),
 # "solve" and "wu" (BKC columns per step, num_warps, num_stages), "scan" (BV, num_warps,
 # num_stages, output fused into the scan), "output" (BV, num_warps, num_stages; only without a
 # fused output). The H200 sweeps' fastest at 32k (results/bench/prefill-stream-h200/call2, the
@@ -50,16 +51,16 @@ FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # output or BV > 16 (kernels/compile_check.py; tests/test_kernels_compile.py bounds both).
 STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
-        "prep": (4,),
-        "diag": (2, 2),
+        "prep": (32, 4),
+        "diag": (8, 4),
         "solve": (16, 2, 1),
         "wu": (32, 4, 1),
         "scan": (16, 4, 2, False),
         "output": (64, 4, 2),
     },
     "bf16": {
-        "prep": (4,),
-        "diag": (4, 4),
+        "prep": (32, 4),
+        "diag": (8, 4),
         "solve": (16, 2, 2),
         "wu": (64, 8, 1),
         "scan": (32, 4, 3, True),
@@ -297,15 +298,16 @@ def stream_local(
         return c
     G, RQ, RK, Akkd, Aqk = c["G"], c["RQ"], c["RK"], c["Akkd"], c["Aqk"]
     tiles = STREAM_TILES[operand_kind(prec)]
-    stream.prep_kernel[(NC, H)](
-        q, k, g_raw, flat_a_log(A_log, H).contiguous(), dt_bias.contiguous(), G, c["EGl"], RQ, RK,
-        c_start, c_end, K**-0.5, H=H, K=K, BT=CHUNK, BK=BK, num_warps=tiles["prep"][0],
+    bkg, nwp = tiles["prep"]
+    bkg = min(bkg, BK)
+    stream.prep_kernel[(NC, H, triton.cdiv(K, bkg))](
+        g_raw, flat_a_log(A_log, H).contiguous(), dt_bias.contiguous(), G, c["EGl"], c_start, c_end,
+        H=H, K=K, BT=CHUNK, BKG=bkg, num_warps=nwp,
     )  # fmt: skip
-    bh, nwd = tiles["diag"]
-    bh = min(bh, triton.next_power_of_2(H))
-    stream.diag_kernel[(NC, CHUNK, triton.cdiv(H, bh))](
-        q, k, G, beta_raw, RQ, RK, Aqk, Akkd, c_start, c_end,
-        H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BH=bh, num_warps=nwd,
+    br, nwd = tiles["diag"]
+    stream.diag_kernel[(NC, CHUNK // br, H)](
+        q, k, G, beta_raw, RQ, RK, Aqk, Akkd, c_start, c_end, K**-0.5,
+        H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BR=br, num_warps=nwd,
     )  # fmt: skip
     bkc, nws, nss = tiles["solve"]
     stream.solve_kernel[(NC, H)](
