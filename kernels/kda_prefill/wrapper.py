@@ -52,7 +52,7 @@ FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
         "prep": (32, 4),
-        "diag": (8, 4),
+        "diag": (4, 2),
         "solve": (16, 2, 1),
         "wu": (32, 4, 1),
         "scan": (16, 4, 2, False),
@@ -60,7 +60,7 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
     },
     "bf16": {
         "prep": (32, 4),
-        "diag": (8, 4),
+        "diag": (4, 2),
         "solve": (16, 2, 2),
         "wu": (64, 8, 1),
         "scan": (32, 4, 3, True),
