@@ -161,6 +161,65 @@ def diag_kernel(
         store_tile(Akkd, acc_k, s, t1, H, i_h, BC, 0, BR, BC)
 
 
+@triton.jit
+def diag_pairs_kernel(
+    q,
+    k,
+    G,
+    beta_raw,
+    RQ,
+    RK,
+    Aqk,
+    Akkd,
+    chunk_start,
+    chunk_end,
+    scale,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    BT: tl.constexpr,
+    BC: tl.constexpr,
+    BK: tl.constexpr,
+    BKD: tl.constexpr,
+):
+    """Per (chunk, 16-row block, head): what `diag_kernel` computes, every (i, j) pair of the block
+    at once as a [BC, BC, BKD] product per step of BKD columns, summed over the columns in
+    registers (one reduction per step instead of two per column j); exp(G_i - G_j) exact, the pairs
+    j > i masked to exp(-inf) = 0 before the product (no overflow)."""
+    i_c = tl.program_id(0)
+    i_h = tl.program_id(2)
+    t0 = tl.load(chunk_start + i_c)
+    t1 = tl.load(chunk_end + i_c)
+    s = t0 + tl.program_id(1) * BC  # the block's first row (and column)
+    if s < t1:
+        o_i = tl.arange(0, BC)
+        m_i = s + o_i < t1
+        live = (o_i[:, None] >= o_i[None, :]) & m_i[:, None] & m_i[None, :]
+        acc_q = tl.zeros([BC, BC], dtype=tl.float32)
+        acc_k = tl.zeros([BC, BC], dtype=tl.float32)
+        nq = tl.zeros([BC], dtype=tl.float32)
+        nk = tl.zeros([BC], dtype=tl.float32)
+        for c0 in range(0, BK, BKD):
+            b_q = load_tile(q, s, t1, H, i_h, K, c0, BC, BKD)
+            b_k = load_tile(k, s, t1, H, i_h, K, c0, BC, BKD)
+            b_g = load_tile(G, s, t1, H, i_h, K, c0, BC, BKD)
+            nq += tl.sum(b_q * b_q, axis=1)
+            nk += tl.sum(b_k * b_k, axis=1)
+            d = tl.where(live[:, :, None], b_g[:, None, :] - b_g[None, :, :], float("-inf"))
+            b_kje = b_k[None, :, :] * tl.exp(d)
+            acc_q += tl.sum(b_q[:, None, :] * b_kje, axis=2)
+            acc_k += tl.sum(b_k[:, None, :] * b_kje, axis=2)
+        rq = scale / tl.sqrt(nq + 1e-6)
+        rk = 1.0 / tl.sqrt(nk + 1e-6)
+        rows = (s + o_i).to(tl.int64) * H + i_h
+        tl.store(RQ + rows, rq, mask=m_i)
+        tl.store(RK + rows, rk, mask=m_i)
+        b_beta = tl.sigmoid(load_rows_vec(beta_raw, s + o_i, m_i, H, i_h))
+        acc_q = acc_q * rq[:, None] * rk[None, :]
+        acc_k = tl.where(o_i[None, :] < o_i[:, None], acc_k * (b_beta * rk)[:, None] * rk[None, :], 0.0)
+        store_tile(Aqk, acc_q, s, t1, H, i_h, BT, s - t0, BC, BC)
+        store_tile(Akkd, acc_k, s, t1, H, i_h, BC, 0, BC, BC)
+
+
 # ----------------------------------------------------------------------------------------- 3
 @triton.jit
 def _diag_block_t(Akkd, r, t1, H, i_h, BC: tl.constexpr):

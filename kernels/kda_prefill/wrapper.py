@@ -41,8 +41,9 @@ SOLVE_WARPS = 8
 # cap (maxnreg 128) measured 17.7 ms but spills 224 bytes. bench_kernels.py --prefill-variants sweeps.
 FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # The stream variant's launch shapes (stream.py), per operand dtype ("fp32": tf32x3 products,
-# "bf16": the production form): "prep" (BKG gate columns per program, num_warps), "diag" (BR rows
-# per program, num_warps),
+# "bf16": the production form): "prep" (BKG gate columns per program, num_warps), "diag" ("rows", BR
+# rows per program, num_warps: `diag_kernel`; or "pairs", BKD columns per step, num_warps:
+# `diag_pairs_kernel`),
 # "solve" and "wu" (BKC columns per step, num_warps, num_stages), "scan" (BV, num_warps,
 # num_stages, output fused into the scan), "output" (BV, num_warps, num_stages; only without a
 # fused output). The H200 sweeps' fastest at 32k (results/bench/prefill-stream-h200/call2, the
@@ -52,7 +53,7 @@ FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
         "prep": (32, 4),
-        "diag": (4, 2),
+        "diag": ("rows", 4, 2),
         "solve": (16, 2, 1),
         "wu": (32, 4, 1),
         "scan": (16, 4, 2, False),
@@ -60,7 +61,7 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
     },
     "bf16": {
         "prep": (32, 4),
-        "diag": (4, 2),
+        "diag": ("rows", 4, 2),
         "solve": (16, 2, 2),
         "wu": (64, 8, 1),
         "scan": (32, 4, 3, True),
@@ -304,11 +305,17 @@ def stream_local(
         g_raw, flat_a_log(A_log, H).contiguous(), dt_bias.contiguous(), G, c["EGl"], c_start, c_end,
         H=H, K=K, BT=CHUNK, BKG=bkg, num_warps=nwp,
     )  # fmt: skip
-    br, nwd = tiles["diag"]
-    stream.diag_kernel[(NC, CHUNK // br, H)](
-        q, k, G, beta_raw, RQ, RK, Aqk, Akkd, c_start, c_end, K**-0.5,
-        H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BR=br, num_warps=nwd,
-    )  # fmt: skip
+    mode, n, nwd = tiles["diag"]
+    if mode == "rows":
+        stream.diag_kernel[(NC, CHUNK // n, H)](
+            q, k, G, beta_raw, RQ, RK, Aqk, Akkd, c_start, c_end, K**-0.5,
+            H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BR=n, num_warps=nwd,
+        )  # fmt: skip
+    else:
+        stream.diag_pairs_kernel[(NC, CHUNK // SUB, H)](
+            q, k, G, beta_raw, RQ, RK, Aqk, Akkd, c_start, c_end, K**-0.5,
+            H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BKD=min(n, BK), num_warps=nwd,
+        )  # fmt: skip
     bkc, nws, nss = tiles["solve"]
     stream.solve_kernel[(NC, H)](
         q, k, G, beta_raw, RQ, RK, Akkd, Aqk, c["Tinv"], c_start, c_end,
