@@ -42,8 +42,8 @@ SOLVE_WARPS = 8
 FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # The stream variant's launch shapes (stream.py), per operand dtype ("fp32": tf32x3 products,
 # "bf16": the production form): "prep" (BKG gate columns per program, num_warps), "diag" ("rows", BR
-# rows per program, num_warps: `diag_kernel`; or "pairs", BKD columns per step, num_warps:
-# `diag_pairs_kernel`),
+# rows per program, num_warps: `diag_kernel`; or "sub", BS rows per sub-block, num_warps,
+# BKC columns per step: `diag_sub_kernel`),
 # "solve" and "wu" (BKC columns per step, num_warps, num_stages), "scan" (BV, num_warps,
 # num_stages, output fused into the scan), "output" (BV, num_warps, num_stages; only without a
 # fused output). The H200 sweeps' fastest at 32k (results/bench/prefill-stream-h200/call2, the
@@ -305,16 +305,17 @@ def stream_local(
         g_raw, flat_a_log(A_log, H).contiguous(), dt_bias.contiguous(), G, c["EGl"], c_start, c_end,
         H=H, K=K, BT=CHUNK, BKG=bkg, num_warps=nwp,
     )  # fmt: skip
-    mode, n, nwd = tiles["diag"]
+    mode, n, nwd, *bkd = tiles["diag"]
     if mode == "rows":
         stream.diag_kernel[(NC, CHUNK // n, H)](
             q, k, G, beta_raw, RQ, RK, Aqk, Akkd, c_start, c_end, K**-0.5,
             H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BR=n, num_warps=nwd,
         )  # fmt: skip
     else:
-        stream.diag_pairs_kernel[(NC, CHUNK // SUB, H)](
+        stream.diag_sub_kernel[(NC, CHUNK // SUB, H)](
             q, k, G, beta_raw, RQ, RK, Aqk, Akkd, c_start, c_end, K**-0.5,
-            H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BKD=min(n, BK), num_warps=nwd,
+            H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BS=n, BKC=max(16, min(bkd[0], BK)),
+            DIAG_PREC=solve_precision(prec), num_warps=nwd,
         )  # fmt: skip
     bkc, nws, nss = tiles["solve"]
     stream.solve_kernel[(NC, H)](
