@@ -239,7 +239,7 @@ def part_check() -> dict:
     return out
 
 
-def part_sweep(adopt: bool) -> dict:
+def part_sweep(adopt: bool, only: list[str] | None = None) -> dict:
     import torch
 
     from evalkit.kernels.kda_prefill import wrapper as pw
@@ -253,6 +253,8 @@ def part_sweep(adopt: bool) -> dict:
             o_default = chk.ours(**kw)().float()
         best = dict(pw.STREAM_TILES[kind])
         for part in SWEEP[kind]:
+            if only and part not in only:
+                continue
             if part == "output" and best["scan"][3]:
                 continue  # the output kernel runs only without a fused output
             entries = []
@@ -413,6 +415,9 @@ def main() -> int:
     ap.add_argument("--parts", default="check,sweep,lengths,varlen,kernels")
     ap.add_argument("--budget-s", type=float, default=540, help="start no part after this")
     ap.add_argument("--no-adopt", action="store_true", help="keep the wrapper's tiles after the sweep")
+    ap.add_argument(
+        "--sweep-only", default="", help="sweep these launches only (comma list: prep,diag,solve)"
+    )
     ap.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes: test the script only")
     args = ap.parse_args()
     if args.smoke:
@@ -430,7 +435,8 @@ def main() -> int:
         (out / "bench_prefill.md").write_text(markdown(res))
 
     sections = harness.Sections(res, save, harness.Budget(args.budget_s, clock), log, skip_below_s=20)
-    parts = {"check": part_check, "sweep": lambda: part_sweep(not args.no_adopt), "lengths": part_lengths,
+    only = args.sweep_only.split(",") if args.sweep_only else None
+    parts = {"check": part_check, "sweep": lambda: part_sweep(not args.no_adopt, only), "lengths": part_lengths,
              "varlen": part_varlen, "kernels": part_kernels}  # fmt: skip
     sections.run("environment", environment)
     for name in filter(None, args.parts.split(",")):
