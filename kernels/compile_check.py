@@ -232,7 +232,7 @@ def stream_builds(
     m, f, i32 = "*" + model, "*fp32", "*i32"
     o = "*bf16" if prec == "bf16" else f
     BK, BV = triton.next_power_of_2(K), triton.next_power_of_2(V)
-    (bkg, nwp), (mode, n, nwd, *bkd) = t["prep"], t["diag"]
+    (bkg, nwp), (br, nwd) = t["prep"], t["diag"]
     (bkc, nws, nss), (bkw, nww, nsw) = t["solve"], t["wu"]
     (bvs, nwc, nsc, fuse), (bvo, nwo, nso) = t["scan"], t["output"]
     chunks = {"chunk_start": i32, "chunk_end": i32}
@@ -240,13 +240,10 @@ def stream_builds(
         compile_kernel(ks.prep_kernel,
                        {"g_raw": m, "a_log": f, "dt_bias": f, "G": f, "EGl": f, **chunks},
                        {"H": H, "K": K, "BT": 64, "BKG": min(bkg, BK)}, num_warps=nwp),
-        compile_kernel(ks.diag_kernel if mode == "rows" else ks.diag_sub_kernel,
+        compile_kernel(ks.diag_kernel,
                        {"q": m, "k": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Aqk": o, "Akkd": f,
                         **chunks, "scale": "fp32"},
-                       {"H": H, "K": K, "BT": 64, "BC": 16, "BK": BK,
-                        **({"BR": n} if mode == "rows" else
-                           {"BS": n, "BKC": max(16, min(bkd[0], BK)), "DIAG_PREC": w.solve_precision(prec)})},
-                       num_warps=nwd),
+                       {"H": H, "K": K, "BT": 64, "BC": 16, "BK": BK, "BR": br}, num_warps=nwd),
         compile_kernel(ks.solve_kernel,
                        {"q": m, "k": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Akkd": f, "Aqk": o,
                         "Tinv": o, **chunks},

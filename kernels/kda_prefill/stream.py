@@ -28,7 +28,8 @@ the math of `kernel.py` (its docstring defines G, Akk, Aqk, T, W, U, Kd, Qg):
 6. `output_kernel` computes o per (chunk, head, V block).
 
 Measured on the H200 (results/bench/prefill-stream-h200/): 1.5x the fused and 2.1x the split
-variant at 32k with fp32 operands, the same error against float64.
+variant at 32k with fp32 operands, the same error against float64; at 32k 0.34x FLA's
+`chunk_kda` with fp32 operands and 0.68-0.72x with bf16 ones (call4, call6).
 
 Operands: DOT_PREC "tf32x3" (or "ieee") keeps every intermediate fp32 and every product at about
 fp32 accuracy: evalkit's arithmetic. DOT_PREC "bf16" is the production form FLA-based servers run:
@@ -159,93 +160,6 @@ def diag_kernel(
         acc_k = tl.where(o_j[None, :] < i_rel[:, None], acc_k * (b_beta * rk)[:, None] * ck, 0.0)
         store_tile(Aqk, acc_q, s, t1, H, i_h, BT, b - t0, BR, BC)
         store_tile(Akkd, acc_k, s, t1, H, i_h, BC, 0, BR, BC)
-
-
-@triton.jit
-def diag_sub_kernel(
-    q,
-    k,
-    G,
-    beta_raw,
-    RQ,
-    RK,
-    Aqk,
-    Akkd,
-    chunk_start,
-    chunk_end,
-    scale,
-    H: tl.constexpr,
-    K: tl.constexpr,
-    BT: tl.constexpr,
-    BC: tl.constexpr,
-    BK: tl.constexpr,
-    BS: tl.constexpr,
-    BKC: tl.constexpr,
-    DIAG_PREC: tl.constexpr,
-):
-    """Per (chunk, 16-row block, head): what `diag_kernel` computes, with the block cut into
-    sub-blocks of BS rows, summed over steps of BKC columns. Pairs inside a diagonal sub-block take
-    the exact exp(G_i - G_j), BS steps for all of them at once (row i's column j = its sub-block's
-    first row + step); pairs below them are tensor-core products through the first row r of the
-    row's sub-block, exp(G_i - G_r) exp(G_r - G_j), both <= 1 (no overflow for any gate), one
-    product per sub-block after the first."""
-    tl.static_assert(BC % BS == 0, "sub-blocks tile the block")
-    i_c = tl.program_id(0)
-    i_h = tl.program_id(2)
-    t0 = tl.load(chunk_start + i_c)
-    t1 = tl.load(chunk_end + i_c)
-    s = t0 + tl.program_id(1) * BC  # the block's first row (and column)
-    if s < t1:
-        o_i = tl.arange(0, BC)
-        o_j = tl.arange(0, BC)
-        m_i = s + o_i < t1
-        first = (o_i // BS) * BS  # row i's sub-block's first row, within the block
-        row_f = ((s + first).to(tl.int64) * H + i_h)[:, None] * K
-        nq = tl.zeros([BC], dtype=tl.float32)
-        nk = tl.zeros([BC], dtype=tl.float32)
-        acc_q = tl.zeros([BC, BC], dtype=tl.float32)
-        acc_k = tl.zeros([BC, BC], dtype=tl.float32)
-        for c0 in range(0, BK, BKC):
-            o_k = c0 + tl.arange(0, BKC)
-            m_k = (o_k < K)[None, :]
-            b_q = load_tile(q, s, t1, H, i_h, K, c0, BC, BKC)
-            b_k = load_tile(k, s, t1, H, i_h, K, c0, BC, BKC)
-            b_g = load_tile(G, s, t1, H, i_h, K, c0, BC, BKC)
-            nq += tl.sum(b_q * b_q, axis=1)
-            nk += tl.sum(b_k * b_k, axis=1)
-            for jj in range(0, BS):
-                j = first + jj
-                live = (j <= o_i) & m_i
-                ptr = row_f + jj * H * K + o_k[None, :]
-                b_kj = tl.load(k + ptr, mask=live[:, None] & m_k, other=0.0).to(tl.float32)
-                b_gj = tl.load(G + ptr, mask=live[:, None] & m_k, other=0.0)
-                b_kje = b_kj * tl.exp(tl.where(live[:, None], b_g - b_gj, float("-inf")))
-                sel = o_j[None, :] == j[:, None]
-                acc_q += tl.where(sel, tl.sum(b_q * b_kje, axis=1)[:, None], 0.0)
-                acc_k += tl.where(sel, tl.sum(b_k * b_kje, axis=1)[:, None], 0.0)
-            b_gf = tl.load(G + row_f + o_k[None, :], mask=m_i[:, None] & m_k, other=0.0)
-            b_e = tl.exp(tl.where(m_i[:, None], b_g - b_gf, 0.0))  # <= 1
-            b_qe = b_q * b_e
-            b_ke = b_k * b_e
-            for i_s in tl.static_range(1, BC // BS):
-                r = i_s * BS
-                in_sub = ((o_i >= r) & (o_i < r + BS))[:, None]
-                g_r = tl.load(G + ((s + r).to(tl.int64) * H + i_h) * K + o_k, mask=o_k < K, other=0.0)
-                left = ((o_i < r) & (s + r < t1))[:, None]  # columns j < r, when row r exists
-                b_kt = tl.trans(tl.where(left, b_k * tl.exp(tl.where(left, g_r[None, :] - b_g, 0.0)), 0.0))
-                acc_q = mm(tl.where(in_sub, b_qe, 0.0), b_kt, acc_q, DIAG_PREC)
-                acc_k = mm(tl.where(in_sub, b_ke, 0.0), b_kt, acc_k, DIAG_PREC)
-
-        rq = scale / tl.sqrt(nq + 1e-6)
-        rk = 1.0 / tl.sqrt(nk + 1e-6)
-        rows = (s + o_i).to(tl.int64) * H + i_h
-        tl.store(RQ + rows, rq, mask=m_i)
-        tl.store(RK + rows, rk, mask=m_i)
-        b_beta = tl.sigmoid(load_rows_vec(beta_raw, s + o_i, m_i, H, i_h))
-        acc_q = acc_q * rq[:, None] * rk[None, :]
-        acc_k = tl.where(o_j[None, :] < o_i[:, None], acc_k * (b_beta * rk)[:, None] * rk[None, :], 0.0)
-        store_tile(Aqk, acc_q, s, t1, H, i_h, BT, s - t0, BC, BC)
-        store_tile(Akkd, acc_k, s, t1, H, i_h, BC, 0, BC, BC)
 
 
 # ----------------------------------------------------------------------------------------- 3

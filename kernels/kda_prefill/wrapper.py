@@ -41,19 +41,20 @@ SOLVE_WARPS = 8
 # cap (maxnreg 128) measured 17.7 ms but spills 224 bytes. bench_kernels.py --prefill-variants sweeps.
 FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # The stream variant's launch shapes (stream.py), per operand dtype ("fp32": tf32x3 products,
-# "bf16": the production form): "prep" (BKG gate columns per program, num_warps), "diag" ("rows", BR
-# rows per program, num_warps: `diag_kernel`; or "sub", BS rows per sub-block, num_warps,
-# BKC columns per step: `diag_sub_kernel`),
-# "solve" and "wu" (BKC columns per step, num_warps, num_stages), "scan" (BV, num_warps,
-# num_stages, output fused into the scan), "output" (BV, num_warps, num_stages; only without a
-# fused output). The H200 sweeps' fastest at 32k (results/bench/prefill-stream-h200/call2, the
-# solve from call3). The fp32 builds of the solve spill a few registers at every tile (56 bytes per
-# thread at (16, 2, 1); tf32x3 splits each operand in two), and tf32x3 scans spill with a fused
-# output or BV > 16 (kernels/compile_check.py; tests/test_kernels_compile.py bounds both).
+# "bf16": the production form): "prep" (BKG gate columns per program, num_warps), "diag" (BR rows
+# per program, num_warps), "solve" and "wu" (BKC columns per step, num_warps, num_stages), "scan"
+# (BV, num_warps, num_stages, output fused into the scan), "output" (BV, num_warps, num_stages;
+# only without a fused output). The H200 sweeps' fastest at 32k (results/bench/prefill-stream-h200/:
+# call2; the solve from call3; prep and diag from call4). Two other forms of the diagonal blocks
+# measured slower there (all pairs of a block as one [16, 16, BKD] product: call5; sub-blocks with
+# tensor-core products below them: call6). The fp32 builds of the solve spill a few registers at
+# every tile (56 bytes per thread at (16, 2, 1); tf32x3 splits each operand in two), and tf32x3
+# scans spill with a fused output or BV > 16 (kernels/compile_check.py; tests/test_kernels_compile.py
+# bounds both).
 STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
         "prep": (32, 4),
-        "diag": ("rows", 4, 2),
+        "diag": (4, 2),
         "solve": (16, 2, 1),
         "wu": (32, 4, 1),
         "scan": (16, 4, 2, False),
@@ -61,7 +62,7 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
     },
     "bf16": {
         "prep": (32, 4),
-        "diag": ("rows", 4, 2),
+        "diag": (4, 2),
         "solve": (16, 2, 2),
         "wu": (64, 8, 1),
         "scan": (32, 4, 3, True),
@@ -305,18 +306,11 @@ def stream_local(
         g_raw, flat_a_log(A_log, H).contiguous(), dt_bias.contiguous(), G, c["EGl"], c_start, c_end,
         H=H, K=K, BT=CHUNK, BKG=bkg, num_warps=nwp,
     )  # fmt: skip
-    mode, n, nwd, *bkd = tiles["diag"]
-    if mode == "rows":
-        stream.diag_kernel[(NC, CHUNK // n, H)](
-            q, k, G, beta_raw, RQ, RK, Aqk, Akkd, c_start, c_end, K**-0.5,
-            H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BR=n, num_warps=nwd,
-        )  # fmt: skip
-    else:
-        stream.diag_sub_kernel[(NC, CHUNK // SUB, H)](
-            q, k, G, beta_raw, RQ, RK, Aqk, Akkd, c_start, c_end, K**-0.5,
-            H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BS=n, BKC=max(16, min(bkd[0], BK)),
-            DIAG_PREC=solve_precision(prec), num_warps=nwd,
-        )  # fmt: skip
+    br, nwd = tiles["diag"]
+    stream.diag_kernel[(NC, CHUNK // br, H)](
+        q, k, G, beta_raw, RQ, RK, Aqk, Akkd, c_start, c_end, K**-0.5,
+        H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BR=br, num_warps=nwd,
+    )  # fmt: skip
     bkc, nws, nss = tiles["solve"]
     stream.solve_kernel[(NC, H)](
         q, k, G, beta_raw, RQ, RK, Akkd, Aqk, c["Tinv"], c_start, c_end,
