@@ -341,6 +341,20 @@ def summation_signature(ttgir: str) -> list[str]:
     return sig
 
 
+def inner_loops(ptx: str) -> list[str]:
+    """The PTX of each innermost loop (from its "Loop Header" label to its branch back), to check
+    what one step of a kernel's hot loop does (a barrier there is a shared-memory round trip)."""
+    out = []
+    for m in re.finditer(r"^(\$L__BB\d+_\d+):[^\n]*\n(?:\s*//[^\n]*\n)*", ptx, flags=re.M):
+        if "Inner Loop Header" not in m.group(0):
+            continue
+        back = rf"^\s*(?:@%p\d+ )?bra(?:\.uni)?\s+{re.escape(m.group(1))};"
+        end = re.search(back, ptx[m.end() :], flags=re.M)
+        if end:
+            out.append(ptx[m.end() : m.end() + end.start()])
+    return out
+
+
 def main() -> None:
     from .kda_decode.wrapper import DECODE_TILES
 

@@ -5,6 +5,7 @@ GPU-only compile errors, register spills, and the property that makes the fp32-t
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -199,6 +200,18 @@ def test_stream_prefill_builds_for_sm90(prec):
         assert r["registers"] is not None and b.shared <= 227 * 1024, (b.name, r, b.shared)
         limit = STREAM_FP32_SPILL_BYTES.get(b.name, 0) if prec == "tf32x3" else 0
         assert r["stack"] <= limit, f"{prec} {b.name} spills {r['stack']} bytes per thread"
+
+
+@pytest.mark.parametrize("prec", ["tf32x3", "bf16"])
+@pytest.mark.parametrize("tile", [(4, 2), (8, 4), (16, 8), (16, 2)])
+def test_stream_diag_loop_has_no_shared_memory_round_trip(prec, tile):
+    """The diagonal kernel's step over columns j loads row j in the layout of the rows it meets:
+    no barrier, no shared memory in the loop (a broadcast [BK] row cost 8 barriers per step),
+    for (rows, warps) that keep each row's sums inside one warp."""
+    builds = compile_check.stream_builds(prec=prec, tiles={"diag": tile})
+    loops = compile_check.inner_loops([b for b in builds if b.name == "diag_kernel"][0].ptx)
+    assert len(loops) == 1 and "ex2" in loops[0], "the column loop not found"
+    assert not re.search(r"bar\.sync|st\.shared|ld\.shared|stmatrix", loops[0])
 
 
 @pytest.mark.parametrize("state", ["fp16", "bf16", "fp8_e4m3-sr", "m3-rtz"])

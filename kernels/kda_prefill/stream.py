@@ -148,10 +148,14 @@ def diag_kernel(
         i_rel = (s - b) + o_i  # the rows' index within the block
         for jj in range(0, tl.minimum(s - b + BR, t1 - b)):
             row_j = (b + jj).to(tl.int64) * H + i_h
-            b_kj = tl.load(k + row_j * K + o_k, mask=o_k < K, other=0.0).to(tl.float32)
-            b_gj = tl.load(G + row_j * K + o_k, mask=o_k < K, other=0.0)
             live = ((i_rel >= jj) & m_i)[:, None]  # pairs j > i never reach exp: no overflow
-            b_kje = b_kj[None, :] * tl.exp(tl.where(live, b_g - b_gj[None, :], float("-inf")))
+            # row j loaded once per row i, in the rows' own layout (a [BK] load broadcast to the
+            # rows went through shared memory, with barriers, on every step)
+            ptr_j = row_j * K + o_k[None, :] + 0 * o_i[:, None]
+            m_j = live & (o_k < K)[None, :]
+            b_kj = tl.load(k + ptr_j, mask=m_j, other=0.0).to(tl.float32)
+            b_gj = tl.load(G + ptr_j, mask=m_j, other=0.0)
+            b_kje = b_kj * tl.exp(tl.where(live, b_g - b_gj, float("-inf")))
             sel = (o_j == jj)[None, :]
             acc_q = tl.where(sel, tl.sum(b_q * b_kje, axis=1)[:, None], acc_q)
             acc_k = tl.where(sel, tl.sum(b_k * b_kje, axis=1)[:, None], acc_k)
