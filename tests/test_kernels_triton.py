@@ -235,8 +235,10 @@ def test_prefill_in_pieces_equals_one_piece(tk):
     o_2 = tk.prefill.kda_prefill(
         *x.rows(slice(cut, T)).args(), pool_b, slot, random_cu_seqlens([T - cut]), yes
     )
-    assert rel_err(torch.cat([o_1, o_2]), o_one) < 1e-5
-    assert rel_err(pool_b, pool_a) < 1e-5
+    # fp32 rounding along other chunk boundaries: pool error median 2.2e-6, max 6.9e-6 in 60 draws
+    # (the stream variant, interpreter; the same before its prep/diag change), 1.3e-5 once in CI
+    assert rel_err(torch.cat([o_1, o_2]), o_one) < 3e-5
+    assert rel_err(pool_b, pool_a) < 3e-5
 
 
 def test_prefill_refuses_other_chunk_sizes(tk):
