@@ -26,9 +26,16 @@ def kda_gate(g_raw, dt_bias, a_log):
 
 
 @triton.jit
+def row_norms(x):
+    """sqrt(sum x^2 + 1e-6) of each row of a 2-D tile: the one home of the l2norm's epsilon for
+    kernels that apply the norm later (as a reciprocal scale) instead of dividing the tile."""
+    return tl.sqrt(tl.sum(x * x, axis=1) + 1e-6)
+
+
+@triton.jit
 def l2norm_rows(x):
     """x / sqrt(sum x^2 + 1e-6) over the last axis of a 2-D tile."""
-    return x / tl.sqrt(tl.sum(x * x, axis=1) + 1e-6)[:, None]
+    return x / row_norms(x)[:, None]
 
 
 @triton.jit

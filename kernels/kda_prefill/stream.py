@@ -44,7 +44,7 @@ import os
 import triton
 import triton.language as tl
 
-from ..triton_common import load_state, round_to_bf16_bits, store_state
+from ..triton_common import load_state, round_to_bf16_bits, row_norms, store_state
 from .kernel import chunk_gate_cumsum
 from .tiles import load_rows_vec, load_tile, load_tile_as_is, store_tile
 
@@ -133,8 +133,8 @@ def diag_kernel(
         b_q = load_tile(q, s, t1, H, i_h, K, 0, BR, BK)
         b_k = load_tile(k, s, t1, H, i_h, K, 0, BR, BK)
         b_g = load_tile(G, s, t1, H, i_h, K, 0, BR, BK)
-        rq = scale / tl.sqrt(tl.sum(b_q * b_q, axis=1) + 1e-6)
-        rk = 1.0 / tl.sqrt(tl.sum(b_k * b_k, axis=1) + 1e-6)
+        rq = scale / row_norms(b_q)
+        rk = 1.0 / row_norms(b_k)
         rows = (s + o_i).to(tl.int64) * H + i_h
         tl.store(RQ + rows, rq, mask=m_i)
         tl.store(RK + rows, rk, mask=m_i)
@@ -142,7 +142,7 @@ def diag_kernel(
             ck = rk[None, :]  # 1 / |k_j| along columns: the program's rows are the block's
         else:
             b_kb = load_tile(k, b, t1, H, i_h, K, 0, BC, BK)
-            ck = (1.0 / tl.sqrt(tl.sum(b_kb * b_kb, axis=1) + 1e-6))[None, :]
+            ck = (1.0 / row_norms(b_kb))[None, :]
         acc_q = tl.zeros([BR, BC], dtype=tl.float32)
         acc_k = tl.zeros([BR, BC], dtype=tl.float32)
         i_rel = (s - b) + o_i  # the rows' index within the block
