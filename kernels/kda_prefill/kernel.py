@@ -32,29 +32,7 @@ import triton
 import triton.language as tl
 
 from ..triton_common import kda_gate, l2norm_rows, l2norm_vec, load_state, round_to_bf16_bits, store_state
-from .tiles import store_tile, tile_ptrs
-
-
-@triton.jit
-def _rows(base, t0, t_end, H, i_h, D: tl.constexpr, BR: tl.constexpr, BD: tl.constexpr):
-    """Pointers and mask for rows t0..t0+BR-1 (< t_end) of a [T, H, D] tensor, head i_h."""
-    o_r = t0 + tl.arange(0, BR)
-    o_d = tl.arange(0, BD)
-    ptr = base + (o_r.to(tl.int64)[:, None] * H + i_h) * D + o_d[None, :]
-    mask = (o_r < t_end)[:, None] & (o_d < D)[None, :]
-    return ptr, mask
-
-
-@triton.jit
-def _load_rows(base, t0, t_end, H, i_h, D: tl.constexpr, BR: tl.constexpr, BD: tl.constexpr):
-    ptr, mask = _rows(base, t0, t_end, H, i_h, D, BR, BD)
-    return tl.load(ptr, mask=mask, other=0.0).to(tl.float32)
-
-
-@triton.jit
-def _store_rows(base, x, t0, t_end, H, i_h, D: tl.constexpr, BR: tl.constexpr, BD: tl.constexpr):
-    ptr, mask = _rows(base, t0, t_end, H, i_h, D, BR, BD)
-    tl.store(ptr, x.to(base.dtype.element_ty), mask=mask)
+from .tiles import load_tile, store_tile, tile_ptrs
 
 
 @triton.jit
@@ -92,10 +70,10 @@ def gate_cumsum_kernel(
     t1 = tl.load(chunk_end + i_c)
     b_g, b_glast = chunk_gate_cumsum(g_raw, a_log, dt_bias, G, EGl, i_c, t0, t1, H, i_h, K, 0, BT, BK)
     m_t = (t0 + tl.arange(0, BT) < t1)[:, None]
-    b_q = l2norm_rows(_load_rows(q, t0, t1, H, i_h, K, BT, BK)) * scale
-    _store_rows(Qg, b_q * tl.exp(b_g), t0, t1, H, i_h, K, BT, BK)
-    b_k = l2norm_rows(_load_rows(k, t0, t1, H, i_h, K, BT, BK))
-    _store_rows(Kd, b_k * tl.exp(tl.where(m_t, b_glast[None, :] - b_g, 0.0)), t0, t1, H, i_h, K, BT, BK)
+    b_q = l2norm_rows(load_tile(q, t0, t1, H, i_h, K, 0, BT, BK)) * scale
+    store_tile(Qg, b_q * tl.exp(b_g), t0, t1, H, i_h, K, 0, BT, BK)
+    b_k = l2norm_rows(load_tile(k, t0, t1, H, i_h, K, 0, BT, BK))
+    store_tile(Kd, b_k * tl.exp(tl.where(m_t, b_glast[None, :] - b_g, 0.0)), t0, t1, H, i_h, K, 0, BT, BK)
 
 
 @triton.jit
@@ -161,17 +139,17 @@ def intra_kernel(
         o_j = tl.arange(0, BT)
         m_i = (r0 + o_i) < t1
 
-        b_qi = l2norm_rows(_load_rows(q, r0, t1, H, i_h, K, BC, BK)) * scale
-        b_ki = l2norm_rows(_load_rows(k, r0, t1, H, i_h, K, BC, BK))
-        b_gi = _load_rows(G, r0, t1, H, i_h, K, BC, BK)
+        b_qi = l2norm_rows(load_tile(q, r0, t1, H, i_h, K, 0, BC, BK)) * scale
+        b_ki = l2norm_rows(load_tile(k, r0, t1, H, i_h, K, 0, BC, BK))
+        b_gi = load_tile(G, r0, t1, H, i_h, K, 0, BC, BK)
         b_gr = _load_row(G, r0, t1, H, i_h, K, BK)
         b_beta = tl.sigmoid(
             tl.load(beta_raw + (r0 + o_i).to(tl.int64) * H + i_h, mask=m_i, other=0.0).to(tl.float32)
         )
 
         # off-diagonal blocks: columns j < r0, through the reference row r0
-        b_kall = l2norm_rows(_load_rows(k, t0, t1, H, i_h, K, BT, BK))
-        b_gall = _load_rows(G, t0, t1, H, i_h, K, BT, BK)
+        b_kall = l2norm_rows(load_tile(k, t0, t1, H, i_h, K, 0, BT, BK))
+        b_gall = load_tile(G, t0, t1, H, i_h, K, 0, BT, BK)
         m_off = (o_j < i_blk * BC)[:, None]
         b_kcol = tl.where(m_off, b_kall * tl.exp(tl.where(m_off, b_gr[None, :] - b_gall, 0.0)), 0.0)
         b_ei = tl.exp(tl.where(m_i[:, None], b_gi - b_gr[None, :], 0.0))
@@ -192,8 +170,8 @@ def intra_kernel(
             b_akk = tl.where(sel, a_k[:, None], b_akk)
 
         b_akk = b_akk * b_beta[:, None]
-        _store_rows(Aqk, b_aqk, r0, t1, H, i_h, BT, BC, BT)
-        _store_rows(Akk, b_akk, r0, t1, H, i_h, BT, BC, BT)
+        store_tile(Aqk, b_aqk, r0, t1, H, i_h, BT, 0, BC, BT)
+        store_tile(Akk, b_akk, r0, t1, H, i_h, BT, 0, BC, BT)
 
 
 # ----------------------------------------------------------------------------------------- 3
@@ -256,9 +234,9 @@ def _wy_rows(
                 tl.float32
             )
         )
-        b_x = l2norm_rows(_load_rows(k, rJ, t1, H, i_h, K, BC, BK))
-        b_x = b_x * tl.exp(_load_rows(G, rJ, t1, H, i_h, K, BC, BK)) * b_beta[:, None]
-        b_y = _load_rows(v, rJ, t1, H, i_h, V, BC, BV) * b_beta[:, None]
+        b_x = l2norm_rows(load_tile(k, rJ, t1, H, i_h, K, 0, BC, BK))
+        b_x = b_x * tl.exp(load_tile(G, rJ, t1, H, i_h, K, 0, BC, BK)) * b_beta[:, None]
+        b_y = load_tile(v, rJ, t1, H, i_h, V, 0, BC, BV) * b_beta[:, None]
         if J == 0:
             b_tj = b_t0
         elif J == 1:
@@ -269,8 +247,8 @@ def _wy_rows(
             b_tj = b_t3
         b_w += tl.dot(b_tj, b_x, input_precision=DOT_PREC)
         b_u += tl.dot(b_tj, b_y, input_precision=DOT_PREC)
-    _store_rows(W, b_w, t0 + I * BC, t1, H, i_h, K, BC, BK)
-    _store_rows(U, b_u, t0 + I * BC, t1, H, i_h, V, BC, BV)
+    store_tile(W, b_w, t0 + I * BC, t1, H, i_h, K, 0, BC, BK)
+    store_tile(U, b_u, t0 + I * BC, t1, H, i_h, V, 0, BC, BV)
 
 
 @triton.jit
@@ -467,12 +445,12 @@ def state_pass_kernel(
         # the chunk in blocks of BR rows, in a loop (not unrolled): keeps the live tiles small
         b_acc = tl.zeros([BK, BV], dtype=tl.float32)
         for r in range(0, BT, BR):
-            b_w = _load_rows(W, t0 + r, t1, H, i_h, K, BR, BK)
+            b_w = load_tile(W, t0 + r, t1, H, i_h, K, 0, BR, BK)
             b_vn = _load_vblock(U, t0 + r, t1, H, i_h, i_v, V, BR, BV) - tl.dot(
                 b_w, b_s, input_precision=DOT_PREC
             )
             _store_vblock(Vn, b_vn, t0 + r, t1, H, i_h, i_v, V, BR, BV)
-            b_kd = _load_rows(Kd, t0 + r, t1, H, i_h, K, BR, BK)
+            b_kd = load_tile(Kd, t0 + r, t1, H, i_h, K, 0, BR, BK)
             b_acc = tl.dot(tl.trans(b_kd), b_vn, b_acc, input_precision=DOT_PREC)
         b_el = tl.load(EGl + (i_c * H + i_h) * K + o_k, mask=o_k < K, other=0.0)
         b_s = b_s * b_el[:, None] + b_acc
