@@ -18,7 +18,7 @@ Parts, in this order (each a section of the report; a failure is recorded and th
            wrapper's)
   lengths  T in {8k, 32k, 128k}: median of 3 interleaved do_bench medians per case; ratios vs FLA
   varlen   32,768 tokens as sequences of 500-1,300 tokens (an engine prefill batch); FLA with cu_seqlens
-  kernels  per-kernel CUDA time of one prefill at 32k, stream and stream_bf16 (torch profiler)
+  kernels  per-kernel CUDA time of one prefill at 32k, stream, stream_bf16 and FLA (torch profiler)
 Timings: `triton.testing.do_bench` medians; Python 3.12, torch 2.11+cu130, triton 3.6, fla-core 0.6.0.
 `--smoke` runs the parts on the CPU interpreter at tiny shapes (the script's plumbing, not a measurement).
 """
@@ -332,8 +332,10 @@ def part_kernels() -> dict:
 
     p = Problem([SWEEP_T])
     out = {}
-    for label in ("stream", "stream_bf16"):
-        fn = p.ours(**CASES[label])
+    cases = {label: p.ours(**CASES[label]) for label in ("stream", "stream_bf16")}
+    if not SMOKE:
+        cases["fla"] = p.fla()  # the peer's own split, stage by stage, as the target of each launch
+    for label, fn in cases.items():
         with torch.inference_mode():
             out[label] = kernel_ms(fn)
     log("kernels", out)
