@@ -233,7 +233,7 @@ def stream_builds(
     o = "*bf16" if prec == "bf16" else f
     BK, BV = triton.next_power_of_2(K), triton.next_power_of_2(V)
     (bkg, nwp), (br, nwd) = t["prep"], t["diag"]
-    (bkc, nws, nss), (bkw, nww, nsw) = t["solve"], t["wu"]
+    (bkc, nwo, nso), (nwi,), (bkw, nww, nsw) = t["offdiag"], t["inverse"], t["wu"]
     (bvs, nwc, nsc, fuse), (bvo, nwo, nso) = t["scan"], t["output"]
     chunks = {"chunk_start": i32, "chunk_end": i32}
     builds = [
@@ -241,15 +241,17 @@ def stream_builds(
                        {"g_raw": m, "a_log": f, "dt_bias": f, "G": f, "EGl": f, **chunks},
                        {"H": H, "K": K, "BT": 64, "BKG": min(bkg, BK)}, num_warps=nwp),
         compile_kernel(ks.diag_kernel,
-                       {"q": m, "k": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Aqk": o, "Akkd": f,
+                       {"q": m, "k": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Aqk": o, "Akk": f,
                         **chunks, "scale": "fp32"},
                        {"H": H, "K": K, "BT": 64, "BC": 16, "BK": BK, "BR": br}, num_warps=nwd),
-        compile_kernel(ks.solve_kernel,
-                       {"q": m, "k": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Akkd": f, "Aqk": o,
-                        "Tinv": o, **chunks},
+        compile_kernel(ks.offdiag_kernel,
+                       {"q": m, "k": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Akk": f, "Aqk": o,
+                        **chunks},
                        {"H": H, "K": K, "BT": 64, "BC": 16, "BK": BK, "BKC": max(16, min(bkc, BK)),
-                        "DOT_PREC": prec, "SOLVE_PREC": w.solve_precision(prec)},
-                       num_warps=nws, num_stages=nss),
+                        "DOT_PREC": prec},
+                       num_warps=nwo, num_stages=nso),
+        compile_kernel(ks.inverse_kernel, {"Akk": f, "Aqk": o, "Tinv": o, **chunks},
+                       {"H": H, "BT": 64, "BC": 16, "SOLVE_PREC": w.solve_precision(prec)}, num_warps=nwi),
         compile_kernel(ks.wu_kernel,
                        {"q": m, "k": m, "v": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Tinv": o, "W": o,
                         "U": o, "Qg": o, "Kd": o, **chunks},

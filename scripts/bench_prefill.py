@@ -55,15 +55,20 @@ CASES = {
 TIMED = ["stream", "stream_bf16"]
 # Tiles swept at SWEEP_T, per operand dtype, each part with the best of the parts before it (the
 # other parts' tiles: the wrapper's, from the sweeps of results/bench/prefill-stream-h200/call2).
-# sm_90 builds of the solve (triton 3.9) spill 32-496 bytes/thread in fp32 (tf32x3), none in bf16
-# at (16, 2, 1), (16, 4, 1), (16, 2, 2), (16, 1, 1).
 _PREP_DIAG = {
     "prep": [(32, 4), (32, 2), (64, 4), (16, 2)],
-    "diag": [(4, 2), (8, 4), (8, 2), (4, 1), (16, 8)],
+    "diag": [(4, 2), (8, 4), (8, 2), (4, 1), (2, 1), (16, 8)],
+    "inverse": [(1,), (2,), (4,)],
 }
 SWEEP = {
-    "fp32": {**_PREP_DIAG, "solve": [(16, 4, 1), (16, 2, 1)]},
-    "bf16": {**_PREP_DIAG, "solve": [(16, 2, 1), (32, 2, 1), (16, 2, 2)]},
+    "fp32": {
+        **_PREP_DIAG,
+        "offdiag": [(32, 4, 1), (16, 4, 1), (32, 2, 1), (64, 4, 1), (32, 4, 2), (16, 2, 2)],
+    },
+    "bf16": {
+        **_PREP_DIAG,
+        "offdiag": [(32, 4, 1), (64, 4, 1), (128, 4, 1), (32, 2, 1), (32, 4, 2), (64, 8, 2)],
+    },
 }
 DEV = "cuda"
 SMOKE = False
@@ -411,7 +416,7 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=540, help="start no part after this")
     ap.add_argument("--no-adopt", action="store_true", help="keep the wrapper's tiles after the sweep")
     ap.add_argument(
-        "--sweep-only", default="", help="sweep these launches only (comma list: prep,diag,solve)"
+        "--sweep-only", default="", help="sweep these launches only (comma list: prep,diag,offdiag,inverse)"
     )
     ap.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes: test the script only")
     args = ap.parse_args()

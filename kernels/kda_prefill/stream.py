@@ -11,21 +11,21 @@ the math of `kernel.py` (its docstring defines G, Akk, Aqk, T, W, U, Kd, Qg):
 2. `diag_kernel`   per (chunk, BR rows, head): the rows' reciprocal norms of q (times the attention
                    scale) and k, and their part of the four diagonal 16x16 blocks, exact
                    exp(G_i - G_j), one column j of all BR rows per step (j <= the last row only).
-3. `solve_kernel`  per (chunk, head): the six off-diagonal 16x16 blocks of Aqk and Akk by
-                   tensor-core products through the block's first row r, exp(G_i - G_r) and
-                   exp(G_r - G_j) both <= 1 (no overflow for any gate), summed over column blocks
-                   of K with raw q and k and scaled by the row norms after (every load of a column
-                   block issued at once); T = (I + Akk)^-1 from the diagonal blocks' forward
+3. `offdiag_kernel` per (chunk, block pair, head): one of the six off-diagonal 16x16 blocks of
+                   Aqk and beta Akk by tensor-core products through the block's first row r,
+                   exp(G_i - G_r) and exp(G_r - G_j) both <= 1 (no overflow for any gate), summed
+                   over column blocks of K with raw q and k and scaled by the row norms after.
+4. `inverse_kernel` per (chunk, head): T = (I + beta Akk)^-1 from the diagonal blocks' forward
                    substitution and block products, stored as Tinv.
-4. `wu_kernel`     per (chunk, head): W = T (beta k e^G), U = T (beta v) as whole-chunk products
+5. `wu_kernel`     per (chunk, head): W = T (beta k e^G), U = T (beta v) as whole-chunk products
                    [64, 64] x [64, BKC], and Qg, Kd.
-5. `scan_kernel`   per (sequence, head, V block), sequential over the sequence's chunks in one
+6. `scan_kernel`   per (sequence, head, V block), sequential over the sequence's chunks in one
                    loop whose loads do not depend on the state (so the compiler can prefetch the
                    next chunk): v_new = U - W S, o = Qg S + Aqk v_new (FUSE_OUT), S <- e^{G_last} S
                    + Kd^T v_new; the final state rounded once into the pool. Without FUSE_OUT (the
                    fp32 operands: a fused output spills registers) the chunk states and v_new go
                    to HBM and
-6. `output_kernel` computes o per (chunk, head, V block).
+7. `output_kernel` computes o per (chunk, head, V block).
 
 Measured on the H200 (results/bench/prefill-stream-h200/): 1.5x the fused and 2.1x the split
 variant at 32k with fp32 operands, the same error against float64; at 32k 0.34x FLA's
@@ -102,7 +102,7 @@ def diag_kernel(
     RQ,
     RK,
     Aqk,
-    Akkd,
+    Akk,
     chunk_start,
     chunk_end,
     scale,
@@ -115,7 +115,7 @@ def diag_kernel(
 ):
     """Per (chunk, BR rows, head): the rows' reciprocal norms RQ = scale / |q|, RK = 1 / |k|, and
     their part of the diagonal 16x16 block: Aqk[i, j] (j <= i, zeros right of it, into Aqk) and
-    beta_i Akk[i, j] (j < i, zeros elsewhere, fp32 into Akkd [T, H, BC]), with the exact
+    beta_i Akk[i, j] (j < i, zeros elsewhere, fp32 into Akk [T, H, BT]), with the exact
     exp(G_i - G_j), column j of all BR rows at once. Rows in the lower part of a block need more
     columns: BR < BC skips the pairs j > i that a whole block would compute and discard."""
     tl.static_assert(BC % BR == 0, "a program's rows lie in one diagonal block")
@@ -163,29 +163,90 @@ def diag_kernel(
         acc_q = acc_q * rq[:, None] * ck
         acc_k = tl.where(o_j[None, :] < i_rel[:, None], acc_k * (b_beta * rk)[:, None] * ck, 0.0)
         store_tile(Aqk, acc_q, s, t1, H, i_h, BT, b - t0, BR, BC)
-        store_tile(Akkd, acc_k, s, t1, H, i_h, BC, 0, BR, BC)
+        store_tile(Akk, acc_k, s, t1, H, i_h, BT, b - t0, BR, BC)
 
 
 # ----------------------------------------------------------------------------------------- 3
 @triton.jit
-def _diag_block_t(Akkd, r, t1, H, i_h, BC: tl.constexpr):
-    """A diagonal block of beta Akk transposed, [m, i] = A[r + i, m] (rows past t1 read as 0)."""
+def offdiag_kernel(
+    q,
+    k,
+    G,
+    beta_raw,
+    RQ,
+    RK,
+    Akk,
+    Aqk,
+    chunk_start,
+    chunk_end,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    BT: tl.constexpr,
+    BC: tl.constexpr,
+    BK: tl.constexpr,
+    BKC: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+):
+    """Per (chunk, block pair, head): one of the six off-diagonal 16x16 blocks (I, J), J < I, of
+    Aqk and beta Akk, by tensor-core products through the row block's first row r (exp(G_i - G_r)
+    and exp(G_r - G_j) both <= 1: no overflow for any gate), summed over column blocks of K with
+    raw q and k and scaled by the row norms after. One block per program keeps the registers few
+    and the SM full (all six in one program ran at 255 registers, 4 programs per SM)."""
+    i_c = tl.program_id(0)
+    p = tl.program_id(1)  # pairs in the order (1,0) (2,0) (2,1) (3,0) (3,1) (3,2)
+    i_h = tl.program_id(2)
+    t0 = tl.load(chunk_start + i_c)
+    t1 = tl.load(chunk_end + i_c)
+    bi = 1 + (p >= 1).to(tl.int32) + (p >= 3).to(tl.int32)
+    bj = p - bi * (bi - 1) // 2
+    ri = t0 + bi * BC  # first row of block I (the reference row r)
+    rj = t0 + bj * BC
+    if ri < t1:
+        o_i = tl.arange(0, BC)
+        m_i = ri + o_i < t1
+        acc_k = tl.zeros([BC, BC], dtype=tl.float32)
+        acc_q = tl.zeros([BC, BC], dtype=tl.float32)
+        for c0 in range(0, BK, BKC):
+            k_i = load_tile(k, ri, t1, H, i_h, K, c0, BC, BKC)
+            q_i = load_tile(q, ri, t1, H, i_h, K, c0, BC, BKC)
+            g_i = load_tile(G, ri, t1, H, i_h, K, c0, BC, BKC)
+            k_j = load_tile(k, rj, t1, H, i_h, K, c0, BC, BKC)
+            g_j = load_tile(G, rj, t1, H, i_h, K, c0, BC, BKC)
+            o_k = c0 + tl.arange(0, BKC)
+            g_r = tl.load(G + (ri.to(tl.int64) * H + i_h) * K + o_k, mask=o_k < K, other=0.0)[None, :]
+            e_i = tl.exp(tl.where(m_i[:, None], g_i - g_r, 0.0))  # rows past the end: exponent 0
+            kt = tl.trans(k_j * tl.exp(g_r - g_j))
+            acc_k = mm(k_i * e_i, kt, acc_k, DOT_PREC)
+            acc_q = mm(q_i * e_i, kt, acc_q, DOT_PREC)
+        ck = load_rows_vec(RK, rj + o_i, rj + o_i < t1, H, i_h)[None, :]  # 1/|k_j| along columns
+        rk = load_rows_vec(RK, ri + o_i, m_i, H, i_h)
+        rq = load_rows_vec(RQ, ri + o_i, m_i, H, i_h)
+        bk = tl.sigmoid(load_rows_vec(beta_raw, ri + o_i, m_i, H, i_h)) * rk  # beta_i / |k_i|
+        store_tile(Aqk, acc_q * rq[:, None] * ck, ri, t1, H, i_h, BT, bj * BC, BC, BC)
+        store_tile(Akk, acc_k * bk[:, None] * ck, ri, t1, H, i_h, BT, bj * BC, BC, BC)
+
+
+# ----------------------------------------------------------------------------------------- 4
+@triton.jit
+def _diag_block_t(Akk, r, c0, t1, H, i_h, BT: tl.constexpr, BC: tl.constexpr):
+    """The diagonal block of beta Akk at rows r.., columns c0.. transposed, [m, i] = A[r + i, c0 + m]
+    (rows past t1 read as 0)."""
     o = tl.arange(0, BC)
     rows = r + o
-    ptr = Akkd + (rows.to(tl.int64)[None, :] * H + i_h) * BC + o[:, None]
+    ptr = Akk + (rows.to(tl.int64)[None, :] * H + i_h) * BT + c0 + o[:, None]
     return tl.load(ptr, mask=(rows < t1)[None, :], other=0.0)
 
 
 @triton.jit
-def _inv_diag4(Akkd, r0, t1, H, i_h, BC: tl.constexpr):
+def _inv_diag4(Akk, r0, t1, H, i_h, BT: tl.constexpr, BC: tl.constexpr):
     """(I + A_II)^-1 of the chunk's four strictly lower diagonal blocks by forward substitution on
     rows, the four chains side by side. The blocks are loaded once, transposed, so that row i of a
     block is a column of the tile, picked without a load or a layout change in the loop."""
     o = tl.arange(0, BC)
-    a_0 = _diag_block_t(Akkd, r0, t1, H, i_h, BC)
-    a_1 = _diag_block_t(Akkd, r0 + BC, t1, H, i_h, BC)
-    a_2 = _diag_block_t(Akkd, r0 + 2 * BC, t1, H, i_h, BC)
-    a_3 = _diag_block_t(Akkd, r0 + 3 * BC, t1, H, i_h, BC)
+    a_0 = _diag_block_t(Akk, r0, 0, t1, H, i_h, BT, BC)
+    a_1 = _diag_block_t(Akk, r0 + BC, BC, t1, H, i_h, BT, BC)
+    a_2 = _diag_block_t(Akk, r0 + 2 * BC, 2 * BC, t1, H, i_h, BT, BC)
+    a_3 = _diag_block_t(Akk, r0 + 3 * BC, 3 * BC, t1, H, i_h, BT, BC)
     eye = tl.where(o[:, None] == o[None, :], 1.0, 0.0)
     t_0, t_1, t_2, t_3 = eye, eye, eye, eye
     for i in range(1, BC):
@@ -204,126 +265,42 @@ def _inv_diag4(Akkd, r0, t1, H, i_h, BC: tl.constexpr):
 
 
 @triton.jit
-def _ref_row(G, r, t1, H, i_h, K: tl.constexpr, c0, BKC: tl.constexpr):
-    """G of the reference row r (the first of a block), [1, BKC]; a block that starts past the
-    chunk end takes the chunk's last row, so the decays through it stay <= 1 (its q, k are 0)."""
-    o_k = c0 + tl.arange(0, BKC)
-    r = tl.minimum(r, t1 - 1)
-    return tl.load(G + (r.to(tl.int64) * H + i_h) * K + o_k, mask=o_k < K, other=0.0)[None, :]
+def _block(A, r, c0, t1, H, i_h, BT: tl.constexpr, BC: tl.constexpr):
+    """The 16x16 block of a chunk's rows r.. and columns c0.. of A [T, H, BT] (rows past t1: 0)."""
+    return load_tile(A, r, t1, H, i_h, BT, c0, BC, BC)
 
 
 @triton.jit
-def solve_kernel(
-    q,
-    k,
-    G,
-    beta_raw,
-    RQ,
-    RK,
-    Akkd,
+def inverse_kernel(
+    Akk,
     Aqk,
     Tinv,
     chunk_start,
     chunk_end,
     H: tl.constexpr,
-    K: tl.constexpr,
     BT: tl.constexpr,
     BC: tl.constexpr,
-    BK: tl.constexpr,
-    BKC: tl.constexpr,
-    DOT_PREC: tl.constexpr,
     SOLVE_PREC: tl.constexpr,
 ):
-    """Per (chunk, head): Aqk's and beta Akk's off-diagonal blocks, then T = (I + Akk)^-1 into Tinv
-    [T, H, BT] (zeros above the diagonal). Blocks are named by (row block, column block): a21 =
-    beta Akk rows 32-47, columns 16-31."""
+    """Per (chunk, head): T = (I + beta Akk)^-1 into Tinv [T, H, BT], the diagonal blocks by forward
+    substitution, the others by block products; zeros above the diagonal of Tinv and Aqk (the
+    scan reads whole rows). Blocks are named by (row block, column block): a21 = beta Akk rows
+    32-47, columns 16-31."""
     tl.static_assert(BT == 4 * BC, "written for 4 sub-blocks per chunk")
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
     t0 = tl.load(chunk_start + i_c)
     t1 = tl.load(chunk_end + i_c)
-    o_i = tl.arange(0, BC)
     r1 = t0 + BC
     r2 = t0 + 2 * BC
     r3 = t0 + 3 * BC
-    m0 = t0 + o_i < t1
-    m1 = r1 + o_i < t1
-    m2 = r2 + o_i < t1
-    m3 = r3 + o_i < t1
-
-    z = tl.zeros([BC, BC], dtype=tl.float32)
-    a10, a20, a21, a30, a31, a32 = z, z, z, z, z, z  # Akk
-    p10, p20, p21, p30, p31, p32 = z, z, z, z, z, z  # Aqk
-    for c0 in range(0, BK, BKC):
-        # every load first, no branch around any (blocks past the chunk end load as 0): one wave of
-        # memory latency per step instead of one per block
-        k0 = load_tile(k, t0, t1, H, i_h, K, c0, BC, BKC)
-        k1 = load_tile(k, r1, t1, H, i_h, K, c0, BC, BKC)
-        k2 = load_tile(k, r2, t1, H, i_h, K, c0, BC, BKC)
-        k3 = load_tile(k, r3, t1, H, i_h, K, c0, BC, BKC)
-        q1 = load_tile(q, r1, t1, H, i_h, K, c0, BC, BKC)
-        q2 = load_tile(q, r2, t1, H, i_h, K, c0, BC, BKC)
-        q3 = load_tile(q, r3, t1, H, i_h, K, c0, BC, BKC)
-        g0 = load_tile(G, t0, t1, H, i_h, K, c0, BC, BKC)
-        g1 = load_tile(G, r1, t1, H, i_h, K, c0, BC, BKC)
-        g2 = load_tile(G, r2, t1, H, i_h, K, c0, BC, BKC)
-        g3 = load_tile(G, r3, t1, H, i_h, K, c0, BC, BKC)
-        gr1 = _ref_row(G, r1, t1, H, i_h, K, c0, BKC)
-        gr2 = _ref_row(G, r2, t1, H, i_h, K, c0, BKC)
-        gr3 = _ref_row(G, r3, t1, H, i_h, K, c0, BKC)
-        # rows i of block I through its first row r: e^{G_i - G_r} (rows past the end: exponent 0)
-        e1 = tl.exp(tl.where(m1[:, None], g1 - gr1, 0.0))
-        e2 = tl.exp(tl.where(m2[:, None], g2 - gr2, 0.0))
-        e3 = tl.exp(tl.where(m3[:, None], g3 - gr3, 0.0))
-        # columns j of block J < I: (k_j e^{G_r - G_j})^T
-        kt = tl.trans(k0 * tl.exp(gr1 - g0))
-        a10 = mm(k1 * e1, kt, a10, DOT_PREC)
-        p10 = mm(q1 * e1, kt, p10, DOT_PREC)
-        kt = tl.trans(k0 * tl.exp(gr2 - g0))
-        a20 = mm(k2 * e2, kt, a20, DOT_PREC)
-        p20 = mm(q2 * e2, kt, p20, DOT_PREC)
-        kt = tl.trans(k1 * tl.exp(gr2 - g1))
-        a21 = mm(k2 * e2, kt, a21, DOT_PREC)
-        p21 = mm(q2 * e2, kt, p21, DOT_PREC)
-        kt = tl.trans(k0 * tl.exp(gr3 - g0))
-        a30 = mm(k3 * e3, kt, a30, DOT_PREC)
-        p30 = mm(q3 * e3, kt, p30, DOT_PREC)
-        kt = tl.trans(k1 * tl.exp(gr3 - g1))
-        a31 = mm(k3 * e3, kt, a31, DOT_PREC)
-        p31 = mm(q3 * e3, kt, p31, DOT_PREC)
-        kt = tl.trans(k2 * tl.exp(gr3 - g2))
-        a32 = mm(k3 * e3, kt, a32, DOT_PREC)
-        p32 = mm(q3 * e3, kt, p32, DOT_PREC)
-
-    # the sums were of raw q, k: the row and column norms (and beta, the scale) applied now
-    ck0 = load_rows_vec(RK, t0 + o_i, m0, H, i_h)[None, :]  # 1/|k_j| along columns
-    rk1 = load_rows_vec(RK, r1 + o_i, m1, H, i_h)
-    rk2 = load_rows_vec(RK, r2 + o_i, m2, H, i_h)
-    rk3 = load_rows_vec(RK, r3 + o_i, m3, H, i_h)
-    ck1 = rk1[None, :]
-    ck2 = rk2[None, :]
-    rq1 = load_rows_vec(RQ, r1 + o_i, m1, H, i_h)[:, None]
-    rq2 = load_rows_vec(RQ, r2 + o_i, m2, H, i_h)[:, None]
-    rq3 = load_rows_vec(RQ, r3 + o_i, m3, H, i_h)[:, None]
-    store_tile(Aqk, p10 * rq1 * ck0, r1, t1, H, i_h, BT, 0, BC, BC)
-    store_tile(Aqk, p20 * rq2 * ck0, r2, t1, H, i_h, BT, 0, BC, BC)
-    store_tile(Aqk, p21 * rq2 * ck1, r2, t1, H, i_h, BT, BC, BC, BC)
-    store_tile(Aqk, p30 * rq3 * ck0, r3, t1, H, i_h, BT, 0, BC, BC)
-    store_tile(Aqk, p31 * rq3 * ck1, r3, t1, H, i_h, BT, BC, BC, BC)
-    store_tile(Aqk, p32 * rq3 * ck2, r3, t1, H, i_h, BT, 2 * BC, BC, BC)
-    _zeros_above(Aqk, z, t0, t1, H, i_h, BT, BC)
-    bk1 = (tl.sigmoid(load_rows_vec(beta_raw, r1 + o_i, m1, H, i_h)) * rk1)[:, None]  # beta_i / |k_i|
-    bk2 = (tl.sigmoid(load_rows_vec(beta_raw, r2 + o_i, m2, H, i_h)) * rk2)[:, None]
-    bk3 = (tl.sigmoid(load_rows_vec(beta_raw, r3 + o_i, m3, H, i_h)) * rk3)[:, None]
-    a10 = a10 * bk1 * ck0
-    a20 = a20 * bk2 * ck0
-    a21 = a21 * bk2 * ck1
-    a30 = a30 * bk3 * ck0
-    a31 = a31 * bk3 * ck1
-    a32 = a32 * bk3 * ck2
-
-    # T = (I + Akk)^-1: the diagonal blocks by substitution, the others by block products
-    t00, t11, t22, t33 = _inv_diag4(Akkd, t0, t1, H, i_h, BC)
+    a10 = _block(Akk, r1, 0, t1, H, i_h, BT, BC)
+    a20 = _block(Akk, r2, 0, t1, H, i_h, BT, BC)
+    a21 = _block(Akk, r2, BC, t1, H, i_h, BT, BC)
+    a30 = _block(Akk, r3, 0, t1, H, i_h, BT, BC)
+    a31 = _block(Akk, r3, BC, t1, H, i_h, BT, BC)
+    a32 = _block(Akk, r3, 2 * BC, t1, H, i_h, BT, BC)
+    t00, t11, t22, t33 = _inv_diag4(Akk, t0, t1, H, i_h, BT, BC)
     t10, t21, t20, t32, t31, t30 = _merged(t00, t11, t22, t33, a10, a20, a21, a30, a31, a32, SOLVE_PREC)
     store_tile(Tinv, t00, t0, t1, H, i_h, BT, 0, BC, BC)
     store_tile(Tinv, t10, r1, t1, H, i_h, BT, 0, BC, BC)
@@ -335,7 +312,9 @@ def solve_kernel(
     store_tile(Tinv, t31, r3, t1, H, i_h, BT, BC, BC, BC)
     store_tile(Tinv, t32, r3, t1, H, i_h, BT, 2 * BC, BC, BC)
     store_tile(Tinv, t33, r3, t1, H, i_h, BT, 3 * BC, BC, BC)
+    z = tl.zeros([BC, BC], dtype=tl.float32)
     _zeros_above(Tinv, z, t0, t1, H, i_h, BT, BC)
+    _zeros_above(Aqk, z, t0, t1, H, i_h, BT, BC)
 
 
 @triton.jit
@@ -363,7 +342,7 @@ def _zeros_above(A, z, t0, t1, H, i_h, BT: tl.constexpr, BC: tl.constexpr):
     store_tile(A, z, t0 + 2 * BC, t1, H, i_h, BT, 3 * BC, BC, BC)
 
 
-# ----------------------------------------------------------------------------------------- 4
+# ----------------------------------------------------------------------------------------- 5
 @triton.jit
 def wu_kernel(
     q,
@@ -416,7 +395,7 @@ def wu_kernel(
         store_tile(U, mm(b_t, b_v, None, DOT_PREC), t0, t1, H, i_h, V, c0, BT, BKC)
 
 
-# ----------------------------------------------------------------------------------------- 5
+# ----------------------------------------------------------------------------------------- 6
 @triton.jit
 def _state_half(pool_row, has_init, o_k, o_v, K: tl.constexpr, V: tl.constexpr, STORAGE: tl.constexpr):
     """Rows o_k of the starting state (zeros for a new sequence), widened to fp32."""
@@ -525,7 +504,7 @@ def scan_kernel(
     tl.store(pool_row + o_s, s2, mask=(o_k2 < K)[:, None] & m_v)
 
 
-# ----------------------------------------------------------------------------------------- 6
+# ----------------------------------------------------------------------------------------- 7
 @triton.jit
 def output_kernel(
     Qg,

@@ -42,20 +42,19 @@ SOLVE_WARPS = 8
 FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # The stream variant's launch shapes (stream.py), per operand dtype ("fp32": tf32x3 products,
 # "bf16": the production form): "prep" (BKG gate columns per program, num_warps), "diag" (BR rows
-# per program, num_warps), "solve" and "wu" (BKC columns per step, num_warps, num_stages), "scan"
-# (BV, num_warps, num_stages, output fused into the scan), "output" (BV, num_warps, num_stages;
-# only without a fused output). The H200 sweeps' fastest at 32k (results/bench/prefill-stream-h200/:
-# call2; the solve from call3; prep and diag from call4). Two other forms of the diagonal blocks
-# measured slower there (all pairs of a block as one [16, 16, BKD] product: call5; sub-blocks with
-# tensor-core products below them: call6). The fp32 builds of the solve spill a few registers at
-# every tile (56 bytes per thread at (16, 2, 1); tf32x3 splits each operand in two), and tf32x3
-# scans spill with a fused output or BV > 16 (kernels/compile_check.py; tests/test_kernels_compile.py
-# bounds both).
+# per program, num_warps), "offdiag" and "wu" (BKC columns per step, num_warps, num_stages),
+# "inverse" (num_warps), "scan" (BV, num_warps, num_stages, output fused into the scan), "output"
+# (BV, num_warps, num_stages; only without a fused output). The H200 sweeps' fastest at 32k
+# (results/bench/prefill-stream-h200/: call2; prep and diag from call4). Two other forms of the
+# diagonal blocks measured slower there (all pairs of a block as one [16, 16, BKD] product: call5;
+# sub-blocks with tensor-core products below them: call6). tf32x3 scans spill with a fused output
+# or BV > 16 (kernels/compile_check.py; tests/test_kernels_compile.py bounds the spills).
 STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
         "prep": (32, 4),
         "diag": (4, 2),
-        "solve": (16, 2, 1),
+        "offdiag": (32, 4, 1),
+        "inverse": (1,),
         "wu": (32, 4, 1),
         "scan": (16, 4, 2, False),
         "output": (64, 4, 2),
@@ -63,7 +62,8 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
     "bf16": {
         "prep": (32, 4),
         "diag": (4, 2),
-        "solve": (16, 2, 2),
+        "offdiag": (32, 4, 1),
+        "inverse": (1,),
         "wu": (64, 8, 1),
         "scan": (32, 4, 3, True),
         "output": (64, 4, 2),
@@ -288,7 +288,7 @@ def stream_local(
         "EGl": torch.empty(max(NC, 1), H, K, **f32),
         "RQ": torch.empty(T, H, **f32),
         "RK": torch.empty(T, H, **f32),
-        "Akkd": torch.empty(T, H, SUB, **f32),
+        "Akk": torch.empty(T, H, CHUNK, **f32),
         "Aqk": torch.empty(T, H, CHUNK, **op),
         "Tinv": torch.empty(T, H, CHUNK, **op),
         "W": torch.empty(T, H, K, **op),
@@ -298,7 +298,7 @@ def stream_local(
     }
     if NC == 0:
         return c
-    G, RQ, RK, Akkd, Aqk = c["G"], c["RQ"], c["RK"], c["Akkd"], c["Aqk"]
+    G, RQ, RK, Akk, Aqk = c["G"], c["RQ"], c["RK"], c["Akk"], c["Aqk"]
     tiles = STREAM_TILES[operand_kind(prec)]
     bkg, nwp = tiles["prep"]
     bkg = min(bkg, BK)
@@ -308,14 +308,19 @@ def stream_local(
     )  # fmt: skip
     br, nwd = tiles["diag"]
     stream.diag_kernel[(NC, CHUNK // br, H)](
-        q, k, G, beta_raw, RQ, RK, Aqk, Akkd, c_start, c_end, K**-0.5,
+        q, k, G, beta_raw, RQ, RK, Aqk, Akk, c_start, c_end, K**-0.5,
         H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BR=br, num_warps=nwd,
     )  # fmt: skip
-    bkc, nws, nss = tiles["solve"]
-    stream.solve_kernel[(NC, H)](
-        q, k, G, beta_raw, RQ, RK, Akkd, Aqk, c["Tinv"], c_start, c_end,
+    bkc, nwo, nso = tiles["offdiag"]
+    stream.offdiag_kernel[(NC, 6, H)](
+        q, k, G, beta_raw, RQ, RK, Akk, Aqk, c_start, c_end,
         H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BKC=max(16, min(bkc, BK)), DOT_PREC=prec,
-        SOLVE_PREC=solve_precision(prec), num_warps=nws, num_stages=nss,
+        num_warps=nwo, num_stages=nso,
+    )  # fmt: skip
+    (nwi,) = tiles["inverse"]
+    stream.inverse_kernel[(NC, H)](
+        Akk, Aqk, c["Tinv"], c_start, c_end,
+        H=H, BT=CHUNK, BC=SUB, SOLVE_PREC=solve_precision(prec), num_warps=nwi,
     )  # fmt: skip
     bkc, nww, nsw = tiles["wu"]
     stream.wu_kernel[(NC, H)](
