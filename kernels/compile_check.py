@@ -232,7 +232,7 @@ def stream_builds(
     m, f, i32 = "*" + model, "*fp32", "*i32"
     o = "*bf16" if prec == "bf16" else f
     BK, BV = triton.next_power_of_2(K), triton.next_power_of_2(V)
-    (bkg, nwp), (br, nwd) = t["prep"], t["diag"]
+    (bkg, nwp), (br, nwd, pf) = t["prep"], t["diag"]
     (bkc, nwo, nso), (nwi,), (bkw, nww, nsw) = t["offdiag"], t["inverse"], t["wu"]
     (bvs, nwc, nsc, fuse), (bvo, nwo, nso) = t["scan"], t["output"]
     chunks = {"chunk_start": i32, "chunk_end": i32}
@@ -243,7 +243,8 @@ def stream_builds(
         compile_kernel(ks.diag_kernel,
                        {"q": m, "k": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Aqk": o, "Akk": f,
                         **chunks, "scale": "fp32"},
-                       {"H": H, "K": K, "BT": 64, "BC": 16, "BK": BK, "BR": br}, num_warps=nwd),
+                       {"H": H, "K": K, "BT": 64, "BC": 16, "BK": BK, "BR": br, "PREFETCH": pf},
+                       num_warps=nwd),
         compile_kernel(ks.offdiag_kernel,
                        {"q": m, "k": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Akk": f, "Aqk": o,
                         **chunks},

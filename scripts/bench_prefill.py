@@ -56,18 +56,18 @@ TIMED = ["stream", "stream_bf16"]
 # Tiles swept at SWEEP_T, per operand dtype, each part with the best of the parts before it (the
 # other parts' tiles: the wrapper's, from the sweeps of results/bench/prefill-stream-h200/call2).
 _PREP_DIAG = {
-    "prep": [(32, 4), (32, 2), (64, 4), (16, 2)],
-    "diag": [(4, 2), (8, 4), (8, 2), (4, 1), (2, 1), (16, 8)],
-    "inverse": [(1,), (2,), (4,)],
+    "prep": [(32, 4), (64, 8), (128, 4), (32, 1), (16, 1), (64, 2)],
+    "diag": [(4, 2, False), (8, 4, False), (4, 2, True), (8, 4, True), (2, 1, True), (8, 2, True)],
+    "inverse": [(1,), (2,)],
 }
 SWEEP = {
     "fp32": {
         **_PREP_DIAG,
-        "offdiag": [(32, 4, 1), (16, 4, 1), (32, 2, 1), (64, 4, 1), (32, 4, 2), (16, 2, 2)],
+        "offdiag": [(32, 2, 1), (16, 2, 2), (16, 1, 1), (32, 1, 1), (64, 2, 1), (16, 2, 1)],
     },
     "bf16": {
         **_PREP_DIAG,
-        "offdiag": [(32, 4, 1), (64, 4, 1), (128, 4, 1), (32, 2, 1), (32, 4, 2), (64, 8, 2)],
+        "offdiag": [(32, 2, 1), (32, 1, 1), (64, 2, 1), (16, 1, 1), (64, 1, 1), (128, 2, 1)],
     },
 }
 DEV = "cuda"

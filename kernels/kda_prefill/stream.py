@@ -112,6 +112,7 @@ def diag_kernel(
     BC: tl.constexpr,
     BK: tl.constexpr,
     BR: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     """Per (chunk, BR rows, head): the rows' reciprocal norms RQ = scale / |q|, RK = 1 / |k|, and
     their part of the diagonal 16x16 block: Aqk[i, j] (j <= i, zeros right of it, into Aqk) and
@@ -146,15 +147,26 @@ def diag_kernel(
         acc_q = tl.zeros([BR, BC], dtype=tl.float32)
         acc_k = tl.zeros([BR, BC], dtype=tl.float32)
         i_rel = (s - b) + o_i  # the rows' index within the block
-        for jj in range(0, tl.minimum(s - b + BR, t1 - b)):
-            row_j = (b + jj).to(tl.int64) * H + i_h
+        n_j = tl.minimum(s - b + BR, t1 - b)
+        # row j loaded once per row i, in the rows' own layout (a [BK] load broadcast to the rows
+        # went through shared memory, with barriers, on every step)
+        ptr_b = (b.to(tl.int64) * H + i_h) * K + o_k[None, :] + 0 * o_i[:, None]
+        m_k = (o_k < K)[None, :]
+        if PREFETCH:  # row j + 1's loads issued before row j's arithmetic: one L2 wait per loop
+            m_n = (m_i & (i_rel >= 0))[:, None] & m_k
+            n_kj = tl.load(k + ptr_b, mask=m_n, other=0.0)
+            n_gj = tl.load(G + ptr_b, mask=m_n, other=0.0)
+        for jj in range(0, n_j):
             live = ((i_rel >= jj) & m_i)[:, None]  # pairs j > i never reach exp: no overflow
-            # row j loaded once per row i, in the rows' own layout (a [BK] load broadcast to the
-            # rows went through shared memory, with barriers, on every step)
-            ptr_j = row_j * K + o_k[None, :] + 0 * o_i[:, None]
-            m_j = live & (o_k < K)[None, :]
-            b_kj = tl.load(k + ptr_j, mask=m_j, other=0.0).to(tl.float32)
-            b_gj = tl.load(G + ptr_j, mask=m_j, other=0.0)
+            if PREFETCH:
+                b_kj = n_kj.to(tl.float32)
+                b_gj = n_gj
+                m_n = ((i_rel >= jj + 1) & m_i)[:, None] & m_k  # (so j + 1 < n_j)
+                n_kj = tl.load(k + ptr_b + (jj + 1) * H * K, mask=m_n, other=0.0)
+                n_gj = tl.load(G + ptr_b + (jj + 1) * H * K, mask=m_n, other=0.0)
+            else:
+                b_kj = tl.load(k + ptr_b + jj * H * K, mask=live & m_k, other=0.0).to(tl.float32)
+                b_gj = tl.load(G + ptr_b + jj * H * K, mask=live & m_k, other=0.0)
             b_kje = b_kj * tl.exp(tl.where(live, b_g - b_gj, float("-inf")))
             sel = (o_j == jj)[None, :]
             acc_q = tl.where(sel, tl.sum(b_q * b_kje, axis=1)[:, None], acc_q)

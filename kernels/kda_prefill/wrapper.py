@@ -52,8 +52,8 @@ FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
         "prep": (32, 4),
-        "diag": (4, 2),
-        "offdiag": (32, 4, 1),
+        "diag": (4, 2, False),
+        "offdiag": (32, 2, 1),
         "inverse": (1,),
         "wu": (32, 4, 1),
         "scan": (16, 4, 2, False),
@@ -61,9 +61,9 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
     },
     "bf16": {
         "prep": (32, 4),
-        "diag": (4, 2),
-        "offdiag": (32, 4, 1),
-        "inverse": (1,),
+        "diag": (4, 2, False),
+        "offdiag": (32, 2, 1),
+        "inverse": (2,),
         "wu": (64, 8, 1),
         "scan": (32, 4, 3, True),
         "output": (64, 4, 2),
@@ -306,10 +306,10 @@ def stream_local(
         g_raw, flat_a_log(A_log, H).contiguous(), dt_bias.contiguous(), G, c["EGl"], c_start, c_end,
         H=H, K=K, BT=CHUNK, BKG=bkg, num_warps=nwp,
     )  # fmt: skip
-    br, nwd = tiles["diag"]
+    br, nwd, pf = tiles["diag"]
     stream.diag_kernel[(NC, CHUNK // br, H)](
         q, k, G, beta_raw, RQ, RK, Aqk, Akk, c_start, c_end, K**-0.5,
-        H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BR=br, num_warps=nwd,
+        H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BR=br, PREFETCH=pf, num_warps=nwd,
     )  # fmt: skip
     bkc, nwo, nso = tiles["offdiag"]
     stream.offdiag_kernel[(NC, 6, H)](
