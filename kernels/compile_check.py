@@ -233,7 +233,7 @@ def stream_builds(
     o = "*bf16" if prec == "bf16" else f
     BK, BV = triton.next_power_of_2(K), triton.next_power_of_2(V)
     (bkg, nwp), (br, nwd, pf) = t["prep"], t["diag"]
-    (bkc, nwo, nso), (nwi,), (bkw, nww, nsw) = t["offdiag"], t["inverse"], t["wu"]
+    (bkc, nwo, nso, group), (nwi,), (bkw, nww, nsw) = t["offdiag"], t["inverse"], t["wu"]
     (bvs, nwc, nsc, fuse), (bvo, nwo, nso) = t["scan"], t["output"]
     chunks = {"chunk_start": i32, "chunk_end": i32}
     builds = [
@@ -249,7 +249,7 @@ def stream_builds(
                        {"q": m, "k": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Akk": f, "Aqk": o,
                         **chunks},
                        {"H": H, "K": K, "BT": 64, "BC": 16, "BK": BK, "BKC": max(16, min(bkc, BK)),
-                        "DOT_PREC": prec},
+                        "DOT_PREC": prec, "GROUP": group},
                        num_warps=nwo, num_stages=nso),
         compile_kernel(ks.inverse_kernel, {"Akk": f, "Aqk": o, "Tinv": o, **chunks},
                        {"H": H, "BT": 64, "BC": 16, "SOLVE_PREC": w.solve_precision(prec)}, num_warps=nwi),

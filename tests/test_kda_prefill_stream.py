@@ -66,14 +66,18 @@ def test_stream_head_dims_not_powers_of_two(pw):
     assert err_o < 1e-4 and err_s < 1e-4
 
 
-@pytest.mark.parametrize("diag_rows,prefetch", [(1, False), (4, True), (16, False)])
-def test_stream_diag_rows_and_gate_columns_per_program(pw, monkeypatch, diag_rows, prefetch):
+@pytest.mark.parametrize(
+    "diag_rows,prefetch,group", [(1, False, "row"), (4, True, "chunk"), (16, False, "pair")]
+)
+def test_stream_work_per_program(pw, monkeypatch, diag_rows, prefetch, group):
     """The diagonal blocks computed BR rows per program (one token, a quarter block, a whole block:
     each row's columns j <= i and the column norms of rows outside the program; a chunk of 9 tokens
-    ends inside a row group), with and without the next column's loads issued ahead, and the
-    gate's cumsum split over column blocks of 16 (K = 48: three, none masked; V = 24)."""
+    ends inside a row group), with and without the next column's loads issued ahead; the
+    off-diagonal blocks one, a row block's or all six per program; the gate's cumsum split over
+    column blocks of 16 (K = 48: three, none masked; V = 24)."""
     tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
     tiles["fp32"]["diag"] = (diag_rows, 2, prefetch)
+    tiles["fp32"]["offdiag"] = (16, 2, 1, group)
     tiles["fp32"]["prep"] = (16, 1)
     monkeypatch.setattr(pw, "STREAM_TILES", tiles)
     lengths = [int(torch.randint(70, 130, ())), 9, 16]

@@ -11,7 +11,7 @@ the math of `kernel.py` (its docstring defines G, Akk, Aqk, T, W, U, Kd, Qg):
 2. `diag_kernel`   per (chunk, BR rows, head): the rows' reciprocal norms of q (times the attention
                    scale) and k, and their part of the four diagonal 16x16 blocks, exact
                    exp(G_i - G_j), one column j of all BR rows per step (j <= the last row only).
-3. `offdiag_kernel` per (chunk, block pair, head): one of the six off-diagonal 16x16 blocks of
+3. `offdiag_kernel` per (chunk, block pairs, head): the six off-diagonal 16x16 blocks of
                    Aqk and beta Akk by tensor-core products through the block's first row r,
                    exp(G_i - G_r) and exp(G_r - G_j) both <= 1 (no overflow for any gate), summed
                    over column blocks of K with raw q and k and scaled by the row norms after.
@@ -198,44 +198,71 @@ def offdiag_kernel(
     BK: tl.constexpr,
     BKC: tl.constexpr,
     DOT_PREC: tl.constexpr,
+    GROUP: tl.constexpr,
 ):
-    """Per (chunk, block pair, head): one of the six off-diagonal 16x16 blocks (I, J), J < I, of
+    """Per (chunk, group of block pairs, head): the six off-diagonal 16x16 blocks (I, J), J < I, of
     Aqk and beta Akk, by tensor-core products through the row block's first row r (exp(G_i - G_r)
     and exp(G_r - G_j) both <= 1: no overflow for any gate), summed over column blocks of K with
-    raw q and k and scaled by the row norms after. One block per program keeps the registers few
-    and the SM full (all six in one program ran at 255 registers, 4 programs per SM)."""
+    raw q and k and scaled by the row norms after. One block at a time keeps the registers few
+    (all six at once ran at 255 registers, 4 programs per SM); GROUP is how many a program does
+    one after the other: "pair" (grid axis 1 = 6), "row" (the blocks of row block I = 1, 2, 3:
+    q, k, G of block I reread from L1) or "chunk" (all six)."""
+    tl.static_assert(BT == 4 * BC, "written for 4 sub-blocks per chunk")
     i_c = tl.program_id(0)
-    p = tl.program_id(1)  # pairs in the order (1,0) (2,0) (2,1) (3,0) (3,1) (3,2)
+    i_g = tl.program_id(1)
     i_h = tl.program_id(2)
     t0 = tl.load(chunk_start + i_c)
     t1 = tl.load(chunk_end + i_c)
-    bi = 1 + (p >= 1).to(tl.int32) + (p >= 3).to(tl.int32)
-    bj = p - bi * (bi - 1) // 2
-    ri = t0 + bi * BC  # first row of block I (the reference row r)
-    rj = t0 + bj * BC
-    if ri < t1:
-        o_i = tl.arange(0, BC)
-        m_i = ri + o_i < t1
-        acc_k = tl.zeros([BC, BC], dtype=tl.float32)
-        acc_q = tl.zeros([BC, BC], dtype=tl.float32)
-        for c0 in range(0, BK, BKC):
-            k_i = load_tile(k, ri, t1, H, i_h, K, c0, BC, BKC)
-            q_i = load_tile(q, ri, t1, H, i_h, K, c0, BC, BKC)
-            g_i = load_tile(G, ri, t1, H, i_h, K, c0, BC, BKC)
-            k_j = load_tile(k, rj, t1, H, i_h, K, c0, BC, BKC)
-            g_j = load_tile(G, rj, t1, H, i_h, K, c0, BC, BKC)
-            o_k = c0 + tl.arange(0, BKC)
-            g_r = tl.load(G + (ri.to(tl.int64) * H + i_h) * K + o_k, mask=o_k < K, other=0.0)[None, :]
-            e_i = tl.exp(tl.where(m_i[:, None], g_i - g_r, 0.0))  # rows past the end: exponent 0
-            kt = tl.trans(k_j * tl.exp(g_r - g_j))
-            acc_k = mm(k_i * e_i, kt, acc_k, DOT_PREC)
-            acc_q = mm(q_i * e_i, kt, acc_q, DOT_PREC)
-        ck = load_rows_vec(RK, rj + o_i, rj + o_i < t1, H, i_h)[None, :]  # 1/|k_j| along columns
-        rk = load_rows_vec(RK, ri + o_i, m_i, H, i_h)
-        rq = load_rows_vec(RQ, ri + o_i, m_i, H, i_h)
-        bk = tl.sigmoid(load_rows_vec(beta_raw, ri + o_i, m_i, H, i_h)) * rk  # beta_i / |k_i|
-        store_tile(Aqk, acc_q * rq[:, None] * ck, ri, t1, H, i_h, BT, bj * BC, BC, BC)
-        store_tile(Akk, acc_k * bk[:, None] * ck, ri, t1, H, i_h, BT, bj * BC, BC, BC)
+    # pairs p in the order (1,0) (2,0) (2,1) (3,0) (3,1) (3,2): row block I holds p in [I(I-1)/2, I(I+1)/2)
+    if GROUP == "pair":
+        p_lo = i_g
+        p_hi = i_g + 1
+    elif GROUP == "row":
+        p_lo = i_g * (i_g + 1) // 2
+        p_hi = (i_g + 1) * (i_g + 2) // 2
+    else:
+        p_lo = 0
+        p_hi = 6
+    for p in range(p_lo, p_hi):
+        bi = 1 + (p + 5) // 6 + (p + 3) // 6  # 1 + [p >= 1] + [p >= 3] for p in 0..5
+        bj = p - bi * (bi - 1) // 2
+        ri = t0 + bi * BC  # first row of block I (the reference row r)
+        rj = t0 + bj * BC
+        if ri < t1:
+            _offdiag_block(
+                q, k, G, beta_raw, RQ, RK, Akk, Aqk, ri, rj, bj, t1, H, i_h, K, BT, BC, BK, BKC, DOT_PREC
+            )  # fmt: skip
+
+
+@triton.jit
+def _offdiag_block(
+    q, k, G, beta_raw, RQ, RK, Akk, Aqk, ri, rj, bj, t1, H, i_h,
+    K: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr, BK: tl.constexpr, BKC: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+):  # fmt: skip
+    """Block (I, J) of Aqk and beta Akk: rows ri.. (block I), columns rj.. (block J = bj)."""
+    o_i = tl.arange(0, BC)
+    m_i = ri + o_i < t1
+    acc_k = tl.zeros([BC, BC], dtype=tl.float32)
+    acc_q = tl.zeros([BC, BC], dtype=tl.float32)
+    for c0 in range(0, BK, BKC):
+        k_i = load_tile(k, ri, t1, H, i_h, K, c0, BC, BKC)
+        q_i = load_tile(q, ri, t1, H, i_h, K, c0, BC, BKC)
+        g_i = load_tile(G, ri, t1, H, i_h, K, c0, BC, BKC)
+        k_j = load_tile(k, rj, t1, H, i_h, K, c0, BC, BKC)
+        g_j = load_tile(G, rj, t1, H, i_h, K, c0, BC, BKC)
+        o_k = c0 + tl.arange(0, BKC)
+        g_r = tl.load(G + (ri.to(tl.int64) * H + i_h) * K + o_k, mask=o_k < K, other=0.0)[None, :]
+        e_i = tl.exp(tl.where(m_i[:, None], g_i - g_r, 0.0))  # rows past the end: exponent 0
+        kt = tl.trans(k_j * tl.exp(g_r - g_j))
+        acc_k = mm(k_i * e_i, kt, acc_k, DOT_PREC)
+        acc_q = mm(q_i * e_i, kt, acc_q, DOT_PREC)
+    ck = load_rows_vec(RK, rj + o_i, rj + o_i < t1, H, i_h)[None, :]  # 1/|k_j| along columns
+    rk = load_rows_vec(RK, ri + o_i, m_i, H, i_h)
+    rq = load_rows_vec(RQ, ri + o_i, m_i, H, i_h)
+    bk = tl.sigmoid(load_rows_vec(beta_raw, ri + o_i, m_i, H, i_h)) * rk  # beta_i / |k_i|
+    store_tile(Aqk, acc_q * rq[:, None] * ck, ri, t1, H, i_h, BT, bj * BC, BC, BC)
+    store_tile(Akk, acc_k * bk[:, None] * ck, ri, t1, H, i_h, BT, bj * BC, BC, BC)
 
 
 # ----------------------------------------------------------------------------------------- 4

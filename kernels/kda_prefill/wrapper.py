@@ -42,7 +42,8 @@ SOLVE_WARPS = 8
 FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # The stream variant's launch shapes (stream.py), per operand dtype ("fp32": tf32x3 products,
 # "bf16": the production form): "prep" (BKG gate columns per program, num_warps), "diag" (BR rows
-# per program, num_warps), "offdiag" and "wu" (BKC columns per step, num_warps, num_stages),
+# per program, num_warps, PREFETCH), "offdiag" (BKC columns per step, num_warps, num_stages, block
+# pairs per program: "pair", "row", "chunk"), "wu" (BKC columns per step, num_warps, num_stages),
 # "inverse" (num_warps), "scan" (BV, num_warps, num_stages, output fused into the scan), "output"
 # (BV, num_warps, num_stages; only without a fused output). The H200 sweeps' fastest at 32k
 # (results/bench/prefill-stream-h200/: call2; prep and diag from call4). Two other forms of the
@@ -53,7 +54,7 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
         "prep": (32, 4),
         "diag": (4, 2, False),
-        "offdiag": (32, 2, 1),
+        "offdiag": (32, 2, 1, "pair"),
         "inverse": (1,),
         "wu": (32, 4, 1),
         "scan": (16, 4, 2, False),
@@ -62,7 +63,7 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
     "bf16": {
         "prep": (32, 4),
         "diag": (4, 2, False),
-        "offdiag": (32, 2, 1),
+        "offdiag": (32, 2, 1, "pair"),
         "inverse": (2,),
         "wu": (64, 8, 1),
         "scan": (32, 4, 3, True),
@@ -311,10 +312,10 @@ def stream_local(
         q, k, G, beta_raw, RQ, RK, Aqk, Akk, c_start, c_end, K**-0.5,
         H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BR=br, PREFETCH=pf, num_warps=nwd,
     )  # fmt: skip
-    bkc, nwo, nso = tiles["offdiag"]
-    stream.offdiag_kernel[(NC, 6, H)](
+    bkc, nwo, nso, group = tiles["offdiag"]
+    stream.offdiag_kernel[(NC, {"pair": 6, "row": 3, "chunk": 1}[group], H)](
         q, k, G, beta_raw, RQ, RK, Akk, Aqk, c_start, c_end,
-        H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BKC=max(16, min(bkc, BK)), DOT_PREC=prec,
+        H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BKC=max(16, min(bkc, BK)), DOT_PREC=prec, GROUP=group,
         num_warps=nwo, num_stages=nso,
     )  # fmt: skip
     (nwi,) = tiles["inverse"]
