@@ -56,7 +56,8 @@ TIMED = ["stream", "stream_bf16"]
 # Tiles swept at SWEEP_T, per operand dtype, each part with the best of the parts before it (the
 # other parts' tiles: the wrapper's, from the sweeps of results/bench/prefill-stream-h200/call2).
 _PREP_DIAG = {
-    "prep": [(32, 4), (64, 8), (128, 4), (32, 1), (16, 1), (64, 2)],
+    "order": [(False,), (True,)],
+    "prep": [(32, 4, False), (32, 4, True), (32, 2, True), (64, 4, True), (128, 4, True), (64, 8, True)],
     "diag": [(4, 2, False), (8, 4, False), (4, 2, True), (8, 4, True), (2, 1, True), (8, 2, True)],
     "inverse": [(1,), (2,)],
 }
@@ -432,7 +433,7 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=540, help="start no part after this")
     ap.add_argument("--no-adopt", action="store_true", help="keep the wrapper's tiles after the sweep")
     ap.add_argument(
-        "--sweep-only", default="", help="sweep these launches only (comma list: prep,diag,offdiag,inverse)"
+        "--sweep-only", default="", help="sweep these only (comma list: order,prep,diag,offdiag,inverse)"
     )
     ap.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes: test the script only")
     args = ap.parse_args()

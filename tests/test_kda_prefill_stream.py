@@ -74,11 +74,12 @@ def test_stream_work_per_program(pw, monkeypatch, diag_rows, prefetch, group):
     each row's columns j <= i and the column norms of rows outside the program; a chunk of 9 tokens
     ends inside a row group), with and without the next column's loads issued ahead; the
     off-diagonal blocks one, a row block's or all six per program; the gate's cumsum split over
-    column blocks of 16 (K = 48: three, none masked; V = 24)."""
+    column blocks of 16 (K = 48: three, none masked; V = 24); programs in either order."""
     tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
     tiles["fp32"]["diag"] = (diag_rows, 2, prefetch)
     tiles["fp32"]["offdiag"] = (16, 2, 1, group)
-    tiles["fp32"]["prep"] = (16, 1)
+    tiles["fp32"]["prep"] = (16, 1, group != "pair")
+    tiles["fp32"]["order"] = (group != "row",)
     monkeypatch.setattr(pw, "STREAM_TILES", tiles)
     lengths = [int(torch.randint(70, 130, ())), 9, 16]
     err_o, err_s = _against_reference(pw, *_case(lengths, 48, 24, [True, False, True]))

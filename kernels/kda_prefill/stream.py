@@ -67,6 +67,17 @@ def mm(a, b, acc, DOT_PREC: tl.constexpr):
         return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision=DOT_PREC)
 
 
+@triton.jit
+def chunk_and_head(HEAD_FAST: tl.constexpr, LAST: tl.constexpr):
+    """(chunk, head) of a program on a grid (chunks, ..., heads) or, HEAD_FAST, (heads, ..., chunks)
+    (LAST: the index of the last grid axis). Head first, programs that run side by side read
+    neighbouring heads of the same rows: whole rows of [T, H, K], not one head's piece of each."""
+    if HEAD_FAST:
+        return tl.program_id(LAST), tl.program_id(0)
+    else:
+        return tl.program_id(0), tl.program_id(LAST)
+
+
 # ----------------------------------------------------------------------------------------- 1
 @triton.jit
 def prep_kernel(
@@ -81,12 +92,23 @@ def prep_kernel(
     K: tl.constexpr,
     BT: tl.constexpr,
     BKG: tl.constexpr,
+    ROW_ORDER: tl.constexpr,
 ):
     """Per (chunk, head, BKG columns): G and e^{G_last} (`kernel.chunk_gate_cumsum`, the split
-    path's). The columns are independent, so a chunk's cumsum is spread over K / BKG programs."""
-    i_c = tl.program_id(0)
-    i_h = tl.program_id(1)
-    c0 = tl.program_id(2) * BKG
+    path's). The columns are independent, so a chunk's cumsum is spread over K / BKG programs.
+    ROW_ORDER numbers the programs column block first, then head, then chunk (one flat grid
+    axis): programs that run side by side read the chunk's rows end to end, not 2 BKG-byte pieces
+    of the same head in every chunk."""
+    if ROW_ORDER:
+        n_cb = tl.cdiv(K, BKG)
+        pid = tl.program_id(0)
+        c0 = (pid % n_cb) * BKG
+        i_h = (pid // n_cb) % H
+        i_c = pid // (n_cb * H)
+    else:
+        i_c = tl.program_id(0)
+        i_h = tl.program_id(1)
+        c0 = tl.program_id(2) * BKG
     t0 = tl.load(chunk_start + i_c)
     t1 = tl.load(chunk_end + i_c)
     chunk_gate_cumsum(g_raw, a_log, dt_bias, G, EGl, i_c, t0, t1, H, i_h, K, c0, BT, BKG)
@@ -113,6 +135,7 @@ def diag_kernel(
     BK: tl.constexpr,
     BR: tl.constexpr,
     PREFETCH: tl.constexpr,
+    HEAD_FAST: tl.constexpr,
 ):
     """Per (chunk, BR rows, head): the rows' reciprocal norms RQ = scale / |q|, RK = 1 / |k|, and
     their part of the diagonal 16x16 block: Aqk[i, j] (j <= i, zeros right of it, into Aqk) and
@@ -120,8 +143,7 @@ def diag_kernel(
     exp(G_i - G_j), column j of all BR rows at once. Rows in the lower part of a block need more
     columns: BR < BC skips the pairs j > i that a whole block would compute and discard."""
     tl.static_assert(BC % BR == 0, "a program's rows lie in one diagonal block")
-    i_c = tl.program_id(0)
-    i_h = tl.program_id(2)
+    i_c, i_h = chunk_and_head(HEAD_FAST, 2)
     t0 = tl.load(chunk_start + i_c)
     t1 = tl.load(chunk_end + i_c)
     s = t0 + tl.program_id(1) * BR  # the program's first row
@@ -199,6 +221,7 @@ def offdiag_kernel(
     BKC: tl.constexpr,
     DOT_PREC: tl.constexpr,
     GROUP: tl.constexpr,
+    HEAD_FAST: tl.constexpr,
 ):
     """Per (chunk, group of block pairs, head): the six off-diagonal 16x16 blocks (I, J), J < I, of
     Aqk and beta Akk, by tensor-core products through the row block's first row r (exp(G_i - G_r)
@@ -208,9 +231,8 @@ def offdiag_kernel(
     one after the other: "pair" (grid axis 1 = 6), "row" (the blocks of row block I = 1, 2, 3:
     q, k, G of block I reread from L1) or "chunk" (all six)."""
     tl.static_assert(BT == 4 * BC, "written for 4 sub-blocks per chunk")
-    i_c = tl.program_id(0)
+    i_c, i_h = chunk_and_head(HEAD_FAST, 2)
     i_g = tl.program_id(1)
-    i_h = tl.program_id(2)
     t0 = tl.load(chunk_start + i_c)
     t1 = tl.load(chunk_end + i_c)
     # pairs p in the order (1,0) (2,0) (2,1) (3,0) (3,1) (3,2): row block I holds p in [I(I-1)/2, I(I+1)/2)
@@ -320,14 +342,14 @@ def inverse_kernel(
     BT: tl.constexpr,
     BC: tl.constexpr,
     SOLVE_PREC: tl.constexpr,
+    HEAD_FAST: tl.constexpr,
 ):
     """Per (chunk, head): T = (I + beta Akk)^-1 into Tinv [T, H, BT], the diagonal blocks by forward
     substitution, the others by block products; zeros above the diagonal of Tinv and Aqk (the
     scan reads whole rows). Blocks are named by (row block, column block): a21 = beta Akk rows
     32-47, columns 16-31."""
     tl.static_assert(BT == 4 * BC, "written for 4 sub-blocks per chunk")
-    i_c = tl.program_id(0)
-    i_h = tl.program_id(1)
+    i_c, i_h = chunk_and_head(HEAD_FAST, 1)
     t0 = tl.load(chunk_start + i_c)
     t1 = tl.load(chunk_end + i_c)
     r1 = t0 + BC
@@ -406,11 +428,11 @@ def wu_kernel(
     BV: tl.constexpr,
     BKC: tl.constexpr,
     DOT_PREC: tl.constexpr,
+    HEAD_FAST: tl.constexpr,
 ):
     """Per (chunk, head): W = T (beta k e^G), U = T (beta v) as whole-chunk products [BT, BT] x
     [BT, BKC], and the scan's Kd = k e^{G_last - G} and Qg = q e^G."""
-    i_c = tl.program_id(0)
-    i_h = tl.program_id(1)
+    i_c, i_h = chunk_and_head(HEAD_FAST, 1)
     t0 = tl.load(chunk_start + i_c)
     t1 = tl.load(chunk_end + i_c)
     o_t = tl.arange(0, BT)

@@ -41,7 +41,7 @@ SOLVE_WARPS = 8
 # cap (maxnreg 128) measured 17.7 ms but spills 224 bytes. bench_kernels.py --prefill-variants sweeps.
 FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # The stream variant's launch shapes (stream.py), per operand dtype ("fp32": tf32x3 products,
-# "bf16": the production form): "prep" (BKG gate columns per program, num_warps), "diag" (BR rows
+# "bf16": the production form): "prep" (BKG gate columns per program, num_warps, ROW_ORDER), "diag" (BR rows
 # per program, num_warps, PREFETCH), "offdiag" (BKC columns per step, num_warps, num_stages, block
 # pairs per program: "pair", "row", "chunk"), "wu" (BKC columns per step, num_warps, num_stages),
 # "inverse" (num_warps), "scan" (BV, num_warps, num_stages, output fused into the scan), "output"
@@ -52,7 +52,8 @@ FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # or BV > 16 (kernels/compile_check.py; tests/test_kernels_compile.py bounds the spills).
 STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
-        "prep": (32, 4),
+        "order": (False,),
+        "prep": (32, 4, False),
         "diag": (4, 2, False),
         "offdiag": (32, 2, 1, "pair"),
         "inverse": (1,),
@@ -61,7 +62,8 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
         "output": (64, 4, 2),
     },
     "bf16": {
-        "prep": (32, 4),
+        "order": (False,),
+        "prep": (32, 4, False),
         "diag": (4, 2, False),
         "offdiag": (32, 2, 1, "pair"),
         "inverse": (2,),
@@ -301,33 +303,39 @@ def stream_local(
         return c
     G, RQ, RK, Akk, Aqk = c["G"], c["RQ"], c["RK"], c["Akk"], c["Aqk"]
     tiles = STREAM_TILES[operand_kind(prec)]
-    bkg, nwp = tiles["prep"]
+    bkg, nwp, row_order = tiles["prep"]
     bkg = min(bkg, BK)
-    stream.prep_kernel[(NC, H, triton.cdiv(K, bkg))](
+    n_cb = triton.cdiv(K, bkg)
+    stream.prep_kernel[(NC * H * n_cb,) if row_order else (NC, H, n_cb)](
         g_raw, flat_a_log(A_log, H).contiguous(), dt_bias.contiguous(), G, c["EGl"], c_start, c_end,
-        H=H, K=K, BT=CHUNK, BKG=bkg, num_warps=nwp,
+        H=H, K=K, BT=CHUNK, BKG=bkg, ROW_ORDER=row_order, num_warps=nwp,
     )  # fmt: skip
     br, nwd, pf = tiles["diag"]
-    stream.diag_kernel[(NC, CHUNK // br, H)](
+    head_fast = tiles["order"][0] and NC <= 65535  # chunks on the last grid axis: at most 65535
+
+    def grid(*axes):  # (chunks, ..., heads), or (heads, ..., chunks) head first
+        return (axes[-1], *axes[1:-1], axes[0]) if head_fast else axes
+
+    stream.diag_kernel[grid(NC, CHUNK // br, H)](
         q, k, G, beta_raw, RQ, RK, Aqk, Akk, c_start, c_end, K**-0.5,
-        H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BR=br, PREFETCH=pf, num_warps=nwd,
+        H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BR=br, PREFETCH=pf, HEAD_FAST=head_fast, num_warps=nwd,
     )  # fmt: skip
     bkc, nwo, nso, group = tiles["offdiag"]
-    stream.offdiag_kernel[(NC, {"pair": 6, "row": 3, "chunk": 1}[group], H)](
+    stream.offdiag_kernel[grid(NC, {"pair": 6, "row": 3, "chunk": 1}[group], H)](
         q, k, G, beta_raw, RQ, RK, Akk, Aqk, c_start, c_end,
         H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BKC=max(16, min(bkc, BK)), DOT_PREC=prec, GROUP=group,
-        num_warps=nwo, num_stages=nso,
+        HEAD_FAST=head_fast, num_warps=nwo, num_stages=nso,
     )  # fmt: skip
     (nwi,) = tiles["inverse"]
-    stream.inverse_kernel[(NC, H)](
+    stream.inverse_kernel[grid(NC, H)](
         Akk, Aqk, c["Tinv"], c_start, c_end,
-        H=H, BT=CHUNK, BC=SUB, SOLVE_PREC=solve_precision(prec), num_warps=nwi,
+        H=H, BT=CHUNK, BC=SUB, SOLVE_PREC=solve_precision(prec), HEAD_FAST=head_fast, num_warps=nwi,
     )  # fmt: skip
     bkc, nww, nsw = tiles["wu"]
-    stream.wu_kernel[(NC, H)](
+    stream.wu_kernel[grid(NC, H)](
         q, k, v, G, beta_raw, RQ, RK, c["Tinv"], c["W"], c["U"], c["Qg"], c["Kd"], c_start, c_end,
         H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=BVf, BKC=max(16, min(bkc, BK, BVf)), DOT_PREC=prec,
-        num_warps=nww, num_stages=nsw,
+        HEAD_FAST=head_fast, num_warps=nww, num_stages=nsw,
     )  # fmt: skip
     return c
 
