@@ -232,35 +232,35 @@ def stream_builds(
     m, f, i32 = "*" + model, "*fp32", "*i32"
     o = "*bf16" if prec == "bf16" else f
     BK, BV = triton.next_power_of_2(K), triton.next_power_of_2(V)
-    (bkg, nwp, row_order), (br, nwd, pf) = t["prep"], t["diag"]
+    (bkg, nwp), (br, nwd), head_fast = t["prep"], t["diag"], t["order"][0]
     (bkc, nwo, nso, group), (nwi,), (bkw, nww, nsw) = t["offdiag"], t["inverse"], t["wu"]
     (bvs, nwc, nsc, fuse), (bvo, nwo, nso) = t["scan"], t["output"]
     chunks = {"chunk_start": i32, "chunk_end": i32}
     builds = [
         compile_kernel(ks.prep_kernel,
                        {"g_raw": m, "a_log": f, "dt_bias": f, "G": f, "EGl": f, **chunks},
-                       {"H": H, "K": K, "BT": 64, "BKG": min(bkg, BK), "ROW_ORDER": row_order},
+                       {"H": H, "K": K, "BT": 64, "BKG": min(bkg, BK), "HEAD_FAST": head_fast},
                        num_warps=nwp),
         compile_kernel(ks.diag_kernel,
                        {"q": m, "k": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Aqk": o, "Akk": f,
                         **chunks, "scale": "fp32"},
-                       {"H": H, "K": K, "BT": 64, "BC": 16, "BK": BK, "BR": br, "PREFETCH": pf,
-                        "HEAD_FAST": t["order"][0]},
+                       {"H": H, "K": K, "BT": 64, "BC": 16, "BK": BK, "BR": br,
+                        "HEAD_FAST": head_fast},
                        num_warps=nwd),
         compile_kernel(ks.offdiag_kernel,
                        {"q": m, "k": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Akk": f, "Aqk": o,
                         **chunks},
                        {"H": H, "K": K, "BT": 64, "BC": 16, "BK": BK, "BKC": max(16, min(bkc, BK)),
-                        "DOT_PREC": prec, "GROUP": group, "HEAD_FAST": t["order"][0]},
+                        "DOT_PREC": prec, "GROUP": group, "HEAD_FAST": head_fast},
                        num_warps=nwo, num_stages=nso),
         compile_kernel(ks.inverse_kernel, {"Akk": f, "Aqk": o, "Tinv": o, **chunks},
                        {"H": H, "BT": 64, "BC": 16, "SOLVE_PREC": w.solve_precision(prec),
-                        "HEAD_FAST": t["order"][0]}, num_warps=nwi),
+                        "HEAD_FAST": head_fast}, num_warps=nwi),
         compile_kernel(ks.wu_kernel,
                        {"q": m, "k": m, "v": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Tinv": o, "W": o,
                         "U": o, "Qg": o, "Kd": o, **chunks},
                        {"H": H, "K": K, "V": V, "BT": 64, "BK": BK, "BV": BV,
-                        "BKC": max(16, min(bkw, BK, BV)), "DOT_PREC": prec, "HEAD_FAST": t["order"][0]},
+                        "BKC": max(16, min(bkw, BK, BV)), "DOT_PREC": prec, "HEAD_FAST": head_fast},
                        num_warps=nww, num_stages=nsw),
         compile_kernel(ks.scan_kernel,
                        {"Kd": o, "EGl": f, "W": o, "U": o, "Qg": o, "Aqk": o, "Vn": o, "Hs": o, "o": m,

@@ -66,19 +66,17 @@ def test_stream_head_dims_not_powers_of_two(pw):
     assert err_o < 1e-4 and err_s < 1e-4
 
 
-@pytest.mark.parametrize(
-    "diag_rows,prefetch,group", [(1, False, "row"), (4, True, "chunk"), (16, False, "pair")]
-)
-def test_stream_work_per_program(pw, monkeypatch, diag_rows, prefetch, group):
+@pytest.mark.parametrize("diag_rows,group", [(1, "row"), (4, "chunk"), (16, "pair")])
+def test_stream_work_per_program(pw, monkeypatch, diag_rows, group):
     """The diagonal blocks computed BR rows per program (one token, a quarter block, a whole block:
     each row's columns j <= i and the column norms of rows outside the program; a chunk of 9 tokens
-    ends inside a row group), with and without the next column's loads issued ahead; the
-    off-diagonal blocks one, a row block's or all six per program; the gate's cumsum split over
-    column blocks of 16 (K = 48: three, none masked; V = 24); programs in either order."""
+    ends inside a row group); the off-diagonal blocks one, a row block's or all six per program;
+    the gate's cumsum split over column blocks of 16 (K = 48: three, none masked; V = 24); the
+    programs numbered chunk first and head first."""
     tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
-    tiles["fp32"]["diag"] = (diag_rows, 2, prefetch)
+    tiles["fp32"]["diag"] = (diag_rows, 2)
     tiles["fp32"]["offdiag"] = (16, 2, 1, group)
-    tiles["fp32"]["prep"] = (16, 1, group != "pair")
+    tiles["fp32"]["prep"] = (16, 1)
     tiles["fp32"]["order"] = (group != "row",)
     monkeypatch.setattr(pw, "STREAM_TILES", tiles)
     lengths = [int(torch.randint(70, 130, ())), 9, 16]

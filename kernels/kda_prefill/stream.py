@@ -92,23 +92,12 @@ def prep_kernel(
     K: tl.constexpr,
     BT: tl.constexpr,
     BKG: tl.constexpr,
-    ROW_ORDER: tl.constexpr,
+    HEAD_FAST: tl.constexpr,
 ):
-    """Per (chunk, head, BKG columns): G and e^{G_last} (`kernel.chunk_gate_cumsum`, the split
-    path's). The columns are independent, so a chunk's cumsum is spread over K / BKG programs.
-    ROW_ORDER numbers the programs column block first, then head, then chunk (one flat grid
-    axis): programs that run side by side read the chunk's rows end to end, not 2 BKG-byte pieces
-    of the same head in every chunk."""
-    if ROW_ORDER:
-        n_cb = tl.cdiv(K, BKG)
-        pid = tl.program_id(0)
-        c0 = (pid % n_cb) * BKG
-        i_h = (pid // n_cb) % H
-        i_c = pid // (n_cb * H)
-    else:
-        i_c = tl.program_id(0)
-        i_h = tl.program_id(1)
-        c0 = tl.program_id(2) * BKG
+    """Per (chunk, BKG columns, head): G and e^{G_last} (`kernel.chunk_gate_cumsum`, the split
+    path's). The columns are independent, so a chunk's cumsum is spread over K / BKG programs."""
+    i_c, i_h = chunk_and_head(HEAD_FAST, 2)
+    c0 = tl.program_id(1) * BKG
     t0 = tl.load(chunk_start + i_c)
     t1 = tl.load(chunk_end + i_c)
     chunk_gate_cumsum(g_raw, a_log, dt_bias, G, EGl, i_c, t0, t1, H, i_h, K, c0, BT, BKG)
@@ -134,7 +123,6 @@ def diag_kernel(
     BC: tl.constexpr,
     BK: tl.constexpr,
     BR: tl.constexpr,
-    PREFETCH: tl.constexpr,
     HEAD_FAST: tl.constexpr,
 ):
     """Per (chunk, BR rows, head): the rows' reciprocal norms RQ = scale / |q|, RK = 1 / |k|, and
@@ -169,26 +157,14 @@ def diag_kernel(
         acc_q = tl.zeros([BR, BC], dtype=tl.float32)
         acc_k = tl.zeros([BR, BC], dtype=tl.float32)
         i_rel = (s - b) + o_i  # the rows' index within the block
-        n_j = tl.minimum(s - b + BR, t1 - b)
         # row j loaded once per row i, in the rows' own layout (a [BK] load broadcast to the rows
         # went through shared memory, with barriers, on every step)
         ptr_b = (b.to(tl.int64) * H + i_h) * K + o_k[None, :] + 0 * o_i[:, None]
         m_k = (o_k < K)[None, :]
-        if PREFETCH:  # row j + 1's loads issued before row j's arithmetic: one L2 wait per loop
-            m_n = (m_i & (i_rel >= 0))[:, None] & m_k
-            n_kj = tl.load(k + ptr_b, mask=m_n, other=0.0)
-            n_gj = tl.load(G + ptr_b, mask=m_n, other=0.0)
-        for jj in range(0, n_j):
+        for jj in range(0, tl.minimum(s - b + BR, t1 - b)):
             live = ((i_rel >= jj) & m_i)[:, None]  # pairs j > i never reach exp: no overflow
-            if PREFETCH:
-                b_kj = n_kj.to(tl.float32)
-                b_gj = n_gj
-                m_n = ((i_rel >= jj + 1) & m_i)[:, None] & m_k  # (so j + 1 < n_j)
-                n_kj = tl.load(k + ptr_b + (jj + 1) * H * K, mask=m_n, other=0.0)
-                n_gj = tl.load(G + ptr_b + (jj + 1) * H * K, mask=m_n, other=0.0)
-            else:
-                b_kj = tl.load(k + ptr_b + jj * H * K, mask=live & m_k, other=0.0).to(tl.float32)
-                b_gj = tl.load(G + ptr_b + jj * H * K, mask=live & m_k, other=0.0)
+            b_kj = tl.load(k + ptr_b + jj * H * K, mask=live & m_k, other=0.0).to(tl.float32)
+            b_gj = tl.load(G + ptr_b + jj * H * K, mask=live & m_k, other=0.0)
             b_kje = b_kj * tl.exp(tl.where(live, b_g - b_gj, float("-inf")))
             sel = (o_j == jj)[None, :]
             acc_q = tl.where(sel, tl.sum(b_q * b_kje, axis=1)[:, None], acc_q)

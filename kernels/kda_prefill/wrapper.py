@@ -41,32 +41,35 @@ SOLVE_WARPS = 8
 # cap (maxnreg 128) measured 17.7 ms but spills 224 bytes. bench_kernels.py --prefill-variants sweeps.
 FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # The stream variant's launch shapes (stream.py), per operand dtype ("fp32": tf32x3 products,
-# "bf16": the production form): "prep" (BKG gate columns per program, num_warps, ROW_ORDER), "diag" (BR rows
-# per program, num_warps, PREFETCH), "offdiag" (BKC columns per step, num_warps, num_stages, block
-# pairs per program: "pair", "row", "chunk"), "wu" (BKC columns per step, num_warps, num_stages),
-# "inverse" (num_warps), "scan" (BV, num_warps, num_stages, output fused into the scan), "output"
+# "bf16": the production form): "order" (HEAD_FAST: the chunk-local launches' programs numbered
+# head first, `stream.chunk_and_head`), "prep" (BKG gate columns per program, num_warps), "diag"
+# (BR rows per program, num_warps), "offdiag" (BKC columns per step, num_warps, num_stages, block
+# pairs per program: "pair", "row", "chunk"), "inverse" (num_warps), "wu" (BKC columns per step,
+# num_warps, num_stages), "scan" (BV, num_warps, num_stages, output fused into the scan), "output"
 # (BV, num_warps, num_stages; only without a fused output). The H200 sweeps' fastest at 32k
-# (results/bench/prefill-stream-h200/: call2; prep and diag from call4). Two other forms of the
-# diagonal blocks measured slower there (all pairs of a block as one [16, 16, BKD] product: call5;
-# sub-blocks with tensor-core products below them: call6). tf32x3 scans spill with a fused output
-# or BV > 16 (kernels/compile_check.py; tests/test_kernels_compile.py bounds the spills).
+# (results/bench/prefill-stream-h200/: scan, output, wu from call2; diag from call4; order, prep,
+# offdiag, inverse from call8). Measured slower and removed: two other forms of the diagonal
+# blocks (all pairs of a block as one [16, 16, BKD] product: call5; sub-blocks with tensor-core
+# products below them: call6), the diag loop with the next column's loads issued ahead (call8).
+# tf32x3 scans spill with a fused output or BV > 16 (kernels/compile_check.py;
+# tests/test_kernels_compile.py bounds the spills).
 STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
-        "order": (False,),
-        "prep": (32, 4, False),
-        "diag": (4, 2, False),
-        "offdiag": (32, 2, 1, "pair"),
+        "order": (True,),
+        "prep": (32, 4),
+        "diag": (4, 2),
+        "offdiag": (32, 1, 1, "pair"),
         "inverse": (1,),
         "wu": (32, 4, 1),
         "scan": (16, 4, 2, False),
         "output": (64, 4, 2),
     },
     "bf16": {
-        "order": (False,),
-        "prep": (32, 4, False),
-        "diag": (4, 2, False),
-        "offdiag": (32, 2, 1, "pair"),
-        "inverse": (2,),
+        "order": (True,),
+        "prep": (32, 2),
+        "diag": (4, 2),
+        "offdiag": (128, 2, 1, "chunk"),
+        "inverse": (1,),
         "wu": (64, 8, 1),
         "scan": (32, 4, 3, True),
         "output": (64, 4, 2),
@@ -303,22 +306,21 @@ def stream_local(
         return c
     G, RQ, RK, Akk, Aqk = c["G"], c["RQ"], c["RK"], c["Akk"], c["Aqk"]
     tiles = STREAM_TILES[operand_kind(prec)]
-    bkg, nwp, row_order = tiles["prep"]
-    bkg = min(bkg, BK)
-    n_cb = triton.cdiv(K, bkg)
-    stream.prep_kernel[(NC * H * n_cb,) if row_order else (NC, H, n_cb)](
-        g_raw, flat_a_log(A_log, H).contiguous(), dt_bias.contiguous(), G, c["EGl"], c_start, c_end,
-        H=H, K=K, BT=CHUNK, BKG=bkg, ROW_ORDER=row_order, num_warps=nwp,
-    )  # fmt: skip
-    br, nwd, pf = tiles["diag"]
     head_fast = tiles["order"][0] and NC <= 65535  # chunks on the last grid axis: at most 65535
 
     def grid(*axes):  # (chunks, ..., heads), or (heads, ..., chunks) head first
         return (axes[-1], *axes[1:-1], axes[0]) if head_fast else axes
 
+    bkg, nwp = tiles["prep"]
+    bkg = min(bkg, BK)
+    stream.prep_kernel[grid(NC, triton.cdiv(K, bkg), H)](
+        g_raw, flat_a_log(A_log, H).contiguous(), dt_bias.contiguous(), G, c["EGl"], c_start, c_end,
+        H=H, K=K, BT=CHUNK, BKG=bkg, HEAD_FAST=head_fast, num_warps=nwp,
+    )  # fmt: skip
+    br, nwd = tiles["diag"]
     stream.diag_kernel[grid(NC, CHUNK // br, H)](
         q, k, G, beta_raw, RQ, RK, Aqk, Akk, c_start, c_end, K**-0.5,
-        H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BR=br, PREFETCH=pf, HEAD_FAST=head_fast, num_warps=nwd,
+        H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BR=br, HEAD_FAST=head_fast, num_warps=nwd,
     )  # fmt: skip
     bkc, nwo, nso, group = tiles["offdiag"]
     stream.offdiag_kernel[grid(NC, {"pair": 6, "row": 3, "chunk": 1}[group], H)](
