@@ -7,7 +7,7 @@ program) and the state pass 7x (a nested loop the compiler could not pipeline), 
 starting state went to HBM and back for the output (fp32: 64 KB per chunk and head). Here, with
 the math of `kernel.py` (its docstring defines G, Akk, Aqk, T, W, U, Kd, Qg):
 
-1. `prep_kernel`   per (chunk, head, column block): G = within-chunk cumsum of the gate, e^{G_last}.
+1. `prep_kernel`   per (chunk, column block, head): G = within-chunk cumsum of the gate, e^{G_last}.
 2. `diag_kernel`   per (chunk, BR rows, head): the rows' reciprocal norms of q (times the attention
                    scale) and k, and their part of the four diagonal 16x16 blocks, exact
                    exp(G_i - G_j), one column j of all BR rows per step (j <= the last row only).
@@ -28,8 +28,9 @@ the math of `kernel.py` (its docstring defines G, Akk, Aqk, T, W, U, Kd, Qg):
 7. `output_kernel` computes o per (chunk, head, V block).
 
 Measured on the H200 (results/bench/prefill-stream-h200/): 1.5x the fused and 2.1x the split
-variant at 32k with fp32 operands, the same error against float64; at 32k 0.34x FLA's
-`chunk_kda` with fp32 operands and 0.68-0.72x with bf16 ones (call4, call6).
+variant at 32k with fp32 operands, the same error against float64; at 8k/32k/128k 0.39-0.40x FLA's
+`chunk_kda` with fp32 operands and 0.72-0.78x with bf16 ones (call9). Every chunk-local launch
+numbers its programs head first (`chunk_and_head`): 0.3-0.5 ms faster at 32k than chunk first.
 
 Operands: DOT_PREC "tf32x3" (or "ieee") keeps every intermediate fp32 and every product at about
 fp32 accuracy: evalkit's arithmetic. DOT_PREC "bf16" is the production form FLA-based servers run:
