@@ -27,8 +27,9 @@ the math of `kernel.py` (its docstring defines G, Akk, Aqk, T, W, U, Kd, Qg):
                    to HBM and
 7. `output_kernel` computes o per (chunk, head, V block).
 
-Measured on the H200 (results/bench/prefill-stream-h200/): 1.5x the fused and 2.1x the split
-variant at 32k with fp32 operands, the same error against float64; at 8k/32k/128k 0.39-0.40x FLA's
+Measured on the H200 (results/bench/prefill-stream-h200/): 10.1 ms at 32k with fp32 operands
+(the fused variant 18.2 ms, the split one 25.6 ms, in earlier calls), the same error against
+float64; at 8k/32k/128k 0.39-0.40x FLA's
 `chunk_kda` with fp32 operands and 0.72-0.78x with bf16 ones (call9). Every chunk-local launch
 numbers its programs head first (`chunk_and_head`): 0.3-0.5 ms faster at 32k than chunk first.
 
