@@ -105,7 +105,9 @@ def check_kda_args(
 
 def check_varlen(
     cu_seqlens: torch.Tensor, has_initial_state: torch.Tensor, slots: torch.Tensor, T: int
-) -> None:
+) -> list[int]:
+    """Checks the packed-batch arguments; returns cu_seqlens as a host list (read once: on a GPU
+    each read is a device-to-host sync)."""
     _require(cu_seqlens.dim() == 1 and cu_seqlens.numel() >= 2, "cu_seqlens must be [N+1] with N >= 1")
     N = cu_seqlens.numel() - 1
     _require(slots.numel() == N, f"slots has {slots.numel()} entries, expected one per sequence ({N})")
@@ -118,3 +120,4 @@ def check_varlen(
         cu[0] == 0 and cu[-1] == T, f"cu_seqlens must start at 0 and end at T={T}, got {cu[0]}..{cu[-1]}"
     )
     _require(all(b >= a for a, b in zip(cu, cu[1:])), "cu_seqlens must be non-decreasing")
+    return [int(x) for x in cu]

@@ -10,6 +10,7 @@ production form: bf16 operands, as FLA-based servers compute."""
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -83,7 +84,13 @@ DOT_PRECISION = "tf32x3"  # ~fp32 accuracy on tensor cores; "ieee" = exact fp32 
 
 def chunk_table(cu: list[int], device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
     """(chunk_start [NC], chunk_end [NC], chunk_offsets [N], NC) for chunks of CHUNK tokens that
-    restart at every sequence start."""
+    restart at every sequence start. Cached by (cu, device): every KDA layer of a forward pass
+    shares its batch's table (the tensors are shared: read them, never write them)."""
+    return _chunk_table(tuple(cu), str(device))
+
+
+@functools.lru_cache(maxsize=8)
+def _chunk_table(cu: tuple[int, ...], device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
     starts, ends, offsets = [], [], []
     for bos, eos in zip(cu[:-1], cu[1:]):
         offsets.append(len(starts))
@@ -135,7 +142,7 @@ def kda_prefill(
     $EVALKIT_KDA_PREFILL, else DEFAULT_VARIANT."""
     variant = resolve_variant(variant)
     check_kda_args(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, packed=True)
-    check_varlen(cu_seqlens, has_initial_state, slots, q.shape[0])
+    cu = check_varlen(cu_seqlens, has_initial_state, slots, q.shape[0])
     fmt = resolve_format(fmt, state_pool, positions, slots.numel())
     check_triton_device(state_pass_kernel, q)
     prec = dot_precision or DOT_PRECISION
@@ -160,7 +167,6 @@ def kda_prefill(
     q, k, v, g_raw, beta_raw = (t.contiguous() for t in (q, k, v, g_raw, beta_raw))
     if out is None:
         out = torch.empty(T, H, V, dtype=q.dtype, device=dev)
-    cu = [int(x) for x in cu_seqlens.tolist()]
     c_start, c_end, c_off, NC = chunk_table(cu, dev)
     if variant == "stream":
         args = (q, k, v, g_raw, beta_raw, A_log, dt_bias)
