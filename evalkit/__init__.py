@@ -1,3 +1,21 @@
 """evalkit: does storing a linear-attention model's recurrent state in fp16/bf16 cost accuracy?"""
 
+import os
+import sys
+
 __version__ = "0.1.0"
+
+
+def _unshadow_checkout_root() -> None:
+    """Drop this checkout's root from sys.path, where `python -m ...` run inside it puts it: its
+    `kernels/` folder (installed as `evalkit.kernels`) would shadow the `kernels` distribution that
+    transformers (>= 5.25) imports at import time. evalkit itself imports through its install (or
+    its own `__path__`), never through the root. Only a source checkout is touched (it has a
+    setup.py beside `kernels/`), never an installed site-packages."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if not (os.path.isfile(os.path.join(root, "setup.py")) and os.path.isdir(os.path.join(root, "kernels"))):
+        return
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != root]
+
+
+_unshadow_checkout_root()

@@ -150,3 +150,26 @@ def test_a_planted_violation_is_found(tmp_path):
     assert "evalkit.tasks.base imports evalkit.engine" in found
     assert "evalkit.store imports evalkit.compare" in found
     assert subpackage_cycles(graph) == [["compare", "store"]]
+
+
+def test_the_checkout_kernels_folder_never_shadows_the_kernels_distribution():
+    """`python -m ...` run in the checkout puts its root on sys.path, where `kernels/` would be
+    found as the top-level `kernels` that transformers (>= 5.25) imports from Hugging Face's
+    distribution (the CI broke on it). Importing evalkit takes the root off."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import importlib.util, sys; import evalkit; s = importlib.util.find_spec('kernels'); "
+        "print(s.origin if s else None)"
+    )
+    before = subprocess.run(
+        [sys.executable, "-c", "import importlib.util; print(importlib.util.find_spec('kernels').origin)"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert before.stdout.strip() == str(ROOT / "kernels" / "__init__.py")  # what the fix is for
+    after = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert after.returncode == 0, after.stderr
+    assert after.stdout.strip() != str(ROOT / "kernels" / "__init__.py")
