@@ -287,7 +287,7 @@ def stream_local(
     *,
     prec: str = DOT_PRECISION,
 ) -> dict[str, torch.Tensor]:
-    """The stream variant's launches 1-4 (`stream.py`): G, EGl, RQ, RK, Akkd fp32 and Aqk, Tinv, W,
+    """The stream variant's launches 1-5 (`stream.py`): G, EGl, RQ, RK, Akk fp32 and Aqk, Tinv, W,
     U, Qg, Kd in the operand dtype (bf16 when prec == "bf16", else fp32). Inputs contiguous."""
     T, H, K = q.shape
     V = v.shape[-1]
