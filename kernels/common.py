@@ -9,6 +9,7 @@ import torch
 
 from .errors import FormatError, KernelInputError
 from .formats import StateFormat, parse_format, storage_dtypes
+from .host_values import host_values
 
 # the 16/32-bit pool dtypes (also the intra-chunk rounding dtypes); every storage: formats.STORAGES
 STATE_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -106,8 +107,8 @@ def check_kda_args(
 def check_varlen(
     cu_seqlens: torch.Tensor, has_initial_state: torch.Tensor, slots: torch.Tensor, T: int
 ) -> list[int]:
-    """Checks the packed-batch arguments; returns cu_seqlens as a host list (read once: on a GPU
-    each read is a device-to-host sync)."""
+    """Checks the packed-batch arguments; returns cu_seqlens as a host list (`host_values`: on a GPU
+    a read is a device-to-host sync, so a forward's layers share one)."""
     _require(cu_seqlens.dim() == 1 and cu_seqlens.numel() >= 2, "cu_seqlens must be [N+1] with N >= 1")
     N = cu_seqlens.numel() - 1
     _require(slots.numel() == N, f"slots has {slots.numel()} entries, expected one per sequence ({N})")
@@ -115,9 +116,9 @@ def check_varlen(
         has_initial_state.numel() == N,
         f"has_initial_state has {has_initial_state.numel()} entries, expected {N}",
     )
-    cu = cu_seqlens.tolist()
+    cu = host_values(cu_seqlens)
     _require(
         cu[0] == 0 and cu[-1] == T, f"cu_seqlens must start at 0 and end at T={T}, got {cu[0]}..{cu[-1]}"
     )
     _require(all(b >= a for a, b in zip(cu, cu[1:])), "cu_seqlens must be non-decreasing")
-    return [int(x) for x in cu]
+    return cu

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from helpers.checkpoint_cache import checkpoint_cache_root
 
-import evalkit  # noqa: F401 - before any test imports transformers (evalkit/__init__: sys.path)
+import evalkit  # noqa: F401 - before any test imports transformers (evalkit/__init__: sys.path order)
 
 # The CI box has 2 cores shared by several processes: one intra-op thread is several times faster
 # than two spinning threads for the tiny models here (set EVALKIT_TEST_THREADS to override).

@@ -153,23 +153,29 @@ def test_a_planted_violation_is_found(tmp_path):
 
 
 def test_the_checkout_kernels_folder_never_shadows_the_kernels_distribution():
-    """`python -m ...` run in the checkout puts its root on sys.path, where `kernels/` would be
-    found as the top-level `kernels` that transformers (>= 5.25) imports from Hugging Face's
-    distribution (the CI broke on it). Importing evalkit takes the root off."""
+    """`python -m ...` run in the checkout puts its root first on sys.path, where `kernels/` would
+    be found as the top-level `kernels` that transformers (>= 5.25) imports from Hugging Face's
+    distribution (the CI broke on it). Importing evalkit moves the root behind site-packages."""
     import subprocess
     import sys
 
-    probe = (
-        "import importlib.util, sys; import evalkit; s = importlib.util.find_spec('kernels'); "
-        "print(s.origin if s else None)"
-    )
-    before = subprocess.run(
-        [sys.executable, "-c", "import importlib.util; print(importlib.util.find_spec('kernels').origin)"],
+    def kernels_origin(code: str, cwd: Path) -> str:
+        code += "; import importlib.util; s = importlib.util.find_spec('kernels'); print(s and s.origin)"
+        done = subprocess.run(
+            [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    folder = str(ROOT / "kernels" / "__init__.py")
+    assert kernels_origin("pass", ROOT) == folder  # what the fix is for
+    installed = kernels_origin("pass", ROOT / "tests")  # the root not on sys.path: site-packages' view
+    after = kernels_origin("import evalkit", ROOT)
+    # the distribution when one is installed (transformers >= 5.25 brings it), else the folder, last
+    assert after == (folder if installed == "None" else installed)
+    assert kernels_origin("import evalkit, tests.helpers", ROOT)  # the root still serves what only it holds
+    last = subprocess.run(
+        [sys.executable, "-c", "import os, sys, evalkit; print(os.path.abspath(sys.path[-1] or os.curdir))"],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert before.stdout.strip() == str(ROOT / "kernels" / "__init__.py")  # what the fix is for
-    after = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
-    assert after.returncode == 0, after.stderr
-    assert after.stdout.strip() != str(ROOT / "kernels" / "__init__.py")
+    ).stdout.strip()  # fmt: skip
+    assert last == str(ROOT)
