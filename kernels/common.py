@@ -9,7 +9,6 @@ import torch
 
 from .errors import FormatError, KernelInputError
 from .formats import StateFormat, parse_format, storage_dtypes
-from .host_values import host_values
 
 # the 16/32-bit pool dtypes (also the intra-chunk rounding dtypes); every storage: formats.STORAGES
 STATE_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -107,8 +106,8 @@ def check_kda_args(
 def check_varlen(
     cu_seqlens: torch.Tensor, has_initial_state: torch.Tensor, slots: torch.Tensor, T: int
 ) -> list[int]:
-    """Checks the packed-batch arguments; returns cu_seqlens as a host list (`host_values`: on a GPU
-    a read is a device-to-host sync, so a forward's layers share one)."""
+    """Checks the packed-batch arguments; returns cu_seqlens as a host list (read once: on a GPU
+    each read is a device-to-host sync)."""
     _require(cu_seqlens.dim() == 1 and cu_seqlens.numel() >= 2, "cu_seqlens must be [N+1] with N >= 1")
     N = cu_seqlens.numel() - 1
     _require(slots.numel() == N, f"slots has {slots.numel()} entries, expected one per sequence ({N})")
@@ -116,7 +115,7 @@ def check_varlen(
         has_initial_state.numel() == N,
         f"has_initial_state has {has_initial_state.numel()} entries, expected {N}",
     )
-    cu = host_values(cu_seqlens)
+    cu = [int(x) for x in cu_seqlens.tolist()]
     _require(
         cu[0] == 0 and cu[-1] == T, f"cu_seqlens must start at 0 and end at T={T}, got {cu[0]}..{cu[-1]}"
     )

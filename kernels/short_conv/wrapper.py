@@ -6,7 +6,6 @@ import torch
 import triton
 
 from ..errors import KernelInputError
-from ..host_values import host_values
 from ..triton_launch import check_triton_device
 from .kernel import conv_decode_kernel, conv_prefill_kernel
 
@@ -34,7 +33,7 @@ def causal_conv1d_prefill(x, weight, conv_pool, slots, cu_seqlens, has_initial_s
     check_triton_device(conv_prefill_kernel, x)
     x = x.contiguous()
     y = torch.empty_like(x)
-    cu = host_values(cu_seqlens)  # one device read per forward, not per layer
+    cu = [int(c) for c in cu_seqlens.tolist()]
     if len(cu) - 1 != slots.numel() or cu[0] != 0 or cu[-1] != x.shape[0]:
         raise KernelInputError("cu_seqlens must be [N+1] from 0 to T with one slot per sequence")
     starts, ends, seqs = [], [], []
