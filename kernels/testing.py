@@ -98,8 +98,11 @@ def run_module_under_interpreter(path: str, timeout: int = 900) -> tuple[int, st
     import sys
 
     env = {**os.environ, "TRITON_INTERPRET": "1"}
+    # conftest files above the module's folder are not its own (a stray /tmp/conftest.py broke a
+    # module written under /tmp once)
+    here = os.path.dirname(os.path.abspath(path))
     r = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", path],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--confcutdir", here, path],
         env=env, capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
     out = r.stdout[-6000:] + "\n" + r.stderr[-3000:]
