@@ -18,7 +18,8 @@ Parts, in this order (each a section of the report; a failure is recorded and th
            wrapper's)
   lengths  T in {8k, 32k, 128k}: median of 3 interleaved do_bench medians per case; ratios vs FLA
   varlen   32,768 tokens as sequences of 500-1,300 tokens (an engine prefill batch); FLA with cu_seqlens
-  kernels  per-kernel CUDA time of one prefill at 32k, stream, stream_bf16 and FLA (torch profiler)
+  kernels  per-kernel CUDA time of one prefill at 32k, stream, stream_bf16 and FLA (torch profiler),
+           and each call's wall time beside its kernels' sum
 Timings: `triton.testing.do_bench` medians; Python 3.12, torch 2.11+cu130, triton 3.6, fla-core 0.6.0.
 `--smoke` runs the parts on the CPU interpreter at tiny shapes (the script's plumbing, not a measurement).
 """
@@ -338,6 +339,16 @@ def part_kernels() -> dict:
     for label, fn in cases.items():
         with torch.inference_mode():
             out[label] = kernel_ms(fn)
+    # the wall time of a call beside its kernels' sum: what the host adds between calls (checks,
+    # the device read of cu_seqlens, launches) where the GPU waits for it
+    gap = {}
+    for label, fn in cases.items():
+        with torch.inference_mode():
+            gap[label] = {
+                "kernel_sum_ms": round(sum(out[label].values()), 4),
+                "wall_ms": round(bench_ms(fn), 4),
+            }
+    out["wall_vs_kernel_sum"] = gap
     log("kernels", out)
     return out
 
@@ -394,7 +405,12 @@ def markdown(res: dict) -> str:
     if "kernels" in sec:
         L += ["", "## Per-kernel CUDA ms at 32k", ""]
         for label, ks in sec["kernels"].items():
-            L.append(f"- {label}: " + ", ".join(f"`{k}` {v}" for k, v in ks.items()))
+            if label != "wall_vs_kernel_sum":
+                L.append(f"- {label}: " + ", ".join(f"`{k}` {v}" for k, v in ks.items()))
+        for label, g in sec["kernels"].get("wall_vs_kernel_sum", {}).items():
+            L.append(
+                f"- {label}: kernels sum to {g['kernel_sum_ms']} ms, a call takes {g['wall_ms']} ms (do_bench median)"
+            )
     if "check" in sec:
         L += ["", "## GPU check", "", "```", json.dumps(sec["check"], indent=1), "```"]
     if res.get("errors"):
