@@ -232,7 +232,7 @@ def stream_builds(
     m, f, i32 = "*" + model, "*fp32", "*i32"
     o = "*bf16" if prec == "bf16" else f
     BK, BV = triton.next_power_of_2(K), triton.next_power_of_2(V)
-    (bkg, nwp), (br, nwd), head_fast = t["prep"], t["diag"], t["order"][0]
+    (bkg, nwp), head_fast = t["prep"], t["order"][0]
     (bkc, nwo, nso, group), (nwi,), (bkw, nww, nsw) = t["offdiag"], t["inverse"], t["wu"]
     (bvs, nwc, nsc, fuse), (bvo, nwo, nso) = t["scan"], t["output"]
     chunks = {"chunk_start": i32, "chunk_end": i32}
@@ -241,12 +241,7 @@ def stream_builds(
                        {"g_raw": m, "a_log": f, "dt_bias": f, "G": f, "EGl": f, **chunks},
                        {"H": H, "K": K, "BT": 64, "BKG": min(bkg, BK), "HEAD_FAST": head_fast},
                        num_warps=nwp),
-        compile_kernel(ks.diag_kernel,
-                       {"q": m, "k": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Aqk": o, "Akk": f,
-                        **chunks, "scale": "fp32"},
-                       {"H": H, "K": K, "BT": 64, "BC": 16, "BK": BK, "BR": br,
-                        "HEAD_FAST": head_fast},
-                       num_warps=nwd),
+        _diag_build(t["diag"], m, o, H, K, BK, head_fast),
         compile_kernel(ks.offdiag_kernel,
                        {"q": m, "k": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Akk": f, "Aqk": o,
                         **chunks},
@@ -278,6 +273,22 @@ def stream_builds(
                                       "DOT_PREC": prec},
                                      num_warps=nwo, num_stages=nso))  # fmt: skip
     return builds
+
+
+def _diag_build(tile: tuple, m: str, o: str, H: int, K: int, BK: int, head_fast: bool) -> Build:
+    """The stream variant's diagonal-block launch for its tile: (BR, num_warps) builds
+    `diag_kernel`, ("token", BH, num_warps) `diag_token_kernel`."""
+    from .kda_prefill import stream as ks
+
+    f, i32 = "*fp32", "*i32"
+    sig = {"q": m, "k": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Aqk": o, "Akk": f,
+           "chunk_start": i32, "chunk_end": i32, "scale": "fp32"}  # fmt: skip
+    const = {"H": H, "K": K, "BT": 64, "BC": 16, "BK": BK}
+    if tile[0] == "token":
+        return compile_kernel(ks.diag_token_kernel, sig, {**const, "BH": tile[1]}, num_warps=tile[2])
+    return compile_kernel(
+        ks.diag_kernel, sig, {**const, "BR": tile[0], "HEAD_FAST": head_fast}, num_warps=tile[1]
+    )
 
 
 def other_builds(model="bf16") -> list[Build]:

@@ -59,7 +59,7 @@ TIMED = ["stream", "stream_bf16"]
 _PREP_DIAG = {
     "order": [(True,), (False,)],
     "prep": [(32, 4), (32, 2), (64, 4)],
-    "diag": [(4, 2), (8, 4)],
+    "diag": [(4, 2), (8, 4), ("token", 1, 1), ("token", 2, 1), ("token", 4, 1), ("token", 8, 2)],
     "inverse": [(1,), (2,)],
 }
 SWEEP = {

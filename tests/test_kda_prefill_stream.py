@@ -66,15 +66,17 @@ def test_stream_head_dims_not_powers_of_two(pw):
     assert err_o < 1e-4 and err_s < 1e-4
 
 
-@pytest.mark.parametrize("diag_rows,group", [(1, "row"), (4, "chunk"), (16, "pair")])
-def test_stream_work_per_program(pw, monkeypatch, diag_rows, group):
+@pytest.mark.parametrize(
+    "diag,group", [((1, 2), "row"), ((4, 2), "chunk"), ((16, 2), "pair"), (("token", 4, 1), "pair")]
+)
+def test_stream_work_per_program(pw, monkeypatch, diag, group):
     """The diagonal blocks computed BR rows per program (one token, a quarter block, a whole block:
     each row's columns j <= i and the column norms of rows outside the program; a chunk of 9 tokens
-    ends inside a row group); the off-diagonal blocks one, a row block's or all six per program;
-    the gate's cumsum split over column blocks of 16 (K = 48: three, none masked; V = 24); the
-    programs numbered chunk first and head first."""
+    ends inside a row group) or per token for 4 heads (2 of them past H); the off-diagonal blocks
+    one, a row block's or all six per program; the gate's cumsum split over column blocks of 16
+    (K = 48: three, none masked; V = 24); the programs numbered chunk first and head first."""
     tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
-    tiles["fp32"]["diag"] = (diag_rows, 2)
+    tiles["fp32"]["diag"] = diag
     tiles["fp32"]["offdiag"] = (16, 2, 1, group)
     tiles["fp32"]["prep"] = (16, 1)
     tiles["fp32"]["order"] = (group != "row",)
@@ -101,6 +103,31 @@ def test_stream_chunk_local_equals_split(pw, monkeypatch):
     for key in ("Aqk", "W", "U", "Qg", "Kd"):
         assert torch.isfinite(stream[key]).all(), key
         assert rel_err(stream[key], split[key]) < 1e-5, key
+
+
+def test_stream_diag_per_token_writes_what_per_rows_writes(pw, monkeypatch):
+    """The per-token diagonal launch writes exactly the entries of Aqk and Akk the per-rows one
+    writes (scratch starts as NaN: a zero right of the token left unwritten would show; Akk's
+    blocks above the diagonal are never written by either), to fp32 rounding, and the same row
+    norms."""
+    nan_empty = lambda *a, **kw: torch.full(a[0] if len(a) == 1 else a, float("nan"), **kw)  # noqa: E731
+    lengths = [int(torch.randint(70, 100, ())), 13]
+    x = kda_inputs(sum(lengths), H, 32, 16)
+    cs, ce, _, NC = pw.chunk_table(random_cu_seqlens(lengths).tolist(), "cpu")
+    args = [t.contiguous() for t in x.args()]
+    out = {}
+    for name, tile in (("rows", (4, 2)), ("token", ("token", 1, 1))):
+        tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
+        tiles["fp32"]["diag"] = tile
+        with monkeypatch.context() as m:
+            m.setattr(pw, "STREAM_TILES", tiles)
+            m.setattr(pw.torch, "empty", nan_empty)
+            out[name] = pw.stream_local(*args, cs, ce, NC)
+    for key in ("Aqk", "Akk", "RQ", "RK", "Tinv"):
+        written = torch.isfinite(out["rows"][key])
+        assert torch.equal(torch.isfinite(out["token"][key]), written), key
+        assert written.float().mean() > (0.5 if key == "Akk" else 0.99), key  # the check sees entries
+        assert rel_err(out["token"][key][written], out["rows"][key][written]) < 1e-5, key
 
 
 def test_stream_strong_decay_stays_finite(pw):

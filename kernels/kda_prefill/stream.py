@@ -10,7 +10,8 @@ the math of `kernel.py` (its docstring defines G, Akk, Aqk, T, W, U, Kd, Qg):
 1. `prep_kernel`   per (chunk, column block, head): G = within-chunk cumsum of the gate, e^{G_last}.
 2. `diag_kernel`   per (chunk, BR rows, head): the rows' reciprocal norms of q (times the attention
                    scale) and k, and their part of the four diagonal 16x16 blocks, exact
-                   exp(G_i - G_j), one column j of all BR rows per step (j <= the last row only).
+                   exp(G_i - G_j), one column j of all BR rows per step (j <= the last row only);
+                   or `diag_token_kernel`, the same per (token, BH heads).
 3. `offdiag_kernel` per (chunk, block pairs, head): the six off-diagonal 16x16 blocks of
                    Aqk and beta Akk by tensor-core products through the block's first row r,
                    exp(G_i - G_r) and exp(G_r - G_j) both <= 1 (no overflow for any gate), summed
@@ -176,6 +177,73 @@ def diag_kernel(
         acc_k = tl.where(o_j[None, :] < i_rel[:, None], acc_k * (b_beta * rk)[:, None] * ck, 0.0)
         store_tile(Aqk, acc_q, s, t1, H, i_h, BT, b - t0, BR, BC)
         store_tile(Akk, acc_k, s, t1, H, i_h, BT, b - t0, BR, BC)
+
+
+@triton.jit
+def diag_token_kernel(
+    q,
+    k,
+    G,
+    beta_raw,
+    RQ,
+    RK,
+    Aqk,
+    Akk,
+    chunk_start,
+    chunk_end,
+    scale,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    BT: tl.constexpr,
+    BC: tl.constexpr,
+    BK: tl.constexpr,
+    BH: tl.constexpr,
+):
+    """`diag_kernel`'s results per (token, BH heads) instead of per (BR rows of one head): the
+    token's row of its diagonal block, one column j <= i per step and none past it (no pair is
+    computed and discarded), rows j of BH neighbouring heads loaded together (one contiguous
+    piece of [T, H, K]), and 1 / |k_j| summed in the step. Programs are numbered token first, so
+    neighbours reread the same rows j."""
+    pid = tl.program_id(0)
+    i_c = pid // BT
+    t0 = tl.load(chunk_start + i_c)
+    t1 = tl.load(chunk_end + i_c)
+    t = t0 + pid % BT
+    if t < t1:
+        b = t0 + ((t - t0) // BC) * BC  # first row (and column) of the block
+        o_h = tl.program_id(1) * BH + tl.arange(0, BH)
+        o_k = tl.arange(0, BK)
+        o_j = tl.arange(0, BC)
+        m_h = o_h < H
+        m_hk = m_h[:, None] & (o_k < K)[None, :]
+        row = t.to(tl.int64) * H + o_h  # [BH]: row t of each head
+        p_t = row[:, None] * K + o_k[None, :]
+        b_q = tl.load(q + p_t, mask=m_hk, other=0.0).to(tl.float32)
+        b_k = tl.load(k + p_t, mask=m_hk, other=0.0).to(tl.float32)
+        b_g = tl.load(G + p_t, mask=m_hk, other=0.0)
+        rq = scale / row_norms(b_q)
+        rk = 1.0 / row_norms(b_k)
+        tl.store(RQ + row, rq, mask=m_h)
+        tl.store(RK + row, rk, mask=m_h)
+        bk = tl.sigmoid(tl.load(beta_raw + row, mask=m_h, other=0.0).to(tl.float32)) * rk  # beta_i / |k_i|
+        p_a = row * BT + (b - t0)  # column 0 of the diagonal block in row t's Aqk / Akk
+        for j in range(b, t + 1):
+            p_j = (o_h.to(tl.int64) + j * H)[:, None] * K + o_k[None, :]
+            b_kj = tl.load(k + p_j, mask=m_hk, other=0.0).to(tl.float32)
+            b_kje = b_kj * tl.exp(b_g - tl.load(G + p_j, mask=m_hk, other=0.0))  # G_i <= G_j: <= 1
+            ck = 1.0 / row_norms(b_kj)
+            tl.store(
+                Aqk + p_a + (j - b),
+                (tl.sum(b_q * b_kje, axis=1) * rq * ck).to(Aqk.dtype.element_ty),
+                mask=m_h,
+            )
+            akk = tl.where(j < t, tl.sum(b_k * b_kje, axis=1) * bk * ck, 0.0)
+            tl.store(Akk + p_a + (j - b), akk, mask=m_h)
+        # the block's columns right of the token: zeros (written by this program only: no race)
+        m_z = m_h[:, None] & (o_j > t - b)[None, :]
+        z = tl.zeros([BH, BC], dtype=tl.float32)
+        tl.store(Aqk + p_a[:, None] + o_j[None, :], z.to(Aqk.dtype.element_ty), mask=m_z)
+        tl.store(Akk + p_a[:, None] + o_j[None, :], z, mask=m_z)
 
 
 # ----------------------------------------------------------------------------------------- 3

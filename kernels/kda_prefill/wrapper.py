@@ -44,8 +44,9 @@ FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # The stream variant's launch shapes (stream.py), per operand dtype ("fp32": tf32x3 products,
 # "bf16": the production form): "order" (HEAD_FAST: the chunk-local launches' programs numbered
 # head first, `stream.chunk_and_head`), "prep" (BKG gate columns per program, num_warps), "diag"
-# (BR rows per program, num_warps), "offdiag" (BKC columns per step, num_warps, num_stages, block
-# pairs per program: "pair", "row", "chunk"), "inverse" (num_warps), "wu" (BKC columns per step,
+# (BR rows per program, num_warps; or ("token", BH heads per program, num_warps) for
+# `diag_token_kernel`), "offdiag" (BKC columns per step, num_warps, num_stages, block pairs per
+# program: "pair", "row", "chunk"), "inverse" (num_warps), "wu" (BKC columns per step,
 # num_warps, num_stages), "scan" (BV, num_warps, num_stages, output fused into the scan), "output"
 # (BV, num_warps, num_stages; only without a fused output). The H200 sweeps' fastest at 32k
 # (results/bench/prefill-stream-h200/: scan, output, wu from call2; diag from call4; order, prep,
@@ -323,11 +324,18 @@ def stream_local(
         g_raw, flat_a_log(A_log, H).contiguous(), dt_bias.contiguous(), G, c["EGl"], c_start, c_end,
         H=H, K=K, BT=CHUNK, BKG=bkg, HEAD_FAST=head_fast, num_warps=nwp,
     )  # fmt: skip
-    br, nwd = tiles["diag"]
-    stream.diag_kernel[grid(NC, CHUNK // br, H)](
-        q, k, G, beta_raw, RQ, RK, Aqk, Akk, c_start, c_end, K**-0.5,
-        H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BR=br, HEAD_FAST=head_fast, num_warps=nwd,
-    )  # fmt: skip
+    if tiles["diag"][0] == "token":  # ("token", BH heads per program, num_warps)
+        _, bh, nwd = tiles["diag"]
+        stream.diag_token_kernel[(NC * CHUNK, triton.cdiv(H, bh))](
+            q, k, G, beta_raw, RQ, RK, Aqk, Akk, c_start, c_end, K**-0.5,
+            H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BH=bh, num_warps=nwd,
+        )  # fmt: skip
+    else:
+        br, nwd = tiles["diag"]
+        stream.diag_kernel[grid(NC, CHUNK // br, H)](
+            q, k, G, beta_raw, RQ, RK, Aqk, Akk, c_start, c_end, K**-0.5,
+            H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BR=br, HEAD_FAST=head_fast, num_warps=nwd,
+        )  # fmt: skip
     bkc, nwo, nso, group = tiles["offdiag"]
     stream.offdiag_kernel[grid(NC, {"pair": 6, "row": 3, "chunk": 1}[group], H)](
         q, k, G, beta_raw, RQ, RK, Akk, Aqk, c_start, c_end,
