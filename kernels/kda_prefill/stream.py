@@ -202,7 +202,7 @@ def diag_token_kernel(
     """`diag_kernel`'s results per (token, BH heads) instead of per (BR rows of one head): the
     token's row of its diagonal block, one column j <= i per step and none past it (no pair is
     computed and discarded), rows j of BH neighbouring heads loaded together (one contiguous
-    piece of [T, H, K]), and 1 / |k_j| summed in the step. Programs are numbered token first, so
+    piece of [T, H, K]), and 1 / |k_j| computed in the step. Programs are numbered token first, so
     neighbours reread the same rows j."""
     pid = tl.program_id(0)
     i_c = pid // BT
