@@ -247,6 +247,10 @@ def diag_token_kernel(
 
 
 # ----------------------------------------------------------------------------------------- 3
+# programs per (chunk, head) of `offdiag_kernel` for each GROUP (its grid's axis 1)
+OFFDIAG_PROGRAMS = {"pair": 6, "row": 3, "chunk": 1}
+
+
 @triton.jit
 def offdiag_kernel(
     q,
@@ -372,12 +376,6 @@ def _inv_diag4(Akk, r0, t1, H, i_h, BT: tl.constexpr, BC: tl.constexpr):
 
 
 @triton.jit
-def _block(A, r, c0, t1, H, i_h, BT: tl.constexpr, BC: tl.constexpr):
-    """The 16x16 block of a chunk's rows r.. and columns c0.. of A [T, H, BT] (rows past t1: 0)."""
-    return load_tile(A, r, t1, H, i_h, BT, c0, BC, BC)
-
-
-@triton.jit
 def inverse_kernel(
     Akk,
     Aqk,
@@ -401,12 +399,12 @@ def inverse_kernel(
     r1 = t0 + BC
     r2 = t0 + 2 * BC
     r3 = t0 + 3 * BC
-    a10 = _block(Akk, r1, 0, t1, H, i_h, BT, BC)
-    a20 = _block(Akk, r2, 0, t1, H, i_h, BT, BC)
-    a21 = _block(Akk, r2, BC, t1, H, i_h, BT, BC)
-    a30 = _block(Akk, r3, 0, t1, H, i_h, BT, BC)
-    a31 = _block(Akk, r3, BC, t1, H, i_h, BT, BC)
-    a32 = _block(Akk, r3, 2 * BC, t1, H, i_h, BT, BC)
+    a10 = load_tile(Akk, r1, t1, H, i_h, BT, 0, BC, BC)
+    a20 = load_tile(Akk, r2, t1, H, i_h, BT, 0, BC, BC)
+    a21 = load_tile(Akk, r2, t1, H, i_h, BT, BC, BC, BC)
+    a30 = load_tile(Akk, r3, t1, H, i_h, BT, 0, BC, BC)
+    a31 = load_tile(Akk, r3, t1, H, i_h, BT, BC, BC, BC)
+    a32 = load_tile(Akk, r3, t1, H, i_h, BT, 2 * BC, BC, BC)
     t00, t11, t22, t33 = _inv_diag4(Akk, t0, t1, H, i_h, BT, BC)
     t10, t21, t20, t32, t31, t30 = _merged(t00, t11, t22, t33, a10, a20, a21, a30, a31, a32, SOLVE_PREC)
     store_tile(Tinv, t00, t0, t1, H, i_h, BT, 0, BC, BC)

@@ -337,7 +337,7 @@ def stream_local(
             H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BR=br, HEAD_FAST=head_fast, num_warps=nwd,
         )  # fmt: skip
     bkc, nwo, nso, group = tiles["offdiag"]
-    stream.offdiag_kernel[grid(NC, {"pair": 6, "row": 3, "chunk": 1}[group], H)](
+    stream.offdiag_kernel[grid(NC, stream.OFFDIAG_PROGRAMS[group], H)](
         q, k, G, beta_raw, RQ, RK, Akk, Aqk, c_start, c_end,
         H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BKC=max(16, min(bkc, BK)), DOT_PREC=prec, GROUP=group,
         HEAD_FAST=head_fast, num_warps=nwo, num_stages=nso,
