@@ -178,10 +178,7 @@ def intra_kernel(
 @triton.jit
 def _akk_block(Akk, t0, t1, H, i_h, I: tl.constexpr, J: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr):
     """The [BC, BC] block (I, J) of the chunk's Akk (rows past the chunk end read as 0)."""
-    o_i = tl.arange(0, BC)
-    rows = t0 + I * BC + o_i
-    ptr = Akk + (rows.to(tl.int64)[:, None] * H + i_h) * BT + J * BC + o_i[None, :]
-    return tl.load(ptr, mask=(rows < t1)[:, None], other=0.0)
+    return load_tile(Akk, t0 + I * BC, t1, H, i_h, BT, J * BC, BC, BC)
 
 
 @triton.jit
