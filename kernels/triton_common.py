@@ -13,16 +13,39 @@ deliberately wrong kernel that the fp32-twin check must catch."""
 
 from __future__ import annotations
 
+import os
+
 import triton
 import triton.language as tl
 
+# Triton's CPU interpreter cannot run inline PTX: there the approximate gate uses tl.log2.
+_NATIVE_ASM = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") != "1")
+
 
 @triton.jit
-def kda_gate(g_raw, dt_bias, a_log):
-    """g = -exp(A_log) * softplus(g_raw + dt_bias), softplus as where(x > 20, x, log(1 + exp(x)))."""
+def kda_gate(g_raw, dt_bias, a_log, APPROX: tl.constexpr = False):
+    """g = -exp(A_log) * softplus(g_raw + dt_bias), softplus as where(x > 20, x, log(1 + exp(x))).
+    APPROX takes the log from the SFU's lg2.approx (as FLA's NVIDIA softplus does) instead of
+    tl.log's libdevice sequence (~30 instructions per element): the production form's gate."""
     x = g_raw + dt_bias
-    sp = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
+    u = 1.0 + tl.exp(tl.minimum(x, 20.0))
+    if APPROX:
+        sp = tl.where(x > 20.0, x, log2_approx(u) * 0.6931471805599453)
+    else:
+        sp = tl.where(x > 20.0, x, tl.log(u))
     return -tl.exp(a_log) * sp
+
+
+@triton.jit
+def log2_approx(x):
+    """log2(x) by the hardware approximation (lg2.approx.ftz.f32, max error ~2^-22); tl.log2 in
+    the CPU interpreter, which cannot run PTX."""
+    if _NATIVE_ASM:
+        return tl.inline_asm_elementwise(
+            "lg2.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
+        )
+    else:
+        return tl.log2(x)
 
 
 @triton.jit

@@ -56,15 +56,28 @@ CASES = {
 TIMED = ["stream", "stream_bf16"]
 # Tiles swept at SWEEP_T, per operand dtype, each part with the best of the parts before it (the
 # other parts' tiles: the wrapper's, from the sweeps of results/bench/prefill-stream-h200/call2).
-_PREP_DIAG = {
+_DIAG = {
     "order": [(True,), (False,)],
-    "prep": [(32, 4), (32, 2), (64, 4)],
     "diag": [(4, 2), (8, 4), ("token", 1, 1), ("token", 2, 1), ("token", 4, 1), ("token", 8, 2)],
     "inverse": [(1,), (2,)],
 }
 SWEEP = {
-    "fp32": {**_PREP_DIAG, "offdiag": [(32, 1, 1, "pair"), (32, 2, 1, "pair"), (128, 2, 1, "chunk")]},
-    "bf16": {**_PREP_DIAG, "offdiag": [(128, 2, 1, "chunk"), (32, 1, 1, "pair"), (64, 2, 1, "row")]},
+    "fp32": {
+        "prep": [(32, 4, "exact"), (32, 2, "exact"), (64, 4, "exact")],
+        **_DIAG,
+        "offdiag": [(32, 1, 1, "pair"), (32, 2, 1, "pair"), (128, 2, 1, "chunk")],
+    },
+    "bf16": {
+        "prep": [
+            (32, 2, "approx"),
+            (32, 2, "exact"),
+            (32, 4, "approx"),
+            (64, 4, "approx"),
+            (64, 2, "approx"),
+        ],
+        **_DIAG,
+        "offdiag": [(128, 2, 1, "chunk"), (32, 1, 1, "pair"), (64, 2, 1, "row")],
+    },
 }
 DEV = "cuda"
 SMOKE = False

@@ -78,7 +78,7 @@ def test_stream_work_per_program(pw, monkeypatch, diag, group):
     tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
     tiles["fp32"]["diag"] = diag
     tiles["fp32"]["offdiag"] = (16, 2, 1, group)
-    tiles["fp32"]["prep"] = (16, 1)
+    tiles["fp32"]["prep"] = (16, 1, "exact")
     tiles["fp32"]["order"] = (group != "row",)
     monkeypatch.setattr(pw, "STREAM_TILES", tiles)
     lengths = [int(torch.randint(70, 130, ())), 9, 16]
@@ -128,6 +128,24 @@ def test_stream_diag_per_token_writes_what_per_rows_writes(pw, monkeypatch):
         assert torch.equal(torch.isfinite(out["token"][key]), written), key
         assert written.float().mean() > (0.5 if key == "Akk" else 0.99), key  # the check sees entries
         assert rel_err(out["token"][key][written], out["rows"][key][written]) < 1e-5, key
+
+
+def test_stream_approx_gate_is_the_exact_gate_to_fp32_rounding(pw, monkeypatch):
+    """The prep tile's "approx" gate (the softplus's log by lg2.approx on the GPU, tl.log2 times
+    ln 2 here) gives G within fp32 rounding of the exact gate's, and reaches the build (G differs
+    in some last bits)."""
+    lengths = [int(torch.randint(70, 130, ())), 9]
+    x = kda_inputs(sum(lengths), H, 32, 16)
+    cs, ce, _, NC = pw.chunk_table(random_cu_seqlens(lengths).tolist(), "cpu")
+    args = [t.contiguous() for t in x.args()]
+    G = {}
+    for gate in ("exact", "approx"):
+        tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
+        tiles["fp32"]["prep"] = (16, 1, gate)
+        monkeypatch.setattr(pw, "STREAM_TILES", tiles)
+        G[gate] = pw.stream_local(*args, cs, ce, NC)["G"]
+    assert rel_err(G["approx"], G["exact"]) < 1e-6
+    assert not torch.equal(G["approx"], G["exact"])
 
 
 def test_stream_strong_decay_stays_finite(pw):

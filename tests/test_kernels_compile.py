@@ -215,6 +215,21 @@ def test_stream_diag_loop_has_no_shared_memory_round_trip(prec, tile):
     assert not re.search(r"bar\.sync|st\.shared|ld\.shared|stmatrix", loops[0])
 
 
+def test_stream_prep_approx_gate_takes_the_hardware_log():
+    """The prep tile's "approx" gate computes the softplus's log with one lg2.approx per element
+    instead of tl.log's libdevice sequence: fewer instructions (the bf16 form's, as FLA's)."""
+    prep = lambda gate: (
+        [  # noqa: E731
+            b
+            for b in compile_check.stream_builds(prec="bf16", tiles={"prep": (32, 2, gate)})
+            if b.name == "prep_kernel"
+        ][0].ptx
+    )
+    exact, approx = prep("exact"), prep("approx")
+    assert "lg2.approx" in approx and "lg2.approx" not in exact
+    assert len(approx.splitlines()) < 0.8 * len(exact.splitlines())
+
+
 @pytest.mark.parametrize("prec", ["tf32x3", "bf16"])
 def test_stream_inverse_substitution_stays_in_one_warp(prec):
     """With one warp, the forward substitution of the diagonal blocks (15 dependent steps) picks

@@ -92,6 +92,7 @@ def chunk_gate_cumsum(
     c0,
     BT: tl.constexpr,
     BK: tl.constexpr,
+    APPROX_GATE: tl.constexpr = False,
 ):
     """Columns c0..c0+BK-1 of the chunk's G (within-chunk cumsum of the gate, stored) and of
     e^{G_last} (stored into EGl); returns that G [BT, BK] and G_last [BK]. The one home of G for
@@ -101,7 +102,7 @@ def chunk_gate_cumsum(
     b_gr = tl.load(ptr, mask=mask, other=0.0).to(tl.float32)
     b_bias = tl.load(dt_bias + i_h * K + o_k, mask=o_k < K, other=0.0).to(tl.float32)
     b_a = tl.load(a_log + i_h).to(tl.float32)
-    b_g = tl.cumsum(tl.where(mask, kda_gate(b_gr, b_bias[None, :], b_a), 0.0), axis=0)
+    b_g = tl.cumsum(tl.where(mask, kda_gate(b_gr, b_bias[None, :], b_a, APPROX_GATE), 0.0), axis=0)
     store_tile(G, b_g, t0, t1, H, i_h, K, c0, BT, BK)
     o_t = tl.arange(0, BT)
     b_glast = tl.sum(tl.where((o_t == t1 - 1 - t0)[:, None], b_g, 0.0), axis=0)

@@ -95,15 +95,17 @@ def prep_kernel(
     K: tl.constexpr,
     BT: tl.constexpr,
     BKG: tl.constexpr,
+    APPROX_GATE: tl.constexpr,
     HEAD_FAST: tl.constexpr,
 ):
     """Per (chunk, BKG columns, head): G and e^{G_last} (`kernel.chunk_gate_cumsum`, the split
-    path's). The columns are independent, so a chunk's cumsum is spread over K / BKG programs."""
+    path's). The columns are independent, so a chunk's cumsum is spread over K / BKG programs.
+    APPROX_GATE: the softplus's log by lg2.approx (`triton_common.kda_gate`)."""
     i_c, i_h = chunk_and_head(HEAD_FAST, 2)
     c0 = tl.program_id(1) * BKG
     t0 = tl.load(chunk_start + i_c)
     t1 = tl.load(chunk_end + i_c)
-    chunk_gate_cumsum(g_raw, a_log, dt_bias, G, EGl, i_c, t0, t1, H, i_h, K, c0, BT, BKG)
+    chunk_gate_cumsum(g_raw, a_log, dt_bias, G, EGl, i_c, t0, t1, H, i_h, K, c0, BT, BKG, APPROX_GATE)
 
 
 # ----------------------------------------------------------------------------------------- 2

@@ -43,7 +43,8 @@ SOLVE_WARPS = 8
 FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # The stream variant's launch shapes (stream.py), per operand dtype ("fp32": tf32x3 products,
 # "bf16": the production form): "order" (HEAD_FAST: the chunk-local launches' programs numbered
-# head first, `stream.chunk_and_head`), "prep" (BKG gate columns per program, num_warps), "diag"
+# head first, `stream.chunk_and_head`), "prep" (BKG gate columns per program, num_warps, the
+# softplus's log "exact" or "approx": `triton_common.kda_gate`; the bf16 form's as FLA's), "diag"
 # (BR rows per program, num_warps; or ("token", BH heads per program, num_warps) for
 # `diag_token_kernel`), "offdiag" (BKC columns per step, num_warps, num_stages, block pairs per
 # program: "pair", "row", "chunk"), "inverse" (num_warps), "wu" (BKC columns per step,
@@ -58,7 +59,7 @@ FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
         "order": (True,),
-        "prep": (32, 4),
+        "prep": (32, 4, "exact"),
         "diag": (4, 2),
         "offdiag": (32, 1, 1, "pair"),
         "inverse": (1,),
@@ -68,7 +69,7 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
     },
     "bf16": {
         "order": (True,),
-        "prep": (32, 2),
+        "prep": (32, 2, "approx"),
         "diag": (4, 2),
         "offdiag": (128, 2, 1, "chunk"),
         "inverse": (1,),
@@ -318,11 +319,11 @@ def stream_local(
     def grid(*axes):  # (chunks, ..., heads), or (heads, ..., chunks) head first
         return (axes[-1], *axes[1:-1], axes[0]) if head_fast else axes
 
-    bkg, nwp = tiles["prep"]
+    bkg, nwp, gate = tiles["prep"]
     bkg = min(bkg, BK)
     stream.prep_kernel[grid(NC, triton.cdiv(K, bkg), H)](
         g_raw, flat_a_log(A_log, H).contiguous(), dt_bias.contiguous(), G, c["EGl"], c_start, c_end,
-        H=H, K=K, BT=CHUNK, BKG=bkg, HEAD_FAST=head_fast, num_warps=nwp,
+        H=H, K=K, BT=CHUNK, BKG=bkg, APPROX_GATE=gate == "approx", HEAD_FAST=head_fast, num_warps=nwp,
     )  # fmt: skip
     if tiles["diag"][0] == "token":  # ("token", BH heads per program, num_warps)
         _, bh, nwd = tiles["diag"]
