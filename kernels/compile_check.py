@@ -232,7 +232,7 @@ def stream_builds(
     m, f, i32 = "*" + model, "*fp32", "*i32"
     o = "*bf16" if prec == "bf16" else f
     BK, BV = triton.next_power_of_2(K), triton.next_power_of_2(V)
-    (bkg, nwp, gate), head_fast = t["prep"], t["order"][0]
+    (bkg, nwp, gate, prep_order), head_fast = t["prep"], t["order"][0]
     (bkc, nwo, nso, group), (nwi,), (bkw, nww, nsw) = t["offdiag"], t["inverse"], t["wu"]
     (bvs, nwc, nsc, fuse), (bvo, nwo, nso) = t["scan"], t["output"]
     chunks = {"chunk_start": i32, "chunk_end": i32}
@@ -240,7 +240,7 @@ def stream_builds(
         compile_kernel(ks.prep_kernel,
                        {"g_raw": m, "a_log": f, "dt_bias": f, "G": f, "EGl": f, **chunks},
                        {"H": H, "K": K, "BT": 64, "BKG": min(bkg, BK), "APPROX_GATE": gate == "approx",
-                        "HEAD_FAST": head_fast},
+                        "ORDER": prep_order},
                        num_warps=nwp),
         _diag_build(t["diag"], m, o, H, K, BK, head_fast),
         compile_kernel(ks.offdiag_kernel,

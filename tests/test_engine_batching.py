@@ -105,3 +105,33 @@ def test_prefill_rows_do_not_depend_on_batch_mates(engine):
         assert torch.equal(a, b)
     for a, b in zip(alone_s, packed_s):
         assert torch.equal(a, b)
+
+
+def test_prefill_batches_carry_cu_seqlens_on_the_host(engine, monkeypatch):
+    """Every prefill batch carries cu_seqlens on the host too, equal to the device copy, and the
+    ops that read its values (KDA prefill, short conv) get that copy: on a GPU, reading the device
+    copy was a sync per layer."""
+    from evalkit.model.layers import kda as kda_layer
+
+    seen, conv = [], kda_layer.kernels.causal_conv1d_prefill
+
+    def spy(x, weight, pool, slots, cu_seqlens, init):
+        seen.append(cu_seqlens)
+        return conv(x, weight, pool, slots, cu_seqlens, init)
+
+    batches = []
+    forward = type(engine.model).forward
+
+    def record(model, batch, state):
+        if not batch.is_decode:
+            batches.append(batch)
+        return forward(model, batch, state)
+
+    monkeypatch.setattr(kda_layer.kernels, "causal_conv1d_prefill", spy)
+    monkeypatch.setattr(type(engine.model), "forward", record)
+    engine.generate(_prompts(3, seed=9), _params(3), use_tqdm=False)
+    assert batches and seen
+    for b in batches:
+        assert b.cu_seqlens_cpu.device.type == "cpu" and b.cu_seqlens_readable is b.cu_seqlens_cpu
+        assert torch.equal(b.cu_seqlens_cpu, b.cu_seqlens.cpu())
+    assert all(any(cu is b.cu_seqlens_cpu for b in batches) for cu in seen)

@@ -67,18 +67,25 @@ def test_stream_head_dims_not_powers_of_two(pw):
 
 
 @pytest.mark.parametrize(
-    "diag,group", [((1, 2), "row"), ((4, 2), "chunk"), ((16, 2), "pair"), (("token", 4, 1), "pair")]
+    "diag,group,order",
+    [
+        ((1, 2), "row", "chunk"),
+        ((4, 2), "chunk", "column"),
+        ((16, 2), "pair", "head"),
+        (("token", 4, 1), "pair", "column"),
+    ],
 )
-def test_stream_work_per_program(pw, monkeypatch, diag, group):
+def test_stream_work_per_program(pw, monkeypatch, diag, group, order):
     """The diagonal blocks computed BR rows per program (one token, a quarter block, a whole block:
     each row's columns j <= i and the column norms of rows outside the program; a chunk of 9 tokens
     ends inside a row group) or per token for 4 heads (2 of them past H); the off-diagonal blocks
     one, a row block's or all six per program; the gate's cumsum split over column blocks of 16
-    (K = 48: three, none masked; V = 24); the programs numbered chunk first and head first."""
+    (K = 48: three, none masked; V = 24); the programs numbered chunk first and head first (and
+    the gate's also column first)."""
     tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
     tiles["fp32"]["diag"] = diag
     tiles["fp32"]["offdiag"] = (16, 2, 1, group)
-    tiles["fp32"]["prep"] = (16, 1, "exact")
+    tiles["fp32"]["prep"] = (16, 1, "exact", order)
     tiles["fp32"]["order"] = (group != "row",)
     monkeypatch.setattr(pw, "STREAM_TILES", tiles)
     lengths = [int(torch.randint(70, 130, ())), 9, 16]
@@ -141,7 +148,7 @@ def test_stream_approx_gate_is_the_exact_gate_to_fp32_rounding(pw, monkeypatch):
     G = {}
     for gate in ("exact", "approx"):
         tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
-        tiles["fp32"]["prep"] = (16, 1, gate)
+        tiles["fp32"]["prep"] = (16, 1, gate, "column")
         monkeypatch.setattr(pw, "STREAM_TILES", tiles)
         G[gate] = pw.stream_local(*args, cs, ce, NC)["G"]
     assert rel_err(G["approx"], G["exact"]) < 1e-6

@@ -221,7 +221,7 @@ def test_stream_prep_approx_gate_takes_the_hardware_log():
     prep = lambda gate: (
         [  # noqa: E731
             b
-            for b in compile_check.stream_builds(prec="bf16", tiles={"prep": (32, 2, gate)})
+            for b in compile_check.stream_builds(prec="bf16", tiles={"prep": (32, 2, gate, "head")})
             if b.name == "prep_kernel"
         ][0].ptx
     )

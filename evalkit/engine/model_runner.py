@@ -119,12 +119,14 @@ class ModelRunner:
         T_pad = max(T, cfg.max_num_batched_tokens) if cfg.batch_invariant else T
         input_ids = torch.zeros(T_pad, dtype=torch.long)
         input_ids[:T] = torch.tensor(ids, dtype=torch.long)
+        cu_cpu = torch.tensor(cu, dtype=torch.int32)
         batch = ForwardBatch(
             is_decode=False,
             input_ids=input_ids.to(dev),
             num_tokens=T,
             slots=torch.tensor(slots, dtype=torch.long, device=dev),
-            cu_seqlens=torch.tensor(cu, dtype=torch.int32, device=dev),
+            cu_seqlens=cu_cpu.to(dev),
+            cu_seqlens_cpu=cu_cpu,
             has_initial_state=torch.tensor(has_init, dtype=torch.bool, device=dev),
             state_positions=torch.tensor(store_pos, dtype=torch.long, device=dev),
             mla_slot_mapping=torch.cat(slot_map) if slot_map else None,

@@ -23,6 +23,9 @@ class ForwardBatch:
     num_tokens: int  # real rows; prefill: tokens, decode: sequences
     slots: torch.Tensor  # [N] int64: recurrent/conv state slot per sequence (decode: per row)
     cu_seqlens: torch.Tensor | None = None  # [N+1] int32, prefill only
+    # the same on the host: the KDA prefill needs the values there, and reading them back from
+    # the device is a sync per layer (None: read from cu_seqlens)
+    cu_seqlens_cpu: torch.Tensor | None = None
     has_initial_state: torch.Tensor | None = None  # [N] bool, prefill only
     # [N] int64: per sequence, the position of the last token this pass folds into its recurrent
     # state, i.e. where the state is stored (stochastic rounding hashes it; never the slot)
@@ -39,6 +42,12 @@ class ForwardBatch:
     # logits
     logits_indices: torch.Tensor | None = None  # [R] rows whose logits are wanted; None = every real row
     logits_block: int = 0  # >0: run lm_head on blocks of exactly this many rows (batch invariance)
+
+    @property
+    def cu_seqlens_readable(self) -> torch.Tensor | None:
+        """cu_seqlens for ops that read its values on the host (the KDA prefill's chunk table, the
+        short conv's): the host copy when there is one, so that reading it is not a device sync."""
+        return self.cu_seqlens_cpu if self.cu_seqlens_cpu is not None else self.cu_seqlens
 
     @property
     def num_seqs(self) -> int:

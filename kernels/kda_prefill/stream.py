@@ -96,16 +96,24 @@ def prep_kernel(
     BT: tl.constexpr,
     BKG: tl.constexpr,
     APPROX_GATE: tl.constexpr,
-    HEAD_FAST: tl.constexpr,
+    ORDER: tl.constexpr,
 ):
     """Per (chunk, BKG columns, head): G and e^{G_last} (`kernel.chunk_gate_cumsum`, the split
     path's). The columns are independent, so a chunk's cumsum is spread over K / BKG programs.
-    APPROX_GATE: the softplus's log by lg2.approx (`triton_common.kda_gate`)."""
-    i_c, i_h = chunk_and_head(HEAD_FAST, 2)
-    c0 = tl.program_id(1) * BKG
+    APPROX_GATE: the softplus's log by lg2.approx (`triton_common.kda_gate`). ORDER numbers the
+    programs "head" first (grid (heads, column blocks, chunks)), "chunk" first (chunks, column
+    blocks, heads) or "column" first (column blocks, chunks, heads: a head's rows in order, as
+    FLA's gate kernel)."""
+    if ORDER == "column":
+        i_col, i_c, i_h = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    else:
+        i_c, i_h = chunk_and_head(ORDER == "head", 2)
+        i_col = tl.program_id(1)
     t0 = tl.load(chunk_start + i_c)
     t1 = tl.load(chunk_end + i_c)
-    chunk_gate_cumsum(g_raw, a_log, dt_bias, G, EGl, i_c, t0, t1, H, i_h, K, c0, BT, BKG, APPROX_GATE)
+    chunk_gate_cumsum(
+        g_raw, a_log, dt_bias, G, EGl, i_c, t0, t1, H, i_h, K, i_col * BKG, BT, BKG, APPROX_GATE
+    )
 
 
 # ----------------------------------------------------------------------------------------- 2

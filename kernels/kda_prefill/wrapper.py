@@ -44,23 +44,24 @@ FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # The stream variant's launch shapes (stream.py), per operand dtype ("fp32": tf32x3 products,
 # "bf16": the production form): "order" (HEAD_FAST: the chunk-local launches' programs numbered
 # head first, `stream.chunk_and_head`), "prep" (BKG gate columns per program, num_warps, the
-# softplus's log "exact" or "approx": `triton_common.kda_gate`; the bf16 form's as FLA's), "diag"
-# (BR rows per program, num_warps; or ("token", BH heads per program, num_warps) for
-# `diag_token_kernel`), "offdiag" (BKC columns per step, num_warps, num_stages, block pairs per
-# program: "pair", "row", "chunk"), "inverse" (num_warps), "wu" (BKC columns per step,
-# num_warps, num_stages), "scan" (BV, num_warps, num_stages, output fused into the scan), "output"
-# (BV, num_warps, num_stages; only without a fused output). The H200 sweeps' fastest at 32k
-# (results/bench/prefill-stream-h200/: scan, output, wu from call2; diag from call4; order, prep,
-# offdiag, inverse from call8). Measured slower and removed: two other forms of the diagonal
-# blocks (all pairs of a block as one [16, 16, BKD] product: call5; sub-blocks with tensor-core
-# products below them: call6), the diag loop with the next column's loads issued ahead (call8).
-# tf32x3 scans spill with a fused output or BV > 16 (kernels/compile_check.py;
-# tests/test_kernels_compile.py bounds the spills).
+# softplus's log "exact" or "approx" (`triton_common.kda_gate`; the bf16 form's as FLA's), the
+# programs' order (`stream.prep_kernel`)), "diag" (BR rows per program, num_warps; or ("token",
+# BH heads per program, num_warps) for `diag_token_kernel`), "offdiag" (BKC columns per step,
+# num_warps, num_stages, block pairs per program: "pair", "row", "chunk"), "inverse" (num_warps),
+# "wu" (BKC columns per step, num_warps, num_stages), "scan" (BV, num_warps, num_stages, output
+# fused into the scan), "output" (BV, num_warps, num_stages; only without a fused output). The
+# H200 sweeps' fastest at 32k (results/bench/prefill-stream-h200/: scan, output, wu from call2;
+# order, offdiag, inverse from call8; diag per token (0.4-0.7 ms faster than per rows) and the
+# bf16 form's approximate gate (0.27 ms faster) from call10). Measured slower and removed: two
+# other forms of the diagonal blocks (all pairs of a block as one [16, 16, BKD] product: call5;
+# sub-blocks with tensor-core products below them: call6), the diag loop with the next column's
+# loads issued ahead (call8). tf32x3 scans spill with a fused output or BV > 16
+# (kernels/compile_check.py; tests/test_kernels_compile.py bounds the spills).
 STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
         "order": (True,),
-        "prep": (32, 4, "exact"),
-        "diag": (4, 2),
+        "prep": (32, 4, "exact", "head"),
+        "diag": ("token", 2, 1),
         "offdiag": (32, 1, 1, "pair"),
         "inverse": (1,),
         "wu": (32, 4, 1),
@@ -69,8 +70,8 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
     },
     "bf16": {
         "order": (True,),
-        "prep": (32, 2, "approx"),
-        "diag": (4, 2),
+        "prep": (32, 2, "approx", "head"),
+        "diag": ("token", 4, 1),
         "offdiag": (128, 2, 1, "chunk"),
         "inverse": (1,),
         "wu": (64, 8, 1),
@@ -101,6 +102,11 @@ def _chunk_table(cu: tuple[int, ...], device: str) -> tuple[torch.Tensor, torch.
             ends.append(min(t + CHUNK, eos))
     as_t = lambda x: torch.tensor(x, dtype=torch.int32).to(device, non_blocking=True)
     return as_t(starts), as_t(ends), as_t(offsets), len(starts)
+
+
+@functools.lru_cache(maxsize=8)
+def _uploaded_cu(cu: tuple[int, ...], device: str) -> torch.Tensor:
+    return torch.tensor(cu, dtype=torch.int32).to(device, non_blocking=True)
 
 
 DEFAULT_VARIANT = "stream"
@@ -140,6 +146,8 @@ def kda_prefill(
 ) -> torch.Tensor:
     """Packed variable-length prefill; see `evalkit.kernels.kda_prefill`. `rounding` overrides
     the format's rounding (e.g. 'rtz': a deliberately wrong build, tests of the twin check only).
+    `cu_seqlens` may be a CPU tensor: its values are needed on the host (the chunk table), and
+    reading a device tensor is a sync that leaves the GPU idle through this function's preamble.
     `variant`: "stream", "split" or "fused" (the module docstring); None reads
     $EVALKIT_KDA_PREFILL, else DEFAULT_VARIANT."""
     variant = resolve_variant(variant)
@@ -170,6 +178,8 @@ def kda_prefill(
     if out is None:
         out = torch.empty(T, H, V, dtype=q.dtype, device=dev)
     c_start, c_end, c_off, NC = chunk_table(cu, dev)
+    if cu_seqlens.device != dev:  # given on the host: read without a sync, uploaded once per batch
+        cu_seqlens = _uploaded_cu(tuple(cu), str(dev))
     if variant == "stream":
         args = (q, k, v, g_raw, beta_raw, A_log, dt_bias)
         c = stream_local(*args, c_start, c_end, NC, prec=prec)
@@ -319,11 +329,14 @@ def stream_local(
     def grid(*axes):  # (chunks, ..., heads), or (heads, ..., chunks) head first
         return (axes[-1], *axes[1:-1], axes[0]) if head_fast else axes
 
-    bkg, nwp, gate = tiles["prep"]
+    bkg, nwp, gate, order = tiles["prep"]
     bkg = min(bkg, BK)
-    stream.prep_kernel[grid(NC, triton.cdiv(K, bkg), H)](
+    order = order if NC <= 65535 else "chunk"  # chunks on grid axis 1 or 2: at most 65535
+    prep_grid = {"head": (H, triton.cdiv(K, bkg), NC), "chunk": (NC, triton.cdiv(K, bkg), H),
+                 "column": (triton.cdiv(K, bkg), NC, H)}[order]  # fmt: skip
+    stream.prep_kernel[prep_grid](
         g_raw, flat_a_log(A_log, H).contiguous(), dt_bias.contiguous(), G, c["EGl"], c_start, c_end,
-        H=H, K=K, BT=CHUNK, BKG=bkg, APPROX_GATE=gate == "approx", HEAD_FAST=head_fast, num_warps=nwp,
+        H=H, K=K, BT=CHUNK, BKG=bkg, APPROX_GATE=gate == "approx", ORDER=order, num_warps=nwp,
     )  # fmt: skip
     if tiles["diag"][0] == "token":  # ("token", BH heads per program, num_warps)
         _, bh, nwd = tiles["diag"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 
@@ -28,33 +30,41 @@ def _check(x, weight, conv_pool, slots, n_rows_name: str):
     return C, W
 
 
-def causal_conv1d_prefill(x, weight, conv_pool, slots, cu_seqlens, has_initial_state) -> torch.Tensor:
-    C, W = _check(x, weight, conv_pool, slots, "T")
-    check_triton_device(conv_prefill_kernel, x)
-    x = x.contiguous()
-    y = torch.empty_like(x)
-    cu = [int(c) for c in cu_seqlens.tolist()]
-    if len(cu) - 1 != slots.numel() or cu[0] != 0 or cu[-1] != x.shape[0]:
-        raise KernelInputError("cu_seqlens must be [N+1] from 0 to T with one slot per sequence")
+@functools.lru_cache(maxsize=8)
+def _block_table(cu: tuple[int, ...], device: str) -> tuple[torch.Tensor, ...]:
+    """(start, end, sequence) of every block of BT rows, and cu_seqlens, on the device; cached by
+    the batch's cu_seqlens (every conv layer of a forward pass shares them: read, never write).
+    Uploaded without a sync (a blocking host-to-device copy waits for the GPU to drain)."""
     starts, ends, seqs = [], [], []
     for n, (bos, eos) in enumerate(zip(cu[:-1], cu[1:])):
         for t in range(bos, max(eos, bos + 1), BT):  # an empty sequence still owns (and keeps) its row
             starts.append(t)
             ends.append(min(t + BT, eos))
             seqs.append(n)
-    dev = x.device
-    as_t = lambda v: torch.tensor(v, dtype=torch.int32).to(dev)
-    conv_prefill_kernel[(len(starts), triton.cdiv(C, BC))](
+    as_t = lambda v: torch.tensor(v, dtype=torch.int32).to(device, non_blocking=True)  # noqa: E731
+    return as_t(starts), as_t(ends), as_t(seqs), as_t(list(cu))
+
+
+def causal_conv1d_prefill(x, weight, conv_pool, slots, cu_seqlens, has_initial_state) -> torch.Tensor:
+    C, W = _check(x, weight, conv_pool, slots, "T")
+    check_triton_device(conv_prefill_kernel, x)
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    cu = [int(c) for c in cu_seqlens.tolist()]  # a CPU tensor: no device sync
+    if len(cu) - 1 != slots.numel() or cu[0] != 0 or cu[-1] != x.shape[0]:
+        raise KernelInputError("cu_seqlens must be [N+1] from 0 to T with one slot per sequence")
+    starts, ends, seqs, cu_dev = _block_table(tuple(cu), str(x.device))
+    conv_prefill_kernel[(starts.numel(), triton.cdiv(C, BC))](
         x,
         weight.contiguous(),
         conv_pool,
         slots.contiguous(),
         has_initial_state.to(torch.int32).contiguous(),
         y,
-        as_t(starts),
-        as_t(ends),
-        as_t(seqs),
-        cu_seqlens.to(torch.int32).contiguous(),
+        starts,
+        ends,
+        seqs,
+        cu_dev,
         C=C,
         W=W,
         BT=BT,

@@ -60,7 +60,7 @@ class KDAttention(nn.Module):
                 self.conv_weight,
                 conv_pool,
                 batch.slots,
-                batch.cu_seqlens,
+                batch.cu_seqlens_readable,
                 batch.has_initial_state,
             )
         q, k, v = (t.reshape(n, H, K).contiguous() for t in y.split(D, dim=-1))
@@ -95,6 +95,7 @@ class KDAttention(nn.Module):
         ops = state.kda_ops
         n_seqs = batch.slots.numel()
         positions = batch.state_positions
+        cu_seqlens = batch.cu_seqlens_readable
         if not state.serial_prefill or n_seqs == 1:
             return ops.kda_prefill(
                 q,
@@ -106,16 +107,16 @@ class KDAttention(nn.Module):
                 self.dt_bias,
                 pool,
                 batch.slots,
-                batch.cu_seqlens,
+                cu_seqlens,
                 batch.has_initial_state,
                 **args,
                 **self._store_args(state, positions),
             )
-        cu = batch.cu_seqlens.tolist()
+        cu = cu_seqlens.tolist()
         outs = []
         for i in range(n_seqs):
             a, b = cu[i], cu[i + 1]
-            local = torch.tensor([0, b - a], dtype=batch.cu_seqlens.dtype, device=q.device)
+            local = torch.tensor([0, b - a], dtype=cu_seqlens.dtype)  # on the host: no upload sync
             outs.append(
                 ops.kda_prefill(
                     q[a:b],

@@ -79,7 +79,12 @@ class GatedDeltaNet(nn.Module):
             y = kernels.causal_conv1d_decode(qkv, self.conv_weight, conv_pool, batch.slots)
         else:
             y = kernels.causal_conv1d_prefill(
-                qkv, self.conv_weight, conv_pool, batch.slots, batch.cu_seqlens, batch.has_initial_state
+                qkv,
+                self.conv_weight,
+                conv_pool,
+                batch.slots,
+                batch.cu_seqlens_readable,
+                batch.has_initial_state,
             )
         q, k, v = y.split([self.Dk, self.Dk, self.Dv], dim=-1)
         q, k = (self._value_heads(t.reshape(n, self.Hk, self.dk)) for t in (q, k))
