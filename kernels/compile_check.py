@@ -278,7 +278,7 @@ def stream_builds(
 
 def _diag_build(tile: tuple, m: str, o: str, H: int, K: int, BK: int, head_fast: bool) -> Build:
     """The stream variant's diagonal-block launch for its tile: (BR, num_warps) builds
-    `diag_kernel`, ("token", BH, num_warps) `diag_token_kernel`."""
+    `diag_kernel`, ("token", BH, num_warps, stores) `diag_token_kernel`."""
     from .kda_prefill import stream as ks
 
     f, i32 = "*fp32", "*i32"
@@ -286,7 +286,8 @@ def _diag_build(tile: tuple, m: str, o: str, H: int, K: int, BK: int, head_fast:
            "chunk_start": i32, "chunk_end": i32, "scale": "fp32"}  # fmt: skip
     const = {"H": H, "K": K, "BT": 64, "BC": 16, "BK": BK}
     if tile[0] == "token":
-        return compile_kernel(ks.diag_token_kernel, sig, {**const, "BH": tile[1]}, num_warps=tile[2])
+        const = {**const, "BH": tile[1], "ROW_STORE": tile[3] == "row"}
+        return compile_kernel(ks.diag_token_kernel, sig, const, num_warps=tile[2])
     return compile_kernel(
         ks.diag_kernel, sig, {**const, "BR": tile[0], "HEAD_FAST": head_fast}, num_warps=tile[1]
     )

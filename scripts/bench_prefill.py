@@ -58,7 +58,13 @@ TIMED = ["stream", "stream_bf16"]
 # other parts' tiles: the wrapper's, from the sweeps of results/bench/prefill-stream-h200/call2).
 _DIAG = {
     "order": [(True,), (False,)],
-    "diag": [("token", 2, 1), ("token", 4, 2), ("token", 2, 2)],
+    "diag": [
+        ("token", 2, 1, "step"),
+        ("token", 2, 1, "row"),
+        ("token", 4, 2, "step"),
+        ("token", 4, 2, "row"),
+        ("token", 4, 1, "row"),
+    ],
     "inverse": [(1,), (2,)],
 }
 SWEEP = {
@@ -66,6 +72,7 @@ SWEEP = {
         "prep": [(32, 4, "exact", "head"), (32, 4, "exact", "column"), (32, 4, "exact", "chunk")],
         **_DIAG,
         "offdiag": [(32, 1, 1, "pair"), (32, 2, 1, "pair"), (128, 2, 1, "chunk")],
+        "wu": [(32, 4, 1), (32, 8, 1), (32, 4, 2), (16, 4, 1)],
     },
     "bf16": {
         "prep": [
@@ -78,6 +85,7 @@ SWEEP = {
         ],
         **_DIAG,
         "offdiag": [(128, 2, 1, "chunk"), (32, 1, 1, "pair"), (64, 2, 1, "row")],
+        "wu": [(64, 8, 1), (64, 4, 1), (32, 4, 1), (64, 8, 2), (128, 8, 1)],
     },
 }
 DEV = "cuda"

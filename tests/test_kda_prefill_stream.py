@@ -72,7 +72,7 @@ def test_stream_head_dims_not_powers_of_two(pw):
         ((1, 2), "row", "chunk"),
         ((4, 2), "chunk", "column"),
         ((16, 2), "pair", "head"),
-        (("token", 4, 1), "pair", "column"),
+        (("token", 4, 1, "row"), "pair", "column"),
     ],
 )
 def test_stream_work_per_program(pw, monkeypatch, diag, group, order):
@@ -113,17 +113,21 @@ def test_stream_chunk_local_equals_split(pw, monkeypatch):
 
 
 def test_stream_diag_per_token_writes_what_per_rows_writes(pw, monkeypatch):
-    """The per-token diagonal launch writes exactly the entries of Aqk and Akk the per-rows one
-    writes (scratch starts as NaN: a zero right of the token left unwritten would show; Akk's
-    blocks above the diagonal are never written by either), to fp32 rounding, and the same row
-    norms."""
+    """The per-token diagonal launch (its entries stored per step, or gathered and stored per
+    row) writes exactly the entries of Aqk and Akk the per-rows one writes (scratch starts as NaN:
+    a zero right of the token left unwritten would show; Akk's blocks above the diagonal are never
+    written by either), to fp32 rounding, and the same row norms."""
     nan_empty = lambda *a, **kw: torch.full(a[0] if len(a) == 1 else a, float("nan"), **kw)  # noqa: E731
     lengths = [int(torch.randint(70, 100, ())), 13]
     x = kda_inputs(sum(lengths), H, 32, 16)
     cs, ce, _, NC = pw.chunk_table(random_cu_seqlens(lengths).tolist(), "cpu")
     args = [t.contiguous() for t in x.args()]
     out = {}
-    for name, tile in (("rows", (4, 2)), ("token", ("token", 1, 1))):
+    for name, tile in (
+        ("rows", (4, 2)),
+        ("token", ("token", 1, 1, "step")),
+        ("token_row", ("token", 2, 1, "row")),
+    ):
         tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
         tiles["fp32"]["diag"] = tile
         with monkeypatch.context() as m:
@@ -132,9 +136,10 @@ def test_stream_diag_per_token_writes_what_per_rows_writes(pw, monkeypatch):
             out[name] = pw.stream_local(*args, cs, ce, NC)
     for key in ("Aqk", "Akk", "RQ", "RK", "Tinv"):
         written = torch.isfinite(out["rows"][key])
-        assert torch.equal(torch.isfinite(out["token"][key]), written), key
         assert written.float().mean() > (0.5 if key == "Akk" else 0.99), key  # the check sees entries
-        assert rel_err(out["token"][key][written], out["rows"][key][written]) < 1e-5, key
+        for form in ("token", "token_row"):
+            assert torch.equal(torch.isfinite(out[form][key]), written), (form, key)
+            assert rel_err(out[form][key][written], out["rows"][key][written]) < 1e-5, (form, key)
 
 
 def test_stream_approx_gate_is_the_exact_gate_to_fp32_rounding(pw, monkeypatch):

@@ -203,7 +203,18 @@ def test_stream_prefill_builds_for_sm90(prec):
 
 
 @pytest.mark.parametrize("prec", ["tf32x3", "bf16"])
-@pytest.mark.parametrize("tile", [(4, 2), (8, 4), (16, 8), (16, 2), ("token", 1, 1), ("token", 2, 1)])
+@pytest.mark.parametrize(
+    "tile",
+    [
+        (4, 2),
+        (8, 4),
+        (16, 8),
+        (16, 2),
+        ("token", 1, 1, "step"),
+        ("token", 2, 1, "step"),
+        ("token", 2, 1, "row"),
+    ],
+)
 def test_stream_diag_loop_has_no_shared_memory_round_trip(prec, tile):
     """The diagonal kernel's step over columns j loads row j in the layout of the rows it meets:
     no barrier, no shared memory in the loop (a broadcast [BK] row cost 8 barriers per step),

@@ -208,6 +208,7 @@ def diag_token_kernel(
     BC: tl.constexpr,
     BK: tl.constexpr,
     BH: tl.constexpr,
+    ROW_STORE: tl.constexpr,
 ):
     """`diag_kernel`'s results per (token, BH heads) instead of per (BR rows of one head): the
     token's row of its diagonal block, one column j <= i per step and none past it (no pair is
@@ -237,23 +238,29 @@ def diag_token_kernel(
         tl.store(RK + row, rk, mask=m_h)
         bk = tl.sigmoid(tl.load(beta_raw + row, mask=m_h, other=0.0).to(tl.float32)) * rk  # beta_i / |k_i|
         p_a = row * BT + (b - t0)  # column 0 of the diagonal block in row t's Aqk / Akk
+        p_row = p_a[:, None] + o_j[None, :]
+        # ROW_STORE: the row's BC entries gather in registers and are stored once, the zeros right
+        # of the token included; else each step stores its column's BH entries
+        a_qk = tl.zeros([BH, BC], dtype=tl.float32)
+        a_kk = tl.zeros([BH, BC], dtype=tl.float32)
         for j in range(b, t + 1):
             p_j = (o_h.to(tl.int64) + j * H)[:, None] * K + o_k[None, :]
             b_kj = tl.load(k + p_j, mask=m_hk, other=0.0).to(tl.float32)
             b_kje = b_kj * tl.exp(b_g - tl.load(G + p_j, mask=m_hk, other=0.0))  # G_i <= G_j: <= 1
             ck = 1.0 / row_norms(b_kj)
-            tl.store(
-                Aqk + p_a + (j - b),
-                (tl.sum(b_q * b_kje, axis=1) * rq * ck).to(Aqk.dtype.element_ty),
-                mask=m_h,
-            )
+            aqk = tl.sum(b_q * b_kje, axis=1) * rq * ck
             akk = tl.where(j < t, tl.sum(b_k * b_kje, axis=1) * bk * ck, 0.0)
-            tl.store(Akk + p_a + (j - b), akk, mask=m_h)
-        # the block's columns right of the token: zeros (written by this program only: no race)
-        m_z = m_h[:, None] & (o_j > t - b)[None, :]
-        z = tl.zeros([BH, BC], dtype=tl.float32)
-        tl.store(Aqk + p_a[:, None] + o_j[None, :], z.to(Aqk.dtype.element_ty), mask=m_z)
-        tl.store(Akk + p_a[:, None] + o_j[None, :], z, mask=m_z)
+            if ROW_STORE:
+                at_j = (o_j == j - b)[None, :]
+                a_qk = tl.where(at_j, aqk[:, None], a_qk)
+                a_kk = tl.where(at_j, akk[:, None], a_kk)
+            else:
+                tl.store(Aqk + p_a + (j - b), aqk.to(Aqk.dtype.element_ty), mask=m_h)
+                tl.store(Akk + p_a + (j - b), akk, mask=m_h)
+        # the columns right of the token are zeros (written by this program only: no race)
+        m_row = m_h[:, None] & ((o_j > t - b)[None, :] | ROW_STORE)
+        tl.store(Aqk + p_row, a_qk.to(Aqk.dtype.element_ty), mask=m_row)
+        tl.store(Akk + p_row, a_kk, mask=m_row)
 
 
 # ----------------------------------------------------------------------------------------- 3

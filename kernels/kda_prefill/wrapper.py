@@ -46,22 +46,22 @@ FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # head first, `stream.chunk_and_head`), "prep" (BKG gate columns per program, num_warps, the
 # softplus's log "exact" or "approx" (`triton_common.kda_gate`; the bf16 form's as FLA's), the
 # programs' order (`stream.prep_kernel`)), "diag" (BR rows per program, num_warps; or ("token",
-# BH heads per program, num_warps) for `diag_token_kernel`), "offdiag" (BKC columns per step,
-# num_warps, num_stages, block pairs per program: "pair", "row", "chunk"), "inverse" (num_warps),
-# "wu" (BKC columns per step, num_warps, num_stages), "scan" (BV, num_warps, num_stages, output
-# fused into the scan), "output" (BV, num_warps, num_stages; only without a fused output). The
-# H200 sweeps' fastest at 32k (results/bench/prefill-stream-h200/: scan, output, wu from call2;
-# order, offdiag, inverse from call8; diag per token (0.4-0.7 ms faster than per rows) and the
-# bf16 form's approximate gate (0.27 ms faster) from call10). Measured slower and removed: two
-# other forms of the diagonal blocks (all pairs of a block as one [16, 16, BKD] product: call5;
-# sub-blocks with tensor-core products below them: call6), the diag loop with the next column's
-# loads issued ahead (call8). tf32x3 scans spill with a fused output or BV > 16
-# (kernels/compile_check.py; tests/test_kernels_compile.py bounds the spills).
+# BH heads per program, num_warps, stores per "step" or per "row") for `diag_token_kernel`),
+# "offdiag" (BKC columns per step, num_warps, num_stages, block pairs per program: "pair", "row",
+# "chunk"), "inverse" (num_warps), "wu" (BKC columns per step, num_warps, num_stages), "scan" (BV,
+# num_warps, num_stages, output fused into the scan), "output" (BV, num_warps, num_stages; only
+# without a fused output). The H200 sweeps' fastest at 32k (results/bench/prefill-stream-h200/:
+# scan, output, wu from call2; order, offdiag, inverse from call8; diag per token (0.4-0.7 ms
+# faster than per rows) and the bf16 form's approximate gate (0.27 ms faster) from call10).
+# Measured slower and removed: two other forms of the diagonal blocks (all pairs of a block as one
+# [16, 16, BKD] product: call5; sub-blocks with tensor-core products below them: call6), the diag
+# loop with the next column's loads issued ahead (call8). tf32x3 scans spill with a fused output
+# or BV > 16 (kernels/compile_check.py; tests/test_kernels_compile.py bounds the spills).
 STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
         "order": (True,),
         "prep": (32, 4, "exact", "head"),
-        "diag": ("token", 2, 1),
+        "diag": ("token", 2, 1, "step"),
         "offdiag": (32, 1, 1, "pair"),
         "inverse": (1,),
         "wu": (32, 4, 1),
@@ -71,7 +71,7 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
     "bf16": {
         "order": (True,),
         "prep": (32, 2, "approx", "head"),
-        "diag": ("token", 4, 1),
+        "diag": ("token", 4, 1, "step"),
         "offdiag": (128, 2, 1, "chunk"),
         "inverse": (1,),
         "wu": (64, 8, 1),
@@ -338,11 +338,11 @@ def stream_local(
         g_raw, flat_a_log(A_log, H).contiguous(), dt_bias.contiguous(), G, c["EGl"], c_start, c_end,
         H=H, K=K, BT=CHUNK, BKG=bkg, APPROX_GATE=gate == "approx", ORDER=order, num_warps=nwp,
     )  # fmt: skip
-    if tiles["diag"][0] == "token":  # ("token", BH heads per program, num_warps)
-        _, bh, nwd = tiles["diag"]
+    if tiles["diag"][0] == "token":  # ("token", BH heads per program, num_warps, "row"|"step" stores)
+        _, bh, nwd, stores = tiles["diag"]
         stream.diag_token_kernel[(NC * CHUNK, triton.cdiv(H, bh))](
             q, k, G, beta_raw, RQ, RK, Aqk, Akk, c_start, c_end, K**-0.5,
-            H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BH=bh, num_warps=nwd,
+            H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BH=bh, ROW_STORE=stores == "row", num_warps=nwd,
         )  # fmt: skip
     else:
         br, nwd = tiles["diag"]
