@@ -88,6 +88,20 @@ SWEEP = {
         "wu": [(64, 8, 1), (64, 4, 1), (32, 4, 1), (64, 8, 2), (128, 8, 1)],
     },
 }
+# the scan's tile for many sequences (wrapper.SCAN_MANY_PER_SM), swept on the varlen batch
+SWEEP_VARLEN = {
+    "fp32": {"scan_many": [(16, 4, 2, False), (16, 4, 1, False)]},
+    "bf16": {
+        "scan_many": [
+            (32, 4, 3, True),
+            (32, 4, 1, True),
+            (16, 4, 1, True),
+            (32, 8, 1, True),
+            (16, 4, 2, True),
+            (64, 8, 2, True),
+        ]
+    },
+}
 DEV = "cuda"
 SMOKE = False
 log = harness.Log(harness.Clock())
@@ -97,7 +111,7 @@ def smoke_mode() -> None:
     global H, K, V, LENGTHS, SWEEP_T, VARLEN_T, DEV, SMOKE, REPEATS
     H, K, V, LENGTHS, SWEEP_T, VARLEN_T, DEV, SMOKE, REPEATS = 2, 32, 32, [70, 130], 130, 200, "cpu", True, 1
     os.environ["TRITON_INTERPRET"] = "1"
-    for kind in SWEEP.values():
+    for kind in (*SWEEP.values(), *SWEEP_VARLEN.values()):
         for part in kind:
             kind[part] = kind[part][:1]
 
@@ -259,26 +273,28 @@ def part_check() -> dict:
     return out
 
 
-def part_sweep(adopt: bool, only: list[str] | None = None) -> dict:
+def part_sweep(adopt: bool, only: list[str] | None = None, varlen: bool = False) -> dict:
+    """Each tile of SWEEP (or, varlen, of SWEEP_VARLEN on the varlen batch) timed in turn."""
     import torch
 
     from evalkit.kernels.kda_prefill import wrapper as pw
 
-    p = Problem([SWEEP_T])
-    res: dict = {"T": SWEEP_T, "adopted": adopt}
+    p = Problem(varlen_lengths() if varlen else [SWEEP_T])
+    res: dict = {"T": SWEEP_T, "adopted": adopt, "varlen": varlen}
     chk = p if not SMOKE else Problem([130])  # each tile's output against the default's
+    sweep = SWEEP_VARLEN if varlen else SWEEP
     for kind, prec in (("fp32", None), ("bf16", "bf16")):
         kw = dict(variant="stream", dot_precision=prec)
         with torch.inference_mode():
             o_default = chk.ours(**kw)().float()
         best = dict(pw.STREAM_TILES[kind])
-        for part in SWEEP[kind]:
+        for part in sweep[kind]:
             if only and part not in only:
                 continue
             if part == "output" and best["scan"][3]:
                 continue  # the output kernel runs only without a fused output
             entries = []
-            for tile in SWEEP[kind][part]:
+            for tile in sweep[kind][part]:
                 trial = {**best, part: tile}
                 saved = pw.STREAM_TILES[kind]
                 pw.STREAM_TILES[kind] = trial
@@ -424,12 +440,15 @@ def markdown(res: dict) -> str:
         for r in rows:
             cells = [f"{f(r.get(f'{c}_ms'))} ({f(r.get(f'{c}_vs_fla'))}×)" for c in TIMED]
             L.append(f"| {r['T']} ({r['sequences']}) | " + " | ".join(cells) + f" | {f(r.get('fla_ms'))} |")
-    if "sweep" in sec:
-        sw = sec["sweep"]
-        L += ["", f"## Stream tiles at T = {sw['T']} (adopted by the later parts: {sw['adopted']})", ""]
+    for key, sweep in (("sweep", SWEEP), ("sweep_varlen", SWEEP_VARLEN)):
+        if key not in sec:
+            continue
+        sw = sec[key]
+        shape = "the varlen batch" if sw.get("varlen") else f"T = {sw['T']}"
+        L += ["", f"## Stream tiles at {shape} (adopted by the later parts: {sw['adopted']})", ""]
         for kind in ("fp32", "bf16"):
             L.append(f"- {kind}: best {sw.get(f'{kind}_best')}")
-            for part in SWEEP[kind]:
+            for part in sweep[kind]:
                 items = ", ".join(
                     f"{tuple(e['tile'])} {f(e.get('ms'))}" + (" ERR" if "error" in e else "")
                     for e in sw.get(f"{kind}_{part}", [])
@@ -481,7 +500,8 @@ def main() -> int:
     sections = harness.Sections(res, save, harness.Budget(args.budget_s, clock), log, skip_below_s=20)
     only = args.sweep_only.split(",") if args.sweep_only else None
     parts = {"check": part_check, "sweep": lambda: part_sweep(not args.no_adopt, only), "lengths": part_lengths,
-             "varlen": part_varlen, "kernels": part_kernels}  # fmt: skip
+             "varlen": part_varlen, "kernels": part_kernels,
+             "sweep_varlen": lambda: part_sweep(not args.no_adopt, None, varlen=True)}  # fmt: skip
     sections.run("environment", environment)
     for name in filter(None, args.parts.split(",")):
         sections.run(name, parts[name])
