@@ -482,9 +482,18 @@ def main() -> int:
         "--sweep-only", default="", help="sweep these only (comma list: order,prep,diag,offdiag,inverse)"
     )
     ap.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes: test the script only")
+    ap.add_argument(
+        "--scan-many",
+        default="",
+        help="sweep_varlen's bf16 tiles instead of the list (e.g. '32,4,1,1;16,4,1,1')",
+    )
     args = ap.parse_args()
     if args.smoke:
         smoke_mode()
+    if args.scan_many:  # one tile per process: a tile that faults the GPU takes its process down
+        tiles = [tuple(int(x) for x in t.split(",")) for t in args.scan_many.split(";")]
+        SWEEP_VARLEN["bf16"]["scan_many"] = [(bv, nw, ns, bool(f)) for bv, nw, ns, f in tiles]
+        SWEEP_VARLEN["fp32"] = {}
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
