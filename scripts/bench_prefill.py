@@ -88,19 +88,12 @@ SWEEP = {
         "wu": [(64, 8, 1), (64, 4, 1), (32, 4, 1), (64, 8, 2), (128, 8, 1)],
     },
 }
-# the scan's tile for many sequences (wrapper.SCAN_MANY_PER_SM), swept on the varlen batch
+# scan tiles timed on the varlen batch (never adopted: the defaults are the single sequence's);
+# call14 (results/bench/prefill-stream-h200/) ran them one per process (--varlen-scan): a tile
+# that faults the GPU takes its process down
 SWEEP_VARLEN = {
-    "fp32": {"scan_many": [(16, 4, 2, False), (16, 4, 1, False)]},
-    "bf16": {
-        "scan_many": [
-            (32, 4, 3, True),
-            (32, 4, 1, True),
-            (16, 4, 1, True),
-            (32, 8, 1, True),
-            (16, 4, 2, True),
-            (64, 8, 2, True),
-        ]
-    },
+    "fp32": {"scan": [(16, 4, 2, False), (16, 4, 1, False)]},
+    "bf16": {"scan": [(32, 4, 3, True), (32, 4, 2, True), (32, 8, 1, True)]},
 }
 DEV = "cuda"
 SMOKE = False
@@ -483,16 +476,16 @@ def main() -> int:
     )
     ap.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes: test the script only")
     ap.add_argument(
-        "--scan-many",
+        "--varlen-scan",
         default="",
-        help="sweep_varlen's bf16 tiles instead of the list (e.g. '32,4,1,1;16,4,1,1')",
+        help="sweep_varlen's bf16 scan tiles instead of the list (e.g. '32,4,1,1;16,4,1,1')",
     )
     args = ap.parse_args()
     if args.smoke:
         smoke_mode()
-    if args.scan_many:  # one tile per process: a tile that faults the GPU takes its process down
-        tiles = [tuple(int(x) for x in t.split(",")) for t in args.scan_many.split(";")]
-        SWEEP_VARLEN["bf16"]["scan_many"] = [(bv, nw, ns, bool(f)) for bv, nw, ns, f in tiles]
+    if args.varlen_scan:  # one tile per process: a tile that faults the GPU takes its process down
+        tiles = [tuple(int(x) for x in t.split(",")) for t in args.varlen_scan.split(";")]
+        SWEEP_VARLEN["bf16"]["scan"] = [(bv, nw, ns, bool(f)) for bv, nw, ns, f in tiles]
         SWEEP_VARLEN["fp32"] = {}
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     out = Path(args.out)
@@ -510,7 +503,7 @@ def main() -> int:
     only = args.sweep_only.split(",") if args.sweep_only else None
     parts = {"check": part_check, "sweep": lambda: part_sweep(not args.no_adopt, only), "lengths": part_lengths,
              "varlen": part_varlen, "kernels": part_kernels,
-             "sweep_varlen": lambda: part_sweep(not args.no_adopt, None, varlen=True)}  # fmt: skip
+             "sweep_varlen": lambda: part_sweep(False, None, varlen=True)}  # fmt: skip
     sections.run("environment", environment)
     for name in filter(None, args.parts.split(",")):
         sections.run(name, parts[name])

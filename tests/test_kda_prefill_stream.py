@@ -53,35 +53,11 @@ def test_stream_matches_reference(pw, monkeypatch, init, fuse):
     """Three sequences with partial last chunks (one of a single token), initial state on/off, the
     output computed in the scan or by its own launch."""
     tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
-    tiles["fp32"]["scan"] = tiles["fp32"]["scan_many"] = (16, 4, 1, fuse)
+    tiles["fp32"]["scan"] = (16, 4, 1, fuse)
     monkeypatch.setattr(pw, "STREAM_TILES", tiles)
     lengths = [int(torch.randint(65, 140, ())), 1, int(torch.randint(2, 64, ()))]
     err_o, err_s = _against_reference(pw, *_case(lengths, 16, 32, init))
     assert err_o < 1e-4 and err_s < 1e-4
-
-
-def test_stream_scan_tile_by_programs_per_sm(pw, monkeypatch):
-    """The scan takes "scan_many" when it has at least SCAN_MANY_PER_SM programs per SM, else
-    "scan" (here they differ in whether the output is fused, which the output launch shows), and
-    both give the reference."""
-    tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
-    tiles["fp32"]["scan"], tiles["fp32"]["scan_many"] = (16, 4, 1, True), (16, 4, 1, False)
-    monkeypatch.setattr(pw, "STREAM_TILES", tiles)
-    real, launches = pw.stream.output_kernel, []
-
-    class Spy:
-        def __getitem__(self, grid):
-            launches.append(grid)
-            return real[grid]
-
-    monkeypatch.setattr(pw.stream, "output_kernel", Spy())
-    case = _case([int(torch.randint(65, 140, ())), 30], 16, 32, [True, False])  # 2 x H x 2 programs
-    for sms, output_launches in ((5, 0), (4, 1)):
-        monkeypatch.setattr(pw, "multiprocessors", lambda device: sms)  # noqa: B023
-        launches.clear()
-        x, pool, *rest = case
-        err_o, err_s = _against_reference(pw, x, pool.clone(), *rest)
-        assert len(launches) == output_launches and err_o < 1e-4 and err_s < 1e-4
 
 
 def test_stream_head_dims_not_powers_of_two(pw):

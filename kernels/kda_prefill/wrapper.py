@@ -49,12 +49,14 @@ FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # BH heads per program, num_warps, stores per "step" or per "row") for `diag_token_kernel`),
 # "offdiag" (BKC columns per step, num_warps, num_stages, block pairs per program: "pair", "row",
 # "chunk"), "inverse" (num_warps), "wu" (BKC columns per step, num_warps, num_stages), "scan" (BV,
-# num_warps, num_stages, output fused into the scan; "scan_many" the same for many sequences, see
-# SCAN_MANY_PER_SM), "output" (BV, num_warps, num_stages; only without a fused output). The H200
+# num_warps, num_stages, output fused into the scan), "output" (BV, num_warps, num_stages; only
+# without a fused output). The H200
 # sweeps' fastest at 32k (results/bench/prefill-stream-h200/: scan, output from call2; order,
 # offdiag, inverse from call8; diag per token (0.4-0.7 ms faster than per rows) and the bf16
 # form's approximate gate (0.27 ms faster) from call10; the bf16 form's wu and prep order from
-# call12; the prep order and the diag's per-row stores measured no faster in the fp32 form).
+# call12; the prep order and the diag's per-row stores measured no faster in the fp32 form). On
+# the varlen batch (37 sequences) no other scan tile was faster (call14: one pipeline stage, which
+# would fit two programs per SM, faulted the GPU in the bf16 form with 4 warps, undiagnosed).
 # Measured slower and removed: two other forms of the diagonal blocks (all pairs of a block as one
 # [16, 16, BKD] product: call5; sub-blocks with tensor-core products below them: call6), the diag
 # loop with the next column's loads issued ahead (call8). tf32x3 scans spill with a fused output
@@ -68,7 +70,6 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
         "inverse": (1,),
         "wu": (32, 4, 1),
         "scan": (16, 4, 2, False),
-        "scan_many": (16, 4, 2, False),
         "output": (64, 4, 2),
     },
     "bf16": {
@@ -79,22 +80,9 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
         "inverse": (1,),
         "wu": (128, 8, 1),
         "scan": (32, 4, 3, True),
-        "scan_many": (32, 4, 3, True),
         "output": (64, 4, 2),
     },
 }
-# "scan_many" replaces "scan" when the scan has at least SCAN_MANY_PER_SM programs per SM (many
-# sequences): one program per SM of a few sequences' scans wants deep prefetch (shared memory), many
-# programs want several per SM instead.
-SCAN_MANY_PER_SM = 2
-
-
-@functools.cache
-def multiprocessors(device: torch.device) -> int:
-    """The device's SM count (1 on the CPU, where the interpreter runs one program at a time)."""
-    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
-
-
 VARIANTS = ("split", "fused", "stream")
 DOT_PRECISIONS = ("tf32x3", "ieee", "tf32", "bf16")
 VARIANT_ENV = "EVALKIT_KDA_PREFILL"  # the default variant when the keyword is not given
@@ -410,15 +398,14 @@ def stream_scan(
     V = c["U"].shape[-1]
     BK, BVf = triton.next_power_of_2(K), triton.next_power_of_2(V)
     tiles = STREAM_TILES[operand_kind(prec)]
-    N = cu_seqlens.numel() - 1
-    many = N * H * triton.cdiv(V, tiles["scan"][0]) >= SCAN_MANY_PER_SM * multiprocessors(out.device)
-    bv, nw, ns, fuse = tiles["scan_many" if many else "scan"]
+    bv, nw, ns, fuse = tiles["scan"]
     bv = min(bv, BVf)
     op = c["W"].dtype
     Vn = Hs = out  # placeholders the fused build never touches
     if not fuse:
         Vn = torch.empty(T, H, V, dtype=op, device=out.device)
         Hs = torch.empty(max(NC, 1), H, K, V, dtype=op, device=out.device)
+    N = cu_seqlens.numel() - 1
     pos = positions.contiguous() if positions is not None else slots
     stream.scan_kernel[(N * H, triton.cdiv(V, bv))](
         c["Kd"], c["EGl"], c["W"], c["U"], c["Qg"], c["Aqk"], Vn, Hs, out, pool_arg(state_pool),
