@@ -28,16 +28,17 @@ the math of `kernel.py` (its docstring defines G, Akk, Aqk, T, W, U, Kd, Qg):
                    to HBM and
 7. `output_kernel` computes o per (chunk, head, V block).
 
-Measured on the H200 (results/bench/prefill-stream-h200/): 10.1 ms at 32k with fp32 operands
+Measured on the H200 (results/bench/prefill-stream-h200/): 9.2 ms at 32k with fp32 operands
 (the fused variant 18.2 ms, the split one 25.6 ms, in earlier calls), the same error against
-float64; at 8k/32k/128k 0.39-0.40x FLA's
-`chunk_kda` with fp32 operands and 0.72-0.78x with bf16 ones (call9). Every chunk-local launch
-numbers its programs head first (`chunk_and_head`): 0.3-0.5 ms faster at 32k than chunk first.
+float64; at 8k/32k/128k 0.44-0.45x FLA's `chunk_kda` with fp32 operands and 1.00-1.01x with bf16
+ones, 0.39x / 0.89x on a batch of 37 sequences (call12). Every chunk-local launch numbers its
+programs head first (`chunk_and_head`): 0.3-0.5 ms faster at 32k than chunk first.
 
 Operands: DOT_PREC "tf32x3" (or "ieee") keeps every intermediate fp32 and every product at about
 fp32 accuracy: evalkit's arithmetic. DOT_PREC "bf16" is the production form FLA-based servers run:
 W, U, Aqk, Qg, Kd, v_new and the chunk states are bf16 operands of bf16 tensor-core products with
-fp32 accumulation, the carried state fp32 (the inverse's block products stay tf32, as FLA's do).
+fp32 accumulation, the carried state fp32 (the inverse's block products stay tf32, as FLA's do),
+and its default prep tile takes the gate's log from lg2.approx, as FLA's softplus does.
 """
 
 from __future__ import annotations
