@@ -242,7 +242,11 @@ def stream_builds(
                        {"H": H, "K": K, "BT": 64, "BKG": min(bkg, BK), "APPROX_GATE": gate == "approx",
                         "ORDER": prep_order},
                        num_warps=nwp),
-        _diag_build(t["diag"], m, o, H, K, BK, head_fast),
+        compile_kernel(ks.diag_kernel,
+                       {"q": m, "k": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Aqk": o, "Akk": f, **chunks,
+                        "scale": "fp32"},
+                       {"H": H, "K": K, "BT": 64, "BC": 16, "BK": BK, "BH": t["diag"][0]},
+                       num_warps=t["diag"][1]),
         compile_kernel(ks.offdiag_kernel,
                        {"q": m, "k": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Akk": f, "Aqk": o,
                         **chunks},
@@ -274,23 +278,6 @@ def stream_builds(
                                       "DOT_PREC": prec},
                                      num_warps=nwo, num_stages=nso))  # fmt: skip
     return builds
-
-
-def _diag_build(tile: tuple, m: str, o: str, H: int, K: int, BK: int, head_fast: bool) -> Build:
-    """The stream variant's diagonal-block launch for its tile: (BR, num_warps) builds
-    `diag_kernel`, ("token", BH, num_warps, stores) `diag_token_kernel`."""
-    from .kda_prefill import stream as ks
-
-    f, i32 = "*fp32", "*i32"
-    sig = {"q": m, "k": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Aqk": o, "Akk": f,
-           "chunk_start": i32, "chunk_end": i32, "scale": "fp32"}  # fmt: skip
-    const = {"H": H, "K": K, "BT": 64, "BC": 16, "BK": BK}
-    if tile[0] == "token":
-        const = {**const, "BH": tile[1], "ROW_STORE": tile[3] == "row"}
-        return compile_kernel(ks.diag_token_kernel, sig, const, num_warps=tile[2])
-    return compile_kernel(
-        ks.diag_kernel, sig, {**const, "BR": tile[0], "HEAD_FAST": head_fast}, num_warps=tile[1]
-    )
 
 
 def other_builds(model="bf16") -> list[Build]:

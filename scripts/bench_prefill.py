@@ -58,13 +58,7 @@ TIMED = ["stream", "stream_bf16"]
 # other parts' tiles: the wrapper's, from the sweeps of results/bench/prefill-stream-h200/call2).
 _DIAG = {
     "order": [(True,), (False,)],
-    "diag": [
-        ("token", 2, 1, "step"),
-        ("token", 2, 1, "row"),
-        ("token", 4, 2, "step"),
-        ("token", 4, 2, "row"),
-        ("token", 4, 1, "row"),
-    ],
+    "diag": [(2, 1), (4, 2), (1, 1)],
     "inverse": [(1,), (2,)],
 }
 SWEEP = {

@@ -69,19 +69,17 @@ def test_stream_head_dims_not_powers_of_two(pw):
 @pytest.mark.parametrize(
     "diag,group,order",
     [
-        ((1, 2), "row", "chunk"),
-        ((4, 2), "chunk", "column"),
-        ((16, 2), "pair", "head"),
-        (("token", 4, 1, "row"), "pair", "column"),
+        ((1, 1), "row", "chunk"),
+        ((2, 1), "chunk", "column"),
+        ((1, 2), "pair", "head"),
+        ((4, 1), "pair", "column"),
     ],
 )
 def test_stream_work_per_program(pw, monkeypatch, diag, group, order):
-    """The diagonal blocks computed BR rows per program (one token, a quarter block, a whole block:
-    each row's columns j <= i and the column norms of rows outside the program; a chunk of 9 tokens
-    ends inside a row group) or per token for 4 heads (2 of them past H); the off-diagonal blocks
-    one, a row block's or all six per program; the gate's cumsum split over column blocks of 16
-    (K = 48: three, none masked; V = 24); the programs numbered chunk first and head first (and
-    the gate's also column first)."""
+    """The diagonal blocks per token for one, two or four heads (H = 2: two of four past it; a
+    chunk of 9 tokens ends inside a block); the off-diagonal blocks one, a row block's or all six
+    per program; the gate's cumsum split over column blocks of 16 (K = 48: three, none masked;
+    V = 24); the programs numbered chunk first and head first (and the gate's also column first)."""
     tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
     tiles["fp32"]["diag"] = diag
     tiles["fp32"]["offdiag"] = (16, 2, 1, group)
@@ -112,34 +110,34 @@ def test_stream_chunk_local_equals_split(pw, monkeypatch):
         assert rel_err(stream[key], split[key]) < 1e-5, key
 
 
-def test_stream_diag_per_token_writes_what_per_rows_writes(pw, monkeypatch):
-    """The per-token diagonal launch (its entries stored per step, or gathered and stored per
-    row) writes exactly the entries of Aqk and Akk the per-rows one writes (scratch starts as NaN:
-    a zero right of the token left unwritten would show; Akk's blocks above the diagonal are never
-    written by either), to fp32 rounding, and the same row norms."""
+@pytest.mark.parametrize("diag", [(1, 1), (4, 1)])
+def test_stream_akk_and_norms_equal_the_split_paths(pw, monkeypatch, diag):
+    """The diagonal and off-diagonal launches write beta Akk on and below the chunk's diagonal
+    blocks, exactly there (scratch starts as NaN: an entry left unwritten, or a zero right of the
+    token missing, would show), equal to the split path's to fp32 rounding; RQ and RK are the
+    rows' reciprocal norms; for one head per program and for four (two past H = 2)."""
     nan_empty = lambda *a, **kw: torch.full(a[0] if len(a) == 1 else a, float("nan"), **kw)  # noqa: E731
     lengths = [int(torch.randint(70, 100, ())), 13]
     x = kda_inputs(sum(lengths), H, 32, 16)
     cs, ce, _, NC = pw.chunk_table(random_cu_seqlens(lengths).tolist(), "cpu")
     args = [t.contiguous() for t in x.args()]
-    out = {}
-    for name, tile in (
-        ("rows", (4, 2)),
-        ("token", ("token", 1, 1, "step")),
-        ("token_row", ("token", 2, 1, "row")),
-    ):
-        tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
-        tiles["fp32"]["diag"] = tile
-        with monkeypatch.context() as m:
-            m.setattr(pw, "STREAM_TILES", tiles)
-            m.setattr(pw.torch, "empty", nan_empty)
-            out[name] = pw.stream_local(*args, cs, ce, NC)
-    for key in ("Aqk", "Akk", "RQ", "RK", "Tinv"):
-        written = torch.isfinite(out["rows"][key])
-        assert written.float().mean() > (0.5 if key == "Akk" else 0.99), key  # the check sees entries
-        for form in ("token", "token_row"):
-            assert torch.equal(torch.isfinite(out[form][key]), written), (form, key)
-            assert rel_err(out[form][key][written], out["rows"][key][written]) < 1e-5, (form, key)
+    tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
+    tiles["fp32"]["diag"] = diag
+    with monkeypatch.context() as m:
+        m.setattr(pw, "STREAM_TILES", tiles)
+        m.setattr(pw.torch, "empty", nan_empty)
+        stream = pw.stream_local(*args, cs, ce, NC)
+    split = pw.chunk_local(*args, cs, ce, NC, variant="split")
+    row = torch.arange(sum(lengths))
+    col_block = torch.arange(pw.CHUNK) // 16
+    start = torch.repeat_interleave(cs.long(), (ce - cs).long())  # each row's chunk start
+    row_block = (row - start) // 16
+    lower = (col_block[None, :] <= row_block[:, None])[:, None, :].expand(-1, H, -1)  # [T, H, BT]
+    assert torch.equal(torch.isfinite(stream["Akk"]), lower)
+    assert rel_err(stream["Akk"][lower], split["Akk"][lower]) < 1e-5
+    assert rel_err(stream["RK"], 1 / torch.sqrt((x.k.float() ** 2).sum(-1) + 1e-6)) < 1e-6
+    q_norm = torch.sqrt((x.q.float() ** 2).sum(-1) + 1e-6)
+    assert rel_err(stream["RQ"], 32**-0.5 / q_norm) < 1e-6
 
 
 def test_stream_approx_gate_is_the_exact_gate_to_fp32_rounding(pw, monkeypatch):

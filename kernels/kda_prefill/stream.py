@@ -8,10 +8,9 @@ starting state went to HBM and back for the output (fp32: 64 KB per chunk and he
 the math of `kernel.py` (its docstring defines G, Akk, Aqk, T, W, U, Kd, Qg):
 
 1. `prep_kernel`   per (chunk, column block, head): G = within-chunk cumsum of the gate, e^{G_last}.
-2. `diag_kernel`   per (chunk, BR rows, head): the rows' reciprocal norms of q (times the attention
-                   scale) and k, and their part of the four diagonal 16x16 blocks, exact
-                   exp(G_i - G_j), one column j of all BR rows per step (j <= the last row only);
-                   or `diag_token_kernel`, the same per (token, BH heads).
+2. `diag_kernel`   per (token, BH heads): the token's reciprocal norms of q (times the attention
+                   scale) and k, and its row of the diagonal 16x16 block, exact exp(G_i - G_j),
+                   one column j <= i per step.
 3. `offdiag_kernel` per (chunk, block pairs, head): the six off-diagonal 16x16 blocks of
                    Aqk and beta Akk by tensor-core products through the block's first row r,
                    exp(G_i - G_r) and exp(G_r - G_j) both <= 1 (no overflow for any gate), summed
@@ -136,86 +135,17 @@ def diag_kernel(
     BT: tl.constexpr,
     BC: tl.constexpr,
     BK: tl.constexpr,
-    BR: tl.constexpr,
-    HEAD_FAST: tl.constexpr,
-):
-    """Per (chunk, BR rows, head): the rows' reciprocal norms RQ = scale / |q|, RK = 1 / |k|, and
-    their part of the diagonal 16x16 block: Aqk[i, j] (j <= i, zeros right of it, into Aqk) and
-    beta_i Akk[i, j] (j < i, zeros elsewhere, fp32 into Akk [T, H, BT]), with the exact
-    exp(G_i - G_j), column j of all BR rows at once. Rows in the lower part of a block need more
-    columns: BR < BC skips the pairs j > i that a whole block would compute and discard."""
-    tl.static_assert(BC % BR == 0, "a program's rows lie in one diagonal block")
-    i_c, i_h = chunk_and_head(HEAD_FAST, 2)
-    t0 = tl.load(chunk_start + i_c)
-    t1 = tl.load(chunk_end + i_c)
-    s = t0 + tl.program_id(1) * BR  # the program's first row
-    if s < t1:
-        b = t0 + ((s - t0) // BC) * BC  # first row (and column) of the block
-        o_i = tl.arange(0, BR)
-        o_j = tl.arange(0, BC)
-        o_k = tl.arange(0, BK)
-        m_i = s + o_i < t1
-        b_q = load_tile(q, s, t1, H, i_h, K, 0, BR, BK)
-        b_k = load_tile(k, s, t1, H, i_h, K, 0, BR, BK)
-        b_g = load_tile(G, s, t1, H, i_h, K, 0, BR, BK)
-        rq = scale / row_norms(b_q)
-        rk = 1.0 / row_norms(b_k)
-        rows = (s + o_i).to(tl.int64) * H + i_h
-        tl.store(RQ + rows, rq, mask=m_i)
-        tl.store(RK + rows, rk, mask=m_i)
-        if BR == BC:
-            ck = rk[None, :]  # 1 / |k_j| along columns: the program's rows are the block's
-        else:
-            b_kb = load_tile(k, b, t1, H, i_h, K, 0, BC, BK)
-            ck = (1.0 / row_norms(b_kb))[None, :]
-        acc_q = tl.zeros([BR, BC], dtype=tl.float32)
-        acc_k = tl.zeros([BR, BC], dtype=tl.float32)
-        i_rel = (s - b) + o_i  # the rows' index within the block
-        # row j loaded once per row i, in the rows' own layout (a [BK] load broadcast to the rows
-        # went through shared memory, with barriers, on every step)
-        ptr_b = (b.to(tl.int64) * H + i_h) * K + o_k[None, :] + 0 * o_i[:, None]
-        m_k = (o_k < K)[None, :]
-        for jj in range(0, tl.minimum(s - b + BR, t1 - b)):
-            live = ((i_rel >= jj) & m_i)[:, None]  # pairs j > i never reach exp: no overflow
-            b_kj = tl.load(k + ptr_b + jj * H * K, mask=live & m_k, other=0.0).to(tl.float32)
-            b_gj = tl.load(G + ptr_b + jj * H * K, mask=live & m_k, other=0.0)
-            b_kje = b_kj * tl.exp(tl.where(live, b_g - b_gj, float("-inf")))
-            sel = (o_j == jj)[None, :]
-            acc_q = tl.where(sel, tl.sum(b_q * b_kje, axis=1)[:, None], acc_q)
-            acc_k = tl.where(sel, tl.sum(b_k * b_kje, axis=1)[:, None], acc_k)
-        b_beta = tl.sigmoid(load_rows_vec(beta_raw, s + o_i, m_i, H, i_h))
-        acc_q = acc_q * rq[:, None] * ck
-        acc_k = tl.where(o_j[None, :] < i_rel[:, None], acc_k * (b_beta * rk)[:, None] * ck, 0.0)
-        store_tile(Aqk, acc_q, s, t1, H, i_h, BT, b - t0, BR, BC)
-        store_tile(Akk, acc_k, s, t1, H, i_h, BT, b - t0, BR, BC)
-
-
-@triton.jit
-def diag_token_kernel(
-    q,
-    k,
-    G,
-    beta_raw,
-    RQ,
-    RK,
-    Aqk,
-    Akk,
-    chunk_start,
-    chunk_end,
-    scale,
-    H: tl.constexpr,
-    K: tl.constexpr,
-    BT: tl.constexpr,
-    BC: tl.constexpr,
-    BK: tl.constexpr,
     BH: tl.constexpr,
-    ROW_STORE: tl.constexpr,
 ):
-    """`diag_kernel`'s results per (token, BH heads) instead of per (BR rows of one head): the
-    token's row of its diagonal block, one column j <= i per step and none past it (no pair is
-    computed and discarded), rows j of BH neighbouring heads loaded together (one contiguous
-    piece of [T, H, K]), and 1 / |k_j| computed in the step. Programs are numbered token first, so
-    neighbours reread the same rows j."""
+    """Per (token, BH heads): the token's reciprocal norms RQ = scale / |q|, RK = 1 / |k|, and its
+    row of the diagonal 16x16 block: Aqk[i, j] (j <= i, zeros right of it, into Aqk) and
+    beta_i Akk[i, j] (j < i, zeros elsewhere, fp32 into Akk [T, H, BT]), with the exact
+    exp(G_i - G_j), one column j <= i per step and none past it (no pair is computed and
+    discarded), as FLA's intra kernel is laid out. Rows j of BH neighbouring heads load together
+    (one contiguous piece of [T, H, K]); 1 / |k_j| is computed in the step. Programs are numbered
+    token first, so neighbours reread the same rows j. (Measured faster than per BR rows of one
+    head, which it replaced: results/bench/prefill-stream-h200/call10; named diag_token_kernel
+    there.)"""
     pid = tl.program_id(0)
     i_c = pid // BT
     t0 = tl.load(chunk_start + i_c)
@@ -239,29 +169,20 @@ def diag_token_kernel(
         tl.store(RK + row, rk, mask=m_h)
         bk = tl.sigmoid(tl.load(beta_raw + row, mask=m_h, other=0.0).to(tl.float32)) * rk  # beta_i / |k_i|
         p_a = row * BT + (b - t0)  # column 0 of the diagonal block in row t's Aqk / Akk
-        p_row = p_a[:, None] + o_j[None, :]
-        # ROW_STORE: the row's BC entries gather in registers and are stored once, the zeros right
-        # of the token included; else each step stores its column's BH entries
-        a_qk = tl.zeros([BH, BC], dtype=tl.float32)
-        a_kk = tl.zeros([BH, BC], dtype=tl.float32)
         for j in range(b, t + 1):
             p_j = (o_h.to(tl.int64) + j * H)[:, None] * K + o_k[None, :]
             b_kj = tl.load(k + p_j, mask=m_hk, other=0.0).to(tl.float32)
             b_kje = b_kj * tl.exp(b_g - tl.load(G + p_j, mask=m_hk, other=0.0))  # G_i <= G_j: <= 1
             ck = 1.0 / row_norms(b_kj)
             aqk = tl.sum(b_q * b_kje, axis=1) * rq * ck
+            tl.store(Aqk + p_a + (j - b), aqk.to(Aqk.dtype.element_ty), mask=m_h)
             akk = tl.where(j < t, tl.sum(b_k * b_kje, axis=1) * bk * ck, 0.0)
-            if ROW_STORE:
-                at_j = (o_j == j - b)[None, :]
-                a_qk = tl.where(at_j, aqk[:, None], a_qk)
-                a_kk = tl.where(at_j, akk[:, None], a_kk)
-            else:
-                tl.store(Aqk + p_a + (j - b), aqk.to(Aqk.dtype.element_ty), mask=m_h)
-                tl.store(Akk + p_a + (j - b), akk, mask=m_h)
-        # the columns right of the token are zeros (written by this program only: no race)
-        m_row = m_h[:, None] & ((o_j > t - b)[None, :] | ROW_STORE)
-        tl.store(Aqk + p_row, a_qk.to(Aqk.dtype.element_ty), mask=m_row)
-        tl.store(Akk + p_row, a_kk, mask=m_row)
+            tl.store(Akk + p_a + (j - b), akk, mask=m_h)
+        # the block's columns right of the token: zeros (written by this program only: no race)
+        m_z = m_h[:, None] & (o_j > t - b)[None, :]
+        z = tl.zeros([BH, BC], dtype=tl.float32)
+        tl.store(Aqk + p_a[:, None] + o_j[None, :], z.to(Aqk.dtype.element_ty), mask=m_z)
+        tl.store(Akk + p_a[:, None] + o_j[None, :], z, mask=m_z)
 
 
 # ----------------------------------------------------------------------------------------- 3

@@ -45,27 +45,27 @@ FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # "bf16": the production form): "order" (HEAD_FAST: the chunk-local launches' programs numbered
 # head first, `stream.chunk_and_head`), "prep" (BKG gate columns per program, num_warps, the
 # softplus's log "exact" or "approx" (`triton_common.kda_gate`; the bf16 form's as FLA's), the
-# programs' order (`stream.prep_kernel`)), "diag" (BR rows per program, num_warps; or ("token",
-# BH heads per program, num_warps, stores per "step" or per "row") for `diag_token_kernel`),
+# programs' order (`stream.prep_kernel`)), "diag" (BH heads per program, num_warps),
 # "offdiag" (BKC columns per step, num_warps, num_stages, block pairs per program: "pair", "row",
 # "chunk"), "inverse" (num_warps), "wu" (BKC columns per step, num_warps, num_stages), "scan" (BV,
 # num_warps, num_stages, output fused into the scan), "output" (BV, num_warps, num_stages; only
 # without a fused output). The H200
 # sweeps' fastest at 32k (results/bench/prefill-stream-h200/: scan, output from call2; order,
-# offdiag, inverse from call8; diag per token (0.4-0.7 ms faster than per rows) and the bf16
-# form's approximate gate (0.27 ms faster) from call10; the bf16 form's wu and prep order from
-# call12; the prep order and the diag's per-row stores measured no faster in the fp32 form). On
+# offdiag, inverse from call8; diag per token (0.4-0.7 ms faster than per rows of one head, which
+# it replaced) and the bf16 form's approximate gate (0.27 ms faster) from call10; the bf16 form's
+# wu and prep order from call12; the prep order measured no faster in the fp32 form). On
 # the varlen batch (37 sequences) no other scan tile was faster (call14: one pipeline stage, which
 # would fit two programs per SM, faulted the GPU in the bf16 form with 4 warps, undiagnosed).
-# Measured slower and removed: two other forms of the diagonal blocks (all pairs of a block as one
-# [16, 16, BKD] product: call5; sub-blocks with tensor-core products below them: call6), the diag
-# loop with the next column's loads issued ahead (call8). tf32x3 scans spill with a fused output
+# Measured slower and removed: other forms of the diagonal blocks (all pairs of a block as one
+# [16, 16, BKD] product: call5; sub-blocks with tensor-core products below them: call6; BR rows of
+# one head per program: call10), the diag loop with the next column's loads issued ahead (call8), a
+# token's row gathered and stored once (call12). tf32x3 scans spill with a fused output
 # or BV > 16 (kernels/compile_check.py; tests/test_kernels_compile.py bounds the spills).
 STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
         "order": (True,),
         "prep": (32, 4, "exact", "head"),
-        "diag": ("token", 2, 1, "step"),
+        "diag": (2, 1),
         "offdiag": (32, 1, 1, "pair"),
         "inverse": (1,),
         "wu": (32, 4, 1),
@@ -75,7 +75,7 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
     "bf16": {
         "order": (True,),
         "prep": (32, 2, "approx", "column"),
-        "diag": ("token", 2, 1, "step"),
+        "diag": (2, 1),
         "offdiag": (128, 2, 1, "chunk"),
         "inverse": (1,),
         "wu": (128, 8, 1),
@@ -342,18 +342,11 @@ def stream_local(
         g_raw, flat_a_log(A_log, H).contiguous(), dt_bias.contiguous(), G, c["EGl"], c_start, c_end,
         H=H, K=K, BT=CHUNK, BKG=bkg, APPROX_GATE=gate == "approx", ORDER=order, num_warps=nwp,
     )  # fmt: skip
-    if tiles["diag"][0] == "token":  # ("token", BH heads per program, num_warps, "row"|"step" stores)
-        _, bh, nwd, stores = tiles["diag"]
-        stream.diag_token_kernel[(NC * CHUNK, triton.cdiv(H, bh))](
-            q, k, G, beta_raw, RQ, RK, Aqk, Akk, c_start, c_end, K**-0.5,
-            H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BH=bh, ROW_STORE=stores == "row", num_warps=nwd,
-        )  # fmt: skip
-    else:
-        br, nwd = tiles["diag"]
-        stream.diag_kernel[grid(NC, CHUNK // br, H)](
-            q, k, G, beta_raw, RQ, RK, Aqk, Akk, c_start, c_end, K**-0.5,
-            H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BR=br, HEAD_FAST=head_fast, num_warps=nwd,
-        )  # fmt: skip
+    bh, nwd = tiles["diag"]  # BH heads per program, num_warps
+    stream.diag_kernel[(NC * CHUNK, triton.cdiv(H, bh))](
+        q, k, G, beta_raw, RQ, RK, Aqk, Akk, c_start, c_end, K**-0.5,
+        H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BH=bh, num_warps=nwd,
+    )  # fmt: skip
     bkc, nwo, nso, group = tiles["offdiag"]
     stream.offdiag_kernel[grid(NC, stream.OFFDIAG_PROGRAMS[group], H)](
         q, k, G, beta_raw, RQ, RK, Akk, Aqk, c_start, c_end,
