@@ -14,6 +14,9 @@ NAMES = {
     "intra_kernel": "kda prefill",
     "solve_wy_kernel": "kda prefill",
     "gate_cumsum_kernel": "kda prefill",
+    "scan_kernel": "kda prefill",  # the stream variant's, not a sort's scan
+    "diag_kernel": "kda prefill",
+    "wu_kernel": "kda prefill",
     "conv_prefill_kernel": "short conv",
     "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8": "gemm",
     "kda_decode_kernel": "kda decode",

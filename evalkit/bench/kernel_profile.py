@@ -15,13 +15,15 @@ from typing import Any
 
 # (category, pattern on the lower-cased kernel name); first match wins. Triton kernels keep their
 # Python function names (kernels/kda_prefill: gate_cumsum, intra, solve_wy, state_pass, output,
-# fused_intra_wy; kernels/kda_decode: kda_decode, _recurrent_rounded); cuBLAS GEMMs have
+# fused_intra_wy, and the stream variant's prep, diag, offdiag, inverse, wu, scan; kernels/kda_decode:
+# kda_decode, _recurrent_rounded); cuBLAS GEMMs have
 # nvjet/gemm/xmma names; torch._grouped_mm's CUTLASS kernel is mangled, with GroupProblemShape in it.
 CATEGORIES: tuple[tuple[str, str], ...] = (
     ("moe grouped gemm", r"grouped|groupproblemshape"),
     (
         "kda prefill",
-        r"^(gate_cumsum|intra|solve_wy|state_pass|output|fused_intra_wy)_kernel|kda_prefill|chunk_kda",
+        r"^(gate_cumsum|intra|solve_wy|state_pass|output|fused_intra_wy|prep|diag|offdiag|inverse|wu|scan)_kernel"
+        r"|kda_prefill|chunk_kda",
     ),
     ("kda decode", r"kda_decode|_recurrent_rounded|fused_recurrent"),
     ("mla attention", r"flash|fmha|attention|mla_|sdpa|cudnn"),
