@@ -45,22 +45,22 @@ FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # "bf16": the production form): "order" (HEAD_FAST: the chunk-local launches' programs numbered
 # head first, `stream.chunk_and_head`), "prep" (BKG gate columns per program, num_warps, the
 # softplus's log "exact" or "approx" (`triton_common.kda_gate`; the bf16 form's as FLA's), the
-# programs' order (`stream.prep_kernel`)), "diag" (BH heads per program, num_warps),
-# "offdiag" (BKC columns per step, num_warps, num_stages, block pairs per program: "pair", "row",
-# "chunk"), "inverse" (num_warps), "wu" (BKC columns per step, num_warps, num_stages), "scan" (BV,
+# programs' order (`stream.prep_kernel`)), "diag" (BH heads per program, num_warps), "offdiag"
+# (BKC columns per step, num_warps, num_stages, block pairs per program: "pair", "row", "chunk"),
+# "inverse" (num_warps), "wu" (BKC columns per step, num_warps, num_stages), "scan" (BV,
 # num_warps, num_stages, output fused into the scan), "output" (BV, num_warps, num_stages; only
-# without a fused output). The H200
-# sweeps' fastest at 32k (results/bench/prefill-stream-h200/: scan, output from call2; order,
-# offdiag, inverse from call8; diag per token (0.4-0.7 ms faster than per rows of one head, which
-# it replaced) and the bf16 form's approximate gate (0.27 ms faster) from call10; the bf16 form's
-# wu and prep order from call12; the prep order measured no faster in the fp32 form). On
-# the varlen batch (37 sequences) no other scan tile was faster (call14: one pipeline stage, which
-# would fit two programs per SM, faulted the GPU in the bf16 form with 4 warps, undiagnosed).
-# Measured slower and removed: other forms of the diagonal blocks (all pairs of a block as one
-# [16, 16, BKD] product: call5; sub-blocks with tensor-core products below them: call6; BR rows of
-# one head per program: call10), the diag loop with the next column's loads issued ahead (call8), a
-# token's row gathered and stored once (call12). tf32x3 scans spill with a fused output
-# or BV > 16 (kernels/compile_check.py; tests/test_kernels_compile.py bounds the spills).
+# without a fused output). The H200 sweeps' fastest at 32k (results/bench/prefill-stream-h200/:
+# scan, output from call2; order, offdiag, inverse from call8; diag per token (0.4-0.7 ms faster
+# than per rows of one head, which it replaced) and the bf16 form's approximate gate (0.27 ms
+# faster) from call10; the bf16 form's wu and prep order from call12; the prep order measured no
+# faster in the fp32 form). On the varlen batch (37 sequences) no other scan tile was faster
+# (call14: one pipeline stage, which would fit two programs per SM, faulted the GPU in the bf16
+# form with 4 warps, undiagnosed). Measured slower and removed: other forms of the diagonal
+# blocks (all pairs of a block as one [16, 16, BKD] product: call5; sub-blocks with tensor-core
+# products below them: call6; BR rows of one head per program: call10), the diag loop with the
+# next column's loads issued ahead (call8), a token's row gathered and stored once (call12).
+# tf32x3 scans spill with a fused output or BV > 16 (kernels/compile_check.py;
+# tests/test_kernels_compile.py bounds the spills).
 STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
         "order": (True,),
