@@ -13,13 +13,14 @@ deliberately wrong kernel that the fp32-twin check must catch."""
 
 from __future__ import annotations
 
-import os
-
 import triton
 import triton.language as tl
 
-# Triton's CPU interpreter cannot run inline PTX: there the approximate gate uses tl.log2.
-_NATIVE_ASM = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") != "1")
+from .triton_launch import interpreting
+
+# True when the kernels are compiled for the GPU, False in Triton's CPU interpreter (which cannot
+# run inline PTX, and multiplies bf16 operands wrongly): the one switch for the code paths that differ
+COMPILED = tl.constexpr(not interpreting())
 
 
 @triton.jit
@@ -40,7 +41,7 @@ def kda_gate(g_raw, dt_bias, a_log, APPROX: tl.constexpr = False):
 def log2_approx(x):
     """log2(x) by the hardware approximation (lg2.approx.ftz.f32, max error ~2^-22); tl.log2 in
     the CPU interpreter, which cannot run PTX."""
-    if _NATIVE_ASM:
+    if COMPILED:
         return tl.inline_asm_elementwise(
             "lg2.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
         )

@@ -42,18 +42,12 @@ and its default prep tile takes the gate's log from lg2.approx, as FLA's softplu
 
 from __future__ import annotations
 
-import os
-
 import triton
 import triton.language as tl
 
-from ..triton_common import load_state, round_to_bf16_bits, row_norms, store_state
+from ..triton_common import COMPILED, load_state, round_to_bf16_bits, row_norms, store_state
 from .kernel import chunk_gate_cumsum
 from .tiles import load_rows_vec, load_tile, load_tile_as_is, store_tile
-
-# Triton's CPU interpreter multiplies bf16 operands wrongly (triton 3.9: ~1e10 off); there a bf16
-# product is computed as exact fp32 products of the bf16-rounded operands, summed in fp32.
-_NATIVE_BF16_DOT = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") != "1")
 
 
 @triton.jit
@@ -61,7 +55,9 @@ def mm(a, b, acc, DOT_PREC: tl.constexpr):
     """a @ b (+ acc, when not None) in fp32: bf16 operands when DOT_PREC == "bf16", else fp32
     operands at that input precision."""
     if DOT_PREC == "bf16":
-        if _NATIVE_BF16_DOT:
+        # Triton's CPU interpreter multiplies bf16 operands wrongly (triton 3.9: ~1e10 off); there a
+        # bf16 product is computed as exact fp32 products of the bf16-rounded operands, summed in fp32
+        if COMPILED:
             return tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16), acc, out_dtype=tl.float32)
         else:
             a16 = a.to(tl.bfloat16).to(tl.float32)
