@@ -1,8 +1,9 @@
-"""Host-side helpers shared by the Triton wrappers: interpreter detection and the storage format's
-build constants and arguments."""
+"""Host-side helpers shared by the Triton wrappers: interpreter detection, the storage format's
+build constants and arguments, and host tables uploaded to the device without a sync."""
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -14,6 +15,19 @@ from .rounding import sr_key
 
 def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def int32_on_device(values: list[int] | tuple[int, ...], device: str | torch.device) -> torch.Tensor:
+    """Host integers as an int32 tensor on `device`, uploaded without a sync (a blocking
+    host-to-device copy waits for the GPU to drain)."""
+    return torch.tensor(values, dtype=torch.int32).to(device, non_blocking=True)
+
+
+@functools.lru_cache(maxsize=8)
+def device_cu_seqlens(cu: tuple[int, ...], device: str) -> torch.Tensor:
+    """A batch's cu_seqlens (read on the host) on the device, cached by its values: every layer of a
+    forward pass that was given them on the host shares one upload (read it, never write it)."""
+    return int32_on_device(cu, device)
 
 
 def check_triton_device(kernel, t: torch.Tensor) -> None:

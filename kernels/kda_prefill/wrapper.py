@@ -19,7 +19,14 @@ import triton
 from ..common import check_kda_args, check_varlen, flat_a_log, resolve_format
 from ..errors import KernelInputError
 from ..formats import StateFormat
-from ..triton_launch import check_triton_device, format_constexprs, launch_key, pool_arg
+from ..triton_launch import (
+    check_triton_device,
+    device_cu_seqlens,
+    format_constexprs,
+    int32_on_device,
+    launch_key,
+    pool_arg,
+)
 from . import stream
 from .fused import fused_intra_wy_kernel
 from .kernel import gate_cumsum_kernel, intra_kernel, solve_wy_kernel, state_pass_kernel
@@ -104,13 +111,12 @@ def _chunk_table(cu: tuple[int, ...], device: str) -> tuple[torch.Tensor, torch.
         for t in range(bos, eos, CHUNK):
             starts.append(t)
             ends.append(min(t + CHUNK, eos))
-    as_t = lambda x: torch.tensor(x, dtype=torch.int32).to(device, non_blocking=True)
-    return as_t(starts), as_t(ends), as_t(offsets), len(starts)
-
-
-@functools.lru_cache(maxsize=8)
-def _uploaded_cu(cu: tuple[int, ...], device: str) -> torch.Tensor:
-    return torch.tensor(cu, dtype=torch.int32).to(device, non_blocking=True)
+    return (
+        int32_on_device(starts, device),
+        int32_on_device(ends, device),
+        int32_on_device(offsets, device),
+        len(starts),
+    )
 
 
 DEFAULT_VARIANT = "stream"
@@ -183,7 +189,7 @@ def kda_prefill(
         out = torch.empty(T, H, V, dtype=q.dtype, device=dev)
     c_start, c_end, c_off, NC = chunk_table(cu, dev)
     if cu_seqlens.device != dev:  # given on the host: read without a sync, uploaded once per batch
-        cu_seqlens = _uploaded_cu(tuple(cu), str(dev))
+        cu_seqlens = device_cu_seqlens(tuple(cu), str(dev))
     if variant == "stream":
         args = (q, k, v, g_raw, beta_raw, A_log, dt_bias)
         c = stream_local(*args, c_start, c_end, NC, prec=prec)

@@ -8,7 +8,7 @@ import torch
 import triton
 
 from ..errors import KernelInputError
-from ..triton_launch import check_triton_device
+from ..triton_launch import check_triton_device, device_cu_seqlens, int32_on_device
 from .kernel import conv_decode_kernel, conv_prefill_kernel
 
 BT, BC = 32, 64
@@ -31,18 +31,16 @@ def _check(x, weight, conv_pool, slots, n_rows_name: str):
 
 
 @functools.lru_cache(maxsize=8)
-def _block_table(cu: tuple[int, ...], device: str) -> tuple[torch.Tensor, ...]:
-    """(start, end, sequence) of every block of BT rows, and cu_seqlens, on the device; cached by
-    the batch's cu_seqlens (every conv layer of a forward pass shares them: read, never write).
-    Uploaded without a sync (a blocking host-to-device copy waits for the GPU to drain)."""
+def _block_table(cu: tuple[int, ...], device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(start, end, sequence) of every block of BT rows, on the device; cached by the batch's
+    cu_seqlens (every conv layer of a forward pass shares them: read, never write)."""
     starts, ends, seqs = [], [], []
     for n, (bos, eos) in enumerate(zip(cu[:-1], cu[1:])):
         for t in range(bos, max(eos, bos + 1), BT):  # an empty sequence still owns (and keeps) its row
             starts.append(t)
             ends.append(min(t + BT, eos))
             seqs.append(n)
-    as_t = lambda v: torch.tensor(v, dtype=torch.int32).to(device, non_blocking=True)  # noqa: E731
-    return as_t(starts), as_t(ends), as_t(seqs), as_t(list(cu))
+    return int32_on_device(starts, device), int32_on_device(ends, device), int32_on_device(seqs, device)
 
 
 def causal_conv1d_prefill(x, weight, conv_pool, slots, cu_seqlens, has_initial_state) -> torch.Tensor:
@@ -53,7 +51,8 @@ def causal_conv1d_prefill(x, weight, conv_pool, slots, cu_seqlens, has_initial_s
     cu = [int(c) for c in cu_seqlens.tolist()]  # a CPU tensor: no device sync
     if len(cu) - 1 != slots.numel() or cu[0] != 0 or cu[-1] != x.shape[0]:
         raise KernelInputError("cu_seqlens must be [N+1] from 0 to T with one slot per sequence")
-    starts, ends, seqs, cu_dev = _block_table(tuple(cu), str(x.device))
+    key = (tuple(cu), str(x.device))
+    starts, ends, seqs = _block_table(*key)
     conv_prefill_kernel[(starts.numel(), triton.cdiv(C, BC))](
         x,
         weight.contiguous(),
@@ -64,7 +63,7 @@ def causal_conv1d_prefill(x, weight, conv_pool, slots, cu_seqlens, has_initial_s
         starts,
         ends,
         seqs,
-        cu_dev,
+        device_cu_seqlens(*key),
         C=C,
         W=W,
         BT=BT,
