@@ -376,7 +376,7 @@ def part_kernels() -> dict:
         with torch.inference_mode():
             out[label] = kernel_ms(fn)
     # the wall time of a call beside its kernels' sum: what the host adds between calls (checks,
-    # the device read of cu_seqlens, launches) where the GPU waits for it
+    # launches; a device read of cu_seqlens, before it came on the host) where the GPU waits for it
     gap = {}
     for label, fn in cases.items():
         with torch.inference_mode():
