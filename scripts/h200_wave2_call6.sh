@@ -14,14 +14,14 @@ set -o pipefail
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1
 for t in "64,8,2,1" "64,4,2,1" "32,4,3,1"; do
-  timeout 45 python3 scripts/bench_prefill.py --out "$OUT/scan_${t//,/_}" --parts sweep_varlen \
-    --varlen-scan "$t" --budget-s 40 > "$OUT/scan_${t//,/_}.log" 2>&1
+  timeout 38 python3 scripts/bench_prefill.py --out "$OUT/scan_${t//,/_}" --parts sweep_varlen \
+    --varlen-scan "$t" --budget-s 33 > "$OUT/scan_${t//,/_}.log" 2>&1
 done
-CUDA_LAUNCH_BLOCKING=1 timeout 45 python3 scripts/bench_prefill.py --out "$OUT/scan_fault" \
-  --parts sweep_varlen --varlen-scan "16,4,1,1" --budget-s 40 > "$OUT/scan_fault.log" 2>&1
-EVALKIT_MLA_PREFILL=triton timeout 75 python3 scripts/bench_mla_prefill.py \
+CUDA_LAUNCH_BLOCKING=1 timeout 38 python3 scripts/bench_prefill.py --out "$OUT/scan_fault" \
+  --parts sweep_varlen --varlen-scan "16,4,1,1" --budget-s 33 > "$OUT/scan_fault.log" 2>&1
+EVALKIT_MLA_PREFILL=triton timeout 70 python3 scripts/bench_mla_prefill.py \
   --out /tmp/me --parts engine --modes triton --repeats 3 --mode-budget-s 25 2>&1 | tee "$OUT/mla_log.txt"
 cp /tmp/me/bench_mla_prefill.json "$OUT/mla_engine.json"
-timeout 360 python3 scripts/bench_engine.py --out "$OUT/arms" --parts arms --budget-s 350 \
+timeout 330 python3 scripts/bench_engine.py --out "$OUT/arms" --parts arms --budget-s 320 \
   --reserve-s 0 2>&1 | tee "$OUT/arms_log.txt"
 ls -la "$OUT" "$OUT/arms"
