@@ -242,7 +242,7 @@ def part_arms(args, loaded, dev, budget, report) -> None:
 
     arms_budget = budget.left() - args.reserve_s
     n = len(prompts_all)
-    while n > 16 and len(ARMS) * predict(n) > arms_budget:
+    while not args.keep_prompts and n > 16 and len(ARMS) * predict(n) > arms_budget:
         n = int(n * 0.8)
     report["arms_prompts"] = n
     report["arms_predicted_s_each"] = round(predict(n), 1)
@@ -273,6 +273,8 @@ def part_arms(args, loaded, dev, budget, report) -> None:
             res["x_floor"] = round(res["wall_s"] / res["floor_s"], 2)
             results[arm] = res
             log(f"arm {arm}: {res}")
+            with (Path(args.out) / "arms_progress.jsonl").open("a") as f:  # kept if a later arm is cut
+                f.write(json.dumps({"arm": arm, **res}) + "\n")
         except Exception as exc:  # noqa: BLE001
             results[arm] = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-3000:]}
             log(f"arm {arm} FAILED: {exc}")
@@ -747,6 +749,12 @@ def main() -> int:
     ap.add_argument("--hf-new-tokens", type=int, default=32)
     ap.add_argument("--budget-s", type=float, default=480.0, help="stop starting new parts after this")
     ap.add_argument("--reserve-s", type=float, default=None, help="time kept for the parts after the arms")
+    ap.add_argument(
+        "--keep-prompts",
+        action="store_true",
+        help="run every requested prompt in each arm even where the calibration predicts the budget "
+        "will not hold them (each finished arm is appended to arms_progress.jsonl)",
+    )
     ap.add_argument("--arch", choices=["real", "tiny"], default="real")
     ap.add_argument("--device", default=None)
     ap.add_argument("--parts", default="arms,invariance,capacity,long,transformers")

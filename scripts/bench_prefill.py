@@ -18,6 +18,9 @@ Parts, in this order (each a section of the report; a failure is recorded and th
            wrapper's)
   lengths  T in {8k, 32k, 128k}: median of 3 interleaved do_bench medians per case; ratios vs FLA
   varlen   32,768 tokens as sequences of 500-1,300 tokens (an engine prefill batch); FLA with cu_seqlens
+  scan_width  (on request) the bf16 form with its "scan" tile forced and with its "scan_wide" tile
+           forced, on 1-32 equal sequences of 32k tokens in all, the varlen batch and one 16k
+           sequence among short ones; and which tile `wrapper.scan_tile` takes for each
   kernels  per-kernel CUDA time of one prefill at 32k, stream, stream_bf16 and FLA (torch profiler),
            stream_bf16 and FLA on the varlen batch, and each call's wall time beside its kernels' sum
 Timings: `triton.testing.do_bench` medians; Python 3.12, torch 2.11+cu130, triton 3.6, fla-core 0.6.0.
@@ -58,7 +61,7 @@ TIMED = ["stream", "stream_bf16"]
 # other parts' tiles: the wrapper's, from the sweeps of results/bench/prefill-stream-h200/call2).
 _DIAG = {
     "order": [(True,), (False,)],
-    "diag": [(2, 1), (4, 2), (1, 1)],
+    "diag": [(2, 1), (4, 2), (1, 1), (2, 2), (4, 4), (8, 2), (8, 4)],
     "inverse": [(1,), (2,)],
 }
 SWEEP = {
@@ -283,6 +286,8 @@ def part_sweep(adopt: bool, only: list[str] | None = None, varlen: bool = False)
             entries = []
             for tile in sweep[kind][part]:
                 trial = {**best, part: tile}
+                if part == "scan":  # the tile timed whichever of the two the batch would take
+                    trial["scan_wide"] = tile
                 saved = pw.STREAM_TILES[kind]
                 pw.STREAM_TILES[kind] = trial
                 e: dict = {"tile": list(tile)}
@@ -363,6 +368,69 @@ def part_varlen() -> dict:
     return {"lengths": lengths, **row}
 
 
+# equal sequences of SWEEP_T tokens in all (and the varlen batch, and one long sequence among
+# short ones): where the wide scan tile starts to pay (`wrapper.scan_tile`)
+WIDTH_SEQUENCES = [1, 2, 4, 8, 16, 32]
+
+
+def width_batches() -> dict[str, list[int]]:
+    batches = {f"{n} x {SWEEP_T // n}": [SWEEP_T // n] * n for n in WIDTH_SEQUENCES}
+    batches["varlen"] = varlen_lengths()
+    short = varlen_lengths()[: len(varlen_lengths()) // 2]
+    batches[f"{SWEEP_T // 2} + varlen half"] = [SWEEP_T // 2, *short]
+    return batches
+
+
+def part_scan_width() -> dict:
+    """The production form's call with the scan's "scan" tile forced and with its "scan_wide" tile
+    forced, batch by batch (median of REPEATS interleaved do_bench medians), and which the rule
+    takes."""
+    import torch
+    import triton
+
+    from evalkit.kernels.kda_prefill import wrapper as pw
+    from evalkit.kernels.triton_launch import sm_count
+
+    tiles = pw.STREAM_TILES["bf16"]
+    rows = []
+    for label, lengths in width_batches().items():
+        p = Problem(lengths)
+        cu = [0]
+        for n in lengths:
+            cu.append(cu[-1] + n)
+        rule = pw.scan_tile(tiles, cu, H, V, sm_count(DEV))
+        row: dict = {"batch": label, "sequences": len(lengths), "T": p.T,
+                     "rule": "scan_wide" if rule == tiles["scan_wide"] and rule != tiles["scan"] else "scan"}  # fmt: skip
+        runs: dict = {"scan": [], "scan_wide": []}
+        for _ in range(REPEATS):
+            for which in runs:
+                pw.STREAM_TILES["bf16"] = {**tiles, "scan": tiles[which], "scan_wide": tiles[which]}
+                try:
+                    with torch.inference_mode():
+                        runs[which].append(bench_ms(p.ours(**CASES["stream_bf16"]), warmup=5, rep=50))
+                finally:
+                    pw.STREAM_TILES["bf16"] = tiles
+        for which, r in runs.items():
+            row[f"{which}_ms"] = statistics.median(r)
+            row[f"{which}_runs_ms"] = r
+        row["wide_over_scan"] = row["scan_wide_ms"] / row["scan_ms"]
+        row["programs_over_sms_x_longest"] = (
+            sum(triton.cdiv(n, pw.CHUNK) for n in lengths) * H * triton.cdiv(V, tiles["scan_wide"][0])
+        ) / (sm_count(DEV) * max(triton.cdiv(n, pw.CHUNK) for n in lengths))
+        rows.append(row)
+        log(
+            "scan_width",
+            {
+                k: (round(v, 3) if isinstance(v, float) else v)
+                for k, v in row.items()
+                if not k.endswith("_runs_ms")
+            },
+        )
+        if not SMOKE:
+            torch.cuda.empty_cache()
+    return {"tiles": {k: list(tiles[k]) for k in ("scan", "scan_wide")}, "rows": rows}
+
+
 def part_kernels() -> dict:
     import torch
 
@@ -441,6 +509,14 @@ def markdown(res: dict) -> str:
                     for e in sw.get(f"{kind}_{part}", [])
                 )
                 L.append(f"  - {part}: {items}")
+    if "scan_width" in sec:
+        sw = sec["scan_width"]
+        L += ["", f"## The bf16 scan's tiles by batch (scan {sw['tiles']['scan']}, scan_wide {sw['tiles']['scan_wide']})", "",
+              "| batch | tokens | scan ms | scan_wide ms | wide / scan | wide programs / (SMs x longest chain) | rule takes |",
+              "|---|---:|---:|---:|---:|---:|---|"]  # fmt: skip
+        for r in sw["rows"]:
+            L.append(f"| {r['batch']} | {r['T']} | {f(r['scan_ms'], 3)} | {f(r['scan_wide_ms'], 3)} | {f(r['wide_over_scan'], 3)} | "
+                     f"{f(r['programs_over_sms_x_longest'])} | {r['rule']} |")  # fmt: skip
     if "kernels" in sec:
         L += ["", "## Per-kernel CUDA ms at 32k", ""]
         for label, ks in sec["kernels"].items():
@@ -496,7 +572,7 @@ def main() -> int:
     sections = harness.Sections(res, save, harness.Budget(args.budget_s, clock), log, skip_below_s=20)
     only = args.sweep_only.split(",") if args.sweep_only else None
     parts = {"check": part_check, "sweep": lambda: part_sweep(not args.no_adopt, only), "lengths": part_lengths,
-             "varlen": part_varlen, "kernels": part_kernels,
+             "varlen": part_varlen, "kernels": part_kernels, "scan_width": part_scan_width,
              "sweep_varlen": lambda: part_sweep(False, None, varlen=True)}  # fmt: skip
     sections.run("environment", environment)
     for name in filter(None, args.parts.split(",")):

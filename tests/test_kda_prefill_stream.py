@@ -53,7 +53,7 @@ def test_stream_matches_reference(pw, monkeypatch, init, fuse):
     """Three sequences with partial last chunks (one of a single token), initial state on/off, the
     output computed in the scan or by its own launch."""
     tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
-    tiles["fp32"]["scan"] = (16, 4, 1, fuse)
+    tiles["fp32"]["scan"] = tiles["fp32"]["scan_wide"] = (16, 4, 1, fuse)
     monkeypatch.setattr(pw, "STREAM_TILES", tiles)
     lengths = [int(torch.randint(65, 140, ())), 1, int(torch.randint(2, 64, ()))]
     err_o, err_s = _against_reference(pw, *_case(lengths, 16, 32, init))
@@ -185,6 +185,40 @@ def test_stream_bf16_operands_are_the_production_form(pw):
     err_bf16, err_state = _against_reference(pw, case[0], pool, *case[2:], dot_precision="bf16")
     assert err_fp32 < 1e-4
     assert 1e-4 < err_bf16 < 5e-2 and err_state < 5e-2
+
+
+@pytest.mark.parametrize("sms,wide", [(1, True), (132, False)])
+def test_stream_scan_takes_the_wide_tile_when_its_grid_covers_the_gpu(pw, monkeypatch, sms, wide):
+    """Three sequences (chunks 3, 1, 1; H = 2, V = 32): the wide tile's grid (10 programs) covers
+    one SM's three chunks of work, not 132 SMs'. Either tile's output is on the reference (the
+    production form's tolerance); the tiles differ in BV, stages and a fused output."""
+    tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
+    tiles["bf16"]["scan"], tiles["bf16"]["scan_wide"] = (16, 4, 1, True), (32, 4, 2, False)
+    monkeypatch.setattr(pw, "STREAM_TILES", tiles)
+    monkeypatch.setattr(pw, "sm_count", lambda device: sms)
+    launched = []
+    scan = pw.stream_scan
+    monkeypatch.setattr(pw, "stream_scan", lambda *a, **kw: launched.append(kw["tile"]) or scan(*a, **kw))
+    err_o, err_s = _against_reference(
+        pw,
+        *_case([int(torch.randint(129, 192, ())), 40, 7], 32, 32, [True, False, True]),
+        dot_precision="bf16",
+    )
+    assert launched == [tiles["bf16"]["scan_wide" if wide else "scan"]]
+    assert err_o < 5e-2 and err_s < 5e-2
+
+
+def test_scan_tile_rule(pw):
+    """ "scan_wide" once the wide grid holds the longest sequence's chain on every SM; empty
+    batches and a single long sequence keep "scan"."""
+    tiles = {"scan": ("narrow",), "scan_wide": (64,)}
+    one_long = [0, 32768]
+    many = [0, *range(900, 37 * 900 + 1, 900)]
+    assert pw.scan_tile(tiles, one_long, 32, 128, 132) == ("narrow",)
+    assert pw.scan_tile(tiles, many, 32, 128, 132) == (64,)
+    assert pw.scan_tile(tiles, [0, 0], 32, 128, 132) == ("narrow",)
+    assert pw.scan_tile(tiles, [0, 8192, 16384, 24576, 32768], 32, 128, 132) == (64,)  # 4 x 8k: 256 >= 132
+    assert pw.scan_tile(tiles, [0, 16384, 32768], 32, 128, 132) == ("narrow",)  # 2 x 16k: 128 < 132
 
 
 def test_bf16_operands_only_in_the_stream_variant(pw):

@@ -26,6 +26,7 @@ from ..triton_launch import (
     int32_on_device,
     launch_key,
     pool_arg,
+    sm_count,
 )
 from . import stream
 from .fused import fused_intra_wy_kernel
@@ -49,24 +50,26 @@ SOLVE_WARPS = 8
 # cap (maxnreg 128) measured 17.7 ms but spills 224 bytes. bench_kernels.py --prefill-variants sweeps.
 FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # The stream variant's launch shapes (stream.py), per operand dtype ("fp32": tf32x3 products,
-# "bf16": the production form): "order" (HEAD_FAST: the chunk-local launches' programs numbered
-# head first, `stream.chunk_and_head`), "prep" (BKG gate columns per program, num_warps, the
-# softplus's log "exact" or "approx" (`triton_common.kda_gate`; the bf16 form's as FLA's), the
-# programs' order (`stream.prep_kernel`)), "diag" (BH heads per program, num_warps), "offdiag"
-# (BKC columns per step, num_warps, num_stages, block pairs per program: "pair", "row", "chunk"),
-# "inverse" (num_warps), "wu" (BKC columns per step, num_warps, num_stages), "scan" (BV,
-# num_warps, num_stages, output fused into the scan), "output" (BV, num_warps, num_stages; only
-# without a fused output). The H200 sweeps' fastest at 32k (results/bench/prefill-stream-h200/:
-# scan, output from call2; order, offdiag, inverse from call8; diag per token (0.4-0.7 ms faster
-# than per rows of one head, which it replaced) and the bf16 form's approximate gate (0.27 ms
-# faster) from call10; the bf16 form's wu and prep order from call12; the prep order measured no
-# faster in the fp32 form). On the varlen batch (37 sequences) no other scan tile was faster
-# (call14: one pipeline stage, which would fit two programs per SM, faulted the GPU in the bf16
-# form with 4 warps, undiagnosed). Measured slower and removed: other forms of the diagonal
-# blocks (all pairs of a block as one [16, 16, BKD] product: call5; sub-blocks with tensor-core
-# products below them: call6; BR rows of one head per program: call10), the diag loop with the
-# next column's loads issued ahead (call8), a token's row gathered and stored once (call12).
-# tf32x3 scans spill with a fused output or BV > 16 (kernels/compile_check.py;
+# "bf16": the production form): "order" (HEAD_FAST: the chunk-local launches' programs numbered head
+# first, `stream.chunk_and_head`), "prep" (BKG gate columns per program, num_warps, the softplus's
+# log "exact" or "approx" (`triton_common.kda_gate`; the bf16 form's as FLA's), the programs' order
+# (`stream.prep_kernel`)), "diag" (BH heads per program, num_warps), "offdiag" (BKC columns per
+# step, num_warps, num_stages, block pairs per program: "pair", "row", "chunk"), "inverse"
+# (num_warps), "wu" (BKC columns per step, num_warps, num_stages), "scan" (BV, num_warps,
+# num_stages, output fused into the scan), "scan_wide" (the same for batches whose wider grid still
+# covers the GPU, `scan_tile`), "output" (BV, num_warps, num_stages; only without a fused output).
+# The H200 sweeps' fastest at 32k (results/bench/prefill-stream-h200/: scan, output from call2;
+# order, offdiag, inverse from call8; diag per token (0.4-0.7 ms faster than per rows of one head,
+# which it replaced) and the bf16 form's approximate gate (0.27 ms faster) from call10; the bf16
+# form's wu and prep order from call12; the prep order measured no faster in the fp32 form). On the
+# varlen batch (37 sequences) the bf16 scan with BV 64 and two stages took 4.04 ms against the
+# default's 4.42 (call15: half the programs, each chunk's W, Kd and Qg loaded by half as many),
+# hence "scan_wide"; one pipeline stage with 4 warps faulted the GPU in the bf16 form (call14, again
+# with CUDA_LAUNCH_BLOCKING in call15; undiagnosed). Measured slower and removed: other forms of the
+# diagonal blocks (all pairs of a block as one [16, 16, BKD] product: call5; sub-blocks with tensor-
+# core products below them: call6; BR rows of one head per program: call10), the diag loop with the
+# next column's loads issued ahead (call8), a token's row gathered and stored once (call12). tf32x3
+# scans spill with a fused output or BV > 16 (kernels/compile_check.py;
 # tests/test_kernels_compile.py bounds the spills).
 STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
@@ -77,6 +80,7 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
         "inverse": (1,),
         "wu": (32, 4, 1),
         "scan": (16, 4, 2, False),
+        "scan_wide": (16, 4, 2, False),
         "output": (64, 4, 2),
     },
     "bf16": {
@@ -87,6 +91,7 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
         "inverse": (1,),
         "wu": (128, 8, 1),
         "scan": (32, 4, 3, True),
+        "scan_wide": (64, 4, 2, True),
         "output": (64, 4, 2),
     },
 }
@@ -194,7 +199,10 @@ def kda_prefill(
         args = (q, k, v, g_raw, beta_raw, A_log, dt_bias)
         c = stream_local(*args, c_start, c_end, NC, prec=prec)
         scan_args = (state_pool, slots, cu_seqlens, has_initial_state, positions, fmt, sr_seed, rounding)
-        return stream_scan(c, out, c_start, c_end, c_off, NC, *scan_args, intra_chunk_dtype, prec=prec)
+        tile = scan_tile(STREAM_TILES[operand_kind(prec)], cu, H, V, sm_count(str(dev)))
+        return stream_scan(
+            c, out, c_start, c_end, c_off, NC, *scan_args, intra_chunk_dtype, prec=prec, tile=tile
+        )
     BK, BVf = triton.next_power_of_2(K), triton.next_power_of_2(V)
     f32 = dict(dtype=torch.float32, device=dev)
     c = chunk_local(q, k, v, g_raw, beta_raw, A_log, dt_bias, c_start, c_end, NC, variant=variant, prec=prec)
@@ -288,6 +296,17 @@ def solve_precision(prec: str) -> str:
     """The input precision of the inverse's block products: tf32 in the production form (as FLA's),
     else the products' own."""
     return "tf32" if prec == "bf16" else prec
+
+
+def scan_tile(tiles: dict[str, tuple], cu: list[int], H: int, V: int, sm_count: int) -> tuple:
+    """The scan's tile for a batch: "scan_wide" when its grid, each program as long as the longest
+    sequence's chain of chunks, still has work for every SM (many sequences: fewer, wider
+    programs load each chunk's W, Kd and Qg fewer times), else "scan" (one long sequence: its
+    chain spread over more programs)."""
+    chunks = [-(-(e - b) // CHUNK) for b, e in zip(cu[:-1], cu[1:])]
+    longest = max(chunks, default=0)
+    programs = sum(chunks) * H * triton.cdiv(V, tiles["scan_wide"][0])
+    return tiles["scan_wide"] if longest and programs >= sm_count * longest else tiles["scan"]
 
 
 def operand_kind(prec: str) -> str:
@@ -391,13 +410,15 @@ def stream_scan(
     intra_chunk_dtype: torch.dtype | None,
     *,
     prec: str = DOT_PRECISION,
+    tile: tuple | None = None,
 ) -> torch.Tensor:
-    """The stream variant's launch 5 (and 6 without a fused output) over `stream_local`'s tensors."""
+    """The stream variant's launch 5 (and 6 without a fused output) over `stream_local`'s tensors;
+    `tile`: the scan's (`scan_tile`), else the precision's "scan"."""
     T, H, K = c["W"].shape
     V = c["U"].shape[-1]
     BK, BVf = triton.next_power_of_2(K), triton.next_power_of_2(V)
     tiles = STREAM_TILES[operand_kind(prec)]
-    bv, nw, ns, fuse = tiles["scan"]
+    bv, nw, ns, fuse = tile or tiles["scan"]
     bv = min(bv, BVf)
     op = c["W"].dtype
     Vn = Hs = out  # placeholders the fused build never touches
