@@ -209,16 +209,17 @@ def test_stream_scan_takes_the_wide_tile_when_its_grid_covers_the_gpu(pw, monkey
 
 
 def test_scan_tile_rule(pw):
-    """ "scan_wide" once the wide grid holds the longest sequence's chain on every SM; empty
-    batches and a single long sequence keep "scan"."""
+    """ "scan_wide" once the wide grid keeps 3/4 of the SMs busy for the longest sequence's chain
+    (programs >= 0.75 x 132 x longest chain); empty batches and a single long sequence at H = 32
+    keep "scan"."""
     tiles = {"scan": ("narrow",), "scan_wide": (64,)}
-    one_long = [0, 32768]
     many = [0, *range(900, 37 * 900 + 1, 900)]
-    assert pw.scan_tile(tiles, one_long, 32, 128, 132) == ("narrow",)
+    assert pw.scan_tile(tiles, [0, 32768], 32, 128, 132) == ("narrow",)  # 64 programs < 99
     assert pw.scan_tile(tiles, many, 32, 128, 132) == (64,)
     assert pw.scan_tile(tiles, [0, 0], 32, 128, 132) == ("narrow",)
-    assert pw.scan_tile(tiles, [0, 8192, 16384, 24576, 32768], 32, 128, 132) == (64,)  # 4 x 8k: 256 >= 132
-    assert pw.scan_tile(tiles, [0, 16384, 32768], 32, 128, 132) == ("narrow",)  # 2 x 16k: 128 < 132
+    assert pw.scan_tile(tiles, [0, 16384, 32768], 32, 128, 132) == (64,)  # 2 x 16k: 128 >= 99
+    assert pw.scan_tile(tiles, [0, 32768], 64, 128, 132) == (64,)  # H = 64: 128 programs
+    assert pw.scan_tile(tiles, [0, 32768, 32769], 32, 128, 132) == ("narrow",)  # 64.1 < 99
 
 
 def test_bf16_operands_only_in_the_stream_variant(pw):

@@ -62,14 +62,14 @@ FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # order, offdiag, inverse from call8; diag per token (0.4-0.7 ms faster than per rows of one head,
 # which it replaced) and the bf16 form's approximate gate (0.27 ms faster) from call10; the bf16
 # form's wu and prep order from call12; the prep order measured no faster in the fp32 form). On the
-# varlen batch (37 sequences) the bf16 scan with BV 64 and two stages took 4.04 ms against the
-# default's 4.42 (call15: half the programs, each chunk's W, Kd and Qg loaded by half as many),
-# hence "scan_wide"; one pipeline stage with 4 warps faulted the GPU in the bf16 form (call14, again
-# with CUDA_LAUNCH_BLOCKING in call15; undiagnosed). Measured slower and removed: other forms of the
-# diagonal blocks (all pairs of a block as one [16, 16, BKD] product: call5; sub-blocks with tensor-
-# core products below them: call6; BR rows of one head per program: call10), the diag loop with the
-# next column's loads issued ahead (call8), a token's row gathered and stored once (call12). tf32x3
-# scans spill with a fused output or BV > 16 (kernels/compile_check.py;
+# varlen batch (37 sequences) the bf16 scan with BV 64 took 4.04 ms (two stages, call15) and 3.73 ms
+# (three, call16) against the default's 4.42 (half the programs, each chunk's W, Kd and Qg loaded by
+# half as many), hence "scan_wide"; one pipeline stage with 4 warps faulted the GPU in the bf16 form
+# (call14, again with CUDA_LAUNCH_BLOCKING in call15; undiagnosed). Measured slower and removed:
+# other forms of the diagonal blocks (all pairs of a block as one [16, 16, BKD] product: call5; sub-
+# blocks with tensor- core products below them: call6; BR rows of one head per program: call10), the
+# diag loop with the next column's loads issued ahead (call8), a token's row gathered and stored
+# once (call12). tf32x3 scans spill with a fused output or BV > 16 (kernels/compile_check.py;
 # tests/test_kernels_compile.py bounds the spills).
 STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
@@ -91,7 +91,7 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
         "inverse": (1,),
         "wu": (128, 8, 1),
         "scan": (32, 4, 3, True),
-        "scan_wide": (64, 4, 2, True),
+        "scan_wide": (64, 4, 3, True),
         "output": (64, 4, 2),
     },
 }
@@ -298,15 +298,22 @@ def solve_precision(prec: str) -> str:
     return "tf32" if prec == "bf16" else prec
 
 
+# the share of the SMs the wide scan's grid must keep busy for the longest sequence's chain: on the
+# H200 (H = 32, V = 128) the wide tile was 1.09x the time at one sequence (0.48 of the SMs) and
+# 0.92-0.93x from two sequences of 16k on (0.97), results/bench/prefill-stream-h200/call16
+WIDE_SCAN_MIN_FILL = 0.75
+
+
 def scan_tile(tiles: dict[str, tuple], cu: list[int], H: int, V: int, sm_count: int) -> tuple:
     """The scan's tile for a batch: "scan_wide" when its grid, each program as long as the longest
-    sequence's chain of chunks, still has work for every SM (many sequences: fewer, wider
-    programs load each chunk's W, Kd and Qg fewer times), else "scan" (one long sequence: its
-    chain spread over more programs)."""
+    sequence's chain of chunks, keeps most SMs busy (several sequences: fewer, wider programs load
+    each chunk's W, Kd and Qg fewer times), else "scan" (one long sequence: its chain spread over
+    more programs)."""
     chunks = [-(-(e - b) // CHUNK) for b, e in zip(cu[:-1], cu[1:])]
     longest = max(chunks, default=0)
     programs = sum(chunks) * H * triton.cdiv(V, tiles["scan_wide"][0])
-    return tiles["scan_wide"] if longest and programs >= sm_count * longest else tiles["scan"]
+    wide = longest and programs >= WIDE_SCAN_MIN_FILL * sm_count * longest
+    return tiles["scan_wide"] if wide else tiles["scan"]
 
 
 def operand_kind(prec: str) -> str:
