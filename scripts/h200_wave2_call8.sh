@@ -14,9 +14,11 @@ timeout 230 python3 scripts/bench_prefill.py --out /tmp/p --parts scan_width,len
 cp /tmp/p/bench_prefill.json "$OUT/prefill.json"; cp /tmp/p/bench_prefill.md "$OUT/prefill.md"
 tail -n 40 "$OUT/prefill.md"
 mkdir -p /tmp/e
-( sleep 1; while true; do cp /tmp/e/arms_progress.jsonl "$OUT/" 2>/dev/null; sleep 5; done ) &
+( while true; do cp /tmp/e/arms_progress.jsonl "$OUT/" 2>/dev/null; sleep 5; done ) > /dev/null 2>&1 &
+COPIER=$!
 timeout 340 python3 scripts/bench_engine.py --out /tmp/e --parts arms --budget-s 335 --reserve-s 0 \
   --keep-prompts > "$OUT/engine.log" 2>&1
+kill $COPIER
 cp /tmp/e/arms_progress.jsonl "$OUT/" 2>/dev/null
 cp /tmp/e/bench_engine.json "$OUT/engine.json"; cp /tmp/e/bench_engine.md "$OUT/engine.md"
 grep -v "generate:" "$OUT/engine.log" | tail -n 12
