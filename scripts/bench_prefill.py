@@ -19,8 +19,9 @@ Parts, in this order (each a section of the report; a failure is recorded and th
   lengths  T in {8k, 32k, 128k}: median of 3 interleaved do_bench medians per case; ratios vs FLA
   varlen   32,768 tokens as sequences of 500-1,300 tokens (an engine prefill batch); FLA with cu_seqlens
   scan_width  (on request) the bf16 form with its "scan" tile forced and with its "scan_wide" tile
-           forced, on 1-32 equal sequences of 32k tokens in all, the varlen batch and one 16k
-           sequence among short ones; and which tile `wrapper.scan_tile` takes for each
+           forced, on one sequence of 8k/32k/128k, 2-32 equal sequences of 32k tokens in all, the
+           varlen batch and one 16k sequence among short ones, FLA beside them; and which tile
+           `wrapper.scan_tile` takes for each
   kernels  per-kernel CUDA time of one prefill at 32k, stream, stream_bf16 and FLA (torch profiler),
            stream_bf16 and FLA on the varlen batch, and each call's wall time beside its kernels' sum
 Timings: `triton.testing.do_bench` medians; Python 3.12, torch 2.11+cu130, triton 3.6, fla-core 0.6.0.
@@ -374,7 +375,8 @@ WIDTH_SEQUENCES = [1, 2, 4, 8, 16, 32]
 
 
 def width_batches() -> dict[str, list[int]]:
-    batches = {f"{n} x {SWEEP_T // n}": [SWEEP_T // n] * n for n in WIDTH_SEQUENCES}
+    batches = {f"1 x {t}": [t] for t in LENGTHS}
+    batches.update({f"{n} x {SWEEP_T // n}": [SWEEP_T // n] * n for n in WIDTH_SEQUENCES[1:]})
     batches["varlen"] = varlen_lengths()
     short = varlen_lengths()[: len(varlen_lengths()) // 2]
     batches[f"{SWEEP_T // 2} + varlen half"] = [SWEEP_T // 2, *short]
@@ -401,9 +403,13 @@ def part_scan_width() -> dict:
         rule = pw.scan_tile(tiles, cu, H, V, sm_count(DEV))
         row: dict = {"batch": label, "sequences": len(lengths), "T": p.T,
                      "rule": "scan_wide" if rule == tiles["scan_wide"] and rule != tiles["scan"] else "scan"}  # fmt: skip
-        runs: dict = {"scan": [], "scan_wide": []}
+        runs: dict = {"scan": [], "scan_wide": [], **({} if SMOKE else {"fla": []})}
         for _ in range(REPEATS):
             for which in runs:
+                if which == "fla":
+                    with torch.inference_mode():
+                        runs[which].append(bench_ms(p.fla(), warmup=5, rep=50))
+                    continue
                 pw.STREAM_TILES["bf16"] = {**tiles, "scan": tiles[which], "scan_wide": tiles[which]}
                 try:
                     with torch.inference_mode():
@@ -414,6 +420,10 @@ def part_scan_width() -> dict:
             row[f"{which}_ms"] = statistics.median(r)
             row[f"{which}_runs_ms"] = r
         row["wide_over_scan"] = row["scan_wide_ms"] / row["scan_ms"]
+        if "fla_ms" in row:
+            row["scan_vs_fla"], row["scan_wide_vs_fla"] = (
+                row["fla_ms"] / row[f"{w}_ms"] for w in ("scan", "scan_wide")
+            )
         row["programs_over_sms_x_longest"] = (
             sum(triton.cdiv(n, pw.CHUNK) for n in lengths) * H * triton.cdiv(V, tiles["scan_wide"][0])
         ) / (sm_count(DEV) * max(triton.cdiv(n, pw.CHUNK) for n in lengths))
@@ -512,10 +522,11 @@ def markdown(res: dict) -> str:
     if "scan_width" in sec:
         sw = sec["scan_width"]
         L += ["", f"## The bf16 scan's tiles by batch (scan {sw['tiles']['scan']}, scan_wide {sw['tiles']['scan_wide']})", "",
-              "| batch | tokens | scan ms | scan_wide ms | wide / scan | wide programs / (SMs x longest chain) | rule takes |",
-              "|---|---:|---:|---:|---:|---:|---|"]  # fmt: skip
+              "| batch | tokens | scan ms (× FLA) | scan_wide ms (× FLA) | FLA ms | wide / scan | wide programs / (SMs x longest chain) | rule takes |",
+              "|---|---:|---:|---:|---:|---:|---:|---|"]  # fmt: skip
         for r in sw["rows"]:
-            L.append(f"| {r['batch']} | {r['T']} | {f(r['scan_ms'], 3)} | {f(r['scan_wide_ms'], 3)} | {f(r['wide_over_scan'], 3)} | "
+            L.append(f"| {r['batch']} | {r['T']} | {f(r['scan_ms'], 3)} ({f(r.get('scan_vs_fla'))}×) | "
+                     f"{f(r['scan_wide_ms'], 3)} ({f(r.get('scan_wide_vs_fla'))}×) | {f(r.get('fla_ms'), 3)} | {f(r['wide_over_scan'], 3)} | "
                      f"{f(r['programs_over_sms_x_longest'])} | {r['rule']} |")  # fmt: skip
     if "kernels" in sec:
         L += ["", "## Per-kernel CUDA ms at 32k", ""]
