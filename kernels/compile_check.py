@@ -234,8 +234,7 @@ def stream_builds(
     BK, BV = triton.next_power_of_2(K), triton.next_power_of_2(V)
     (bkg, nwp, gate, prep_order), head_fast = t["prep"], t["order"][0]
     (bkc, nwo, nso, group), (nwi,), (bkw, nww, nsw) = t["offdiag"], t["inverse"], t["wu"]
-    fuse = t["scan"][3] and t.get("scan_wide", t["scan"])[3]  # else the output kernel runs too
-    bvo, nw_out, ns_out = t["output"]
+    (bvs, nwc, nsc, fuse), (bvo, nw_out, ns_out) = t["scan"], t["output"]
     chunks = {"chunk_start": i32, "chunk_end": i32}
     builds = [
         compile_kernel(ks.prep_kernel,
@@ -264,16 +263,14 @@ def stream_builds(
                         "BKC": max(16, min(bkw, BK, BV)), "DOT_PREC": prec, "HEAD_FAST": head_fast},
                        num_warps=nww, num_stages=nsw),
     ]  # fmt: skip
-    scan_sig = {"Kd": o, "EGl": f, "W": o, "U": o, "Qg": o, "Aqk": o, "Vn": o, "Hs": o, "o": m,
-                "pool": _pool_ptr(state), "slots": i32, "positions": "*i64", "sr_key": "i32",
-                "cu_seqlens": i32, "chunk_offsets": i32, "has_initial_state": i32}  # fmt: skip
-    # the scan's tile, and its wide tile (`wrapper.scan_tile`: many-sequence batches) where it differs
-    for bvs, nwc, nsc, fuse_s in dict.fromkeys([t["scan"], t.get("scan_wide", t["scan"])]):
-        builds.append(compile_kernel(ks.scan_kernel, scan_sig,
-                                     {"H": H, "K": K, "V": V, "BT": 64, "BKH": max(16, BK // 2),
-                                      "BV": min(bvs, BV), "DOT_PREC": prec, **_format_constexprs(state),
-                                      "INTRA_BF16": False, "FUSE_OUT": bool(fuse_s)},
-                                     num_warps=nwc, num_stages=nsc))  # fmt: skip
+    builds.append(compile_kernel(ks.scan_kernel,
+                       {"Kd": o, "EGl": f, "W": o, "U": o, "Qg": o, "Aqk": o, "Vn": o, "Hs": o, "o": m,
+                        "pool": _pool_ptr(state), "slots": i32, "positions": "*i64", "sr_key": "i32",
+                        "cu_seqlens": i32, "chunk_offsets": i32, "has_initial_state": i32},
+                       {"H": H, "K": K, "V": V, "BT": 64, "BKH": max(16, BK // 2), "BV": min(bvs, BV),
+                        "DOT_PREC": prec, **_format_constexprs(state), "INTRA_BF16": False,
+                        "FUSE_OUT": bool(fuse)},
+                       num_warps=nwc, num_stages=nsc))  # fmt: skip
     if not fuse:
         builds.append(compile_kernel(ks.output_kernel,
                                      {"Qg": o, "Aqk": o, "Vn": o, "Hs": o, "o": m, **chunks},

@@ -23,20 +23,6 @@ def int32_on_device(values: list[int] | tuple[int, ...], device: str | torch.dev
     return torch.tensor(values, dtype=torch.int32).to(device, non_blocking=True)
 
 
-# the H200's: under the interpreter a launch takes the tile choices it would take there
-NOMINAL_SM_COUNT = 132
-
-
-@functools.lru_cache(maxsize=8)
-def sm_count(device: str) -> int:
-    """Streaming multiprocessors of a CUDA device (NOMINAL_SM_COUNT elsewhere): launch shapes that
-    depend on how many programs fill the GPU read it."""
-    dev = torch.device(device)
-    if dev.type != "cuda":
-        return NOMINAL_SM_COUNT
-    return torch.cuda.get_device_properties(dev).multi_processor_count
-
-
 @functools.lru_cache(maxsize=8)
 def device_cu_seqlens(cu: tuple[int, ...], device: str) -> torch.Tensor:
     """A batch's cu_seqlens (read on the host) on the device, cached by its values: every layer of a

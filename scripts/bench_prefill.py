@@ -18,10 +18,9 @@ Parts, in this order (each a section of the report; a failure is recorded and th
            wrapper's)
   lengths  T in {8k, 32k, 128k}: median of 3 interleaved do_bench medians per case; ratios vs FLA
   varlen   32,768 tokens as sequences of 500-1,300 tokens (an engine prefill batch); FLA with cu_seqlens
-  scan_width  (on request) the bf16 form with its "scan" tile forced and with its "scan_wide" tile
-           forced, on one sequence of 8k/32k/128k, 2-32 equal sequences of 32k tokens in all, the
-           varlen batch and one 16k sequence among short ones, FLA beside them; and which tile
-           `wrapper.scan_tile` takes for each
+  scan_batches  (on request) the bf16 form with each of SCAN_BY_BATCH's scan tiles, on one
+           sequence of 8k/32k/128k, 2-32 equal sequences of 32k tokens in all, the varlen batch and
+           one 16k sequence among short ones, FLA beside them (what chose the bf16 scan tile)
   kernels  per-kernel CUDA time of one prefill at 32k, stream, stream_bf16 and FLA (torch profiler),
            stream_bf16 and FLA on the varlen batch, and each call's wall time beside its kernels' sum
 Timings: `triton.testing.do_bench` medians; Python 3.12, torch 2.11+cu130, triton 3.6, fla-core 0.6.0.
@@ -91,7 +90,7 @@ SWEEP = {
 # that faults the GPU takes its process down
 SWEEP_VARLEN = {
     "fp32": {"scan": [(16, 4, 2, False), (16, 4, 1, False)]},
-    "bf16": {"scan": [(32, 4, 3, True), (32, 4, 2, True), (32, 8, 1, True)]},
+    "bf16": {"scan": [(64, 4, 3, True), (64, 4, 2, True), (64, 8, 3, True), (32, 4, 3, True)]},
 }
 DEV = "cuda"
 SMOKE = False
@@ -287,8 +286,6 @@ def part_sweep(adopt: bool, only: list[str] | None = None, varlen: bool = False)
             entries = []
             for tile in sweep[kind][part]:
                 trial = {**best, part: tile}
-                if part == "scan":  # the tile timed whichever of the two the batch would take
-                    trial["scan_wide"] = tile
                 saved = pw.STREAM_TILES[kind]
                 pw.STREAM_TILES[kind] = trial
                 e: dict = {"tile": list(tile)}
@@ -369,67 +366,58 @@ def part_varlen() -> dict:
     return {"lengths": lengths, **row}
 
 
-# equal sequences of SWEEP_T tokens in all (and the varlen batch, and one long sequence among
-# short ones): where the wide scan tile starts to pay (`wrapper.scan_tile`)
-WIDTH_SEQUENCES = [1, 2, 4, 8, 16, 32]
+# bf16 scan tiles timed batch by batch (scan_batches): BV 32, the default before call16, and BV 64,
+# the default since (results/bench/prefill-stream-h200/call16-18)
+SCAN_BY_BATCH = [(32, 4, 3, True), (64, 4, 3, True)]
+BATCH_SEQUENCES = [2, 4, 8, 16, 32]
 
 
-def width_batches() -> dict[str, list[int]]:
+def scan_batches() -> dict[str, list[int]]:
+    """One sequence of each LENGTHS, BATCH_SEQUENCES equal sequences of SWEEP_T tokens, the varlen
+    batch, one sequence of SWEEP_T / 2 among half the varlen batch's."""
     batches = {f"1 x {t}": [t] for t in LENGTHS}
-    batches.update({f"{n} x {SWEEP_T // n}": [SWEEP_T // n] * n for n in WIDTH_SEQUENCES[1:]})
+    batches.update({f"{n} x {SWEEP_T // n}": [SWEEP_T // n] * n for n in BATCH_SEQUENCES})
     batches["varlen"] = varlen_lengths()
     short = varlen_lengths()[: len(varlen_lengths()) // 2]
     batches[f"{SWEEP_T // 2} + varlen half"] = [SWEEP_T // 2, *short]
     return batches
 
 
-def part_scan_width() -> dict:
-    """The production form's call with the scan's "scan" tile forced and with its "scan_wide" tile
-    forced, batch by batch (median of REPEATS interleaved do_bench medians), and which the rule
-    takes."""
+def part_scan_batches() -> dict:
+    """The production form's call with each SCAN_BY_BATCH tile as its scan's, and FLA's, batch by
+    batch (median of REPEATS interleaved do_bench medians)."""
     import torch
-    import triton
 
     from evalkit.kernels.kda_prefill import wrapper as pw
-    from evalkit.kernels.triton_launch import sm_count
 
     tiles = pw.STREAM_TILES["bf16"]
+    labels = [",".join(str(int(x)) for x in t) for t in SCAN_BY_BATCH]
     rows = []
-    for label, lengths in width_batches().items():
+    for label, lengths in scan_batches().items():
         p = Problem(lengths)
-        cu = [0]
-        for n in lengths:
-            cu.append(cu[-1] + n)
-        rule = pw.scan_tile(tiles, cu, H, V, sm_count(DEV))
-        row: dict = {"batch": label, "sequences": len(lengths), "T": p.T,
-                     "rule": "scan_wide" if rule == tiles["scan_wide"] and rule != tiles["scan"] else "scan"}  # fmt: skip
-        runs: dict = {"scan": [], "scan_wide": [], **({} if SMOKE else {"fla": []})}
+        row: dict = {"batch": label, "sequences": len(lengths), "T": p.T}
+        runs: dict = {name: [] for name in [*labels, *([] if SMOKE else ["fla"])]}
         for _ in range(REPEATS):
-            for which in runs:
-                if which == "fla":
+            for name, tile in [*zip(labels, SCAN_BY_BATCH), *([] if SMOKE else [("fla", None)])]:
+                if tile is None:
                     with torch.inference_mode():
-                        runs[which].append(bench_ms(p.fla(), warmup=5, rep=50))
+                        runs[name].append(bench_ms(p.fla(), warmup=5, rep=50))
                     continue
-                pw.STREAM_TILES["bf16"] = {**tiles, "scan": tiles[which], "scan_wide": tiles[which]}
+                pw.STREAM_TILES["bf16"] = {**tiles, "scan": tile}
                 try:
                     with torch.inference_mode():
-                        runs[which].append(bench_ms(p.ours(**CASES["stream_bf16"]), warmup=5, rep=50))
+                        runs[name].append(bench_ms(p.ours(**CASES["stream_bf16"]), warmup=5, rep=50))
                 finally:
                     pw.STREAM_TILES["bf16"] = tiles
-        for which, r in runs.items():
-            row[f"{which}_ms"] = statistics.median(r)
-            row[f"{which}_runs_ms"] = r
-        row["wide_over_scan"] = row["scan_wide_ms"] / row["scan_ms"]
-        if "fla_ms" in row:
-            row["scan_vs_fla"], row["scan_wide_vs_fla"] = (
-                row["fla_ms"] / row[f"{w}_ms"] for w in ("scan", "scan_wide")
-            )
-        row["programs_over_sms_x_longest"] = (
-            sum(triton.cdiv(n, pw.CHUNK) for n in lengths) * H * triton.cdiv(V, tiles["scan_wide"][0])
-        ) / (sm_count(DEV) * max(triton.cdiv(n, pw.CHUNK) for n in lengths))
+        for name, r in runs.items():
+            row[f"{name}_ms"], row[f"{name}_runs_ms"] = statistics.median(r), r
+        for name in labels:
+            if "fla_ms" in row:
+                row[f"{name}_vs_fla"] = row["fla_ms"] / row[f"{name}_ms"]
+        row["last_over_first"] = row[f"{labels[-1]}_ms"] / row[f"{labels[0]}_ms"]
         rows.append(row)
         log(
-            "scan_width",
+            "scan_batches",
             {
                 k: (round(v, 3) if isinstance(v, float) else v)
                 for k, v in row.items()
@@ -438,7 +426,7 @@ def part_scan_width() -> dict:
         )
         if not SMOKE:
             torch.cuda.empty_cache()
-    return {"tiles": {k: list(tiles[k]) for k in ("scan", "scan_wide")}, "rows": rows}
+    return {"tiles": labels, "rows": rows}
 
 
 def part_kernels() -> dict:
@@ -519,15 +507,19 @@ def markdown(res: dict) -> str:
                     for e in sw.get(f"{kind}_{part}", [])
                 )
                 L.append(f"  - {part}: {items}")
-    if "scan_width" in sec:
-        sw = sec["scan_width"]
-        L += ["", f"## The bf16 scan's tiles by batch (scan {sw['tiles']['scan']}, scan_wide {sw['tiles']['scan_wide']})", "",
-              "| batch | tokens | scan ms (× FLA) | scan_wide ms (× FLA) | FLA ms | wide / scan | wide programs / (SMs x longest chain) | rule takes |",
-              "|---|---:|---:|---:|---:|---:|---:|---|"]  # fmt: skip
-        for r in sw["rows"]:
-            L.append(f"| {r['batch']} | {r['T']} | {f(r['scan_ms'], 3)} ({f(r.get('scan_vs_fla'))}×) | "
-                     f"{f(r['scan_wide_ms'], 3)} ({f(r.get('scan_wide_vs_fla'))}×) | {f(r.get('fla_ms'), 3)} | {f(r['wide_over_scan'], 3)} | "
-                     f"{f(r['programs_over_sms_x_longest'])} | {r['rule']} |")  # fmt: skip
+    if "scan_batches" in sec:
+        sb = sec["scan_batches"]
+        tl_ = sb["tiles"]
+        L += ["", "## The bf16 form by scan tile (BV, warps, stages, fused output), batch by batch", "",
+              "| batch | tokens | " + " | ".join(f"scan {t} ms (× FLA)" for t in tl_) + f" | FLA ms | {tl_[-1]} / {tl_[0]} |",
+              "|---|---:|" + "---:|" * (len(tl_) + 2)]  # fmt: skip
+        for r in sb["rows"]:
+            cells = [f"{f(r[f'{t}_ms'], 3)} ({f(r.get(f'{t}_vs_fla'))}×)" for t in tl_]
+            L.append(
+                f"| {r['batch']} | {r['T']} | "
+                + " | ".join(cells)
+                + f" | {f(r.get('fla_ms'), 3)} | {f(r['last_over_first'], 3)} |"
+            )
     if "kernels" in sec:
         L += ["", "## Per-kernel CUDA ms at 32k", ""]
         for label, ks in sec["kernels"].items():
@@ -583,7 +575,7 @@ def main() -> int:
     sections = harness.Sections(res, save, harness.Budget(args.budget_s, clock), log, skip_below_s=20)
     only = args.sweep_only.split(",") if args.sweep_only else None
     parts = {"check": part_check, "sweep": lambda: part_sweep(not args.no_adopt, only), "lengths": part_lengths,
-             "varlen": part_varlen, "kernels": part_kernels, "scan_width": part_scan_width,
+             "varlen": part_varlen, "kernels": part_kernels, "scan_batches": part_scan_batches,
              "sweep_varlen": lambda: part_sweep(False, None, varlen=True)}  # fmt: skip
     sections.run("environment", environment)
     for name in filter(None, args.parts.split(",")):

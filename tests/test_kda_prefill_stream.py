@@ -53,7 +53,7 @@ def test_stream_matches_reference(pw, monkeypatch, init, fuse):
     """Three sequences with partial last chunks (one of a single token), initial state on/off, the
     output computed in the scan or by its own launch."""
     tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
-    tiles["fp32"]["scan"] = tiles["fp32"]["scan_wide"] = (16, 4, 1, fuse)
+    tiles["fp32"]["scan"] = (16, 4, 1, fuse)
     monkeypatch.setattr(pw, "STREAM_TILES", tiles)
     lengths = [int(torch.randint(65, 140, ())), 1, int(torch.randint(2, 64, ()))]
     err_o, err_s = _against_reference(pw, *_case(lengths, 16, 32, init))
@@ -187,47 +187,15 @@ def test_stream_bf16_operands_are_the_production_form(pw):
     assert 1e-4 < err_bf16 < 5e-2 and err_state < 5e-2
 
 
-@pytest.mark.parametrize("sms,wide", [(1, True), (132, False)])
-def test_stream_scan_takes_the_wide_tile_when_its_grid_covers_the_gpu(pw, monkeypatch, sms, wide):
-    """Three sequences (chunks 3, 1, 1; H = 2, V = 32): the wide tile's grid (10 programs) covers
-    one SM's three chunks of work, not 132 SMs'. Either tile's output is on the reference (the
-    production form's tolerance); the tiles differ in BV, stages and a fused output."""
-    tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
-    tiles["bf16"]["scan"], tiles["bf16"]["scan_wide"] = (16, 4, 1, True), (32, 4, 2, False)
-    monkeypatch.setattr(pw, "STREAM_TILES", tiles)
-    monkeypatch.setattr(pw, "sm_count", lambda device: sms)
-    launched = []
-    scan = pw.stream_scan
-    monkeypatch.setattr(pw, "stream_scan", lambda *a, **kw: launched.append(kw["tile"]) or scan(*a, **kw))
-    err_o, err_s = _against_reference(
-        pw,
-        *_case([int(torch.randint(129, 192, ())), 40, 7], 32, 32, [True, False, True]),
-        dot_precision="bf16",
-    )
-    assert launched == [tiles["bf16"]["scan_wide" if wide else "scan"]]
-    assert err_o < 5e-2 and err_s < 5e-2
-
-
-def test_scan_tile_rule(pw):
-    """ "scan_wide" once the wide grid keeps 3/4 of the SMs busy for the longest sequence's chain
-    (programs >= 0.75 x 132 x longest chain); empty batches and a single long sequence at H = 32
-    keep "scan"."""
-    tiles = {"scan": ("narrow",), "scan_wide": (64,)}
-    many = [0, *range(900, 37 * 900 + 1, 900)]
-    assert pw.scan_tile(tiles, [0, 32768], 32, 128, 132) == ("narrow",)  # 64 programs < 99
-    assert pw.scan_tile(tiles, many, 32, 128, 132) == (64,)
-    assert pw.scan_tile(tiles, [0, 0], 32, 128, 132) == ("narrow",)
-    assert pw.scan_tile(tiles, [0, 16384, 32768], 32, 128, 132) == (64,)  # 2 x 16k: 128 >= 99
-    assert pw.scan_tile(tiles, [0, 32768], 64, 128, 132) == (64,)  # H = 64: 128 programs
-    assert pw.scan_tile(tiles, [0, 32768, 32769], 32, 128, 132) == ("narrow",)  # 64.1 < 99
-
-
 def test_bf16_operands_only_in_the_stream_variant(pw):
     x, pool, slots, cu, init = _case([20], 16, 16, [True])
     with pytest.raises(KernelInputError, match="dot_precision"):
         pw.kda_prefill(*x.args(), pool, slots, cu, init, variant="split", dot_precision="bf16")
     with pytest.raises(KernelInputError, match="dot_precision"):
         pw.kda_prefill(*x.args(), pool, slots, cu, init, variant="stream", dot_precision="fp64")
+    x, pool, slots, cu, init = _case([20], 192, 16, [True])  # its scan's stages need K <= 128
+    with pytest.raises(KernelInputError, match="K up to 128"):
+        pw.kda_prefill(*x.args(), pool, slots, cu, init, variant="stream", dot_precision="bf16")
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

@@ -26,7 +26,6 @@ from ..triton_launch import (
     int32_on_device,
     launch_key,
     pool_arg,
-    sm_count,
 )
 from . import stream
 from .fused import fused_intra_wy_kernel
@@ -56,21 +55,21 @@ FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # (`stream.prep_kernel`)), "diag" (BH heads per program, num_warps), "offdiag" (BKC columns per
 # step, num_warps, num_stages, block pairs per program: "pair", "row", "chunk"), "inverse"
 # (num_warps), "wu" (BKC columns per step, num_warps, num_stages), "scan" (BV, num_warps,
-# num_stages, output fused into the scan), "scan_wide" (the same for batches whose wider grid still
-# covers the GPU, `scan_tile`), "output" (BV, num_warps, num_stages; only without a fused output).
-# The H200 sweeps' fastest at 32k (results/bench/prefill-stream-h200/: scan, output from call2;
-# order, offdiag, inverse from call8; diag per token (0.4-0.7 ms faster than per rows of one head,
-# which it replaced) and the bf16 form's approximate gate (0.27 ms faster) from call10; the bf16
-# form's wu and prep order from call12; the prep order measured no faster in the fp32 form). On the
-# varlen batch (37 sequences) the bf16 scan with BV 64 took 4.04 ms (two stages, call15) and 3.73 ms
-# (three, call16) against the default's 4.42 (half the programs, each chunk's W, Kd and Qg loaded by
-# half as many), hence "scan_wide"; one pipeline stage with 4 warps faulted the GPU in the bf16 form
-# (call14, again with CUDA_LAUNCH_BLOCKING in call15; undiagnosed). Measured slower and removed:
-# other forms of the diagonal blocks (all pairs of a block as one [16, 16, BKD] product: call5; sub-
-# blocks with tensor- core products below them: call6; BR rows of one head per program: call10), the
-# diag loop with the next column's loads issued ahead (call8), a token's row gathered and stored
-# once (call12). tf32x3 scans spill with a fused output or BV > 16 (kernels/compile_check.py;
-# tests/test_kernels_compile.py bounds the spills).
+# num_stages, output fused into the scan), "output" (BV, num_warps, num_stages; only without a fused
+# output). The H200 sweeps' fastest at 32k (results/bench/prefill-stream-h200/: scan, output from
+# call2; order, offdiag, inverse from call8; diag per token (0.4-0.7 ms faster than per rows of one
+# head, which it replaced) and the bf16 form's approximate gate (0.27 ms faster) from call10; the
+# bf16 form's wu and prep order from call12; the prep order measured no faster in the fp32 form).
+# The bf16 scan's BV 64 with three stages (call16-18): 0.96x the time of BV 32 on one sequence of
+# 8k, 32k and 128k, 0.85x on 2-37 sequences (half the programs, each chunk's W, Kd and Qg loaded by
+# half as many); with two stages it was 1.09x on one sequence (call16). One pipeline stage with 4
+# warps faulted the GPU in the bf16 form (call14, again with CUDA_LAUNCH_BLOCKING in call15;
+# undiagnosed). Measured slower and removed: other forms of the diagonal blocks (all pairs of a
+# block as one [16, 16, BKD] product: call5; sub-blocks with tensor-core products below them: call6;
+# BR rows of one head per program: call10), the diag loop with the next column's loads issued ahead
+# (call8), a token's row gathered and stored once (call12); other diag tiles (call16). tf32x3 scans
+# spill with a fused output or BV > 16 (kernels/compile_check.py; tests/test_kernels_compile.py
+# bounds the spills); the bf16 scan's three stages need K <= 128 (shared memory).
 STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
         "order": (True,),
@@ -80,7 +79,6 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
         "inverse": (1,),
         "wu": (32, 4, 1),
         "scan": (16, 4, 2, False),
-        "scan_wide": (16, 4, 2, False),
         "output": (64, 4, 2),
     },
     "bf16": {
@@ -90,8 +88,7 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
         "offdiag": (128, 2, 1, "chunk"),
         "inverse": (1,),
         "wu": (128, 8, 1),
-        "scan": (32, 4, 3, True),
-        "scan_wide": (64, 4, 3, True),
+        "scan": (64, 4, 3, True),
         "output": (64, 4, 2),
     },
 }
@@ -188,6 +185,8 @@ def kda_prefill(
     V = v.shape[-1]
     if K > 256 or V > 256:
         raise KernelInputError(f"head dims up to 256 are supported, got K={K}, V={V}")
+    if prec == "bf16" and K > 128:  # its scan's pipeline stages would not fit in shared memory
+        raise KernelInputError(f"dot_precision='bf16' supports K up to 128, got K={K}: use the fp32 form")
     dev = q.device
     q, k, v, g_raw, beta_raw = (t.contiguous() for t in (q, k, v, g_raw, beta_raw))
     if out is None:
@@ -199,10 +198,7 @@ def kda_prefill(
         args = (q, k, v, g_raw, beta_raw, A_log, dt_bias)
         c = stream_local(*args, c_start, c_end, NC, prec=prec)
         scan_args = (state_pool, slots, cu_seqlens, has_initial_state, positions, fmt, sr_seed, rounding)
-        tile = scan_tile(STREAM_TILES[operand_kind(prec)], cu, H, V, sm_count(str(dev)))
-        return stream_scan(
-            c, out, c_start, c_end, c_off, NC, *scan_args, intra_chunk_dtype, prec=prec, tile=tile
-        )
+        return stream_scan(c, out, c_start, c_end, c_off, NC, *scan_args, intra_chunk_dtype, prec=prec)
     BK, BVf = triton.next_power_of_2(K), triton.next_power_of_2(V)
     f32 = dict(dtype=torch.float32, device=dev)
     c = chunk_local(q, k, v, g_raw, beta_raw, A_log, dt_bias, c_start, c_end, NC, variant=variant, prec=prec)
@@ -296,24 +292,6 @@ def solve_precision(prec: str) -> str:
     """The input precision of the inverse's block products: tf32 in the production form (as FLA's),
     else the products' own."""
     return "tf32" if prec == "bf16" else prec
-
-
-# the share of the SMs the wide scan's grid must keep busy for the longest sequence's chain: on the
-# H200 (H = 32, V = 128) the wide tile was 1.09x the time at one sequence (0.48 of the SMs) and
-# 0.92-0.93x from two sequences of 16k on (0.97), results/bench/prefill-stream-h200/call16
-WIDE_SCAN_MIN_FILL = 0.75
-
-
-def scan_tile(tiles: dict[str, tuple], cu: list[int], H: int, V: int, sm_count: int) -> tuple:
-    """The scan's tile for a batch: "scan_wide" when its grid, each program as long as the longest
-    sequence's chain of chunks, keeps most SMs busy (several sequences: fewer, wider programs load
-    each chunk's W, Kd and Qg fewer times), else "scan" (one long sequence: its chain spread over
-    more programs)."""
-    chunks = [-(-(e - b) // CHUNK) for b, e in zip(cu[:-1], cu[1:])]
-    longest = max(chunks, default=0)
-    programs = sum(chunks) * H * triton.cdiv(V, tiles["scan_wide"][0])
-    wide = longest and programs >= WIDE_SCAN_MIN_FILL * sm_count * longest
-    return tiles["scan_wide"] if wide else tiles["scan"]
 
 
 def operand_kind(prec: str) -> str:
@@ -417,15 +395,13 @@ def stream_scan(
     intra_chunk_dtype: torch.dtype | None,
     *,
     prec: str = DOT_PRECISION,
-    tile: tuple | None = None,
 ) -> torch.Tensor:
-    """The stream variant's launch 5 (and 6 without a fused output) over `stream_local`'s tensors;
-    `tile`: the scan's (`scan_tile`), else the precision's "scan"."""
+    """The stream variant's launch 5 (and 6 without a fused output) over `stream_local`'s tensors."""
     T, H, K = c["W"].shape
     V = c["U"].shape[-1]
     BK, BVf = triton.next_power_of_2(K), triton.next_power_of_2(V)
     tiles = STREAM_TILES[operand_kind(prec)]
-    bv, nw, ns, fuse = tile or tiles["scan"]
+    bv, nw, ns, fuse = tiles["scan"]
     bv = min(bv, BVf)
     op = c["W"].dtype
     Vn = Hs = out  # placeholders the fused build never touches
