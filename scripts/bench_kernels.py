@@ -384,9 +384,13 @@ def sec_decode(res: dict) -> dict:
 # had 8 warps and BV=16 slowest for every pool and 64x4 fastest (fp32 3.72 TB/s, fp16 2.65).
 # num_stages is not swept: the kernel has no loop (its sm_90 PTX is the same at 1 and 3 stages).
 SWEEP_B = [128, 512]
-SWEEP_PLAIN = [(32, 4), (64, 4), (128, 4), (64, 2), (64, 8), (128, 8)]
-SWEEP_COMBINED = [(32, 4), (64, 4), (128, 4), (64, 2)]
-SWEEP_BUDGET_S = 100  # stop starting builds after this (what was timed is kept)
+# One warp (32x1, 16x1; session 35): the 4-warp tiles split K over warps (the sm_90 build's layout
+# puts warps along K), so both sums over K go through shared memory (19 barriers in the 64x4
+# build); one warp sums with shuffles only (2-5 barriers, no spills: kernels/compile_check.py),
+# and small programs keep more of them per SM. Not yet timed.
+SWEEP_PLAIN = [(32, 4), (64, 4), (128, 4), (64, 2), (64, 8), (128, 8), (32, 1), (16, 1)]
+SWEEP_COMBINED = [(32, 4), (64, 4), (128, 4), (64, 2), (32, 1), (16, 1)]
+SWEEP_BUDGET_S = 150  # stop starting builds after this (what was timed is kept)
 
 
 def decode_sweep_tiles(pool_name: str) -> list:
