@@ -318,6 +318,18 @@ def part_sweep(adopt: bool, only: list[str] | None = None, varlen: bool = False)
     return res
 
 
+def log_row(part: str, row: dict) -> None:
+    """A timed row on the log, without its individual runs."""
+    log(
+        part,
+        {
+            k: (round(v, 3) if isinstance(v, float) else v)
+            for k, v in row.items()
+            if not k.endswith("_runs_ms")
+        },
+    )
+
+
 def part_lengths() -> dict:
     import torch
 
@@ -325,14 +337,7 @@ def part_lengths() -> dict:
     for T in LENGTHS:
         row = timed_rows(Problem([T]))
         rows.append(row)
-        log(
-            "lengths",
-            {
-                k: (round(v, 3) if isinstance(v, float) else v)
-                for k, v in row.items()
-                if not k.endswith("_runs_ms")
-            },
-        )
+        log_row("lengths", row)
         if not SMOKE:
             torch.cuda.empty_cache()
     return {"rows": rows}
@@ -355,14 +360,7 @@ def varlen_lengths() -> list[int]:
 def part_varlen() -> dict:
     lengths = varlen_lengths()
     row = timed_rows(Problem(lengths))
-    log(
-        "varlen",
-        {
-            k: (round(v, 3) if isinstance(v, float) else v)
-            for k, v in row.items()
-            if not k.endswith("_runs_ms")
-        },
-    )
+    log_row("varlen", row)
     return {"lengths": lengths, **row}
 
 
@@ -416,14 +414,7 @@ def part_scan_batches() -> dict:
                 row[f"{name}_vs_fla"] = row["fla_ms"] / row[f"{name}_ms"]
         row["last_over_first"] = row[f"{labels[-1]}_ms"] / row[f"{labels[0]}_ms"]
         rows.append(row)
-        log(
-            "scan_batches",
-            {
-                k: (round(v, 3) if isinstance(v, float) else v)
-                for k, v in row.items()
-                if not k.endswith("_runs_ms")
-            },
-        )
+        log_row("scan_batches", row)
         if not SMOKE:
             torch.cuda.empty_cache()
     return {"tiles": labels, "rows": rows}
