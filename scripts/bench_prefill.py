@@ -69,7 +69,12 @@ SWEEP = {
         "prep": [(32, 4, "exact", "head"), (32, 4, "exact", "column"), (32, 4, "exact", "chunk")],
         **_DIAG,
         "offdiag": [(32, 1, 1, "pair"), (32, 2, 1, "pair"), (128, 2, 1, "chunk")],
-        "wu": [(32, 4, 1), (32, 8, 1), (32, 4, 2), (16, 4, 1)],
+        "wu": [(32, 4, 1), (32, 8, 1), (32, 4, 2), (16, 4, 1), (64, 8, 1)],
+        # session 36: the three-stage scan compiles without spills (251 registers); the fused
+        # output spills 424-1112 bytes (kernels/compile_check.py) but spares the 1 GB of chunk
+        # states written and read back at 32k; output tiles of fewer registers (222-223)
+        "scan": [(16, 4, 2, False), (16, 4, 3, False), (16, 4, 2, True), (16, 8, 2, True), (16, 4, 3, True)],
+        "output": [(64, 4, 2), (64, 8, 2), (32, 4, 2), (64, 4, 3)],
     },
     "bf16": {
         "prep": [
@@ -263,7 +268,12 @@ def part_check() -> dict:
     return out
 
 
-def part_sweep(adopt: bool, only: list[str] | None = None, varlen: bool = False) -> dict:
+def part_sweep(
+    adopt: bool,
+    only: list[str] | None = None,
+    varlen: bool = False,
+    kinds: tuple[str, ...] = ("fp32", "bf16"),
+) -> dict:
     """Each tile of SWEEP (or, varlen, of SWEEP_VARLEN on the varlen batch) timed in turn."""
     import torch
 
@@ -274,6 +284,8 @@ def part_sweep(adopt: bool, only: list[str] | None = None, varlen: bool = False)
     chk = p if not SMOKE else Problem([130])  # each tile's output against the default's
     sweep = SWEEP_VARLEN if varlen else SWEEP
     for kind, prec in (("fp32", None), ("bf16", "bf16")):
+        if kind not in kinds:
+            continue
         kw = dict(variant="stream", dot_precision=prec)
         with torch.inference_mode():
             o_default = chk.ours(**kw)().float()
@@ -491,8 +503,12 @@ def markdown(res: dict) -> str:
         shape = "the varlen batch" if sw.get("varlen") else f"T = {sw['T']}"
         L += ["", f"## Stream tiles at {shape} (adopted by the later parts: {sw['adopted']})", ""]
         for kind in ("fp32", "bf16"):
+            if f"{kind}_best" not in sw:
+                continue  # not swept (--sweep-kinds)
             L.append(f"- {kind}: best {sw.get(f'{kind}_best')}")
             for part in sweep[kind]:
+                if f"{kind}_{part}" not in sw:
+                    continue
                 items = ", ".join(
                     f"{tuple(e['tile'])} {f(e.get('ms'))}" + (" ERR" if "error" in e else "")
                     for e in sw.get(f"{kind}_{part}", [])
@@ -538,6 +554,9 @@ def main() -> int:
     ap.add_argument(
         "--sweep-only", default="", help="sweep these only (comma list: order,prep,diag,offdiag,inverse)"
     )
+    ap.add_argument(
+        "--sweep-kinds", default="fp32,bf16", help="operand forms the sweep parts run (comma list)"
+    )
     ap.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes: test the script only")
     ap.add_argument(
         "--varlen-scan",
@@ -565,7 +584,8 @@ def main() -> int:
 
     sections = harness.Sections(res, save, harness.Budget(args.budget_s, clock), log, skip_below_s=20)
     only = args.sweep_only.split(",") if args.sweep_only else None
-    parts = {"check": part_check, "sweep": lambda: part_sweep(not args.no_adopt, only), "lengths": part_lengths,
+    kinds = tuple(args.sweep_kinds.split(","))
+    parts = {"check": part_check, "sweep": lambda: part_sweep(not args.no_adopt, only, kinds=kinds), "lengths": part_lengths,
              "varlen": part_varlen, "kernels": part_kernels, "scan_batches": part_scan_batches,
              "sweep_varlen": lambda: part_sweep(False, None, varlen=True)}  # fmt: skip
     sections.run("environment", environment)
