@@ -58,11 +58,18 @@ REF_QUERIES = 64  # queries of the last chunk (head 0) checked against the float
 
 
 def parse_tiles(spec: str) -> dict[str, list[tuple[int, ...]]]:
-    """ "bf16:128,128,8,2;fp32:64,32,4,1" -> {"bf16": [(128, 128, 8, 2)], "fp32": [(64, 32, 4, 1)]}."""
+    """ "bf16:128,128,8,2;64,64,4,2;fp32:64,32,4,1" -> {"bf16": [(128, 128, 8, 2), (64, 64, 4, 2)],
+    "fp32": [(64, 32, 4, 1)]}: a tile without a dtype takes the one before it."""
     tiles: dict[str, list[tuple[int, ...]]] = {}
+    name = None
     for item in filter(None, spec.split(";")):
-        name, numbers = item.split(":")
-        tiles.setdefault(name, []).append(tuple(int(x) for x in numbers.split(",")))
+        name, numbers = item.split(":") if ":" in item else (name, item)
+        tile = tuple(int(x) for x in numbers.split(","))
+        if name not in DTYPES or len(tile) != 4:
+            raise SystemExit(
+                f"--tiles: {item!r} is not DTYPE:BLOCK_M,BLOCK_N,warps,stages (DTYPE in {sorted(DTYPES)})"
+            )
+        tiles.setdefault(name, []).append(tile)
     return tiles
 
 
