@@ -29,7 +29,9 @@ if torch is not None:
     from . import kda_decode as _kda_decode_pkg  # noqa: F401
     from . import kda_prefill as _kda_prefill_pkg  # noqa: F401
     from . import moe_combine as _moe_combine_pkg  # noqa: F401
+    from . import rms_norm as _rms_norm_pkg  # noqa: F401
     from . import short_conv as _short_conv_pkg  # noqa: F401
+    from . import swiglu as _swiglu_pkg  # noqa: F401
     from .common import STATE_DTYPES, resolve_state_dtype, state_dtype_name
     from .dispatch import implementation, use_triton
     from .rounding import round_to_format
@@ -51,8 +53,10 @@ __all__ = [
     "moe_combine",
     "parse_format",
     "resolve_state_dtype",
+    "rms_norm",
     "round_to_format",
     "state_dtype_name",
+    "swiglu",
     "use_triton",
 ]
 
@@ -143,3 +147,14 @@ def gated_rmsnorm(o, gate, weight, eps: float) -> torch.Tensor:
 def moe_combine(ys, inv, w, dtype) -> torch.Tensor:
     """MoE output rows: out[t] = sum_j w[t, j] ys[inv[t, j]] (fp32, top-k in order) in `dtype`."""
     return implementation("moe_combine", ys)(ys, inv, w, dtype)
+
+
+def rms_norm(x, weight, eps: float) -> torch.Tensor:
+    """transformers' RMSNorm: x normalised in fp32, rounded to x's dtype, times weight (one Triton
+    pass on the GPU, whose sum of squares may differ from torch's in the last bit)."""
+    return implementation("rms_norm", x)(x, weight, eps)
+
+
+def swiglu(gu) -> torch.Tensor:
+    """silu(g) * u for gu = [g | u] along the last dim, each step rounded to gu's dtype as torch does."""
+    return implementation("swiglu", gu)(gu)

@@ -283,7 +283,9 @@ def stream_builds(
 def other_builds(model="bf16") -> list[Build]:
     from .gated_rmsnorm.kernel import gated_rmsnorm_kernel
     from .moe_combine import wrapper as mc
+    from .rms_norm.kernel import rms_norm_kernel
     from .short_conv.kernel import conv_decode_kernel, conv_prefill_kernel
+    from .swiglu import wrapper as sw
 
     m, i32 = "*" + model, "*i32"
     return [
@@ -300,6 +302,12 @@ def other_builds(model="bf16") -> list[Build]:
         compile_kernel(mc.moe_combine_kernel,
                        {"ys": m, "inv": "*i64", "w": "*fp32", "out": m, "n_rows": "i32"},
                        {"D": 2304, "TOPK": 8, "BR": mc.BR, "BD": mc.BD}),
+        # the model's RMSNorm at hidden 2304 (one row per program, 8 warps) and the MoE's SwiGLU
+        compile_kernel(rms_norm_kernel,
+                       {"x": m, "weight": m, "y": m, "n_rows": "i32", "stride_x": "i32", "eps": "fp32"},
+                       {"D": 2304, "BR": 1, "BD": 4096}, num_warps=8),
+        compile_kernel(sw.swiglu_kernel, {"gu": m, "out": m, "n_rows": "i32", "stride_gu": "i32"},
+                       {"INTER": 1024, "BR": sw.BR, "BI": sw.BI}),
     ]  # fmt: skip
 
 

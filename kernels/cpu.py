@@ -8,7 +8,9 @@ from .gated_rmsnorm.cpu import gated_rmsnorm
 from .kda_decode.cpu import kda_decode
 from .kda_prefill.cpu import kda_prefill
 from .moe_combine.cpu import moe_combine
+from .rms_norm.cpu import rms_norm
 from .short_conv.cpu import causal_conv1d_decode, causal_conv1d_prefill
+from .swiglu.cpu import swiglu
 
 __all__ = [
     "causal_conv1d_decode",
@@ -17,4 +19,6 @@ __all__ = [
     "kda_decode",
     "kda_prefill",
     "moe_combine",
+    "rms_norm",
+    "swiglu",
 ]

@@ -27,6 +27,8 @@ OP_FOLDERS = {
     "causal_conv1d_decode": "short_conv",
     "gated_rmsnorm": "gated_rmsnorm",
     "moe_combine": "moe_combine",
+    "rms_norm": "rms_norm",
+    "swiglu": "swiglu",
 }
 # kda_decode / kda_prefill(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, ...): the
 # position of state_pool; the seven layer inputs come before it

@@ -10,7 +10,9 @@ from .kda_decode.reference import kda_decode
 from .kda_prefill.reference import kda_prefill
 from .mla_prefill.reference import mla_prefill_attention
 from .moe_combine.reference import moe_combine
+from .rms_norm.reference import rms_norm
 from .short_conv.reference import causal_conv1d_decode, causal_conv1d_prefill
+from .swiglu.reference import swiglu
 
 __all__ = [
     "causal_conv1d_decode",
@@ -20,4 +22,6 @@ __all__ = [
     "kda_prefill",
     "mla_prefill_attention",
     "moe_combine",
+    "rms_norm",
+    "swiglu",
 ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 from .triton_launch import interpreting
 
@@ -76,6 +77,26 @@ def round_to_bf16_bits(x, ROUND_RTZ: tl.constexpr):
     hi = (bits >> 16).to(tl.uint16)
     hi = tl.where(x != x, 0x7FC0, hi).to(tl.uint16)
     return hi.to(tl.bfloat16, bitcast=True)
+
+
+@triton.jit
+def round_to(x, DTYPE: tl.constexpr):
+    """fp32 -> DTYPE, ties to even, as torch's `.to(dtype)`: the same bits on the GPU and in the
+    interpreter (whose own bf16 conversion truncates)."""
+    if DTYPE == tl.bfloat16:
+        return round_to_bf16_bits(x, False)
+    else:
+        return x.to(DTYPE)
+
+
+@triton.jit
+def exp_as_torch(x):
+    """expf as torch's CUDA kernels compute it (libdevice, not the ex2.approx that tl.exp becomes);
+    tl.exp in the interpreter, which has no libdevice."""
+    if COMPILED:
+        return libdevice.exp(x)
+    else:
+        return tl.exp(x)
 
 
 # ------------------------------------------------------------------------------- state formats

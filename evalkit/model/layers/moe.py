@@ -27,14 +27,19 @@ from evalkit import kernels
 from evalkit.errors import InputError
 
 from ..config import KimiArch
+from .fused import fused_elementwise
 
 COMBINE_ENV = "EVALKIT_MOE_COMBINE"
 COMBINE = os.environ.get(COMBINE_ENV, "fused")  # "fused" | "torch"
 
 
+def swiglu_activation(gu: torch.Tensor) -> torch.Tensor:
+    """silu(g) * u for gu = [g | u]: one Triton pass on the GPU path (`fused.py`), else torch's."""
+    return kernels.swiglu(gu) if fused_elementwise(gu) else kernels.cpu.swiglu(gu)
+
+
 def swiglu(x: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor) -> torch.Tensor:
-    g, u = F.linear(x, gate_up).chunk(2, dim=-1)
-    return F.linear(F.silu(g) * u, down)
+    return F.linear(swiglu_activation(F.linear(x, gate_up)), down)
 
 
 class DenseMLP(nn.Module):
@@ -123,8 +128,7 @@ class MoE(nn.Module):
         offs = torch.cumsum(counts, 0, dtype=torch.int32)
         xs = x[order // k]
         gu = torch._grouped_mm(xs, self.w13.transpose(1, 2), offs=offs)
-        g, u = gu.chunk(2, dim=-1)
-        ys = torch._grouped_mm(F.silu(g) * u, self.w2.transpose(1, 2), offs=offs)
+        ys = torch._grouped_mm(swiglu_activation(gu), self.w2.transpose(1, 2), offs=offs)
         inv = torch.empty_like(order)
         inv[order] = torch.arange(order.numel(), device=order.device)
         return ys, inv.view(n, k)

@@ -1,12 +1,19 @@
-"""RMSNorm exactly as transformers' KimiLinearRMSNorm: normalise in fp32, cast back, then weight."""
+"""RMSNorm as transformers' KimiLinearRMSNorm: normalise in fp32, cast back, then weight.
+
+On the GPU path one Triton pass (`evalkit.kernels.rms_norm`: the same roundings, a sum of squares
+in its own fixed order, so the last bit can differ from torch's); the plain torch form on the CPU
+(bit for bit transformers') or with EVALKIT_FUSED_ELEMENTWISE=0 (`fused.py`)."""
 
 from __future__ import annotations
 
 import torch
 
+from evalkit import kernels
+
+from .fused import fused_elementwise
+
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    dtype = x.dtype
-    h = x.to(torch.float32)
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * h.to(dtype)
+    if fused_elementwise(x):
+        return kernels.rms_norm(x, weight, eps)
+    return kernels.cpu.rms_norm(x, weight, eps)
