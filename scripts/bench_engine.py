@@ -19,6 +19,9 @@ its own try/except (a failure is recorded and the next part runs), each checking
 5. one 128k-token prompt (chunked prefill) + 16 decode tokens;
 6. transformers' KimiLinearForCausalLM.generate over the same weight tensors (hf_bridge), on a
    small batch, scaled to the whole workload; the floor is the arithmetic bound below.
+On request (--parts): profile (kernel times of one prefill forward and one decode step, by
+category) and fused (the engine's tokens and loglikelihoods with the fused elementwise kernels
+against the torch forms).
 Writes bench_engine.json and bench_engine.md to --out.
 """
 
@@ -329,6 +332,47 @@ def part_invariance(args, loaded, dev, budget, report) -> None:
         out["cost"] = cost
         log(f"invariance cost: x{cost['slowdown']}")
     report["invariance"] = out
+
+
+def part_fused(args, loaded, dev, budget, report) -> None:
+    """What the fused elementwise kernels (evalkit.model.layers.fused) change in the engine's output:
+    the same 32 prompts (48 greedy tokens) and 16 loglikelihood pairs with them and with the torch
+    forms, fp32 pool. Their roundings are torch's; RMSNorm's sum of squares runs in its own order."""
+    from evalkit.engine import LLMEngine, SamplingParams
+    from evalkit.model.layers import fused
+
+    if budget.left() < 60:
+        report["fused"] = {"skipped": "no time left"}
+        return
+    prompts = make_prompts(32, loaded.arch.vocab_size, 300, seed=1)
+    pairs = [(p[:200], p[200:]) for p in prompts[:16]]
+    kw = {**engine_kwargs(args, dev, 400 + 64), "max_num_seqs": 32}
+    sp = SamplingParams(max_new_tokens=48, ignore_eos=True)
+    runs = {}
+    try:
+        for on in (True, False):
+            fused.FUSED = on
+            eng = LLMEngine(loaded, state_dtype="fp32", **kw)
+            runs[on] = (
+                [o.token_ids for o in eng.generate(prompts, sp, use_tqdm=False)],
+                eng.loglikelihood(pairs),
+            )
+            eng.close()
+            free_memory(dev)
+    finally:
+        fused.FUSED = None
+    (ta, la), (tb, lb) = runs[True], runs[False]
+    diverge = [next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None) for a, b in zip(ta, tb)]
+    out = {
+        "identical_tokens": sum(a == b for a, b in zip(ta, tb)),
+        "sequences": len(ta),
+        "first_divergence_per_sequence": diverge,
+        "max_abs_loglik_diff": max(abs(x[0] - y[0]) for x, y in zip(la, lb)),
+        "max_rel_loglik_diff": max(abs(x[0] - y[0]) / max(abs(y[0]), 1e-30) for x, y in zip(la, lb)),
+        "bitwise_loglikelihood": la == lb,
+    }
+    log(f"fused vs torch forms: {out}")
+    report["fused"] = out
 
 
 def part_capacity(args, loaded, dev, budget, report) -> None:
@@ -823,6 +867,7 @@ def main() -> int:
         "long": part_long,
         "transformers": part_transformers,
         "profile": part_profile,
+        "fused": part_fused,
     }
     sections = harness.Sections(
         report, save, budget, log, timings_key=None, traceback_chars=4000, on_error=lambda: free_memory(dev)
