@@ -337,9 +337,13 @@ def part_invariance(args, loaded, dev, budget, report) -> None:
 def part_fused(args, loaded, dev, budget, report) -> None:
     """What the fused elementwise kernels (evalkit.model.layers.fused) change in the engine's output:
     the same 32 prompts (48 greedy tokens) and 16 loglikelihood pairs with them and with the torch
-    forms, fp32 pool. Their roundings are torch's; RMSNorm's sum of squares runs in its own order."""
+    forms, fp32 pool. Their roundings are torch's; RMSNorm's sum of squares runs in its own order,
+    so a few elements differ in the last bit. The control is another last-bit change of the same
+    size: the MoE combine's torch form against its fused kernel (both with the torch elementwise
+    forms), which shows how far this model carries such a difference."""
     from evalkit.engine import LLMEngine, SamplingParams
     from evalkit.model.layers import fused
+    from evalkit.model.layers import moe as M
 
     if budget.left() < 60:
         report["fused"] = {"skipped": "no time left"}
@@ -348,30 +352,39 @@ def part_fused(args, loaded, dev, budget, report) -> None:
     pairs = [(p[:200], p[200:]) for p in prompts[:16]]
     kw = {**engine_kwargs(args, dev, 400 + 64), "max_num_seqs": 32}
     sp = SamplingParams(max_new_tokens=48, ignore_eos=True)
-    runs = {}
-    try:
-        for on in (True, False):
-            fused.FUSED = on
-            eng = LLMEngine(loaded, state_dtype="fp32", **kw)
-            runs[on] = (
-                [o.token_ids for o in eng.generate(prompts, sp, use_tqdm=False)],
-                eng.loglikelihood(pairs),
-            )
+    combine = M.COMBINE
+
+    def outputs(fused_on: bool, moe_combine: str):
+        fused.FUSED, M.COMBINE = fused_on, moe_combine
+        eng = LLMEngine(loaded, state_dtype="fp32", **kw)
+        try:
+            return [o.token_ids for o in eng.generate(prompts, sp, use_tqdm=False)], eng.loglikelihood(pairs)
+        finally:
             eng.close()
             free_memory(dev)
+
+    def compare(a, b) -> dict:
+        (ta, la), (tb, lb) = a, b
+        return {
+            "identical_sequences": sum(x == y for x, y in zip(ta, tb)),
+            "sequences": len(ta),
+            "first_divergence_per_sequence": [
+                next((i for i, (x, y) in enumerate(zip(s, t)) if x != y), None) for s, t in zip(ta, tb)
+            ],
+            "max_abs_loglik_diff": max(abs(x[0] - y[0]) for x, y in zip(la, lb)),
+            "max_rel_loglik_diff": max(abs(x[0] - y[0]) / max(abs(y[0]), 1e-30) for x, y in zip(la, lb)),
+            "bitwise_loglikelihood": la == lb,
+        }
+
+    try:
+        torch_forms = outputs(False, "fused")
+        out = {
+            "fused_vs_torch_forms": compare(outputs(True, "fused"), torch_forms),
+            "control_moe_combine_torch_vs_fused": compare(outputs(False, "torch"), torch_forms),
+        }
     finally:
-        fused.FUSED = None
-    (ta, la), (tb, lb) = runs[True], runs[False]
-    diverge = [next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None) for a, b in zip(ta, tb)]
-    out = {
-        "identical_tokens": sum(a == b for a, b in zip(ta, tb)),
-        "sequences": len(ta),
-        "first_divergence_per_sequence": diverge,
-        "max_abs_loglik_diff": max(abs(x[0] - y[0]) for x, y in zip(la, lb)),
-        "max_rel_loglik_diff": max(abs(x[0] - y[0]) / max(abs(y[0]), 1e-30) for x, y in zip(la, lb)),
-        "bitwise_loglikelihood": la == lb,
-    }
-    log(f"fused vs torch forms: {out}")
+        fused.FUSED, M.COMBINE = None, combine
+    log(f"fused vs torch forms, and the control: {out}")
     report["fused"] = out
 
 
