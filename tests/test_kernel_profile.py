@@ -24,6 +24,9 @@ NAMES = {
     "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT": "gemm",
     "void at::native::vectorized_elementwise_kernel<4, at::native::silu>": "elementwise/copy",
     "void at::native::(anonymous namespace)::radixSortKVInPlace<>": "sort/topk/scatter",
+    "rms_norm_kernel": "norm",
+    "swiglu_kernel": "elementwise/copy",
+    "moe_combine_kernel": "elementwise/copy",
     "some_unknown_symbol": "other",
 }
 

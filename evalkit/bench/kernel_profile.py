@@ -16,7 +16,8 @@ from typing import Any
 # (category, pattern on the lower-cased kernel name); first match wins. Triton kernels keep their
 # Python function names (kernels/kda_prefill: gate_cumsum, intra, solve_wy, state_pass, output,
 # fused_intra_wy, and the stream variant's prep, diag, offdiag, inverse, wu, scan; kernels/kda_decode:
-# kda_decode, _recurrent_rounded); cuBLAS GEMMs have
+# kda_decode, _recurrent_rounded; the layers' fused rms_norm ("norm"), swiglu and moe_combine are
+# elementwise); cuBLAS GEMMs have
 # nvjet/gemm/xmma names; torch._grouped_mm's CUTLASS kernel is mangled, with GroupProblemShape in it.
 CATEGORIES: tuple[tuple[str, str], ...] = (
     ("moe grouped gemm", r"grouped|groupproblemshape"),
@@ -31,7 +32,10 @@ CATEGORIES: tuple[tuple[str, str], ...] = (
     ("norm", r"norm"),
     ("gemm", r"nvjet|gemm|xmma|cutlass|sm90_|matmul|cublas"),
     ("sort/topk/scatter", r"sort|topk|radix|scatter|gather|index|cumsum|scan"),
-    ("elementwise/copy", r"elementwise|vectorized|copy|fill|memcpy|memset|reduce|cat|unrolled"),
+    (
+        "elementwise/copy",
+        r"elementwise|vectorized|copy|fill|memcpy|memset|reduce|cat|unrolled|swiglu|moe_combine",
+    ),
 )
 
 
