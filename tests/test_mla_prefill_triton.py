@@ -162,6 +162,27 @@ def test_triton_mode_without_triton_runs_sdpa(monkeypatch):
     assert rel_err(mla_prefill.causal_prefill_attention(q, k, v, 0.1), reference(q, k, v, 0.1)) < 1e-5
 
 
+def test_auto_mode_takes_the_kernel_for_16bit_cuda_only(monkeypatch):
+    """The default: the Triton kernel for 16-bit CUDA tensors (2.43 s against SDPA flash's 4.66 s
+    for 7 layers of a 128k prompt), SDPA for fp32 (where the kernel was 0.58x SDPA) and on the CPU."""
+    from types import SimpleNamespace
+
+    from evalkit.model.layers import mla_prefill
+
+    monkeypatch.setattr(mla_prefill, "PREFILL_ATTENTION", "auto")
+    for dtype, on_cuda, chosen in [
+        (torch.bfloat16, True, True),
+        (torch.float16, True, True),
+        (torch.float32, True, False),
+        (torch.bfloat16, False, False),
+    ]:
+        q = SimpleNamespace(is_cuda=on_cuda, dtype=dtype)  # the choice reads only these
+        assert mla_prefill.triton_eligible(q) is chosen, (dtype, on_cuda)
+        assert not mla_prefill.flash_eligible(q, 192)  # the padded flash route only when asked for
+    q, k, v = random_qkv(2, 6, 30, 24, 16, torch.float32)
+    assert rel_err(mla_prefill.causal_prefill_attention(q, k, v, 0.1), reference(q, k, v, 0.1)) < 1e-5
+
+
 def test_unknown_mode_is_refused(monkeypatch):
     from evalkit.model.layers import mla_prefill
 

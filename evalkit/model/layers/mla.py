@@ -3,8 +3,8 @@
 Per token the cache holds the normalised latent c [kv_lora_rank] and the shared k_rot
 [qk_rope_head_dim] (one row of a paged pool, `ForwardBatch.mla_slot_mapping`). Prefill (and decode
 on CPU) expands the whole cached context with kv_b_proj and runs softmax attention per sequence,
-as transformers does (`mla_prefill`: SDPA, on the GPU its flash kernel; EVALKIT_MLA_PREFILL=triton:
-evalkit's Triton flash-attention kernel, `kernels/mla_prefill`). Decode on GPU absorbs
+as transformers does (`mla_prefill`: on the GPU in 16-bit evalkit's Triton flash-attention kernel,
+`kernels/mla_prefill`, else SDPA; EVALKIT_MLA_PREFILL picks another). Decode on GPU absorbs
 kv_b_proj into the query and the output (exact: there is no RoPE) and runs `mla_decode_attention`
 (Triton) over the paged latents, so that a CUDA graph of fixed width can replay it whatever the
 context lengths (on CPU under TRITON_INTERPRET=1 too, which is how the tests run this GPU path)."""

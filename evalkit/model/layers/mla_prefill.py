@@ -9,11 +9,14 @@ dropped, and the kept ones are unchanged (each output column is its own weighted
 column). One call per sequence whose shapes depend only on that sequence's chunk (the scheduler
 cuts chunks at fixed multiples), so the result does not depend on the batch around it.
 
-`PREFILL_ATTENTION` ("flash", the default; "sdpa": SDPA's own choice, the path before issue 15;
-"triton": evalkit's own flash-attention kernel, `evalkit.kernels.mla_prefill`, which takes the
-unequal head dims as they are: 1.59x SDPA flash in bf16, but 0.58x SDPA in fp32, where its tf32x3
-products cost more than SDPA's memory-efficient path, both measured on the H200) exists so a
-benchmark can time them in one process; env
+`PREFILL_ATTENTION` ("auto", the default: evalkit's own flash-attention kernel,
+`evalkit.kernels.mla_prefill`, for 16-bit tensors on CUDA, which takes the unequal head dims as they
+are, and SDPA's own choice elsewhere; "triton": that kernel wherever Triton runs; "flash": the
+zero-padded SDPA flash route, the default before session 36; "sdpa": SDPA's own choice, the path
+before issue 15). Measured on the H200 (results/bench/mla-prefill-triton-h200/): the Triton kernel
+takes 2.43 s for the attention of 7 layers of a 128k prompt in bf16 against 4.66 s for SDPA flash,
+but 0.58x SDPA's speed in fp32, where its tf32x3 products cost more than SDPA's memory-efficient
+path: hence "auto". The modes exist so a benchmark can time them in one process; env
 `EVALKIT_MLA_PREFILL` sets it at import. "triton" applies where Triton runs (CUDA, or CPU under
 TRITON_INTERPRET=1: `kernels.use_triton`); elsewhere SDPA's plain form runs."""
 
@@ -27,8 +30,8 @@ import torch.nn.functional as F
 from evalkit import kernels
 from evalkit.errors import InputError
 
-PREFILL_MODES = ("flash", "sdpa", "triton")
-PREFILL_ATTENTION = os.environ.get("EVALKIT_MLA_PREFILL", "flash")
+PREFILL_MODES = ("auto", "flash", "sdpa", "triton")
+PREFILL_ATTENTION = os.environ.get("EVALKIT_MLA_PREFILL", "auto")
 FLASH_MAX_HEAD_DIM = 256
 FLASH_DTYPES = (torch.float16, torch.bfloat16)
 
@@ -44,7 +47,10 @@ def flash_eligible(q: torch.Tensor, head_dim: int) -> bool:
 
 
 def triton_eligible(q: torch.Tensor) -> bool:
-    """Whether the Triton kernel runs this call: chosen, and Triton can run on q's device."""
+    """Whether the Triton kernel runs this call: chosen ("triton") and Triton can run on q's device,
+    or by default ("auto") for 16-bit tensors on CUDA."""
+    if PREFILL_ATTENTION == "auto":
+        return q.is_cuda and q.dtype in FLASH_DTYPES
     return PREFILL_ATTENTION == "triton" and kernels.use_triton(q)
 
 
