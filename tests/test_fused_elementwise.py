@@ -12,6 +12,7 @@ import torch
 from evalkit.kernels import cpu, reference
 from tests.helpers.interpreter import interpreted_modules, rerun_under_interpreter
 from tests.helpers.numerics import rel_err
+from tests.helpers.tiny_kimi import tiny_moe_layer
 
 test_module_under_triton_interpreter = rerun_under_interpreter(__file__)
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
@@ -91,20 +92,10 @@ def test_torch_forms_match_their_references_and_a_wrong_form_is_caught():
 def test_layers_fused_forms_equal_their_torch_forms(tk, monkeypatch):
     """The MoE layer (RMSNorm is the caller's) and a decoder layer's norm on the GPU path
     (interpreted): fused kernels against EVALKIT_FUSED_ELEMENTWISE=0, in fp32 and bf16."""
-    from evalkit.model import parse_config, random_model
     from evalkit.model.layers import fused
-    from evalkit.model.layers import moe as M
     from evalkit.model.layers.norm import rms_norm
 
-    raw = {
-        "model_type": "kimi_linear", "vocab_size": 64, "hidden_size": 32, "num_hidden_layers": 2,
-        "intermediate_size": 64, "moe_intermediate_size": 16, "num_experts": 4, "num_experts_per_token": 2,
-        "num_attention_heads": 2, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 8,
-        "v_head_dim": 8, "linear_attn_config": {"full_attn_layers": [2], "kda_layers": [1],
-                                                "num_heads": 2, "head_dim": 16, "short_conv_kernel_size": 4},
-    }  # fmt: skip
-    lm = random_model(parse_config(raw), "cpu", torch.float32, seed=0, std=0.2)
-    layer = next(m for m in lm.modules() if isinstance(m, M.MoE))
+    layer = tiny_moe_layer()
     x = torch.randn(23, 32, generator=torch.Generator().manual_seed(1))
     w = 1 + 0.1 * torch.randn(32, generator=torch.Generator().manual_seed(2))
     monkeypatch.setenv(fused.FUSED_ENV, "0")

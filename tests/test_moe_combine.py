@@ -12,6 +12,7 @@ import torch
 from evalkit.kernels import reference
 from tests.helpers.interpreter import interpreted_modules, rerun_under_interpreter
 from tests.helpers.numerics import rel_err
+from tests.helpers.tiny_kimi import tiny_moe_layer
 
 test_module_under_triton_interpreter = rerun_under_interpreter(__file__)
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
@@ -65,18 +66,9 @@ def test_cpu_and_naive_forms_match_reference():
 
 def test_moe_layer_fused_combine_equals_torch_combine(tk, monkeypatch):
     """The layer on the GPU path (interpreted): fused combine vs the torch scatter + fp32 sum."""
-    from evalkit.model import parse_config, random_model
     from evalkit.model.layers import moe as M
 
-    raw = {
-        "model_type": "kimi_linear", "vocab_size": 64, "hidden_size": 32, "num_hidden_layers": 2,
-        "intermediate_size": 64, "moe_intermediate_size": 16, "num_experts": 4, "num_experts_per_token": 2,
-        "num_attention_heads": 2, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 8,
-        "v_head_dim": 8, "linear_attn_config": {"full_attn_layers": [2], "kda_layers": [1],
-                                                "num_heads": 2, "head_dim": 16, "short_conv_kernel_size": 4},
-    }  # fmt: skip
-    lm = random_model(parse_config(raw), "cpu", torch.float32, seed=0, std=0.2)
-    layer = next(m for m in lm.modules() if isinstance(m, M.MoE))
+    layer = tiny_moe_layer()
     x = torch.randn(23, 32, generator=torch.Generator().manual_seed(1))
     monkeypatch.setattr(M, "COMBINE", "torch")
     a = layer(x, n_routed=20)
