@@ -1,5 +1,6 @@
 """Triton building blocks shared by the KDA kernels: the fused gate, L2 normalisation, and the
-state store that rounds to the pool's storage format (and the load that widens it back).
+state store that rounds to the pool's storage format (and the load that widens it back); and, for
+the layer kernels (rms_norm, swiglu), torch's roundings and expf (`round_to`, `exp_as_torch`).
 
 The format is a build constant (constexprs STORAGE, MANT_BITS, ROUNDING), so the branches below
 are resolved at compile time: the fp32 build stores the fp32 registers as they are and contains no

@@ -30,6 +30,13 @@ def device_cu_seqlens(cu: tuple[int, ...], device: str) -> torch.Tensor:
     return int32_on_device(cu, device)
 
 
+def as_rows(x: torch.Tensor) -> torch.Tensor:
+    """x [..., D] as a 2-D [rows, D] whose last dim is contiguous (rows may keep a stride): a view
+    where one exists, else a copy; what a row-wise kernel taking a row stride can read."""
+    rows = x.reshape(-1, x.shape[-1])
+    return rows if rows.stride(-1) == 1 else rows.contiguous()
+
+
 def check_triton_device(kernel, t: torch.Tensor) -> None:
     """CPU tensors need Triton's interpreter, which only works when TRITON_INTERPRET=1 was set before
     `triton` was first imported (the standard library's own jit functions are built at that import).

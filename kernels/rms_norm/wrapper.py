@@ -6,7 +6,7 @@ import torch
 import triton
 
 from ..errors import KernelInputError
-from ..triton_launch import check_triton_device
+from ..triton_launch import as_rows, check_triton_device
 from .kernel import rms_norm_kernel
 
 
@@ -17,9 +17,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     if weight.dim() != 1 or weight.numel() != D:
         raise KernelInputError(f"rms_norm: weight must be [{D}], got {tuple(weight.shape)}")
     check_triton_device(rms_norm_kernel, x)
-    rows = x.reshape(-1, D) if x.stride(-1) == 1 else x.contiguous().reshape(-1, D)
-    if rows.stride(-1) != 1:
-        rows = rows.contiguous()
+    rows = as_rows(x)
     y = torch.empty(rows.shape, dtype=torch.promote_types(weight.dtype, x.dtype), device=x.device)
     if rows.shape[0] == 0:
         return y.view(x.shape)

@@ -6,7 +6,7 @@ import torch
 import triton
 
 from ..errors import KernelInputError
-from ..triton_launch import check_triton_device
+from ..triton_launch import as_rows, check_triton_device
 from .kernel import swiglu_kernel
 
 BR, BI = 8, 256  # [8 rows x 256 columns] per program
@@ -17,11 +17,8 @@ def swiglu(gu: torch.Tensor) -> torch.Tensor:
     if gu.shape[-1] % 2:
         raise KernelInputError(f"swiglu: the last dim holds [g | u], so it must be even, got {gu.shape[-1]}")
     check_triton_device(swiglu_kernel, gu)
-    two_i = gu.shape[-1]
-    rows = gu.reshape(-1, two_i) if gu.stride(-1) == 1 else gu.contiguous().reshape(-1, two_i)
-    if rows.stride(-1) != 1:
-        rows = rows.contiguous()
-    inter = two_i // 2
+    rows = as_rows(gu)
+    inter = gu.shape[-1] // 2
     out = torch.empty(rows.shape[0], inter, dtype=gu.dtype, device=gu.device)
     if rows.shape[0] == 0 or inter == 0:
         return out.view(*gu.shape[:-1], inter)
