@@ -14,8 +14,9 @@ its own try/except (a failure is recorded and the next part runs), each checking
    tokens, EOS ignored): wall time, prefill and decode tokens/s, peak memory, max batch, flags;
 3. batch invariance on the GPU (fp32, max batch 32 vs 5: identical tokens and bit-identical
    log-likelihoods; the same requests twice) and what invariance costs (a non-invariant run);
-4. capacity: the most concurrent sequences per arm at 8k and 128k context (memory planner), each
-   checked by allocating the pools and running one decode step with every slot at that context;
+4. capacity: per arm, the state bytes per sequence and the most concurrent sequences at 32k and
+   128k context (`evalkit.engine.capacity`), each checked by allocating the pools and timing
+   decode steps with every slot at that context (the throughput the format buys);
 5. one 128k-token prompt (chunked prefill) + 16 decode tokens;
 6. transformers' KimiLinearForCausalLM.generate over the same weight tensors (hf_bridge), on a
    small batch, scaled to the whole workload; the floor is the arithmetic bound below.
@@ -157,7 +158,7 @@ def engine_kwargs(args, dev, max_len: int) -> dict:
         device=str(dev), max_model_len=max_len, max_num_seqs=args.max_seqs, decode_width=args.decode_width
     )
     if cuda(dev):
-        kw.update(max_num_batched_tokens=args.prefill_tokens, prefill_chunk_size=args.prefill_tokens)
+        kw.update(max_num_batched_tokens=args.prefill_tokens, prefill_chunk_size=args.prefill_chunk)
     return kw
 
 
@@ -389,41 +390,46 @@ def part_fused(args, loaded, dev, budget, report) -> None:
 
 
 def part_capacity(args, loaded, dev, budget, report) -> None:
+    """Per arm and context: the state bytes per sequence, the most sequences that fit in the pools'
+    budget (`evalkit.engine.capacity`, what `evalkit run` records), and the decode throughput with
+    every one of those slots at that context (median of --capacity-steps eager steps)."""
+    import statistics
+
     from evalkit.engine import EngineConfig, LLMEngine, SamplingParams, Sequence
-    from evalkit.engine.memory import gpu_pool_budget, max_concurrent
+    from evalkit.engine.capacity import plan_capacity
+    from evalkit.engine.memory import gpu_pool_budget
 
     out = {}
-    contexts = [8192, 131072]
-    for arm in ARMS:
+    contexts = [int(x) for x in args.capacity_contexts.split(",")]
+    for arm in args.arms.split(","):
         for ctx in contexts:
             key = f"{arm}@{ctx}"
             try:
-                cfg = EngineConfig(
-                    **{
-                        **engine_kwargs(args, dev, ctx + 64),
-                        "state_dtype": arm,
-                        "batch_invariant": False,
-                        "enforce_eager": True,
-                    }
-                )
-                cfg = cfg.resolved(loaded.arch.max_position_embeddings)
-                sdt = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[arm]
+                kw = {**engine_kwargs(args, dev, ctx + 64), "batch_invariant": False, "enforce_eager": True}
+                cfg = EngineConfig(**{**kw, "state_dtype": arm}).resolved(loaded.arch.max_position_embeddings)
                 pool_budget = gpu_pool_budget(loaded.arch, cfg, dev) if cuda(dev) else 2 << 30
-                n = max_concurrent(loaded.arch, cfg, sdt, loaded.model.dtype, ctx, pool_budget)
-                row = {"max_concurrent": n, "pool_budget_gib": gib(pool_budget)}
+                cap = plan_capacity(
+                    loaded.arch,
+                    cfg.state_dtype,
+                    cfg.state_format.pool_dtype,
+                    loaded.model.dtype,
+                    cfg.block_size,
+                    pool_budget,
+                    (ctx,),
+                )
+                n = cap.max_sequences(ctx)
+                row = {
+                    "max_concurrent": n,
+                    "pool_budget_gib": gib(pool_budget),
+                    "state_bytes_per_sequence": cap.state_bytes_per_sequence,
+                    "bytes_per_sequence": cap.bytes_per_sequence(ctx),
+                }
                 if args.verify_capacity and n > 0 and budget.left() > 45 and not (ctx > 8192 and args.quick):
                     t = time.perf_counter()
                     eng = LLMEngine(
                         loaded,
                         state_dtype=arm,
-                        **{
-                            **engine_kwargs(args, dev, ctx + 64),
-                            "max_num_seqs": n,
-                            "kv_cache_tokens": n * (ctx + 64),
-                            "batch_invariant": False,
-                            "enforce_eager": True,
-                            "decode_width": n,
-                        },
+                        **{**kw, "max_num_seqs": n, "kv_cache_tokens": n * (ctx + 64), "decode_width": n},
                     )
                     seqs = []
                     for _ in range(n):  # every slot holds a context of ctx tokens (cache contents: zeros)
@@ -432,13 +438,23 @@ def part_capacity(args, loaded, dev, budget, report) -> None:
                         s.num_computed = ctx
                         seqs.append(s)
                     sync(dev)
-                    t1 = time.perf_counter()
-                    eng.runner.decode(seqs)
-                    sync(dev)
+                    setup_s = time.perf_counter() - t
+                    steps = []
+                    for _ in range(max(args.capacity_steps, 1) + 1):  # the first step warms up, untimed
+                        t1 = time.perf_counter()
+                        eng.runner.decode(seqs)
+                        sync(dev)
+                        steps.append(time.perf_counter() - t1)
+                    steps = steps[1:]
+                    med = statistics.median(steps)
                     row.update(
                         verified=True,
-                        decode_step_s=round(time.perf_counter() - t1, 3),
-                        setup_s=round(t1 - t, 1),
+                        decode_step_s=round(med, 4),
+                        decode_step_s_min=round(min(steps), 4),
+                        decode_step_s_max=round(max(steps), 4),
+                        decode_steps_timed=len(steps),
+                        decode_tok_s=round(n / med, 1),
+                        setup_s=round(setup_s, 1),
                     )
                     if cuda(dev):
                         row["mem_allocated_gib"] = gib(torch.cuda.memory_allocated(dev))
@@ -760,13 +776,23 @@ def write_markdown(report: dict, path: Path) -> None:
     cap = report.get("capacity", {})
     if cap:
         L += [
-            "## Most concurrent sequences",
+            "## The benefit side: state bytes, sequences that fit, decode throughput at that concurrency",
             "",
-            "| arm @ context | max concurrent | verified decode step s |",
-            "|---|---|---|",
+            "| arm @ context | state MB / seq | total MB / seq | max concurrent "
+            "| decode step s (median, min-max) | tok/s |",
+            "|---|---|---|---|---|---|",
         ]
         for k, v in cap.items():
-            L.append(f"| {k} | {v.get('max_concurrent', v.get('error'))} | {v.get('decode_step_s', '-')} |")
+            if "error" in v:
+                L.append(f"| {k} | error: {v['error']} | | | | |")
+                continue
+            step = "-"
+            if "decode_step_s" in v:
+                step = f"{v['decode_step_s']} ({v['decode_step_s_min']}-{v['decode_step_s_max']})"
+            L.append(
+                f"| {k} | {v['state_bytes_per_sequence'] / 1e6:.1f} | {v['bytes_per_sequence'] / 1e6:.1f} | "
+                f"{v['max_concurrent']} | {step} | {v.get('decode_tok_s', '-')} |"
+            )
         L.append("")
     prof = report.get("profile", {})
     if "prefill" in prof or "decode" in prof:
@@ -796,7 +822,13 @@ def main() -> int:
     ap.add_argument("--prompt-len", type=int, default=900)
     ap.add_argument("--max-seqs", type=int, default=512)
     ap.add_argument("--decode-width", type=int, default=512)
-    ap.add_argument("--prefill-tokens", type=int, default=16384)
+    ap.add_argument("--prefill-tokens", type=int, default=16384, help="tokens per prefill forward")
+    ap.add_argument(
+        "--prefill-chunk",
+        type=int,
+        default=2048,
+        help="store points: a prompt is cut at multiples of this (default: the arm's, what evalkit run uses)",
+    )
     ap.add_argument("--long-len", type=int, default=131072)
     ap.add_argument(
         "--hf-batches",
@@ -816,6 +848,8 @@ def main() -> int:
     ap.add_argument("--device", default=None)
     ap.add_argument("--parts", default="arms,invariance,capacity,long,transformers")
     ap.add_argument("--arms", default=",".join(ARMS), help="state arms of the arms part (default all three)")
+    ap.add_argument("--capacity-contexts", default="32768,131072", help="contexts of the capacity part")
+    ap.add_argument("--capacity-steps", type=int, default=5, help="timed decode steps per capacity row")
     ap.add_argument("--no-verify-capacity", dest="verify_capacity", action="store_false")
     ap.add_argument(
         "--rewrite-report",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalkit.compare.benefit import benefit_markdown
 from evalkit.compare.logprob import logprob_markdown
 from evalkit.compare.replicate import replicate_markdown
 from evalkit.compare.verdict import LOSS, consistency_note, pp
@@ -138,6 +139,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines += logprob_markdown(report["logprob"])
     if "aa" in report:
         lines += replicate_markdown(report["aa"])
+    lines += benefit_markdown(report.get("benefit"))
     if report["notes"]:
         lines += [""] + [f"> {note}" for note in report["notes"]]
     lines.append("")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalkit.compare.benefit import benefit_report
 from evalkit.compare.gate import evaluate_gate
 from evalkit.compare.logprob import DEFAULT_LOGPROB_MARGIN, logprob_report
 from evalkit.compare.margins import Margins, check_tasks, parse_margins
@@ -97,6 +98,7 @@ def build_report(
         "notes": pairing.notes,
         "verdict": overall_verdict(rows),
         "logprob": logprob,
+        "benefit": benefit_report(baseline.manifest, candidate.manifest),
         "aa": replicate_report(
             baseline,
             replicate,

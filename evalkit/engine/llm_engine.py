@@ -27,6 +27,7 @@ import torch
 from evalkit.errors import InputError
 
 from ..model.loader import LoadedModel, load_model
+from .capacity import CAPACITY_CONTEXTS, Capacity, plan_capacity
 from .config import EngineConfig
 from .cpu_threads import apply_cpu_threads
 from .forced import ForcedScore, copy_sequence_state, row_scores
@@ -74,6 +75,7 @@ class LLMEngine:
             from evalkit.kernels.twin_check import TwinChecker
 
             self.twin = TwinChecker(every=self.config.twin_check)  # every n-th rounding KDA launch
+        self._pool_budget: int | None = None  # the pools' GPU memory, set by _make_pools on CUDA
         self.state = self._make_pools()
         if self.model.device.type == "cpu":
             apply_cpu_threads()  # one thread unless EVALKIT_CPU_THREADS / OMP_NUM_THREADS say otherwise
@@ -108,6 +110,7 @@ class LLMEngine:
         slots = c.max_num_seqs
         if self.model.device.type == "cuda":
             budget = gpu_pool_budget(arch, c, self.model.device)
+            self._pool_budget = budget
             slots = min(slots, max(1, budget // per_slot - 1))
             if slots < c.max_num_seqs:
                 print(f"[evalkit] {c.max_num_seqs} state slots do not fit; using {slots}", flush=True)
@@ -539,7 +542,22 @@ class LLMEngine:
             if self.twin is None
             else {"every": c.twin_check, "summary": self.twin.summary()},
             "health": {"interval": c.health_interval, "overflow_threshold": c.overflow_threshold},
+            "capacity": self.capacity().to_dict(),
         }
+
+    def capacity(self, contexts: tuple[int, ...] = CAPACITY_CONTEXTS) -> Capacity:
+        """What this arm's state costs per sequence, and how many sequences of each context fit in
+        the memory the pools were given (GPU; on the CPU the bytes alone)."""
+        c = self.config
+        return plan_capacity(
+            self.arch,
+            c.state_dtype,
+            c.state_format.pool_dtype,
+            self.model.dtype,
+            c.block_size,
+            self._pool_budget,
+            contexts,
+        )
 
 
 def kernel_build(device: torch.device) -> str:

@@ -1,5 +1,5 @@
-"""GPU memory planning: how many bytes the state pools and the MLA cache may take, and how many
-sequences of a given context length fit (the benchmark's capacity numbers come from here)."""
+"""GPU memory planning: how many bytes the state pools and the MLA cache may take (how many
+sequences of a given context fit in them: `evalkit.engine.capacity`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import torch
 
 from ..model.config import KimiArch
 from .config import EngineConfig
-from .state import StatePools
 
 
 def activation_reserve(arch: KimiArch, c: EngineConfig) -> int:
@@ -30,25 +29,3 @@ def gpu_pool_budget(arch: KimiArch, c: EngineConfig, device: torch.device) -> in
     free, total = torch.cuda.mem_get_info(device)
     usable = int(total * c.gpu_memory_utilization) - (total - free)
     return max(usable - activation_reserve(arch, c), 0)
-
-
-def bytes_per_sequence(
-    arch: KimiArch, state_dtype: torch.dtype, model_dtype: torch.dtype, context_len: int, block_size: int
-) -> int:
-    """One sequence's recurrent + conv state and its MLA cache for `context_len` tokens."""
-    blocks = -(-context_len // block_size) if arch.mla_layers else 0
-    cache = blocks * block_size * StatePools.bytes_per_token(arch, model_dtype)
-    return StatePools.bytes_per_slot(arch, state_dtype, model_dtype) + cache
-
-
-def max_concurrent(
-    arch: KimiArch,
-    c: EngineConfig,
-    state_dtype: torch.dtype,
-    model_dtype: torch.dtype,
-    context_len: int,
-    budget: int,
-) -> int:
-    """Most sequences of `context_len` tokens whose state and cache fit in `budget` bytes."""
-    per = bytes_per_sequence(arch, state_dtype, model_dtype, context_len, c.block_size)
-    return max(int(budget // per) - 1, 0)  # one slot is scratch

@@ -90,9 +90,21 @@ class StatePools:
     # -- sizes ---------------------------------------------------------------------------------
     @staticmethod
     def bytes_per_slot(arch: KimiArch, state_dtype: torch.dtype, model_dtype: torch.dtype) -> int:
-        shape, C, W = _recurrent_dims(arch)
-        n = len(arch.kda_layers)
-        return n * (math.prod(shape) * state_dtype.itemsize + C * (W - 1) * model_dtype.itemsize)
+        return StatePools.state_bytes_per_slot(arch, state_dtype) + StatePools.conv_bytes_per_slot(
+            arch, model_dtype
+        )
+
+    @staticmethod
+    def state_bytes_per_slot(arch: KimiArch, state_dtype: torch.dtype) -> int:
+        """The recurrent state of every recurrent layer: what the arm's format sizes."""
+        shape, _, _ = _recurrent_dims(arch)
+        return len(arch.kda_layers) * math.prod(shape) * state_dtype.itemsize
+
+    @staticmethod
+    def conv_bytes_per_slot(arch: KimiArch, model_dtype: torch.dtype) -> int:
+        """The short convolutions' carried inputs (model dtype, whatever the arm)."""
+        _, C, W = _recurrent_dims(arch)
+        return len(arch.kda_layers) * C * (W - 1) * model_dtype.itemsize
 
     @staticmethod
     def bytes_per_token(arch: KimiArch, model_dtype: torch.dtype) -> int:
