@@ -441,6 +441,8 @@ def part_capacity(args, loaded, dev, budget, report) -> None:
                     setup_s = time.perf_counter() - t
                     steps = []
                     for _ in range(max(args.capacity_steps, 1) + 1):  # the first step warms up, untimed
+                        for s in seqs:  # the same step again: every slot back at ctx tokens
+                            s.num_computed = ctx
                         t1 = time.perf_counter()
                         eng.runner.decode(seqs)
                         sync(dev)
@@ -468,6 +470,7 @@ def part_capacity(args, loaded, dev, budget, report) -> None:
             except Exception as exc:  # noqa: BLE001
                 out[key] = {"error": f"{type(exc).__name__}: {exc}"}
                 log(f"capacity {key} FAILED: {exc}")
+                eng = seqs = None  # a failed row's pools must not shrink the next row's budget
                 free_memory(dev)
     report["capacity"] = out
 
