@@ -33,11 +33,13 @@ if torch is not None:
     from . import short_conv as _short_conv_pkg  # noqa: F401
     from . import swiglu as _swiglu_pkg  # noqa: F401
     from .common import STATE_DTYPES, resolve_state_dtype, state_dtype_name
-    from .dispatch import implementation, use_triton
+    from .dispatch import implementation, triton_implementation, use_triton
+    from .mla_decode import MLA_DECODE_SPLIT
     from .rounding import round_to_format
     from .twin_check import TwinChecker
 
 __all__ = [
+    "MLA_DECODE_SPLIT",
     "STATE_DTYPES",
     "FormatError",
     "KernelError",
@@ -57,6 +59,7 @@ __all__ = [
     "round_to_format",
     "state_dtype_name",
     "swiglu",
+    "triton_implementation",
     "use_triton",
 ]
 

@@ -30,6 +30,12 @@ OP_FOLDERS = {
     "rms_norm": "rms_norm",
     "swiglu": "swiglu",
 }
+# GPU-only op -> the folder holding its Triton wrapper: the model layers keep their torch form
+# for the CPU and call these through `triton_implementation` on CUDA tensors
+GPU_OP_FOLDERS = {
+    "mla_decode_attention": "mla_decode",
+    "mla_prefill_attention": "mla_prefill",
+}
 # kda_decode / kda_prefill(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, ...): the
 # position of state_pool; the seven layer inputs come before it
 KDA_POOL_ARG = 7
@@ -42,7 +48,8 @@ def use_triton(t: torch.Tensor) -> bool:
 
 def triton_implementation(op: str) -> Callable:
     """The op's Triton wrapper (it also takes the build options `rounding`, and `config` for decode)."""
-    return getattr(importlib.import_module(f"{__package__}.{OP_FOLDERS[op]}.wrapper"), op)
+    folder = OP_FOLDERS.get(op) or GPU_OP_FOLDERS[op]
+    return getattr(importlib.import_module(f"{__package__}.{folder}.wrapper"), op)
 
 
 def implementation(op: str, t: torch.Tensor) -> Callable:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Here, after a call of h200_drift_resume.sh: unpack its tarball parts from the call's files
+# Here, after a call of scripts/drift_resume_call.sh: unpack its tarball parts from the call's files
 # folder into DEST (the committed in-progress study folder) and refresh drift-carry/ for the next
 # call (a call killed at its limit: its newest whole snapshot, then a refit of DEST from the
 # checkpoints, scripts/drift_refit.py). Appends the call's log to DEST/log.txt.

@@ -110,8 +110,24 @@ def test_the_scripts_use_the_harness(script):
 
 
 def test_git_state_names_the_checkout_commit(tmp_path):
-    """The commit of this checkout (a 40-digit hash) and a bool; outside a repository, None."""
-    state = harness.git_state()
-    assert len(state["commit"]) == 40 and int(state["commit"], 16) >= 0
-    assert isinstance(state["dirty"], bool)
+    """HEAD of the repository it is given, and whether its tree has uncommitted changes (git
+    itself is the oracle, on a repository made here); outside a repository, None."""
+    import subprocess
+
     assert harness.git_state(tmp_path) == {"commit": None, "dirty": False}
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "a.txt").write_text("one\n")
+    git("add", "a.txt")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    first = git("rev-parse", "HEAD")
+    assert harness.git_state(tmp_path) == {"commit": first, "dirty": False}
+    (tmp_path / "a.txt").write_text("two\n")
+    assert harness.git_state(tmp_path) == {"commit": first, "dirty": True}
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-am", "two")
+    second = git("rev-parse", "HEAD")
+    assert second != first and harness.git_state(tmp_path) == {"commit": second, "dirty": False}

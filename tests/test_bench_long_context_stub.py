@@ -22,7 +22,15 @@ def test_stub_modes_repeat_and_agree(tmp_path):
         r = report["modes"][mode]
         assert r["repeats"] == 2 and len(r["wall_s_all"]) == 2
         assert r["samples"] == 2 and r["prompt_tokens"] > 500
-        assert r["pipeline_s_per_M_prompt_tokens"] >= 0
+        # the pipeline's share is what the engine did not spend, per million prompt tokens (the
+        # stub's prompts are the same in both repeats, so the medians keep the relation; the
+        # stored seconds are rounded to 1 ms)
+        engine_s = r["engine_prefill_s"] + r["engine_decode_s"]
+        assert r["pipeline_s"] == pytest.approx(r["wall_s"] - engine_s, abs=2e-3)
+        per_m = r["pipeline_s"] / r["prompt_tokens"] * 1e6
+        rounding = 1e-3 * 1e6 / r["prompt_tokens"]
+        assert r["pipeline_s_per_M_prompt_tokens"] == pytest.approx(per_m, abs=rounding)
+        assert sorted(r["wall_s_all"])[0] <= r["wall_s"] <= sorted(r["wall_s_all"])[-1]
     assert len(list((tmp_path / "prompt-cache").rglob("*.ids"))) == 2  # warm read what cold wrote
 
 

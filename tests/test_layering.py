@@ -1,8 +1,10 @@
 """The import graph, built statically (ast) over the source tree, obeys the layering:
 kernels at the bottom (they import nothing of evalkit), then model, engine, backends, and the
 commands on top; compare -> store -> stats; tasks beside the engine, using neither it nor the
-backends; and no cycles among the top-level subpackages. Imports inside functions count too:
-a lazy import is still a dependency."""
+backends; no cycles among the top-level subpackages, nor among modules (files); and the model
+and engine reach a kernel only through the dispatcher (`evalkit.kernels`, its `dispatch` and its
+shared modules), never an op folder's modules. Imports inside functions count too: a lazy import
+is still a dependency."""
 
 from __future__ import annotations
 
@@ -49,8 +51,11 @@ def _imported(module: str, path: Path, known: set[str]) -> set[str]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            out.add(target)
-            out.update(f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in known)
+            # `from pkg import mod` depends on pkg.mod; `from pkg import name` on pkg itself
+            modules = {f"{target}.{a.name}" for a in node.names} & known
+            out.update(modules)
+            if len(modules) < len(node.names):
+                out.add(target)
     return {m for m in out if m == "evalkit" or m.startswith("evalkit.")}
 
 
@@ -77,30 +82,29 @@ def violations(graph: dict[str, set[str]]) -> list[str]:
     return found
 
 
-def subpackage_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected groups (more than one member) of the subpackage graph (Tarjan)."""
-    edges: dict[str, set[str]] = {}
-    for mod, targets in graph.items():
-        a = subpackage(mod)
-        edges.setdefault(a, set()).update(b for t in targets if (b := subpackage(t)) not in ("", a))
+def strongly_connected(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Groups of more than one node that reach each other (Tarjan), each sorted."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
+    on_stack: set[str] = set()
     groups = []
 
     def visit(v: str) -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
+        on_stack.add(v)
         for w in sorted(edges.get(v, ())):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
-            elif w in stack:
+            elif w in on_stack:
                 low[v] = min(low[v], index[w])
         if low[v] == index[v]:
             group = []
             while True:
                 w = stack.pop()
+                on_stack.discard(w)
                 group.append(w)
                 if w == v:
                     break
@@ -111,6 +115,41 @@ def subpackage_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         if v not in index:
             visit(v)
     return groups
+
+
+def subpackage_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Cycles of the subpackage graph."""
+    edges: dict[str, set[str]] = {}
+    for mod, targets in graph.items():
+        a = subpackage(mod)
+        edges.setdefault(a, set()).update(b for t in targets if (b := subpackage(t)) not in ("", a))
+    return strongly_connected(edges)
+
+
+def module_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Cycles of the file graph: modules that import each other, directly or through others."""
+    return strongly_connected(
+        {m: {t for t in targets if t in graph and t != m} for m, targets in graph.items()}
+    )
+
+
+# kernels' modules every layer may use: the package (its public functions), the dispatcher, and the
+# shared vocabulary beside it; an op folder's modules (wrapper, kernel, ...) sit behind the dispatcher
+KERNEL_ENTRY_LAYERS = {"model", "engine"}
+
+
+def kernel_bypasses(graph: dict[str, set[str]], root: Path = ROOT) -> list[str]:
+    """Imports by the model or engine of a module inside a kernel op folder."""
+    op_folders = {d.name for d in (root / "kernels").iterdir() if (d / "__init__.py").is_file()}
+    found = []
+    for mod, targets in sorted(graph.items()):
+        if subpackage(mod) not in KERNEL_ENTRY_LAYERS:
+            continue
+        for t in sorted(targets):
+            parts = t.split(".")
+            if parts[:2] == ["evalkit", "kernels"] and len(parts) > 2 and parts[2] in op_folders:
+                found.append(f"{mod} imports {t}: call kernels through evalkit.kernels or its dispatch")
+    return found
 
 
 def test_the_graph_covers_the_tree():
@@ -127,9 +166,19 @@ def test_no_cycles_among_subpackages():
     assert subpackage_cycles(import_graph()) == []
 
 
+def test_no_cycles_among_modules():
+    assert module_cycles(import_graph()) == []
+
+
+def test_the_model_and_engine_reach_kernels_through_the_dispatcher():
+    assert kernel_bypasses(import_graph()) == []
+
+
 def test_a_planted_violation_is_found(tmp_path):
     """The checks themselves can fail: a small tree with a kernel importing evalkit.errors, a
-    function-level import of the engine from a task, and a cycle between store and compare."""
+    function-level import of the engine from a task, a cycle between store and compare, a cycle
+    of three drift modules (one leg a lazy relative import), and a model layer importing a kernel
+    op folder's wrapper."""
     files = {
         "evalkit/__init__.py": "",
         "evalkit/errors.py": "",
@@ -140,6 +189,15 @@ def test_a_planted_violation_is_found(tmp_path):
         "kernels/common.py": "from evalkit.errors import EvalkitError\n",
         "tasks/__init__.py": "",
         "tasks/base.py": "def f():\n    from evalkit.engine import LLMEngine\n",
+        "evalkit/drift/__init__.py": "",
+        "evalkit/drift/a.py": "from evalkit.drift import b\n",
+        "evalkit/drift/b.py": "def f():\n    from .c import x\n",
+        "evalkit/drift/c.py": "from evalkit.drift.a import y\n",
+        "evalkit/model/__init__.py": "",
+        "evalkit/model/mla.py": "from evalkit.kernels.mla_decode import wrapper\n",
+        "kernels/dispatch.py": "from . import common\n",
+        "kernels/mla_decode/__init__.py": "",
+        "kernels/mla_decode/wrapper.py": "",
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -150,6 +208,13 @@ def test_a_planted_violation_is_found(tmp_path):
     assert "evalkit.tasks.base imports evalkit.engine" in found
     assert "evalkit.store imports evalkit.compare" in found
     assert subpackage_cycles(graph) == [["compare", "store"]]
+    drift = ["evalkit.drift.a", "evalkit.drift.b", "evalkit.drift.c"]
+    assert module_cycles(graph) == [["evalkit.compare", "evalkit.store"], drift]
+    assert "evalkit.kernels" not in graph["evalkit.kernels.dispatch"]  # `from . import common`: common only
+    assert kernel_bypasses(graph, tmp_path) == [
+        "evalkit.model.mla imports evalkit.kernels.mla_decode.wrapper: call kernels through evalkit.kernels"
+        " or its dispatch"
+    ]
 
 
 def test_the_checkout_kernels_folder_never_shadows_the_kernels_distribution():

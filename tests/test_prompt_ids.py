@@ -197,3 +197,29 @@ def test_a_doc_is_tokenized_at_full_size_once_and_exactly(tok, monkeypatch):
     view = TokenizerView(tok)  # a hit is a copy: extending one caller's ids leaves the next one's
     view.encode(req.prompt).append(-1)
     assert view.encode(req.prompt) == encode_prompt(tok, req.prompt)
+
+
+def test_the_engine_encodes_with_the_one_prompt_encoder(tok):
+    """`LLMEngine.encode` is `evalkit.prompt_ids.encode_prompt` (what the backend and the server
+    use): text with the tokenizer's special tokens, chat through the template without them (the
+    tokenizer's own `apply_chat_template(tokenize=True)` is the oracle), ids as given; text to a
+    model without a tokenizer is refused in one line."""
+    from types import SimpleNamespace
+
+    from evalkit.engine import LLMEngine
+    from evalkit.errors import InputError
+    from evalkit.prompt_ids import encode_prompt
+
+    engine = SimpleNamespace(tokenizer=tok)  # encode reads nothing else of the engine
+    chat = [{"role": "user", "content": "What is 2 + 2?"}]
+    want_chat = list(
+        tok.apply_chat_template(chat, tokenize=True, add_generation_prompt=True, return_dict=True)[
+            "input_ids"
+        ]
+    )
+    cases = [("The pass key is 12345.", list(tok("The pass key is 12345.")["input_ids"])), (chat, want_chat)]
+    cases += [(array("l", [5, 6, 7]), [5, 6, 7]), ([9, 8], [9, 8])]
+    for prompt, want in cases:
+        assert LLMEngine.encode(engine, prompt) == encode_prompt(tok, prompt) == want
+    with pytest.raises(InputError, match="no tokenizer"):
+        LLMEngine.encode(SimpleNamespace(tokenizer=None), "text")

@@ -83,10 +83,29 @@ def _compare(sweep: Path, arm: str) -> list[dict]:
     return json.loads(render_json(report))["rows"]
 
 
+@pytest.mark.parametrize(
+    "model, arm", [("gdn", "m3-rtz"), ("gdn", "fp16"), ("gdn", "bf16"), ("kda", "m3-rtz")]
+)
+def test_the_paired_reports_match_an_independent_count(model, arm):
+    """The rows the claims below read (fp32 against `arm` on the retrieval sweep): accuracy,
+    difference, discordant counts, McNemar mid-p and Holm, against the counts made here from
+    the samples with scipy's binomial and statsmodels' Holm."""
+    from tests.helpers import sample_oracle
+
+    sweep = (GDN_H200 if model == "gdn" else KDA_H200) / "retrieval"
+    rows = _compare(sweep, arm)
+    want = sample_oracle.paired(sweep / "fp32", sweep / arm)
+    assert {(r["task"], r["length"]) for r in rows} == set(want)
+    for r in rows:
+        w = want[(r["task"], r["length"])]
+        assert {k: r[k] for k in w} == {k: pytest.approx(v, abs=1e-12) for k, v in w.items()}, r
+
+
 def test_twin_has_room_and_its_positive_control_loses_where_fp16_changes_nothing():
-    """The twin's fp32 is in 30-90% on >= 2 cells (100 questions each); truncation (m3-rtz) costs
-    it significant accuracy there (McNemar mid-p < 0.05 after Holm), while fp16 and bf16 flip no
-    answer in any cell: the sweep can see a precision loss and does not invent one."""
+    """Claim check (the README's; the rows it reads are tested above): the twin's fp32 is in
+    30-90% on >= 2 cells (100 questions each); truncation (m3-rtz) costs it significant accuracy
+    there (McNemar mid-p < 0.05 after Holm), while fp16 and bf16 flip no answer in any cell: the
+    sweep can see a precision loss and does not invent one."""
     fp32 = {(r["task"], r["length"]): r for r in _compare(GDN_H200 / "retrieval", "fp16")}
     band = {k for k, r in fp32.items() if 0.3 <= r["acc_baseline"] <= 0.9 and r["n"] == 100}
     assert len(band) >= 2, {k: r["acc_baseline"] for k, r in fp32.items()}
@@ -98,9 +117,9 @@ def test_twin_has_room_and_its_positive_control_loses_where_fp16_changes_nothing
 
 
 def test_the_same_truncation_does_not_cost_the_kda_model_on_the_same_questions():
-    """Side by side (the README's claim): on the same passkey and niah_single_1 questions, m3-rtz
-    loses no significant accuracy for the per-channel-gate KDA model at any length; at 32k, past
-    its 2k training length, it even gains on passkey (fp32 42%)."""
+    """Claim check, side by side (the README's; the rows are tested above): on the same passkey
+    and niah_single_1 questions, m3-rtz loses no significant accuracy for the per-channel-gate KDA
+    model at any length; at 32k, past its 2k training length, it even gains on passkey (fp32 42%)."""
     rows = _compare(KDA_H200 / "retrieval", "m3-rtz")
     assert len(rows) == 6
     assert not any(r["diff"] < 0 and r["mcnemar_midp"] < 0.05 for r in rows), rows

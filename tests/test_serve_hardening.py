@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 import pytest
 from fastapi.testclient import TestClient
@@ -150,7 +151,9 @@ def test_metrics_are_prometheus_text_with_what_health_reports(engine):
     try:
         r = client.post("/v1/completions", json={"prompt": "Hi", "max_tokens": 3, "ignore_eos": True})
         assert r.status_code == 200
+        before_scrape = time.time()
         scrape = client.get("/metrics")
+        after_scrape = time.time()
         health = client.get("/health").json()
     finally:
         loop.stop()
@@ -161,4 +164,6 @@ def test_metrics_are_prometheus_text_with_what_health_reports(engine):
     assert samples["evalkit:requests_finished_total"].labels == {"model_name": "tiny"}
     for name in ("engine_steps_total", "decode_steps_total", "requests_aborted_total", "mean_batch_size"):
         assert f"evalkit:{name}" in samples
-    assert samples["evalkit:uptime_seconds"].value >= 0
+    # seconds since the loop started, read during the scrape
+    uptime = samples["evalkit:uptime_seconds"].value
+    assert before_scrape - loop.started_at <= uptime <= after_scrape - loop.started_at

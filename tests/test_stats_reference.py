@@ -1,4 +1,9 @@
-"""Every reference value of statistics.md section 8 (and worked examples of sections 4-6), to 6 decimals."""
+"""Reference values of the paired tests, to 6 decimals: copied from the project's statistics notes
+(statistics.md, which lives outside this repository with the other reference notes: its section 8
+table and the worked examples of sections 4-6), where each was computed with scipy/statsmodels and
+an independent implementation. The published anchor [[59, 6], [16, 80]] and its intervals are from
+the test suite of the R package contingencytables (tests/testthat/test-ch8.R; Fagerland, Lydersen
+& Laake 2017, Statistical Analysis of Contingency Tables, ch. 8)."""
 
 import math
 

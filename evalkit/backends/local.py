@@ -1,7 +1,7 @@
 """The local backend: the in-process engine, its state stored as the arm says (`evalkit.arm`).
 
-`encode_prompt` is the single definition of how a prompt becomes token ids; `evalkit serve`
-uses it too, which is what makes a run through the server equal an in-process run.
+Prompts become token ids through `evalkit.prompt_ids.encode_prompt` (the one definition, shared
+with the engine and `evalkit serve`; imported here under its old name for the callers).
 """
 
 from __future__ import annotations
@@ -12,20 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from evalkit.backends.base import GenRequest, GenResult, ListFeed, OnResult, Prompt, RequestFeed
 from evalkit.errors import EvalkitError
+from evalkit.prompt_ids import encode_prompt
 
 if TYPE_CHECKING:
     from evalkit.engine import StepResult
-
-
-def encode_prompt(tokenizer: Any, prompt: Prompt) -> list[int]:
-    """Text as vLLM's /v1/completions tokenizes it (the tokenizer's special tokens included);
-    chat messages through the chat template with a generation prompt, as /v1/chat/completions."""
-    if isinstance(prompt, str):
-        return list(tokenizer.encode(prompt))
-    if prompt and isinstance(prompt[0], dict):
-        text = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
-        return list(tokenizer.encode(text, add_special_tokens=False))
-    return [int(t) for t in prompt]
 
 
 def make_params(*, max_tokens: int, stop: list[str], ignore_eos: bool = False, min_tokens: int = 0) -> Any:

@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from evalkit.drift.modes import MODES
+
 # tokens/s of one session (one arm) on one H200, teacher-forced. ref: from results/drift/h200*/
 # note.md (a pessimistic 88k / 26k; the 128k studies ran at ~160k / ~85k). 48B dims, 27 layers,
 # bf16 weights: measured in results/drift/h200-48b-bf16w-128k (52.5 s per 128k prompt in prefill
@@ -38,7 +40,6 @@ PROMPT_OVERHEAD_S = {"ref": 0.5, "48b": 0.0}  # 48b: inside its measured through
 # per part: loading or building the model, first compiles, plots (h200-ref: 8.6 s to load, ~10 s
 # of plots and writes; h200: the 27-layer random model built in 0.1 s)
 PART_OVERHEAD_S = {"ref": 20.0, "48b": 20.0}
-MODES = ("prefill", "decode")
 
 
 @dataclass

@@ -11,7 +11,7 @@ import torch
 
 from evalkit.errors import InputError
 
-from .prompts import plain_task_requests, plain_text, scalar_meta
+from .task_text import plain_task_requests, plain_text, scalar_meta
 
 
 def _fit(ids: list[int], length: int | None, what: str) -> list[int]:

@@ -14,6 +14,9 @@ from typing import Any
 
 from evalkit.errors import InputError
 
+from .inputs import gsm8k_text, random_ids
+from .task_text import plain_task_requests, plain_text, scalar_meta
+
 GSM8K_STRIDE = 37  # items between the first items of consecutive GSM8K-text prompts
 
 
@@ -37,36 +40,6 @@ def common_length(prompts: list[Prompt]) -> list[Prompt]:
             info["cut_from"] = len(p.ids)
         out.append(Prompt(p.ids[:n], info))
     return out
-
-
-def plain_task_requests(
-    name: str, tokenizer, length: int, limit: int, seed: int | None, data_dir: str | None = None
-) -> list:
-    """Up to `limit` plain-text requests of a long-context task built for `length` tokens."""
-    from evalkit.tasks.registry import get_task
-
-    if tokenizer is None:
-        raise InputError("--task needs the model's tokenizer; this model has none (use --random-tokens)")
-    return get_task(name).requests(
-        tokenizer=tokenizer,
-        lengths=[length],
-        limit=limit,
-        seed=seed,
-        data_dir=data_dir,
-        apply_chat_template=False,
-    )
-
-
-def plain_text(name: str, prompt: Any) -> str:
-    """The prompt, refused when the task built a chat (a list of messages) instead of text."""
-    if not isinstance(prompt, str):
-        raise InputError(f"task {name} builds chat prompts; drift needs a plain text prompt")
-    return prompt
-
-
-def scalar_meta(meta: dict[str, Any]) -> dict[str, Any]:
-    """The request metadata worth recording with a prompt: its scalar values."""
-    return {k: v for k, v in meta.items() if isinstance(v, (int, float, str, type(None)))}
 
 
 def task_prompts(
@@ -94,8 +67,6 @@ def task_prompts(
 
 
 def random_prompts(vocab_size: int, length: int, n: int, seed: int) -> list[Prompt]:
-    from evalkit.drift.inputs import random_ids
-
     out = []
     for i in range(n):
         ids, info = random_ids(vocab_size, length, seed + i)
@@ -105,8 +76,6 @@ def random_prompts(vocab_size: int, length: int, n: int, seed: int) -> list[Prom
 
 def gsm8k_prompts(tokenize, length: int, n: int, seed: int, data_dir: str | None = None) -> list[Prompt]:
     """GSM8K train text from item (seed + i * GSM8K_STRIDE) on, for prompt i."""
-    from evalkit.drift.inputs import gsm8k_text
-
     out = []
     for i in range(n):
         start = seed + i * GSM8K_STRIDE

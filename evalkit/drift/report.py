@@ -8,15 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evalkit.drift.modes import mode_description
 from evalkit.drift.positions import format_position
 from evalkit.drift.rundir import load_run
-
-
-def mode_description(mode: str, chunk_size: int | None) -> str:
-    """How a teacher-forced mode feeds the tokens, and so how often it rounds the stored state."""
-    if mode == "prefill":
-        return f"chunked prefill, {chunk_size} tokens per chunk (state rounded once per chunk)"
-    return "token-by-token decode (state rounded after every token)"
 
 
 def _g(x, fmt: str = ".3g", none: str = "–") -> str:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evalkit.drift.modes import mode_description
 from evalkit.drift.positions import format_position
-from evalkit.drift.report import mode_description
 from evalkit.drift.verdict import SENSITIVITY_LABEL, verdict_lines
 
 

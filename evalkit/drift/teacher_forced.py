@@ -19,12 +19,12 @@ import numpy as np
 import torch
 
 from evalkit.drift.accumulate import BucketStats
+from evalkit.drift.modes import MODES
 from evalkit.drift.positions import checkpoints
 from evalkit.drift.session import ArmSession, DriftModel
 from evalkit.drift.state_metrics import compare_states
 from evalkit.drift.token_metrics import token_metrics
 
-MODES = ("prefill", "decode")
 # Per-position metrics kept in buckets: KL, disagreement of the argmax (1 - top-1 agreement),
 # and |Δ NLL| of the actual next token. All >= 0 so they can be read on log axes.
 TOKEN_METRICS = ("kl", "top1_disagree", "abs_dnll")

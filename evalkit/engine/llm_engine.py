@@ -16,7 +16,6 @@ import functools
 import hashlib
 import itertools
 import time
-from array import array
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from pathlib import Path
@@ -141,16 +140,9 @@ class LLMEngine:
 
     # -- requests ------------------------------------------------------------------------------
     def encode(self, prompt: Prompt) -> list[int]:
-        if isinstance(prompt, str):
-            if self.tokenizer is None:
-                raise InputError("this engine has no tokenizer; pass token ids")
-            return list(self.tokenizer.encode(prompt))
-        if prompt and isinstance(prompt[0], dict):  # as evalkit.backends.local.encode_prompt does
-            text = self.tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
-            return list(self.tokenizer.encode(text, add_special_tokens=False))
-        if isinstance(prompt, array):  # ids already ints (a task's or the encode cache's): no per-id loop
-            return prompt.tolist()
-        return [int(t) for t in prompt]
+        from evalkit.prompt_ids import encode_prompt
+
+        return encode_prompt(self.tokenizer, prompt)
 
     def add_request(
         self,

@@ -1,12 +1,10 @@
 """The model families the engine runs, chosen by a checkpoint's `model_type`: Kimi-Linear (KDA +
 MLA) and the Gated DeltaNet family (Qwen3-Next, Qwen3.5, Qwen3.5-MoE). One place maps a config to
-its architecture, its model class and its weight loader."""
+its architecture (`evalkit.model.loader` builds the family's model and loads its weights)."""
 
 from __future__ import annotations
 
 from typing import Any
-
-import torch
 
 from .config import SUPPORTED_MODEL_TYPES, KimiArch, UnsupportedModelError, parse_config
 from .qwen3_next.config import GDN_MODEL_TYPES, GDNArch, parse_gdn_config
@@ -32,18 +30,3 @@ def parse_any_config(raw: dict[str, Any], source: str = "config.json") -> Arch:
         f"{source}: model_type {model_type!r} is not supported; evalkit runs Kimi-Linear and Qwen Gated "
         f"DeltaNet checkpoints (model_type {known})"
     )
-
-
-def build_and_load(arch: Arch, source, dtype: torch.dtype, device: torch.device):
-    """The model of `arch` with its weights from `source`; returns (model, unused tensor names)."""
-    if isinstance(arch, GDNArch):
-        from .qwen3_next import Qwen3NextLM
-        from .qwen3_next.weights import load_gdn_weights
-
-        lm = Qwen3NextLM(arch, dtype, device)
-        return lm, load_gdn_weights(lm, source)
-    from .kimi import KimiLinearLM
-    from .weights import load_weights
-
-    lm = KimiLinearLM(arch, dtype, device)
-    return lm, load_weights(lm, source)

@@ -12,9 +12,12 @@ from typing import Any
 import torch
 
 from .checkpoint import TensorSource, load_tokenizer, read_config, resolve_model_path
-from .families import Arch, build_and_load
+from .families import Arch
 from .kimi import KimiLinearLM
 from .qwen3_next import Qwen3NextLM
+from .qwen3_next.config import GDNArch
+from .qwen3_next.weights import load_gdn_weights
+from .weights import load_weights
 
 
 @dataclass
@@ -24,6 +27,15 @@ class LoadedModel:
     tokenizer: Any  # a transformers tokenizer, or None when loaded with tokenizer=False
     path: Path
     raw_config: dict[str, Any]
+
+
+def build_and_load(arch: Arch, source: TensorSource, dtype: torch.dtype, device: torch.device):
+    """The model of `arch`'s family with its weights from `source`; returns (model, unused tensor names)."""
+    if isinstance(arch, GDNArch):
+        lm = Qwen3NextLM(arch, dtype, device)
+        return lm, load_gdn_weights(lm, source)
+    lm = KimiLinearLM(arch, dtype, device)
+    return lm, load_weights(lm, source)
 
 
 def default_dtype(device: torch.device) -> torch.dtype:

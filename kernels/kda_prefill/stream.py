@@ -29,9 +29,9 @@ the math of `kernel.py` (its docstring defines G, Akk, Aqk, T, W, U, Kd, Qg):
 
 Measured on the H200 (results/bench/prefill-stream-h200/): 9.2 ms at 32k with fp32 operands
 (the fused variant 18.2 ms, the split one 25.6 ms, in earlier calls), the same error against
-float64; at 8k/32k/128k 0.44-0.45x FLA's `chunk_kda` with fp32 operands (call12, call17) and
-1.04-1.10x with bf16 ones, 0.39x / 1.08x on a batch of 37 sequences (call17, call18: the bf16
-scan with BV 64 and three stages). Every chunk-local launch numbers its
+float64; at 8k/32k/128k 0.44-0.45x FLA's `chunk_kda` with fp32 operands and
+1.04-1.10x with bf16 ones, 0.39x / 1.08x on a batch of 37 sequences (the bf16 scan with BV 64
+and three stages; that folder's README names the calls). Every chunk-local launch numbers its
 programs head first (`chunk_and_head`): 0.3-0.5 ms faster at 32k than chunk first.
 
 Operands: DOT_PREC "tf32x3" (or "ieee") keeps every intermediate fp32 and every product at about
@@ -141,8 +141,7 @@ def diag_kernel(
     discarded), as FLA's intra kernel is laid out. Rows j of BH neighbouring heads load together
     (one contiguous piece of [T, H, K]); 1 / |k_j| is computed in the step. Programs are numbered
     token first, so neighbours reread the same rows j. (Measured faster than per BR rows of one
-    head, which it replaced: results/bench/prefill-stream-h200/call10; named diag_token_kernel
-    there.)"""
+    head, which it replaced: results/bench/prefill-stream-h200/README.md.)"""
     pid = tl.program_id(0)
     i_c = pid // BT
     t0 = tl.load(chunk_start + i_c)

@@ -56,18 +56,12 @@ FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # step, num_warps, num_stages, block pairs per program: "pair", "row", "chunk"), "inverse"
 # (num_warps), "wu" (BKC columns per step, num_warps, num_stages), "scan" (BV, num_warps,
 # num_stages, output fused into the scan), "output" (BV, num_warps, num_stages; only without a fused
-# output). The H200 sweeps' fastest at 32k (results/bench/prefill-stream-h200/: scan, output from
-# call2; order, offdiag, inverse from call8; diag per token (0.4-0.7 ms faster than per rows of one
-# head, which it replaced) and the bf16 form's approximate gate (0.27 ms faster) from call10; the
-# bf16 form's wu and prep order from call12; the prep order measured no faster in the fp32 form).
-# The bf16 scan's BV 64 with three stages (call16-18): 0.96x the time of BV 32 on one sequence of
-# 8k, 32k and 128k, 0.85x on 2-37 sequences (half the programs, each chunk's W, Kd and Qg loaded by
-# half as many); with two stages it was 1.09x on one sequence (call16). One pipeline stage with 4
-# warps faulted the GPU in the bf16 form (call14, again with CUDA_LAUNCH_BLOCKING in call15;
-# undiagnosed). Measured slower and removed: other forms of the diagonal blocks (all pairs of a
-# block as one [16, 16, BKD] product: call5; sub-blocks with tensor-core products below them: call6;
-# BR rows of one head per program: call10), the diag loop with the next column's loads issued ahead
-# (call8), a token's row gathered and stored once (call12); other diag tiles (call16). tf32x3 scans
+# output). Each is the fastest of the H200 sweeps at 32k (results/bench/prefill-stream-h200/README.md
+# says which sweep chose each, and lists the forms measured slower and removed): head-first program
+# order, the diagonal blocks per token, and the bf16 form's approximate gate (FLA's). The bf16
+# scan's BV 64 with three stages halves the programs (each chunk's W, Kd and Qg loaded by half as
+# many): faster on one sequence and on many; one pipeline stage with 4 warps faults the GPU in the
+# bf16 scan (undiagnosed), so its tile keeps three stages. tf32x3 scans
 # spill with a fused output or BV > 16 (kernels/compile_check.py; tests/test_kernels_compile.py
 # bounds the spills); the bf16 scan's three stages need K <= 128 (shared memory).
 STREAM_TILES: dict[str, dict[str, tuple]] = {

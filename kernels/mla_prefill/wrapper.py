@@ -17,7 +17,7 @@ LOG2_E = 1.4426950408889634
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) per input dtype, for dqk = 192 / dv = 128 on sm_90:
 # no register spills, within shared memory, loads pipelined (kernels/compile_check.py; 16-bit:
 # 170 registers, 168 KiB; fp32, whose tf32x3 split doubles every operand: 234 registers, 132 KiB;
-# (64, 32, 4, 2) spills). The 16-bit tile is the fastest of the H200 sweep of session 36
+# (64, 32, 4, 2) spills). The 16-bit tile is the fastest of the H200 tile sweep
 # (results/bench/mla-prefill-triton-h200/, the attention of 7 layers of a 128k prompt): 2.43 s,
 # against 2.90 s with two stages, 2.49 for (128, 128, 8, 2), 2.86 for (64, 64, 4, 2), 3.5-4.7 with one.
 TILES: dict[torch.dtype, tuple[int, int, int, int]] = {

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from evalkit import kernels
-from evalkit.kernels.mla_decode import MLA_DECODE_SPLIT
+from evalkit.kernels import MLA_DECODE_SPLIT
 
 from ..batch import ForwardBatch
 from ..config import KimiArch
@@ -83,8 +83,7 @@ class MLAttention(nn.Module):
         return out
 
     def _decode_absorbed(self, q: torch.Tensor, pool: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
-        from evalkit.kernels.mla_decode.wrapper import mla_decode_attention
-
+        mla_decode_attention = kernels.triton_implementation("mla_decode_attention")
         w = self.kv_b.view(self.H, self.nope + self.vdim, self.R)
         q_nope, q_rot = q.split([self.nope, self.rope], dim=-1)
         q_lat = torch.bmm(q_nope.transpose(0, 1), w[:, : self.nope]).transpose(0, 1)  # [B, H, R]

@@ -12,7 +12,7 @@ cuts chunks at fixed multiples), so the result does not depend on the batch arou
 `PREFILL_ATTENTION` ("auto", the default: evalkit's own flash-attention kernel,
 `evalkit.kernels.mla_prefill`, for 16-bit tensors on CUDA, which takes the unequal head dims as they
 are, and SDPA's own choice elsewhere; "triton": that kernel wherever Triton runs; "flash": the
-zero-padded SDPA flash route, the default before session 36; "sdpa": SDPA's own choice, the path
+zero-padded SDPA flash route, the default before the Triton kernel; "sdpa": SDPA's own choice, the path
 before issue 15). Measured on the H200 (results/bench/mla-prefill-triton-h200/): the Triton kernel
 takes 2.43 s for the attention of 7 layers of a 128k prompt in bf16 against 4.66 s for SDPA flash,
 but 0.58x SDPA's speed in fp32, where its tf32x3 products cost more than SDPA's memory-efficient
@@ -85,9 +85,7 @@ def causal_prefill_attention(
             f"MLA prefill attention {PREFILL_ATTENTION!r} (EVALKIT_MLA_PREFILL) is none of {PREFILL_MODES}"
         )
     if pad is None and triton_eligible(q):
-        from evalkit.kernels.mla_prefill.wrapper import mla_prefill_attention
-
-        return mla_prefill_attention(q, k, v, scale)
+        return kernels.triton_implementation("mla_prefill_attention")(q, k, v, scale)
     m, L, dv = q.shape[1], k.shape[1], v.shape[-1]
     if pad is None:
         pad = flash_eligible(q, max(q.shape[-1], dv))

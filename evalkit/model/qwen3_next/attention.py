@@ -15,9 +15,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from evalkit import kernels
+from evalkit.kernels import MLA_DECODE_SPLIT
 
 from ..batch import ForwardBatch
-from ..layers.mla import MLA_DECODE_SPLIT
 from .config import GDNArch
 from .norms import zero_centred_rms_norm
 from .rope import PartialRope
@@ -90,8 +90,7 @@ class GatedAttention(nn.Module):
         return out
 
     def _decode_paged(self, q: torch.Tensor, pool: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
-        from evalkit.kernels.mla_decode.wrapper import mla_decode_attention
-
+        mla_decode_attention = kernels.triton_implementation("mla_decode_attention")
         B = q.shape[0]
         per_head = pool.view(pool.shape[0], self.Hkv, 2 * self.hd)
         zeros = q.new_zeros(B, self.group, self.hd)

@@ -4,7 +4,7 @@
 # 1. where the arms' GPU time goes, with EVALKIT_MOE_COMBINE=torch (the default when this ran) and
 #    =fused (the default since) -> $OUT/prof_default.json, $OUT/prof_fused.json, prof_log.txt;
 # 2. the long-context run cold and warm x3 with one full-size tokenization per doc -> $OUT/lc.json.
-# Usage on the device (carry .whl): bash scripts/h200_wave2_call4.sh
+# Usage on the device (carry .whl): bash results/bench/moe-combine-h200/run.sh
 set -o pipefail
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1

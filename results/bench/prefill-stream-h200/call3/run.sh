@@ -5,7 +5,7 @@
 #    8k, 32k, 128k and a 37-sequence varlen batch, per-kernel times -> $OUT/p/
 # 2. bench_engine.py: the fp32 arm of the 1,319-prompt GSM8K-shaped workload at 48B dims, then the
 #    batch-invariance check -> $OUT/e/
-# Usage on the device (carry .whl): bash scripts/h200_stream_call3.sh
+# Usage on the device (carry .whl): bash results/bench/prefill-stream-h200/call3/run.sh
 set -o pipefail
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1

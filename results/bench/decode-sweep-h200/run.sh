@@ -5,7 +5,7 @@
 # 2. transformers + FLA at batch 256 and 512, 16 new tokens (batch 128 was the fastest measured
 #    before; the sweep stops at the first batch that runs out of memory) -> $OUT/hf/, hf_log.txt;
 # 3. the long-context run cold x3 with the doc workers at niceness +10 -> $OUT/lc.json, lc_log.txt.
-# Usage on the device (carry .whl): bash scripts/h200_decode_sweep_hf_lc.sh
+# Usage on the device (carry .whl): bash results/bench/decode-sweep-h200/run.sh
 set -o pipefail
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1

@@ -5,7 +5,7 @@
 #    configuration measured, 7.43 s before) -> $OUT/mla_engine.json, mla_log.txt;
 # 2. the 1,319-prompt GSM8K-shaped workload once per state arm (default kernels: the swept decode
 #    tile, the fused MoE combine), then the batch-invariance check -> $OUT/arms/, arms_log.txt.
-# Usage on the device (carry .whl): bash scripts/h200_wave2_call5.sh
+# Usage on the device (carry .whl): bash results/bench/engine-h200-arms-1319-fused-combine/run.sh
 set -o pipefail
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1

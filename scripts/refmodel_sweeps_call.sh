@@ -9,9 +9,9 @@
 #   B. meanwhile the Gated DeltaNet twin trains (same sizes, data, loss; GDN_MINUTES of wall time,
 #      its chunked GDN through FLA's KDA kernel, evalkit/refmodel/gdn_on_kda.py), then its own sweep
 #      on the same questions (short tasks at 2k/8k and vt at 8k, the arms above but m2).
-#   source scripts/device_setup.sh && bash scripts/h200_refmodel_v2_final.sh OUTDIR MODEL [LIMIT]
+#   source scripts/device_setup.sh && bash scripts/refmodel_sweeps_call.sh OUTDIR MODEL [LIMIT]
 set -u
-OUT_DIR=${1:?usage: h200_refmodel_v2_final.sh OUTDIR MODEL [LIMIT]}
+OUT_DIR=${1:?usage: scripts/refmodel_sweeps_call.sh OUTDIR MODEL [LIMIT]}
 MODEL=${2:?model directory}
 LIMIT=${3:-100}
 ARMS=${ARMS:-fp32,fp16,bf16,m5,m4,m3,m2,fp8_e4m3,m3-rtz}

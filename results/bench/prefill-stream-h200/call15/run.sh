@@ -9,7 +9,7 @@
 # 2. a whole 128k prompt at 48B dims (Triton MLA + stream KDA prefill, fused combine; 6.01 s
 #    before) -> $OUT/mla_engine.json, mla_log.txt;
 # 3. the 1,319-prompt GSM8K-shaped workload once per state arm -> $OUT/arms/, arms_log.txt.
-# Usage on the device (carry .whl): bash scripts/h200_wave2_call6.sh
+# Usage on the device (carry .whl): bash results/bench/prefill-stream-h200/call15/run.sh
 set -o pipefail
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1

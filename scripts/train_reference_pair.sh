@@ -2,10 +2,10 @@
 # One call on a two-H200 machine: train the KDA reference model v2 (GPU 0) and its Gated DeltaNet
 # twin (GPU 1) side by side, same settings and data (issues 13 and 18). Each run keeps its bundle
 # current under OUTDIR at every checkpoint, so a call cut at its limit still returns a model.
-#   source scripts/device_setup.sh && bash scripts/h200x2_train_pair.sh OUTDIR [MINUTES] [SIZE]
+#   source scripts/device_setup.sh && bash scripts/train_reference_pair.sh OUTDIR [MINUTES] [SIZE]
 # On a one-GPU machine the two runs share the GPU (slower; say so in the note).
 set -u
-OUT_DIR=${1:?usage: h200x2_train_pair.sh OUTDIR [MINUTES] [SIZE]}
+OUT_DIR=${1:?usage: scripts/train_reference_pair.sh OUTDIR [MINUTES] [SIZE]}
 MIN=${2:-9.1}
 SIZE=${3:-4.7m}
 mkdir -p "$OUT_DIR"

@@ -9,7 +9,7 @@
 # 3. the diag tiles at 32k, both forms, not adopted -> diag/.
 # Everything is written under /tmp/o and packed into $OUT/call.tgz at the end (the device returns
 # few files).
-# Usage on the device (carry .whl): bash scripts/h200_wave2_call7.sh
+# Usage on the device (carry .whl): bash results/bench/prefill-stream-h200/call16/run.sh
 set -o pipefail
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1

@@ -8,9 +8,9 @@
 #   3. alongside 2: the drift study of the reference model with fp32 weights at 128k, 16 prompts,
 #      prefill and decode modes with the A/A floor (scripts/gpu_drift.py --parts ref-fp32)   (issue 14)
 # Everything lands in OUTDIR/controls_drift.tar.gz.
-#   bash scripts/h200_controls_drift.sh OUTDIR
+#   bash results/verdicts/h200-controls-32k/run.sh OUTDIR
 set -u
-OUT_DIR=${1:?usage: h200_controls_drift.sh OUTDIR}
+OUT_DIR=${1:?usage: results/verdicts/h200-controls-32k/run.sh OUTDIR}
 W=/tmp/controls_drift
 mkdir -p "$W/controls" "$OUT_DIR"
 export PYTHONUNBUFFERED=1

@@ -5,9 +5,9 @@
 #      the model does at 32k (passkey, niah_single_1) at 64k and 128k (32x and 64x the longest
 #      training length);
 #   B. scripts/gpu_drift.py on the reference model (prefill and decode modes to 64k), alongside A.
-# Usage on the device: bash scripts/h200_refmodel_grid.sh OUTDIR [LIMIT] [LIMIT_128K]
+# Usage on the device: bash results/reference-model-v1/run.sh OUTDIR [LIMIT] [LIMIT_128K]
 set -u
-OUT_DIR=${1:?usage: h200_refmodel_grid.sh OUTDIR [LIMIT] [LIMIT_128K]}
+OUT_DIR=${1:?usage: results/reference-model-v1/run.sh OUTDIR [LIMIT] [LIMIT_128K]}
 LIMIT=${2:-30}
 LIMIT_LONG=${3:-24}
 mkdir -p "$OUT_DIR"/ref "$OUT_DIR"/drift

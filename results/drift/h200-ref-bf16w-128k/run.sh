@@ -3,9 +3,9 @@
 # oracle, bit for bit, with store and load in separate launches (issue 12; the first H200 run had
 # them in one launch and read stale fp8 codes), alongside the reference model's drift study with
 # bf16 weights at 128k, 16 prompts, prefill and decode modes with the A/A floor (issue 14).
-#   bash scripts/h200_oracle_drift_bf16.sh OUTDIR
+#   bash results/drift/h200-ref-bf16w-128k/run.sh OUTDIR
 set -u
-OUT_DIR=${1:?usage: h200_oracle_drift_bf16.sh OUTDIR}
+OUT_DIR=${1:?usage: results/drift/h200-ref-bf16w-128k/run.sh OUTDIR}
 W=/tmp/oracle_drift
 mkdir -p "$W" "$OUT_DIR"
 export PYTHONUNBUFFERED=1

@@ -4,8 +4,8 @@
 # study's fixed options, continuing the run directories carried in `drift-carry/runs/` (the last
 # call's, or the committed in-progress folder under results/drift/), and sends them back as one
 # tarball split into 7 MB parts. Usage on the device (carry .whl and drift-carry):
-#   bash scripts/h200_drift_resume.sh PART MINUTES [more gpu_drift.py options]
-# e.g. `bash scripts/h200_drift_resume.sh 48b-bf16 9.3`; here: `bash scripts/drift_unpack.sh`.
+#   bash scripts/drift_resume_call.sh PART MINUTES [more gpu_drift.py options]
+# e.g. `bash scripts/drift_resume_call.sh 48b-bf16 9.3`; here: `bash scripts/drift_unpack.sh`.
 set -o pipefail
 PART=${1:?part, e.g. 48b-bf16}
 MINUTES=${2:?wall minutes for gpu_drift.py}

@@ -4,10 +4,10 @@
 #    prefill forward and decode steps at 512 sequences, kernels by category) and transformers + FLA
 #    swept over batch sizes for its fastest (--hf-batches) -> engine.{json,md}, engine_log.txt;
 # 2. the long-context run cold/warm x3 after the calibrated document fitting -> lc.json, lc_log.txt;
-# 3. the 48b-fp32 drift part (sdpa MLA prefill) for the seconds left, as h200_drift_resume.sh does
+# 3. the 48b-fp32 drift part (sdpa MLA prefill) for the seconds left, as scripts/drift_resume_call.sh does
 #    (continuing drift-carry/runs when carried) -> log.txt, d.part.*.
 # Parts 1-2 come back as one tarball (a call returns at most 8 files).
-# Usage on the device (carry .whl, and drift-carry once it exists): bash scripts/h200_profile_then_drift.sh SECONDS
+# Usage on the device (carry .whl, and drift-carry once it exists): bash results/bench/engine-h200-profile/run.sh SECONDS
 set -o pipefail
 LIMIT=${1:-560}
 source scripts/device_setup.sh

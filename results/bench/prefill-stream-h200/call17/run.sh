@@ -5,7 +5,7 @@
 #    per-kernel times -> $OUT/prefill.{json,md,log};
 # 2. the 1,319-prompt GSM8K-shaped workload once per state arm, every prompt (--keep-prompts;
 #    each finished arm also lands in arms_progress.jsonl) -> $OUT/engine.{json,md,log}.
-# Usage on the device (carry .whl): bash scripts/h200_wave2_call8.sh
+# Usage on the device (carry .whl): bash results/bench/prefill-stream-h200/call17/run.sh
 set -o pipefail
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1

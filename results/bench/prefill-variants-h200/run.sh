@@ -4,8 +4,8 @@
 #    GPU check against float64 and split, its tile sweep at 32k -> $OUT/pv.{json,md}, pv_log.txt;
 # 2. a whole 128k prompt at Kimi-Linear-48B dims through the engine, MLA prefill flash vs triton,
 #    then triton with the fused KDA prefill -> $OUT/mla_engine*.json;
-# 3. the 48b-fp32 drift part (sdpa MLA prefill) for the seconds left, as h200_drift_resume.sh does.
-# Usage on the device (carry .whl): bash scripts/h200_wave2_call3.sh SECONDS
+# 3. the 48b-fp32 drift part (sdpa MLA prefill) for the seconds left, as scripts/drift_resume_call.sh does.
+# Usage on the device (carry .whl): bash results/bench/prefill-variants-h200/run.sh SECONDS
 set -o pipefail
 LIMIT=${1:-500}
 source scripts/device_setup.sh

@@ -6,7 +6,7 @@
 #    spares the 1 GB of chunk states at 32k), output and wu tiles, then lengths with what won
 #    (goal 0.5x FLA, at 0.44x);
 # 3. the bf16 MLA prefill kernel's tiles (never swept; 2.93 of the 128k prompt's 5.65 s).
-# Usage on the device (carry .whl): bash scripts/h200_wave2_call11.sh
+# Usage on the device (carry .whl): bash results/bench/decode-sweep-h200-s36/run.sh
 set -o pipefail
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1

@@ -2,7 +2,7 @@
 # The third H200 call of session 36 for issue 15: the MLA prefill's new 16-bit tile (128, 64, 8, 3)
 # against a fourth stage (212,992 bytes of shared memory, no spills), then a whole 125k prompt at
 # Kimi-Linear-48B dims with it (goal <= 5 s; 5.65 s with two stages) -> $OUT/m.tgz.
-# Usage on the device (carry .whl): bash scripts/h200_wave2_call12.sh
+# Usage on the device (carry .whl): bash results/bench/mla-prefill-triton-h200/run.sh
 set -o pipefail
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 12: the precision sweep on the shipped reference model, one H200, one device call (<= 8 min).
 #
-#   bash scripts/h200_sweep.sh OUTDIR [LIMIT_SHORT] [LIMIT_128K]     # defaults 64 and 24
+#   bash results/verdicts/h200-sweep/run.sh OUTDIR [LIMIT_SHORT] [LIMIT_128K]     # defaults 64 and 24
 #
 # Arms: the round-to-nearest ladder fp32 (baseline), fp16 (10 bits), bf16 (7), m5, m4, m3, m2
 # (simulated mantissa widths, fp32 range), fp8_e4m3, and two positive controls that truncate at a
@@ -26,9 +26,9 @@
 # Output: OUTDIR/{short,long}/<arm>/ (run directories), OUTDIR/{short,long}/sweep.{json,md,png},
 # OUTDIR/{short,long}.log. A CPU smoke test of the mechanics (the engine of this branch has
 # fp32/fp16/bf16 only):
-#   DEVICE=cpu ARMS=fp32,bf16,bf16@chunk=64 SHORT=1k LONG=2k bash scripts/h200_sweep.sh /tmp/x 2 2
+#   DEVICE=cpu ARMS=fp32,bf16,bf16@chunk=64 SHORT=1k LONG=2k bash results/verdicts/h200-sweep/run.sh /tmp/x 2 2
 set -u
-OUT_DIR=${1:?usage: h200_sweep.sh OUTDIR [LIMIT_SHORT] [LIMIT_128K]}
+OUT_DIR=${1:?usage: results/verdicts/h200-sweep/run.sh OUTDIR [LIMIT_SHORT] [LIMIT_128K]}
 LIMIT_SHORT=${2:-64}
 LIMIT_LONG=${3:-24}
 ARMS=${ARMS:-fp32,fp16,bf16,m5,m4,m3,m2,fp8_e4m3,m3-rtz@chunk=64,bf16-rtz@chunk=64}

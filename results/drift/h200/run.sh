@@ -4,11 +4,11 @@
 #   C. evalkit drift on the reference model and on random 48B-dims weights (in parallel with A)  (issue 7)
 #   B. the engine benchmark at Kimi-Linear-48B dims, quick mode                          (issue 4)
 #   D. the kernel benchmark's prefill and twin-check sections                            (issue 3)
-# Usage on the device: bash scripts/h200_batch.sh OUTDIR
+# Usage on the device: bash results/drift/h200/run.sh OUTDIR
 # A record of a first-session call: part C no longer runs as written (gpu_drift.py has since
-# dropped --decode-length for its many-prompt studies; see scripts/h200_controls_drift.sh).
+# dropped --decode-length for its many-prompt studies; see results/verdicts/h200-controls-32k/run.sh).
 set -u
-OUT_DIR=${1:?usage: h200_batch.sh OUTDIR}
+OUT_DIR=${1:?usage: results/drift/h200/run.sh OUTDIR}
 mkdir -p "$OUT_DIR"/ref "$OUT_DIR"/drift "$OUT_DIR"/eng "$OUT_DIR"/kern
 export PYTHONUNBUFFERED=1
 TASKS=passkey,niah_single_1,niah_multikey_2,vt,kv_retrieval

@@ -6,7 +6,7 @@
 #    (tf32x3) -> $OUT/mla32.json;
 # 3. the long-context run end to end, cold (docs built by workers, streamed into the engine) and
 #    warm (docs from the cache), 3 repeats each -> $OUT/lc.json.
-# Usage on the device (carry .whl): bash scripts/h200_wave2_call1.sh
+# Usage on the device (carry .whl): bash results/drift/h200-ref-v2-bf16w-128k/run.sh
 set -o pipefail
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1

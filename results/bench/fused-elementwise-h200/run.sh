@@ -6,7 +6,7 @@
 # 2. the engine's kernel profile (one prefill forward, one decode step) with them;
 # 3. the whole 125k prompt at 48B dims with them and without (EVALKIT_FUSED_ELEMENTWISE=0), same call;
 # 4. the 1,319-prompt GSM8K-shaped workload, every arm, every prompt.
-# Usage on the device (carry .whl): bash scripts/h200_wave2_call13.sh
+# Usage on the device (carry .whl): bash results/bench/fused-elementwise-h200/run.sh
 set -o pipefail
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1

@@ -11,9 +11,9 @@
 #   drift-gdn, drift-kda   `evalkit drift` (scripts/gpu_drift.py) of each model, fp32 weights,
 #               16 prompts of DRIFT_LENGTH tokens, prefill and decode modes, A/A floor
 # Arms (sweeps): fp32 (baseline), fp16, bf16, m5, m4, m3, m2, fp8_e4m3, m3-rtz; paired log-probability.
-#   source scripts/device_setup.sh && bash scripts/h200_gdn_twin.sh OUTDIR [LIMIT]
+#   source scripts/device_setup.sh && bash results/reference-model-gdn/h200/run.sh OUTDIR [LIMIT]
 set -u
-OUT_DIR=${1:?usage: h200_gdn_twin.sh OUTDIR [LIMIT]}
+OUT_DIR=${1:?usage: results/reference-model-gdn/h200/run.sh OUTDIR [LIMIT]}
 LIMIT=${2:-100}
 GDN=evalkit/assets/reference-model-gdn
 KDA=evalkit/assets/reference-model

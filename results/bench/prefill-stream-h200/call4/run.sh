@@ -6,7 +6,7 @@
 #    stream / stream_bf16 / FLA chunk_kda at 8k, 32k, 128k and a varlen batch, per-kernel times
 #    -> $OUT/p/
 # 2. a whole 128k prompt at 48B dims (Triton MLA prefill, stream KDA prefill) -> $OUT/mla/
-# Usage on the device (carry .whl): bash scripts/h200_stream_call4.sh
+# Usage on the device (carry .whl): bash results/bench/prefill-stream-h200/call4/run.sh
 set -o pipefail
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1

@@ -9,9 +9,9 @@
 #             at Qwen3.5-35B-A3B dims, all arms (scripts/bench_gdn.py)                (issue 18)
 # On a one-GPU machine part A is skipped (it needs two) and B's two parts run one after the other.
 # Everything lands in OUTDIR/perf.tar.gz.
-#   bash scripts/h200x2_perf.sh OUTDIR
+#   bash results/bench/mla-prefill-h200/run.sh OUTDIR
 set -u
-OUT_DIR=${1:?usage: h200x2_perf.sh OUTDIR}
+OUT_DIR=${1:?usage: results/bench/mla-prefill-h200/run.sh OUTDIR}
 W=/tmp/perf
 mkdir -p "$W" "$OUT_DIR"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

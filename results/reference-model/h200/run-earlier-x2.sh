@@ -9,9 +9,9 @@
 #          positive control, rounded after every generated token);
 #   GPU 1: the Gated DeltaNet twin's training run (scripts/train_reference_model.py --arch gdn).
 # Each sweep stops itself before the call's limit; what finished is on disk and a rerun resumes.
-#   source scripts/device_setup.sh && bash scripts/h200x2_refmodel_v2.sh OUTDIR MODEL [LIMIT]
+#   source scripts/device_setup.sh && bash results/reference-model/h200/run-earlier-x2.sh OUTDIR MODEL [LIMIT]
 set -u
-OUT_DIR=${1:?usage: h200x2_refmodel_v2.sh OUTDIR MODEL [LIMIT]}
+OUT_DIR=${1:?usage: results/reference-model/h200/run-earlier-x2.sh OUTDIR MODEL [LIMIT]}
 MODEL=${2:?model directory}
 LIMIT=${3:-100}
 ARMS=${ARMS:-fp32,fp16,bf16,m5,m4,m3,m2,fp8_e4m3,m3-rtz}

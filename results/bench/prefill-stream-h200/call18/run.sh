@@ -3,7 +3,7 @@
 # the default's time on one 32k sequence too (call17), so scan_width now also times one sequence
 # of 8k and 128k, with FLA beside each batch; then the per-kernel times (cut by the budget in
 # call17) -> $OUT/prefill.{json,md,log}.
-# Usage on the device (carry .whl): bash scripts/h200_wave2_call9.sh
+# Usage on the device (carry .whl): bash results/bench/prefill-stream-h200/call18/run.sh
 set -o pipefail
 source scripts/device_setup.sh
 export PYTHONUNBUFFERED=1
