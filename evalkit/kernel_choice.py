@@ -102,6 +102,14 @@ class KernelChoice:
             return self.weights
         return "bf16" if gpu else "fp32"
 
+    def torch_weight_dtype(self) -> Any:
+        """`weights` as a torch dtype to load the model in; None for auto (the loader's device default)."""
+        if self.weights == "auto":
+            return None
+        import torch
+
+        return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[self.weights]
+
     def describe(self) -> dict[str, Any]:
         """The manifest's `kernels` record: every switch (all of them identity) and the label."""
         return {**asdict(self), "label": self.label}

@@ -103,7 +103,7 @@ def test_the_manifest_records_the_arm_and_a_resume_with_another_chunk_size_is_re
     [
         ["run", "--model", "x", "--arm", "fp16@chunk=-3"],
         ["serve", "--arm", "fp17"],
-        ["drift", "--arms", "fp16@chunk=64"],
+        ["drift", "--arms", "fp16@chunk=-3"],
         ["recipes", "--arm", "m7"],
     ],
 )

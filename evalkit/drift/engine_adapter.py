@@ -145,7 +145,8 @@ class EngineSession:
         self.owner, self.state_dtype = owner, state_dtype
         m, arch = owner.model, owner.model.arch
         block = owner.block_size
-        arm = Arm(parse_arm(state_dtype).format, owner.chunk_size)
+        named = parse_arm(state_dtype)  # an arm's name without its chunk: the study holds that once
+        arm = Arm(named.format, owner.chunk_size, named.intra_chunk_dtype)
         cfg = EngineConfig(
             arm=arm,
             kernels=owner.kernels,

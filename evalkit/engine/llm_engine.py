@@ -39,7 +39,6 @@ from .state import StatePools
 from .step_result import StepResult
 
 Prompt = str | list[int] | list[dict[str, str]]
-_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 class LLMEngine:
@@ -57,19 +56,16 @@ class LLMEngine:
         if isinstance(cfg.model, LoadedModel):
             self.loaded = cfg.model
         else:
-            weights = cfg.kernels.weights
             self.loaded = load_model(
                 cfg.model,
                 device=device,
-                dtype=None if weights == "auto" else _DTYPES[weights],
+                dtype=cfg.kernels.torch_weight_dtype(),
                 trust_remote_code=cfg.trust_remote_code,
             )
-        want = cfg.kernels.weights
-        have = str(self.loaded.model.dtype).removeprefix("torch.")
-        if want != "auto" and _DTYPES[want] != self.loaded.model.dtype:
-            raise InputError(
-                f"--kernels weights={want}: the model given is loaded in {have}; load it in {want}"
-            )
+        want = cfg.kernels.torch_weight_dtype()
+        if want is not None and want != self.loaded.model.dtype:
+            have = str(self.loaded.model.dtype).removeprefix("torch.")
+            raise InputError(f"--kernels weights={cfg.kernels.weights}: the model given is loaded in {have}")
         self.loaded.model.use_kernels(cfg.kernels)  # once: the layers read the choice from here on
         if self.loaded.model.device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = cfg.kernels.tf32
