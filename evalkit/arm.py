@@ -74,14 +74,6 @@ class Arm:
         """An exact (fp32) store: what every other arm is compared with."""
         return self.format.exact and self.intra_chunk_dtype in (None, "fp32")
 
-    def engine_options(self) -> dict[str, Any]:
-        """The `EngineConfig` fields this arm sets."""
-        return {
-            "state_dtype": self.format.name,
-            "prefill_chunk_size": self.prefill_chunk_size,
-            "intra_chunk_dtype": self.intra_chunk_dtype,
-        }
-
     def describe(self) -> dict[str, Any]:
         """The manifest's `arm` record (every key but `note` is part of the run's identity)."""
         return {

@@ -107,10 +107,19 @@ def kda_prefill(
     fmt=None,
     sr_seed: int = 0,
     positions: torch.Tensor | None = None,
+    **triton_options,
 ) -> torch.Tensor:
     """Packed variable-length KDA prefill; final states stored to pool[slots], rounded once the
-    `fmt` way (see `kda_decode`; `positions` [N]: each sequence's last token position)."""
-    return implementation("kda_prefill", q)(
+    `fmt` way (see `kda_decode`; `positions` [N]: each sequence's last token position).
+    `triton_options` (`variant`, `dot_precision`: `kda_prefill/wrapper.py`) choose the Triton
+    kernel; the CPU's float32 form has none and refuses them."""
+    impl = implementation("kda_prefill", q)
+    if triton_options and impl is cpu.kda_prefill:
+        raise KernelInputError(
+            f"{', '.join(sorted(triton_options))}: a choice of the Triton prefill kernel (GPU, or "
+            "TRITON_INTERPRET=1); the CPU runs its float32 form"
+        )
+    return impl(
         q,
         k,
         v,
@@ -127,6 +136,7 @@ def kda_prefill(
         fmt=fmt,
         sr_seed=sr_seed,
         positions=positions,
+        **triton_options,
     )
 
 

@@ -155,7 +155,6 @@ def prefill_builds(
         gate=w.GATE_WARPS,
         intra=w.INTRA_WARPS,
         solve=w.SOLVE_WARPS,
-        fused=w.FUSED_TILE,
     )
     t.update(tiles or {})
     m, f, i32 = "*" + model, "*fp32", "*i32"
@@ -181,24 +180,7 @@ def prefill_builds(
                        {"Qg": f, "Aqk": f, "Vn": f, "Hs": f, "o": m, "chunk_start": i32, "chunk_end": i32},
                        {"H": H, "K": K, "V": V, "BT": 64, "BK": BK, "BV": min(op[0], BV), "DOT_PREC": prec},
                        num_warps=op[1], num_stages=op[2]),
-        fused_build(model=model, H=H, K=K, V=V, prec=prec, tile=t["fused"]),
     ]  # fmt: skip
-
-
-def fused_build(*, model="bf16", H=32, K=128, V=128, prec="tf32x3", tile=None) -> Build:
-    """The opt-in fused chunk-local kernel (variant "fused": Akk, Aqk and the WY solve in one launch)."""
-    from .kda_prefill import fused as kf
-    from .kda_prefill import wrapper as w
-
-    m, f, i32 = "*" + model, "*fp32", "*i32"
-    BK, BV = triton.next_power_of_2(K), triton.next_power_of_2(V)
-    bkc, bkd, nw, ns, *cap = tile or w.FUSED_TILE
-    return compile_kernel(kf.fused_intra_wy_kernel,
-                          {"q": m, "k": m, "v": m, "G": f, "beta_raw": m, "Aqk": f, "W": f, "U": f,
-                           "chunk_start": i32, "chunk_end": i32, "scale": "fp32"},
-                          {"H": H, "K": K, "V": V, "BT": 64, "BC": 16, "BK": BK, "BV": BV,
-                           "BKC": min(bkc, BK, BV), "BKD": min(bkd, BK), "DOT_PREC": prec},
-                          num_warps=nw, num_stages=ns, maxnreg=cap[0] if cap else None)  # fmt: skip
 
 
 def state_pass_build(state: str = "fp32", *, H=32, K=128, V=128, prec="tf32x3", tile=None) -> Build:

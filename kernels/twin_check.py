@@ -125,10 +125,12 @@ class TwinChecker:
         fmt=None,
         sr_seed: int = 0,
         positions=None,
+        **triton_options,
     ) -> torch.Tensor:
-        """`evalkit.kernels.kda_prefill`, checked against its fp32 twin when due."""
+        """`evalkit.kernels.kda_prefill`, checked against its fp32 twin when due (`triton_options`:
+        the prefill kernel's variant and dot precision, the twin's too)."""
         n = args[KDA_POOL_ARG + 1].numel()
-        options = dict(chunk_size=chunk_size, intra_chunk_dtype=intra_chunk_dtype)
+        options = dict(chunk_size=chunk_size, intra_chunk_dtype=intra_chunk_dtype, **triton_options)
         return self._launch("kda_prefill", args, options, fmt, n, sr_seed=sr_seed, positions=positions)
 
     def _launch(self, op: str, args: tuple, options: dict, fmt, n: int, **store) -> torch.Tensor:

@@ -343,8 +343,7 @@ def part_fused(args, loaded, dev, budget, report) -> None:
     size: the MoE combine's torch form against its fused kernel (both with the torch elementwise
     forms), which shows how far this model carries such a difference."""
     from evalkit.engine import LLMEngine, SamplingParams
-    from evalkit.model.layers import fused
-    from evalkit.model.layers import moe as M
+    from evalkit.kernel_choice import KernelChoice
 
     if budget.left() < 60:
         report["fused"] = {"skipped": "no time left"}
@@ -353,11 +352,10 @@ def part_fused(args, loaded, dev, budget, report) -> None:
     pairs = [(p[:200], p[200:]) for p in prompts[:16]]
     kw = {**engine_kwargs(args, dev, 400 + 64), "max_num_seqs": 32}
     sp = SamplingParams(max_new_tokens=48, ignore_eos=True)
-    combine = M.COMBINE
 
     def outputs(fused_on: bool, moe_combine: str):
-        fused.FUSED, M.COMBINE = fused_on, moe_combine
-        eng = LLMEngine(loaded, state_dtype="fp32", **kw)
+        kernels = KernelChoice(fused_elementwise=fused_on, moe_combine=moe_combine)
+        eng = LLMEngine(loaded, state_dtype="fp32", kernels=kernels, **kw)
         try:
             return [o.token_ids for o in eng.generate(prompts, sp, use_tqdm=False)], eng.loglikelihood(pairs)
         finally:
@@ -377,14 +375,11 @@ def part_fused(args, loaded, dev, budget, report) -> None:
             "bitwise_loglikelihood": la == lb,
         }
 
-    try:
-        torch_forms = outputs(False, "fused")
-        out = {
-            "fused_vs_torch_forms": compare(outputs(True, "fused"), torch_forms),
-            "control_moe_combine_torch_vs_fused": compare(outputs(False, "torch"), torch_forms),
-        }
-    finally:
-        fused.FUSED, M.COMBINE = None, combine
+    torch_forms = outputs(False, "fused")
+    out = {
+        "fused_vs_torch_forms": compare(outputs(True, "fused"), torch_forms),
+        "control_moe_combine_torch_vs_fused": compare(outputs(False, "torch"), torch_forms),
+    }
     log(f"fused vs torch forms, and the control: {out}")
     report["fused"] = out
 

@@ -16,11 +16,7 @@ timeout keeps what was measured):
   5. prefill: B=1, H=32, K=V=128, T in {4k, 32k, 128k}: ours (fp32 chunk states, and bf16 chunk
      states) vs FLA chunk_kda; per-kernel breakdown at 32k; state-pass tile sweep at 32k
   6. fp32-twin check over >= 10^4 launches of random shapes (+ a truncating build that must fail)
-  7. prefill variants (only with --prefill-variants, which runs just this section and the
-     environment): split vs fused (kda_prefill variant=) vs FLA chunk_kda, B=1, H=32, K=V=128,
-     bf16 inputs, T in {8k, 32k, 128k}, the median of 3 do_bench medians each; the fused path's
-     error on the GPU (vs the float64 reference and vs split); per-kernel times of both at 32k
-     and a sweep of the fused kernel's tile (FUSED_TILES) there
+  (the prefill variants against FLA's chunk_kda: scripts/bench_prefill.py)
 Timings: triton.testing.do_bench medians. Python 3.12, torch 2.11+cu130, triton 3.6, fla-core 0.6.0.
 
 `--smoke` runs every section on the CPU (Triton interpreter, tiny shapes, no FLA) to test this
@@ -49,14 +45,6 @@ except ImportError:  # a checkout that is not installed (the GPU image)
 H, K, V = 32, 128, 128
 DECODE_B = [1, 8, 32, 128, 512]
 PREFILL_T = [4096, 32768, 131072]
-VARIANT_T = [8192, 32768, 131072]
-VARIANT_REPEATS = 3
-# fused-kernel tiles (BKC, BKD, num_warps, num_stages[, maxnreg]) timed at the middle length.
-# Register spills of sm_90 builds (bytes/thread, triton 3.6 | 3.9): none for the first five;
-# (64, 32, 8, 2): 0 | 8; (128, 32, 8, 1): 168 | 0; capped at 128 registers (two CTAs of 8 warps,
-# or four of 4, per SM instead of one): 8 | 40 and 88 | 224.
-FUSED_TILES = [(64, 32, 8, 1), (64, 16, 8, 1), (32, 8, 8, 1), (32, 8, 4, 1), (32, 16, 4, 1), (64, 32, 8, 2),
-               (128, 32, 8, 1), (32, 8, 8, 1, 128), (32, 8, 4, 1, 128)]  # fmt: skip
 POOLS = ["fp32", "fp16", "bf16"]
 DEV = "cuda"
 SMOKE = False
@@ -64,9 +52,8 @@ SMOKE = False
 
 def smoke_mode() -> None:
     """Tiny shapes on the CPU interpreter: exercises the script, not the hardware."""
-    global H, K, V, DECODE_B, PREFILL_T, VARIANT_T, DEV, SMOKE
+    global H, K, V, DECODE_B, PREFILL_T, DEV, SMOKE
     H, K, V, DECODE_B, PREFILL_T, DEV, SMOKE = 2, 16, 16, [1, 128], [70, 130], "cpu", True
-    VARIANT_T = [70, 130]
     os.environ["TRITON_INTERPRET"] = "1"
 
 
@@ -604,110 +591,6 @@ def sec_prefill_detail() -> dict:
     return out
 
 
-def sec_prefill_variants() -> dict:
-    """kda_prefill variant="split" vs "fused" vs FLA chunk_kda (see the module docstring, 7.)."""
-    import statistics
-
-    import torch
-
-    from evalkit.kernels import reference
-    from evalkit.kernels.kda_prefill import wrapper as pw
-    from evalkit.kernels.testing import kda_inputs, random_cu_seqlens, random_pool
-
-    out: dict = {"H": H, "K": K, "V": V, "B": 1, "model_dtype": "bf16", "repeats": VARIANT_REPEATS,
-                 "fused_tile": list(pw.FUSED_TILE), "check": {}, "rows": [], "kernel_ms_32k": {},
-                 "fused_tile_sweep_32k": []}  # fmt: skip
-    # the fused path on the GPU: fp32 inputs (the kernel's own error), packed, partial chunks
-    lengths = [200, 1, 77]
-    xf = kda_inputs(sum(lengths), H, K, V, dtype=torch.float32, device=DEV)
-    xc = kda_inputs(1, H, K, V)
-    for a in ("q", "k", "v", "g_raw", "beta_raw", "A_log", "dt_bias"):
-        setattr(xc, a, getattr(xf, a).cpu())
-    cu = random_cu_seqlens(lengths, device=DEV)
-    init = torch.tensor([True, False, True], device=DEV)
-    slots = torch.tensor([4, 0, 2], dtype=torch.int32, device=DEV)
-    pool0 = random_pool(5, H, K, V, torch.float32, device=DEV)
-    pool_ref = pool0.double().cpu()
-    o_ref = reference.kda_prefill(*xc.args(), pool_ref, slots.cpu(), cu.cpu(), init.cpu())
-    got = {}
-    for variant in pw.VARIANTS:
-        pool = pool0.clone()
-        got[variant] = (pw.kda_prefill(*xf.args(), pool, slots, cu, init, variant=variant), pool)
-        s = slots.long()
-        out["check"][variant] = {"out_rel_err": rel_err(got[variant][0], o_ref),
-                                 "pool_rel_err": rel_err(pool.cpu()[s.cpu()], pool_ref[s.cpu()])}  # fmt: skip
-    out["check"]["fused_vs_split_out_rel_err"] = rel_err(got["fused"][0], got["split"][0])
-    log("prefill variants check", out["check"])
-
-    for T in VARIANT_T:
-        row: dict = {"T": T}
-        x, cu = prefill_inputs(T)
-        pool = torch.zeros(1, H, K, V, device=DEV)
-        slot = torch.zeros(1, dtype=torch.int32, device=DEV)
-        init = torch.ones(1, dtype=torch.bool, device=DEV)
-        args = (*x.args(), pool, slot, cu, init)
-        cases = {v: (lambda args=args, v=v: pw.kda_prefill(*args, variant=v)) for v in pw.VARIANTS}
-        try:
-            cases["fla"] = fla_chunk_fn(x, torch.zeros(1, H, K, V, device=DEV))
-        except Exception as exc:
-            row["fla_error"] = str(exc)[:300]
-        rep = 100 if T <= 32768 else 60
-        for _ in range(VARIANT_REPEATS):  # interleaved, so a clock drift hits every case alike
-            for label, fn in list(cases.items()):
-                try:
-                    with torch.inference_mode():
-                        row.setdefault(f"{label}_runs_ms", []).append(bench_ms(fn, warmup=10, rep=rep))
-                except Exception as exc:
-                    row[f"{label}_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-                    del cases[label]
-        for label in ("split", "fused", "fla"):
-            runs = row.get(f"{label}_runs_ms")
-            if runs and f"{label}_error" not in row:
-                row[f"{label}_ms"] = statistics.median(runs)
-                row[f"{label}_Mtok_s"] = T / row[f"{label}_ms"] / 1e3
-        if "split_ms" in row and "fused_ms" in row:
-            row["fused_speedup_vs_split"] = row["split_ms"] / row["fused_ms"]
-        if "fla_ms" in row and "fused_ms" in row:
-            row["fused_vs_fla"] = row["fla_ms"] / row["fused_ms"]
-        out["rows"].append(row)
-        log("prefill variants", {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()})
-        if T == VARIANT_T[len(VARIANT_T) // 2]:
-            for v in pw.VARIANTS:
-                with torch.inference_mode():
-                    out["kernel_ms_32k"][v] = kernel_ms(
-                        lambda args=args, v=v: pw.kda_prefill(*args, variant=v)
-                    )
-            log("prefill variants kernels", out["kernel_ms_32k"])
-            default = pw.FUSED_TILE
-            # each tile's output against split's from the same zero state (bf16 outputs: ~1e-2 is
-            # rounding; a broken build shows as ~1)
-            chk = (*x.args(), torch.zeros_like(pool), slot, cu, torch.zeros_like(init))
-            with torch.inference_mode():
-                o_split = pw.kda_prefill(*chk, variant="split").float()
-            for tile in FUSED_TILES:
-                pw.FUSED_TILE = tile
-                entry: dict = {"tile": list(tile)}
-                try:
-                    with torch.inference_mode():
-                        o_f = pw.kda_prefill(*chk, variant="fused").float()
-                        diff = (o_f - o_split).abs().max() / o_split.abs().max().clamp_min(1e-30)
-                        entry["out_rel_diff_vs_split"] = float(diff)
-                        o_f = None
-                        entry["prefill_ms"] = bench_ms(lambda args=args: pw.kda_prefill(*args, variant="fused"),
-                                                       warmup=5, rep=50)  # fmt: skip
-                except Exception as exc:
-                    entry["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-                finally:
-                    pw.FUSED_TILE = default
-                out["fused_tile_sweep_32k"].append(entry)
-            o_split = chk = None
-            log("prefill variants fused tiles", out["fused_tile_sweep_32k"])
-        cases = args = pool = x = None
-        if not SMOKE:
-            torch.cuda.empty_cache()
-    return out
-
-
 def sec_twin(bench: Bench) -> dict:
     from evalkit.commands.verify_kernels import run_launches
 
@@ -872,27 +755,6 @@ def markdown(res: dict) -> str:
                 f"Same with single-pass tf32 dots (less accurate, for scale only): "
                 f"{d['dot_precision_tf32_prefill_ms']:.2f} ms"
             )
-    if "prefill_variants" in sec:
-        pv = sec["prefill_variants"]
-        L += ["", f"## Prefill variants (B=1, H={pv.get('H')}, K={pv.get('K')}, V={pv.get('V')}, bf16 inputs; median of {pv.get('repeats')} "
-              f"do_bench medians; fused tile {pv.get('fused_tile')})", "",
-              "| T | split (ms, Mtok/s) | fused | FLA chunk_kda | fused vs split | fused vs FLA |",
-              "|---|---|---|---|---|---|"]  # fmt: skip
-        for r in pv.get("rows", []):
-            L.append(f"| {r['T']} | {_pf(r, 'split')} | {_pf(r, 'fused')} | {_pf(r, 'fla')} | "
-                     f"{_f(r.get('fused_speedup_vs_split'), 2)}× | {_f(r.get('fused_vs_fla'), 2)}× |")  # fmt: skip
-        for v, ks in pv.get("kernel_ms_32k", {}).items():
-            L += [
-                "",
-                f"Per-kernel ms at the middle length, {v}: "
-                + ", ".join(f"`{k}` {t}" for k, t in ks.items() if _own_kernel(k)),
-            ]
-        sw = pv.get("fused_tile_sweep_32k", [])
-        if sw:
-            L += ["", "Fused tile sweep at the middle length (BKC, BKD, warps, stages[, maxnreg]): "
-                  + ", ".join(f"{tuple(e['tile'])}: {_f(e.get('prefill_ms'), 2)} ms "
-                              f"(vs split {_f(e.get('out_rel_diff_vs_split'), 4)})" for e in sw)]  # fmt: skip
-        L += ["", "GPU check (fp32 inputs, vs the float64 reference): `" + json.dumps(pv.get("check")) + "`"]
     if "twin" in sec:
         t = sec["twin"]
         L += [
@@ -931,11 +793,6 @@ def main() -> int:
         help="comma-separated state formats for the decode sections (default fp32,fp16,bf16), "
         "e.g. fp32,fp16,bf16,fp8_e4m3,fp8_e5m2,m7,fp16-sr,bf16-rtz",
     )
-    ap.add_argument(
-        "--prefill-variants",
-        action="store_true",
-        help="only the environment and the prefill variants section (split vs fused vs FLA)",
-    )
     args = ap.parse_args()
     if args.smoke:
         smoke_mode()
@@ -964,8 +821,6 @@ def main() -> int:
         ("decode_sweep", lambda: sec_decode_sweep(b.res)),
         ("prefill_detail", sec_prefill_detail),
     ]
-    if args.prefill_variants:
-        plan = [("environment", environment), ("prefill_variants", sec_prefill_variants)]
     for name, fn in plan:
         if name not in skip:
             b.section(name, fn)

@@ -75,15 +75,14 @@ def parse_tiles(spec: str) -> dict[str, list[tuple[int, ...]]]:
 
 def attention_calls(args, dtype_name: str) -> dict:
     """mode -> a function running one layer's attention calls of the chunked prompt (returns the
-    last output). The modes set `PREFILL_ATTENTION`; "triton[...]" launch the kernel directly."""
+    last output). The modes are `causal_prefill_attention`'s; "triton[...]" launch the kernel directly."""
     from evalkit.kernels.mla_prefill.wrapper import mla_prefill_attention
     from evalkit.model.layers import mla_prefill
 
     def through_layer(mode):
         def run(q, k, v, shapes, scale):
-            mla_prefill.PREFILL_ATTENTION = mode
             for m, ctx in shapes:
-                o = mla_prefill.causal_prefill_attention(q[:, :m], k[:, :ctx], v[:, :ctx], scale)
+                o = mla_prefill.causal_prefill_attention(q[:, :m], k[:, :ctx], v[:, :ctx], scale, mode=mode)
             return o
 
         return run
@@ -164,7 +163,7 @@ def part_attention(args, dev, report) -> None:
 
 def part_engine(args, dev, report) -> None:
     from evalkit.engine import LLMEngine
-    from evalkit.model.layers import mla_prefill
+    from evalkit.kernel_choice import KernelChoice
 
     loaded, report["model"] = be.build_model(argparse.Namespace(arch=args.arch), dev)
     prompt = be.make_prompts(1, loaded.arch.vocab_size, args.len, seed=3)[0][: args.len]
@@ -182,7 +181,7 @@ def part_engine(args, dev, report) -> None:
     try:
         be.warm(eng, [prompt[:64], prompt[64:128]], dev)
         for mode in args.modes:
-            mla_prefill.PREFILL_ATTENTION = mode
+            eng.model.use_kernels(KernelChoice(mla_prefill=mode))  # the one engine, each mode in turn
             times, first = [], None
             for _ in range(args.repeats):
                 r, outs = be.timed_generate(eng, [prompt], 1, dev, tqdm=False)

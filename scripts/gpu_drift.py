@@ -158,10 +158,7 @@ def main() -> int:
     args = ap.parse_args()
     bootstrap_evalkit()
     from evalkit.drift.campaign import estimate_seconds, note_markdown, run_part
-    from evalkit.model.layers import mla_prefill
-
-    if args.mla_prefill:
-        mla_prefill.PREFILL_ATTENTION = args.mla_prefill
+    from evalkit.kernel_choice import KernelChoice
 
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     parts = plan(args)
@@ -200,7 +197,7 @@ def main() -> int:
         "smoke": args.smoke,
         "command": "python scripts/gpu_drift.py " + " ".join(sys.argv[1:]),
         "estimated_total_s": total_est,
-        "mla_prefill": mla_prefill.PREFILL_ATTENTION,
+        "mla_prefill": args.mla_prefill or "auto",
     }
     log(f"{gpu}, torch {meta['torch']}, triton {meta['triton']}")
     meta["decode_kernel_check"] = kernel_check(args)
@@ -224,6 +221,7 @@ def main() -> int:
             command=meta["command"].split(),
             log=log,
             resume=args.resume,
+            kernels=KernelChoice(mla_prefill=args.mla_prefill or "auto"),
         )
         log(f"{p.name}: {rec['seconds']} s, peak {rec['peak_gpu_memory_gib']} GiB, ok {rec.get('ok')}")
         done.append(rec)

@@ -157,7 +157,9 @@ def test_cli_writes_a_run_directory(tiny_hybrid_ckpt, tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--arms", "fp8"], "--arms: unknown state format 'fp8'"),
+        (["--arms", "fp8"], "--arms: arm 'fp8': unknown state format 'fp8'"),
+        (["--arms", "fp16@chunk=16,bf16@chunk=32"], "drift compares arms at one chunk"),
+        (["--arms", "fp16@chunk=16", "--chunk-size", "32"], "drift compares arms at one chunk"),
         (["--arms", "fp16,float16"], "lists an arm twice"),
         (["--arms", "fp32-aa"], "is the A/A floor arm"),
         (["--prompts", "2"], "--input is one prompt"),
@@ -277,6 +279,9 @@ def test_cli_resume_continues_a_run_and_refuses_a_changed_one(tiny_hybrid_ckpt, 
     assert cli_main([*argv, "--prompts", "2", "--resume"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert {m: s["n_prompts"] for m, s in summary["study"].items()} == {"prefill": 2, "decode": 2}
+    # a full arm says the same chunk: the same study, resumed (nothing left to run)
+    same = [a if a != "fp16" else "fp16@chunk=16" for a in argv if a not in ("--chunk-size", "16")]
+    assert cli_main([*same, "--prompts", "2", "--resume"]) == 0
     changed = [a if a != "fp16" else "bf16" for a in argv]
     assert cli_main([*changed, "--prompts", "3", "--resume"]) == 2
     err = capsys.readouterr().err

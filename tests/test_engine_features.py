@@ -180,6 +180,7 @@ def test_cache_holds_every_slot_at_max_model_len(engine):
 def test_resolved_config_never_copies_a_loaded_model():
     """A loaded model holds the weights: resolving the config must share it, not deep-copy it
     (a deep copy doubled GPU memory and ran a 48B model out of memory on the H200)."""
+    from evalkit.arm import parse_arm
     from evalkit.engine.config import EngineConfig
 
     class NoCopy:
@@ -187,5 +188,5 @@ def test_resolved_config_never_copies_a_loaded_model():
             raise AssertionError("the loaded model was deep-copied")
 
     model = NoCopy()
-    resolved = EngineConfig(model=model, state_dtype="fp16", device="cpu").resolved(4096)
-    assert resolved.model is model and resolved.state_dtype == "fp16"
+    resolved = EngineConfig(model=model, arm=parse_arm("fp16"), device="cpu").resolved(4096)
+    assert resolved.model is model and resolved.arm == parse_arm("fp16")

@@ -89,32 +89,31 @@ def test_torch_forms_match_their_references_and_a_wrong_form_is_caught():
     assert rel_err(cpu.swiglu(gu), reference.swiglu(gu.flip(-1))) > 1e-1  # g and u swapped
 
 
-def test_layers_fused_forms_equal_their_torch_forms(tk, monkeypatch):
+def test_layers_fused_forms_equal_their_torch_forms(tk):
     """The MoE layer (RMSNorm is the caller's) and a decoder layer's norm on the GPU path
-    (interpreted): fused kernels against EVALKIT_FUSED_ELEMENTWISE=0, in fp32 and bf16."""
+    (interpreted): fused kernels against `KernelChoice(fused_elementwise=False)`, in fp32 and bf16."""
+    from evalkit.kernel_choice import KernelChoice
     from evalkit.model.layers import fused
     from evalkit.model.layers.norm import rms_norm
 
     layer = tiny_moe_layer()
     x = torch.randn(23, 32, generator=torch.Generator().manual_seed(1))
     w = 1 + 0.1 * torch.randn(32, generator=torch.Generator().manual_seed(2))
-    monkeypatch.setenv(fused.FUSED_ENV, "0")
-    a, na = layer(x, n_routed=20), rms_norm(x, w, 1e-5)
-    monkeypatch.setenv(fused.FUSED_ENV, "1")
-    b, nb = layer(x, n_routed=20), rms_norm(x, w, 1e-5)
+    layer.kernels = layer.shared.kernels = KernelChoice(fused_elementwise=False)
+    a, na = layer(x, n_routed=20), rms_norm(x, w, 1e-5, fused=False)
+    layer.kernels = layer.shared.kernels = KernelChoice()
+    b, nb = layer(x, n_routed=20), rms_norm(x, w, 1e-5, fused=True)
     assert rel_err(b, a) < 1e-6 and rel_err(nb, na) < 1e-6
     xb, wb = x.to(torch.bfloat16), w.to(torch.bfloat16)
     assert (rms_norm(xb, wb, 1e-5) != cpu.rms_norm(xb, wb, 1e-5)).float().mean() < 0.01
-    monkeypatch.setattr(fused, "FUSED", False)  # the module switch wins over the environment
-    assert not fused.fused_elementwise(x)
+    assert not fused.fused_elementwise(x, False)
 
 
-def test_fused_switch_rejects_a_bad_value(monkeypatch):
+def test_fused_switch_rejects_a_bad_value():
     from evalkit.errors import InputError
+    from evalkit.kernel_choice import parse_kernels
     from evalkit.model.layers import fused
 
-    monkeypatch.setenv(fused.FUSED_ENV, "yes")
-    with pytest.raises(InputError, match="EVALKIT_FUSED_ELEMENTWISE"):
-        fused.fused_elementwise(torch.zeros(1))
-    monkeypatch.setenv(fused.FUSED_ENV, "1")
-    assert fused.fused_elementwise(torch.zeros(1)) == INTERPRETED  # CPU tensors: only interpreted
+    with pytest.raises(InputError, match="fused_elementwise must be on or off"):
+        parse_kernels("fused_elementwise=yes")
+    assert fused.fused_elementwise(torch.zeros(1), True) == INTERPRETED  # CPU tensors: only interpreted

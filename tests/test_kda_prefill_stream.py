@@ -102,7 +102,7 @@ def test_stream_chunk_local_equals_split(pw, monkeypatch):
     args = [t.contiguous() for t in x.args()]
     with monkeypatch.context() as m:
         m.setattr(pw.torch, "empty", nan_empty)
-        split = pw.chunk_local(*args, cs, ce, NC, variant="split")
+        split = pw.chunk_local(*args, cs, ce, NC)
         stream = pw.stream_local(*args, cs, ce, NC)
     assert torch.equal(stream["EGl"], split["EGl"]) and torch.equal(stream["G"], split["G"])
     for key in ("Aqk", "W", "U", "Qg", "Kd"):
@@ -127,7 +127,7 @@ def test_stream_akk_and_norms_equal_the_split_paths(pw, monkeypatch, diag):
         m.setattr(pw, "STREAM_TILES", tiles)
         m.setattr(pw.torch, "empty", nan_empty)
         stream = pw.stream_local(*args, cs, ce, NC)
-    split = pw.chunk_local(*args, cs, ce, NC, variant="split")
+    split = pw.chunk_local(*args, cs, ce, NC)
     row = torch.arange(sum(lengths))
     col_block = torch.arange(pw.CHUNK) // 16
     start = torch.repeat_interleave(cs.long(), (ce - cs).long())  # each row's chunk start
@@ -202,7 +202,6 @@ def test_bf16_operands_only_in_the_stream_variant(pw):
 def test_stream_twin_passes_and_catches_truncation(pw, monkeypatch, dtype):
     """The fp32-twin check on stream launches: a 16-bit pool's stored state is exactly the fp32
     twin's, rounded; a truncating build of the same launch is caught."""
-    monkeypatch.setenv(pw.VARIANT_ENV, "stream")
     lengths = [int(torch.randint(1, 70, ())), int(torch.randint(1, 20, ()))]
     x = kda_inputs(sum(lengths), H, 16, 32)
     args = (torch.tensor([3, 0], dtype=torch.int32), random_cu_seqlens(lengths), torch.tensor([True, False]))

@@ -153,3 +153,20 @@ def test_loglikelihood_matches_transformers(tiny_hybrid_ckpt):
         assert math.isclose(lp, want, rel_tol=1e-4, abs_tol=1e-3) and greedy == want_greedy
     want = ref_logprob([lm._prefix_token()], lm.tokenizer.encode(text, add_special_tokens=False))[0]
     assert math.isclose(rolling[0], want, rel_tol=1e-4, abs_tol=1e-3)
+
+
+def test_model_args_take_a_full_arm_and_kernel_switches(tiny_hybrid_ckpt):
+    """arm=fp16@chunk=64 (the one arm parser), kernels=...;... (lm-eval splits model_args at commas)."""
+    from lm_eval.utils import simple_parse_args_string
+
+    from evalkit.interop.lm_eval_model import EvalkitLM
+
+    args = simple_parse_args_string("arm=fp16@chunk=64,kernels=moe_combine=torch;fused_elementwise=off")
+    lm = EvalkitLM(pretrained=str(tiny_hybrid_ckpt), device="cpu", **args)
+    config = lm.engine.config
+    assert config.arm.label == "fp16@chunk=64" and config.prefill_chunk_size == 64
+    assert config.kernels.label == "moe_combine=torch,fused_elementwise=off"
+    info = lm.get_model_info()
+    assert info["arm"] == "fp16@chunk=64" and info["evalkit_engine"]["kernels"]["moe_combine"] == "torch"
+    with pytest.raises(ValueError, match="disagree"):
+        EvalkitLM(pretrained=str(tiny_hybrid_ckpt), device="cpu", arm="fp16", state_dtype="bf16")

@@ -33,4 +33,4 @@ def test_padded_equals_plain_and_reference(m, L, dqk, dv):
 
 
 def test_cpu_keeps_the_plain_form():
-    assert not flash_eligible(torch.zeros(1, dtype=torch.bfloat16), 192)
+    assert not flash_eligible(torch.zeros(1, dtype=torch.bfloat16), 192, "flash")

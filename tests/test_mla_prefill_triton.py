@@ -140,13 +140,12 @@ def test_sequence_alone_equals_sequence_among_others(mla, dtype):
 # ------------------------------------------------------------------ through the model's entry point
 
 
-def test_triton_mode_runs_the_kernel(mla, monkeypatch):
+def test_triton_mode_runs_the_kernel(mla):
     from evalkit.model.layers import mla_prefill
 
     q, k, v = random_qkv(2, 6, 30, 192, 128, torch.float32)
-    monkeypatch.setattr(mla_prefill, "PREFILL_ATTENTION", "triton")
-    assert mla_prefill.triton_eligible(q)
-    o = mla_prefill.causal_prefill_attention(q, k, v, 0.1)
+    assert mla_prefill.triton_eligible(q, "triton")
+    o = mla_prefill.causal_prefill_attention(q, k, v, 0.1, mode="triton")
     assert torch.equal(o, mla.mla_prefill_attention(q, k, v, 0.1))
     assert rel_err(o, reference(q, k, v, 0.1)) < 1e-5
 
@@ -156,20 +155,19 @@ def test_triton_mode_without_triton_runs_sdpa(monkeypatch):
     from evalkit.model.layers import mla_prefill
 
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    monkeypatch.setattr(mla_prefill, "PREFILL_ATTENTION", "triton")
     q, k, v = random_qkv(2, 6, 30, 24, 16, torch.float32)
-    assert not mla_prefill.triton_eligible(q)
-    assert rel_err(mla_prefill.causal_prefill_attention(q, k, v, 0.1), reference(q, k, v, 0.1)) < 1e-5
+    assert not mla_prefill.triton_eligible(q, "triton")
+    o = mla_prefill.causal_prefill_attention(q, k, v, 0.1, mode="triton")
+    assert rel_err(o, reference(q, k, v, 0.1)) < 1e-5
 
 
-def test_auto_mode_takes_the_kernel_for_16bit_cuda_only(monkeypatch):
+def test_auto_mode_takes_the_kernel_for_16bit_cuda_only():
     """The default: the Triton kernel for 16-bit CUDA tensors (2.43 s against SDPA flash's 4.66 s
     for 7 layers of a 128k prompt), SDPA for fp32 (where the kernel was 0.58x SDPA) and on the CPU."""
     from types import SimpleNamespace
 
     from evalkit.model.layers import mla_prefill
 
-    monkeypatch.setattr(mla_prefill, "PREFILL_ATTENTION", "auto")
     for dtype, on_cuda, chosen in [
         (torch.bfloat16, True, True),
         (torch.float16, True, True),
@@ -177,19 +175,21 @@ def test_auto_mode_takes_the_kernel_for_16bit_cuda_only(monkeypatch):
         (torch.bfloat16, False, False),
     ]:
         q = SimpleNamespace(is_cuda=on_cuda, dtype=dtype)  # the choice reads only these
-        assert mla_prefill.triton_eligible(q) is chosen, (dtype, on_cuda)
-        assert not mla_prefill.flash_eligible(q, 192)  # the padded flash route only when asked for
+        assert mla_prefill.triton_eligible(q, "auto") is chosen, (dtype, on_cuda)
+        assert not mla_prefill.flash_eligible(q, 192, "auto")  # the padded flash route only when asked for
     q, k, v = random_qkv(2, 6, 30, 24, 16, torch.float32)
     assert rel_err(mla_prefill.causal_prefill_attention(q, k, v, 0.1), reference(q, k, v, 0.1)) < 1e-5
 
 
-def test_unknown_mode_is_refused(monkeypatch):
+def test_unknown_mode_is_refused():
+    from evalkit.kernel_choice import parse_kernels
     from evalkit.model.layers import mla_prefill
 
-    monkeypatch.setattr(mla_prefill, "PREFILL_ATTENTION", "fast")
     q, k, v = random_qkv(1, 2, 3, 16, 16, torch.float32)
-    with pytest.raises(InputError, match="EVALKIT_MLA_PREFILL"):
-        mla_prefill.causal_prefill_attention(q, k, v, 0.1)
+    with pytest.raises(InputError, match="is none of auto, triton, flash, sdpa"):
+        mla_prefill.causal_prefill_attention(q, k, v, 0.1, mode="fast")
+    with pytest.raises(InputError, match="mla_prefill must be one of"):
+        parse_kernels("mla_prefill=fast")
 
 
 # ------------------------------------------------------------------------------------- bad inputs

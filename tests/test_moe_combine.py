@@ -64,19 +64,17 @@ def test_cpu_and_naive_forms_match_reference():
     assert rel_err(cpu.moe_combine(ys, inv.roll(1, 0), w, torch.float32), ref) > 1e-2
 
 
-def test_moe_layer_fused_combine_equals_torch_combine(tk, monkeypatch):
+def test_moe_layer_fused_combine_equals_torch_combine(tk):
     """The layer on the GPU path (interpreted): fused combine vs the torch scatter + fp32 sum."""
-    from evalkit.model.layers import moe as M
+    from evalkit.errors import InputError
+    from evalkit.kernel_choice import KernelChoice
 
     layer = tiny_moe_layer()
     x = torch.randn(23, 32, generator=torch.Generator().manual_seed(1))
-    monkeypatch.setattr(M, "COMBINE", "torch")
+    layer.kernels = KernelChoice(moe_combine="torch")
     a = layer(x, n_routed=20)
-    monkeypatch.setattr(M, "COMBINE", "fused")
+    layer.kernels = KernelChoice(moe_combine="fused")
     b = layer(x, n_routed=20)
     assert rel_err(b, a) < 1e-6 and torch.equal(b[20:], a[20:])  # padding rows: the shared expert only
-    monkeypatch.setattr(M, "COMBINE", "bogus")
-    from evalkit.errors import InputError
-
-    with pytest.raises(InputError, match="EVALKIT_MOE_COMBINE"):
-        layer(x)
+    with pytest.raises(InputError, match="moe_combine must be one of fused, torch"):
+        KernelChoice(moe_combine="bogus")

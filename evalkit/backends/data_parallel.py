@@ -129,13 +129,16 @@ class DataParallelBackend:
         devices: list[str],
         *,
         arm: Any = "fp32",
+        kernels: Any = None,
         max_num_seqs: int | None = None,
         trust_remote_code: bool = False,
     ) -> None:
         from evalkit.arm import parse_arm
+        from evalkit.kernel_choice import parse_kernels
         from evalkit.model.checkpoint import load_tokenizer, resolve_model_path
 
         self.arm = parse_arm(arm) if isinstance(arm, str) else arm
+        self.kernels = parse_kernels(kernels)
         self.devices = list(devices)
         ctx = mp.get_context("spawn")  # CUDA cannot be re-initialised in a forked child
         self._outbox = ctx.Queue()
@@ -145,6 +148,7 @@ class DataParallelBackend:
             kw = dict(
                 model=model,
                 arm=self.arm.label,
+                kernels=self.kernels.label,
                 device=dev,
                 max_num_seqs=max_num_seqs,
                 trust_remote_code=trust_remote_code,

@@ -52,6 +52,7 @@ class LocalBackend:
         model: str | None = None,
         *,
         arm: Any = None,
+        kernels: Any = None,
         state_dtype: str | None = None,
         device: str | None = None,
         max_num_seqs: int | None = None,
@@ -62,6 +63,7 @@ class LocalBackend:
     ) -> None:
         """`arm`: an `evalkit.arm.Arm` or its text (`state_dtype` is the same, kept for old
         callers); it sets the state format, the prefill chunk size and the intra-chunk dtype.
+        `kernels`: an `evalkit.kernel_choice.KernelChoice` or its text (default: every default).
 
         `prefill_budget`: tokens per prefill forward (rows every prefill is padded to). Arms
         compared with each other must share it, or their GEMMs differ in shape as well as their
@@ -70,8 +72,10 @@ class LocalBackend:
         `encode_cache`: text prompt -> token ids, shared by backends that ask the same questions
         (a 128k-token prompt takes a good part of a second to tokenize)."""
         from evalkit.arm import DEFAULT_PREFILL_CHUNK, parse_arm
+        from evalkit.kernel_choice import parse_kernels
 
         self.arm = parse_arm(arm or state_dtype or "fp32")
+        self.kernels = parse_kernels(kernels)
         if engine is None:
             import torch
 
@@ -82,7 +86,8 @@ class LocalBackend:
                 prefill_budget = max(DEFAULT_PREFILL_CHUNK, self.arm.prefill_chunk_size)
             config = EngineConfig(
                 model=model,
-                **self.arm.engine_options(),
+                arm=self.arm,
+                kernels=self.kernels,
                 device=device or None,
                 max_num_seqs=max_num_seqs or None,
                 max_num_batched_tokens=prefill_budget,
@@ -90,6 +95,7 @@ class LocalBackend:
             )
             engine = LLMEngine(config=config)
         self.engine = engine
+        self.kernels = getattr(getattr(engine, "config", None), "kernels", self.kernels)
         self.tokenizer = engine.tokenizer
         self.encode_cache = encode_cache
         # called after every engine step (progress in tokens while nothing has finished yet)

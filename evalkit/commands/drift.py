@@ -20,7 +20,10 @@ import sys
 import time
 from pathlib import Path
 
+from evalkit.arm import DEFAULT_PREFILL_CHUNK
+from evalkit.commands.kernels_option import add_kernels_argument, kernels_from_args
 from evalkit.errors import EvalkitError, InputError
+from evalkit.kernel_choice import parse_kernels
 
 WEIGHT_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
@@ -42,9 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--arms",
         default="fp16,bf16",
-        help="state formats compared with the fp32 arm, comma-separated: fp32, fp16, bf16, fp8_e4m3, "
-        "fp8_e5m2, mN, with -sr/-rtz (the engine refuses what it cannot store yet); default fp16,bf16. "
-        "fp32 here runs a second identical fp32 arm: a self-check that must give exactly 0",
+        help="arms compared with the fp32 arm, comma-separated, in `evalkit run --arm` syntax "
+        "(FORMAT[@chunk=N][@intra=DTYPE]: fp32, fp16, bf16, fp8_e4m3, fp8_e5m2, mN, with -sr/-rtz; the "
+        "engine refuses what it cannot store yet), all with one chunk; default fp16,bf16. fp32 here "
+        "runs a second identical fp32 arm: a self-check that must give exactly 0",
     )
     parser.add_argument(
         "--prompts",
@@ -71,9 +75,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--chunk-size",
         type=int,
-        default=1024,
-        help="prefill mode: tokens per prefill call, i.e. per state rounding (1024)",
+        default=None,
+        help="prefill mode: tokens per prefill call, i.e. per state rounding (default: the arms' "
+        f"@chunk, else {DEFAULT_PREFILL_CHUNK} as every arm; the same as `@chunk=N` on every arm)",
     )
+    add_kernels_argument(parser)
     src = parser.add_mutually_exclusive_group()
     src.add_argument("--input", metavar="FILE", help="a text file, or a .json list of token ids")
     src.add_argument("--gsm8k-text", action="store_true", help="GSM8K train text, one start item per prompt")
@@ -133,24 +139,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
-def _arms(text: str) -> list[str]:
-    """State format names (`evalkit.kernels.formats`), canonical spelling; the engine refuses the
-    formats it cannot store yet when a session opens."""
+def _arms(text: str, chunk_size: int | None) -> tuple[list[str], int]:
+    """(the arms' names, the one chunk they share): full arms through `evalkit.arm.parse_arm`
+    (`fp16@chunk=64`), named without their chunk, which the study holds once (`--chunk-size`
+    says it too); the engine refuses the formats it cannot store yet when a session opens."""
+    from evalkit.arm import Arm, parse_arm
     from evalkit.drift.floor import AA_ARM
-    from evalkit.kernels.formats import FormatError, parse_format
 
     names = [a.strip() for a in text.split(",") if a.strip()]
     if not names:
-        raise InputError(f"--arms must list state formats; got {text!r}")
+        raise InputError(f"--arms must list arms; got {text!r}")
     if AA_ARM in names:
         raise InputError(f"--arms: {AA_ARM} is the A/A floor arm, added unless --no-floor")
     try:
-        arms = [parse_format(a).name for a in names]
-    except FormatError as exc:
+        parsed = [parse_arm(a) for a in names]
+    except InputError as exc:
         raise InputError(f"--arms: {exc}") from None
+    given = {a.prefill_chunk_size for a, raw in zip(parsed, names) if "@chunk=" in raw.lower()}
+    if chunk_size is not None:
+        given.add(chunk_size)
+    if len(given) > 1:
+        raise InputError(f"drift compares arms at one chunk: --arms/--chunk-size give {sorted(given)}")
+    chunk = given.pop() if given else DEFAULT_PREFILL_CHUNK
+    arms = [Arm(a.format, intra_chunk_dtype=a.intra_chunk_dtype).label for a in parsed]
     if len(set(arms)) != len(arms):
         raise InputError(f"--arms lists an arm twice: {text!r}")
-    return arms
+    return arms, chunk
 
 
 def _model_path(model: str | None) -> str:
@@ -208,7 +222,7 @@ def main(args: argparse.Namespace) -> int:
     from evalkit.drift.study import StudyConfig, run_study
     from evalkit.kernels.errors import KernelError
 
-    arms = _arms(args.arms)
+    arms, args.chunk_size = _arms(args.arms, args.chunk_size)
     length = _length(args.length)
     for name in ("chunk_size", "decode_block", "prompt_length"):
         if getattr(args, name) < 1:
@@ -228,7 +242,10 @@ def main(args: argparse.Namespace) -> int:
         raise InputError(f"{out} already holds a drift run; pass another --out (or --overwrite)")
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     max_len = max(length, min(length, args.prompt_length) + args.generate) + 1
-    dtype = getattr(torch, WEIGHT_DTYPES[args.weights_dtype]) if args.weights_dtype else None
+    kernels = kernels_from_args(args)
+    if args.weights_dtype:  # the older spelling of --kernels weights=
+        kernels = parse_kernels(f"weights={args.weights_dtype}", base=kernels)
+    dtype = kernels.torch_weight_dtype()
     try:
         model = EngineDriftModel.load(
             path,
@@ -237,6 +254,7 @@ def main(args: argparse.Namespace) -> int:
             max_len=max_len,
             chunk_size=args.chunk_size,
             decode_impl=args.decode_impl,
+            kernels=kernels,
         )
     except (EvalkitError, KernelError):
         raise

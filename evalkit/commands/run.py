@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from evalkit.commands.kernels_option import add_kernels_argument, kernels_from_args
 from evalkit.errors import InputError
 
 
@@ -111,6 +112,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     o = parser.add_argument_group("output")
     o.add_argument("--out", help="run directory (default runs/<model>-<arm>); re-running resumes it")
     o.add_argument(
+        "--allow-source-change",
+        action="store_true",
+        help="resume a run made by other evalkit sources or library versions (refused by default; "
+        "the change is recorded in the manifest)",
+    )
+    o.add_argument(
         "--no-prompts",
         action="store_true",
         help="leave the prompt text out of samples.jsonl (its prompt_hash stays): a 128k-token "
@@ -140,6 +147,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="let Python code shipped with the tokenizer or checkpoint run (off by default; recorded)",
     )
     loc = parser.add_argument_group("local engine")
+    add_kernels_argument(loc)
     loc.add_argument("--max-num-seqs", type=int, help="most sequences decoded together")
     loc.add_argument(
         "--device",
@@ -250,6 +258,7 @@ def main(args: argparse.Namespace) -> int:
             args.max_num_seqs,
             trust_remote_code=args.trust_remote_code,
             data_parallel=args.data_parallel,
+            kernels=kernels_from_args(args),
         )
 
     suite = setup.default_suite  # the reference model's suite fills what the command leaves out
@@ -275,6 +284,8 @@ def main(args: argparse.Namespace) -> int:
     manifest.update(
         model=setup.model, arm=setup.arm, backend=setup.backend.describe(), seeds={"task_seed": args.seed}
     )
+    if setup.kernels is not None:
+        manifest["kernels"] = setup.kernels
     spec = RunSpec(
         tasks=tasks,
         task_options=with_include_path(parse_task_options(args.task_option, tasks), args.include_path),
@@ -288,6 +299,7 @@ def main(args: argparse.Namespace) -> int:
         gold_logprob=(not servers) if args.gold_logprob is None else args.gold_logprob,
         store_prompts=not args.no_prompts,
         manifest=manifest,
+        allow_source_change=args.allow_source_change,
     )
     try:
         outcome = run_evaluation(

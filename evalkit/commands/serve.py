@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+from evalkit.commands.kernels_option import add_kernels_argument, kernels_from_args
 from evalkit.errors import InputError
 
 
@@ -25,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--served-model-name", help="the model name clients send (default: --model)")
     parser.add_argument("--max-num-seqs", type=int, help="most sequences decoded together")
     parser.add_argument("--device", help="cpu | cuda | cuda:N")
+    add_kernels_argument(parser)
     parser.add_argument(
         "--api-key",
         default=os.environ.get("EVALKIT_API_KEY"),
@@ -98,6 +100,7 @@ def main(args: argparse.Namespace) -> int:
     backend = LocalBackend(
         model,
         arm=arm,
+        kernels=kernels_from_args(args),
         device=args.device,
         max_num_seqs=args.max_num_seqs,
         trust_remote_code=args.trust_remote_code,

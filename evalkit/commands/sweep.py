@@ -15,6 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from evalkit.commands.kernels_option import add_kernels_argument, kernels_from_args
 from evalkit.errors import InputError
 
 
@@ -47,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda if available)")
     parser.add_argument("--max-num-seqs", type=int, help="most sequences decoded together")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_kernels_argument(parser)
     parser.add_argument(
         "--report-only",
         action="store_true",
@@ -89,6 +91,7 @@ def main(args: argparse.Namespace) -> int:
         margin=args.margin,
         device=args.device,
         max_num_seqs=args.max_num_seqs,
+        kernels=kernels_from_args(args),
         progress=not args.no_progress,
         command=command,
     )

@@ -114,8 +114,10 @@ def _dtype(weights: str):
     return {"bf16": torch.bfloat16, "fp32": torch.float32}[weights]
 
 
-def build_model(part: Part, *, device: str, ref_path: str | None, smoke: bool, fused_decode: bool, log):
-    """(DriftModel, prompts) for a part."""
+def build_model(
+    part: Part, *, device: str, ref_path: str | None, smoke: bool, fused_decode: bool, log, kernels=None
+):
+    """(DriftModel, prompts) for a part (`kernels`: its `KernelChoice`, default every default)."""
     from evalkit.drift import prompts as P
     from evalkit.drift.engine_adapter import EngineDriftModel
 
@@ -130,6 +132,7 @@ def build_model(part: Part, *, device: str, ref_path: str | None, smoke: bool, f
             max_len=L + 8,
             chunk_size=part.chunk_size,
             fused_decode=fused_decode,
+            kernels=kernels,
         )
         try:
             prompts = P.task_prompts("kv_retrieval", model.tokenizer, model.tokenize, L, part.n_prompts, 0)
@@ -152,6 +155,7 @@ def build_model(part: Part, *, device: str, ref_path: str | None, smoke: bool, f
         max_len=L + 8,
         chunk_size=part.chunk_size,
         fused_decode=fused_decode,
+        kernels=kernels,
         info={
             "path": f"random weights, Kimi-Linear-48B-A3B dims, {layers} layers",
             "params": n,
@@ -175,6 +179,7 @@ def run_part(
     command: list[str],
     log,
     resume: bool = False,
+    kernels=None,
 ) -> dict[str, Any]:
     """Run one part within `budget_s`; never raise (a failure is recorded). `resume` continues the
     part's run directory under `out` (a study longer than one GPU session)."""
@@ -191,7 +196,13 @@ def run_part(
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         model, prompts = build_model(
-            part, device=device, ref_path=ref_path, smoke=smoke, fused_decode=fused_decode, log=log
+            part,
+            device=device,
+            ref_path=ref_path,
+            smoke=smoke,
+            fused_decode=fused_decode,
+            log=log,
+            kernels=kernels,
         )
         rec["prompt_length"] = len(prompts[0].ids)
         left = budget_s - (time.time() - t0)

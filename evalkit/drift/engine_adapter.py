@@ -27,7 +27,9 @@ from typing import Any
 
 import torch
 
+from evalkit.arm import DEFAULT_PREFILL_CHUNK
 from evalkit.errors import InputError
+from evalkit.kernel_choice import KernelChoice
 
 DECODE_IMPLS = ("block", "steps")
 
@@ -133,6 +135,7 @@ class EngineSession:
     """One sequence in one state dtype (see `evalkit.drift.session.ArmSession`)."""
 
     def __init__(self, owner: EngineDriftModel, state_dtype: str):
+        from evalkit.arm import Arm, parse_arm
         from evalkit.engine.config import EngineConfig
         from evalkit.engine.model_runner import ModelRunner
         from evalkit.engine.sampling import SamplingParams
@@ -142,12 +145,14 @@ class EngineSession:
         self.owner, self.state_dtype = owner, state_dtype
         m, arch = owner.model, owner.model.arch
         block = owner.block_size
+        named = parse_arm(state_dtype)  # an arm's name without its chunk: the study holds that once
+        arm = Arm(named.format, owner.chunk_size, named.intra_chunk_dtype)
         cfg = EngineConfig(
-            state_dtype=state_dtype,
+            arm=arm,
+            kernels=owner.kernels,
             device=str(m.device),
             max_num_seqs=1,
             max_num_batched_tokens=owner.chunk_size,
-            prefill_chunk_size=owner.chunk_size,
             decode_width=1,
             max_model_len=owner.max_len,
             block_size=block,
@@ -158,7 +163,7 @@ class EngineSession:
         cfg = cfg.resolved(max(owner.max_len, arch.max_position_embeddings))
         n_blocks = (-(-owner.max_len // block) + 1) if arch.mla_layers else 0
         self.pools = StatePools(
-            arch, 1, state_dtype, m.dtype, m.device, n_blocks, block, kda_chunk_size=owner.kda_chunk_size
+            arch, 1, arm, m.dtype, m.device, n_blocks, block, kda_chunk_size=owner.kda_chunk_size
         )
         self.runner = ModelRunner(m, self.pools, cfg)
         self.seq = Sequence([], SamplingParams(max_new_tokens=0))
@@ -209,14 +214,16 @@ class EngineDriftModel:
         tokenizer=None,
         *,
         max_len: int,
-        chunk_size: int = 1024,
+        chunk_size: int = DEFAULT_PREFILL_CHUNK,
         decode_impl: str = "block",
         enforce_eager: bool = False,
         kda_chunk_size: int = 64,
         block_size: int = 64,
         fused_decode: bool = True,
         info: dict[str, Any] | None = None,
+        kernels: KernelChoice | None = None,
     ):
+        """`kernels`: the numerics switches besides the state (handed to the model's layers)."""
         if decode_impl not in DECODE_IMPLS:
             raise InputError(f"decode_impl must be one of {DECODE_IMPLS}, got {decode_impl!r}")
         self.model, self.tokenizer = model, tokenizer
@@ -227,6 +234,8 @@ class EngineDriftModel:
         self.kda_chunk_size, self.block_size = kda_chunk_size, block_size
         self.fused_decode = fused_decode
         self.info = dict(info or {})
+        self.kernels = kernels or KernelChoice()
+        model.use_kernels(self.kernels)
 
     @classmethod
     def load(
@@ -248,8 +257,6 @@ class EngineDriftModel:
         return EngineSession(self, state_dtype)
 
     def describe(self) -> dict[str, Any]:
-        from evalkit.model.layers import mla_prefill
-
         a = self.model.arch
         dtype = str(self.model.dtype).replace("torch.", "")
         return {
@@ -267,7 +274,8 @@ class EngineDriftModel:
             "decode_impl": self.decode_impl,
             "kda_chunk_size": self.kda_chunk_size,
             # MLA prefill attention path: a resumed study must not change it between calls
-            **({"mla_prefill": mla_prefill.PREFILL_ATTENTION} if a.mla_layers else {}),
+            **({"mla_prefill": self.kernels.mla_prefill} if a.mla_layers else {}),
+            "kernels": self.kernels.describe(),
             "decode_kernel": (
                 "one-launch per block (evalkit.kernels.kda_decode.recurrent) where Triton runs"
                 if self.fused_decode

@@ -11,7 +11,6 @@ tokens it prefilled or the sequences it decoded); `partial_token_ids(rid)` for s
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import itertools
@@ -40,18 +39,15 @@ from .state import StatePools
 from .step_result import StepResult
 
 Prompt = str | list[int] | list[dict[str, str]]
-_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 class LLMEngine:
     def __init__(self, model: Any = None, config: EngineConfig | None = None, **overrides: Any):
-        """`config`: every knob, passed whole; `overrides` (EngineConfig fields by name) are a
-        shorthand for scripts and tests: `LLMEngine(path, state_dtype="fp16")`."""
-        cfg = config or EngineConfig()
-        unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(EngineConfig)})
-        if unknown:
-            raise InputError(f"unknown engine option {unknown[0]!r}")
-        cfg = dataclasses.replace(cfg, **overrides)
+        """`config`: every knob, passed whole; `overrides` (EngineConfig fields by name, or the loose
+        spellings `state_dtype`/`prefill_chunk_size`/`intra_chunk_dtype`/`dtype`, parsed once into
+        the arm and the kernel choice) are a shorthand for scripts and tests:
+        `LLMEngine(path, state_dtype="fp16")`."""
+        cfg = (config or EngineConfig()).with_options(**overrides)
         if model is not None:
             cfg.model = model
         if cfg.model is None:
@@ -60,10 +56,19 @@ class LLMEngine:
         if isinstance(cfg.model, LoadedModel):
             self.loaded = cfg.model
         else:
-            dtype = _DTYPES[cfg.dtype] if cfg.dtype else None
             self.loaded = load_model(
-                cfg.model, device=device, dtype=dtype, trust_remote_code=cfg.trust_remote_code
+                cfg.model,
+                device=device,
+                dtype=cfg.kernels.torch_weight_dtype(),
+                trust_remote_code=cfg.trust_remote_code,
             )
+        want = cfg.kernels.torch_weight_dtype()
+        if want is not None and want != self.loaded.model.dtype:
+            have = str(self.loaded.model.dtype).removeprefix("torch.")
+            raise InputError(f"--kernels weights={cfg.kernels.weights}: the model given is loaded in {have}")
+        self.loaded.model.use_kernels(cfg.kernels)  # once: the layers read the choice from here on
+        if self.loaded.model.device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = cfg.kernels.tf32
         self.model = self.loaded.model
         self.arch = self.loaded.arch
         self.tokenizer = self.loaded.tokenizer
@@ -125,13 +130,12 @@ class LLMEngine:
         return StatePools(
             arch,
             slots,
-            c.state_format,
+            c.arm,
             mdt,
             self.model.device,
             num_blocks,
             c.block_size,
             kda_chunk_size=c.kda_chunk_size,
-            intra_chunk_dtype=c.intra_chunk_dtype,
             kda_ops=self.twin,  # None: evalkit.kernels
             # the CPU KDA prefill vectorises over the sequences of a call, in a way that depends on
             # their number; one call per sequence keeps each sequence's numerics its own
@@ -503,6 +507,14 @@ class LLMEngine:
         except Exception:  # noqa: BLE001 - no directory or no safetensors files
             return None
 
+    def kernels_record(self) -> dict[str, Any]:
+        """The manifest's `kernels`: the run's `KernelChoice` in full, and the weights dtype that
+        ran (what "auto" chose is part of what ran)."""
+        return {
+            **self.config.kernels.describe(),
+            "weights_dtype": str(self.model.dtype).removeprefix("torch."),
+        }
+
     def describe(self) -> dict[str, Any]:
         c = self.config
         dev = self.model.device
@@ -513,9 +525,11 @@ class LLMEngine:
                 "config_hash": self.arch.config_hash,
                 "weights_fingerprint": self._weights_fingerprint,
             },
-            "state_dtype": c.state_dtype,
+            "state_dtype": c.arm.format.name,
             "state_format": c.state_format.describe(),
-            "intra_chunk_dtype": c.intra_chunk_dtype,
+            "intra_chunk_dtype": c.arm.intra_chunk_dtype,
+            "arm": c.arm.describe(),
+            "kernels": self.kernels_record(),
             "kernel_build": kernel_build(dev),
             "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
             "model_dtype": str(self.model.dtype).replace("torch.", ""),

@@ -1,5 +1,5 @@
 """Fixed memory pools: per KDA layer a recurrent-state pool [S, H, K, V] in the dtype of the arm's
-storage format (`state_format.pool_dtype`: fp32 also for mN, 1 byte for fp8) and a
+storage format (`arm.format.pool_dtype`: fp32 also for mN, 1 byte for fp8) and a
 conv-state pool [S, 3*H*K, W-1] (model dtype); per MLA layer a paged latent cache
 [blocks * block_size, kv_lora_rank + rope] (model dtype). Slot S-1 and block 0 are scratch: the
 dummy rows of a fixed-width decode batch read and write only there.
@@ -14,9 +14,10 @@ import math
 import torch
 
 from evalkit import kernels
+from evalkit.arm import Arm, parse_arm
 from evalkit.errors import EvalkitError
 from evalkit.kernels import resolve_state_dtype
-from evalkit.kernels.formats import StateFormat, parse_format
+from evalkit.kernels.formats import StateFormat
 
 from ..model.config import KimiArch
 from ..model.kda_ops import KdaOps
@@ -47,21 +48,20 @@ class StatePools:
         self,
         arch: KimiArch,
         num_slots: int,
-        state_dtype: str | torch.dtype | StateFormat,
+        arm: Arm | str,
         model_dtype: torch.dtype,
         device: torch.device | str,
         num_blocks: int,
         block_size: int,
         kda_chunk_size: int = 64,
-        intra_chunk_dtype: str | torch.dtype | None = None,
         *,
         kda_ops: KdaOps | None = None,
         serial_prefill: bool = False,
     ):
         self.arch = arch
         self.device = torch.device(device)
-        self.state_format = parse_format(state_dtype)  # how the kernels round each store
-        self.state_dtype = self.state_format.pool_dtype
+        self.arm = parse_arm(arm)  # how the kernels round each store (parsed here once)
+        self.state_dtype = self.arm.format.pool_dtype
         self.model_dtype = model_dtype
         self.num_slots = num_slots
         self.scratch_slot = num_slots
@@ -70,7 +70,8 @@ class StatePools:
         self.chunk_size = kda_chunk_size
         self.kda_ops = kernels if kda_ops is None else kda_ops
         self.serial_prefill = serial_prefill
-        self.intra_chunk_dtype = None if intra_chunk_dtype is None else resolve_state_dtype(intra_chunk_dtype)
+        intra = self.arm.intra_chunk_dtype
+        self.intra_chunk_dtype = None if intra is None else resolve_state_dtype(intra)
         shape, C, W = _recurrent_dims(arch)
         S = num_slots + 1
         self.kda = {
@@ -86,6 +87,11 @@ class StatePools:
         }
         self._free_slots = list(range(num_slots - 1, -1, -1))  # pop() hands out 0, 1, 2, ...
         self._free_blocks = list(range(self.num_blocks - 1, 0, -1))  # block 0 is scratch
+
+    @property
+    def state_format(self) -> StateFormat:
+        """The arm's storage format."""
+        return self.arm.format
 
     # -- sizes ---------------------------------------------------------------------------------
     @staticmethod

@@ -1,8 +1,10 @@
 """The lm-eval model `evalkit`: generation and log-likelihoods from evalkit's engine, with the
-recurrent state stored as `state_dtype` says (an `evalkit.arm` arm: fp32, fp16, bf16, m7, ...).
+recurrent state stored as `arm` says (an `evalkit.arm` arm: fp32, fp16, bf16, m7, fp16@chunk=64, ...).
 
 model_args: pretrained (checkpoint dir or hub id; default the embedded reference model),
-state_dtype (fp32), max_num_seqs, max_gen_toks (256, lm-eval's default when a task sets none).
+arm (fp32; `state_dtype` is its older name), kernels (`evalkit.kernel_choice` switches separated
+by `;`, since lm-eval splits model_args at commas: kernels=prefill_dots=bf16;weights=bf16),
+max_num_seqs, max_gen_toks (256, lm-eval's default when a task sets none).
 The device comes from lm-eval's own `--device` (its default, cuda:0, falls back to the CPU when
 no GPU is present). lm-eval's `batch_size` is accepted and ignored: the engine batches
 continuously.
@@ -39,7 +41,9 @@ class EvalkitLM(LM):
     def __init__(
         self,
         pretrained: str | None = None,
-        state_dtype: str = "fp32",
+        arm: str | None = None,
+        kernels: str | None = None,
+        state_dtype: str | None = None,
         device: str | None = None,
         max_num_seqs: int | None = None,
         max_gen_toks: int = 256,
@@ -49,22 +53,27 @@ class EvalkitLM(LM):
         super().__init__()
         from evalkit.arm import parse_arm
         from evalkit.errors import InputError
+        from evalkit.kernel_choice import parse_kernels
 
+        if arm is not None and state_dtype is not None and parse_arm(arm) != parse_arm(state_dtype):
+            raise ValueError(f"arm={arm} and state_dtype={state_dtype} disagree: give one (arm)")
         try:
-            arm = parse_arm(state_dtype)
+            parsed = parse_arm(arm or state_dtype or "fp32")
+            choice = parse_kernels((kernels or "").replace(";", ","))
         except InputError as exc:
-            raise ValueError(f"state_dtype: {exc}") from None
+            raise ValueError(str(exc)) from None
         if pretrained is None and engine is None:
             from evalkit.runner.setup import default_model
 
             pretrained = default_model()[0]
         self.pretrained = str(pretrained) if pretrained is not None else "engine"
         device = _usable_device(device)
-        self.state_dtype = state_dtype
+        self.arm, self.kernels = parsed, choice
         self.max_gen_toks = int(max_gen_toks)
         self.backend = LocalBackend(
             pretrained,
-            arm=arm,
+            arm=parsed,
+            kernels=choice,
             device=device,
             max_num_seqs=int(max_num_seqs) if max_num_seqs else None,
             engine=engine,
@@ -88,7 +97,11 @@ class EvalkitLM(LM):
         return self.tokenizer.apply_chat_template(chat_history, **kwargs)
 
     def get_model_info(self) -> dict[str, Any]:
-        return {"evalkit_engine": self.backend.describe(), "state_dtype": self.state_dtype}
+        return {
+            "evalkit_engine": self.backend.describe(),
+            "arm": self.arm.label,
+            "kernels": self.kernels.label,
+        }
 
     # ---- generation -----------------------------------------------------------------------
 

@@ -1,7 +1,11 @@
 """What every causal LM the engine runs shares: token embeddings, a stack of decoder layers, a final
 norm and an untied lm_head, with fp32 logits over fixed-size row blocks (batch invariance). A model
 family subclasses `DecoderLM` with its layer class and its own `hidden_states` (which norm, which
-per-row inputs its layers take)."""
+per-row inputs its layers take).
+
+The numerics switches (`evalkit.kernel_choice.KernelChoice`) reach the layers through the model:
+`use_kernels(choice)` hands the choice to every module that reads one (a class attribute
+`kernels`, the default choice), once, when an engine takes the model."""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from evalkit.kernel_choice import KernelChoice
 
 from .batch import ForwardBatch
 
@@ -20,6 +26,8 @@ def frozen_parameter(*shape: int, dtype: torch.dtype, device: torch.device | str
 
 
 class DecoderLM(nn.Module):
+    kernels: KernelChoice = KernelChoice()
+
     def __init__(
         self,
         arch,
@@ -35,6 +43,12 @@ class DecoderLM(nn.Module):
         self.layers = nn.ModuleList(layer(arch, i, dtype, device) for i in range(arch.num_hidden_layers))
         self.norm = frozen_parameter(hid, dtype=dtype, device=device)
         self.lm_head = frozen_parameter(arch.vocab_size, hid, dtype=dtype, device=device)
+
+    def use_kernels(self, choice: KernelChoice) -> None:
+        """Every module that reads a `KernelChoice` (its class declares `kernels`) reads `choice`."""
+        for m in self.modules():
+            if hasattr(type(m), "kernels"):
+                m.kernels = choice
 
     def hidden_states(self, batch: ForwardBatch, state) -> torch.Tensor:
         """Final-normed hidden states of every row [T_pad, hidden]."""

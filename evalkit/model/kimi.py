@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from evalkit.kernel_choice import KernelChoice
+
 from .batch import ForwardBatch
 from .config import KimiArch
 from .decoder_lm import DecoderLM, frozen_parameter
@@ -22,6 +24,8 @@ from .layers.norm import rms_norm
 
 
 class DecoderLayer(nn.Module):
+    kernels: KernelChoice = KernelChoice()  # set by DecoderLM.use_kernels
+
     def __init__(self, arch: KimiArch, i: int, dtype: torch.dtype, device):
         super().__init__()
         self.is_kda = arch.layer_types[i] == "linear_attention"
@@ -36,8 +40,9 @@ class DecoderLayer(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, batch: ForwardBatch, state) -> torch.Tensor:
-        x = x + self.attn(rms_norm(x, self.input_layernorm, self.eps), batch, state)
-        h = rms_norm(x, self.post_attention_layernorm, self.eps)
+        fused = self.kernels.fused_elementwise
+        x = x + self.attn(rms_norm(x, self.input_layernorm, self.eps, fused), batch, state)
+        h = rms_norm(x, self.post_attention_layernorm, self.eps, fused)
         if self.is_moe:
             n_routed = None if batch.is_decode else batch.num_tokens
             return x + self.mlp(h, n_routed)
@@ -53,4 +58,4 @@ class KimiLinearLM(DecoderLM):
         x = F.embedding(batch.input_ids, self.embed_tokens)
         for layer in self.layers:
             x = layer(x, batch, state)
-        return rms_norm(x, self.norm, self.arch.rms_norm_eps)
+        return rms_norm(x, self.norm, self.arch.rms_norm_eps, self.kernels.fused_elementwise)

@@ -39,6 +39,7 @@ class RunSpec:
     # False: build every prompt first (the samples are the same)
     stream: bool = True
     manifest: dict[str, Any] = field(default_factory=dict)  # model, arm, command, ...
+    allow_source_change: bool = False  # resume a run made by other code (recorded in the manifest)
 
 
 @dataclass
@@ -220,7 +221,9 @@ def run_evaluation(
             manifest["tasks"][t.name]["data"] = data
 
     try:
-        writer = RunWriter.open(spec.out_dir, manifest, resume=True)
+        writer = RunWriter.open(
+            spec.out_dir, manifest, resume=True, allow_source_change=spec.allow_source_change
+        )
         plan: Plan = build_plan(tasks, requests_by_task, set(writer.done_keys))
         feed_builds = [(build, outlines) for _, build, outlines, _ in streamed]
         bar, counts = _ask(spec, plan, feed_builds, backend, tokenizer, writer, manifest, progress)

@@ -25,6 +25,7 @@ class Setup:
     arm: dict[str, Any]
     default_suite: Any = None  # the reference model's suite when no --model/--server is given
     after_generate: Any = None
+    kernels: dict[str, Any] | None = None  # the manifest's `kernels` (local runs: the KernelChoice)
 
 
 def default_model() -> tuple[str, Any]:
@@ -117,9 +118,11 @@ def local_setup(
     encode_cache: dict[str, Any] | None = None,
     trust_remote_code: bool = False,
     data_parallel: int | str | None = None,
+    kernels: Any = None,
 ) -> Setup:
     """`loaded`: the already loaded `model` (a `LoadedModel`: the sweep loads it once for all arms);
     `prefill_budget`: rows per prefill forward, shared by arms compared together (LocalBackend);
+    `kernels`: the `KernelChoice` (or its text) every arm runs with;
     several devices (`device` "cuda:0,cuda:1" or `data_parallel` N or "auto"): one engine process each."""
     from evalkit.backends.data_parallel import DataParallelBackend, parse_devices
     from evalkit.backends.local import LocalBackend
@@ -133,12 +136,18 @@ def local_setup(
         check_device(d)
     if devices:
         backend = DataParallelBackend(
-            model, devices, arm=arm, max_num_seqs=max_num_seqs, trust_remote_code=trust_remote_code
+            model,
+            devices,
+            arm=arm,
+            kernels=kernels,
+            max_num_seqs=max_num_seqs,
+            trust_remote_code=trust_remote_code,
         )
     else:
         backend = LocalBackend(
             loaded or model,
             arm=arm,
+            kernels=kernels,
             device=device,
             max_num_seqs=max_num_seqs,
             prefill_budget=prefill_budget,
@@ -150,7 +159,10 @@ def local_setup(
         **backend.describe().get("model", {}),
         "trust_remote_code": trust_remote_code,
     }
-    return Setup(backend, backend.tokenizer, model_info, local_arm_info(backend, note), suite)
+    kernels_record = backend.describe().get("kernels")
+    return Setup(
+        backend, backend.tokenizer, model_info, local_arm_info(backend, note), suite, kernels=kernels_record
+    )
 
 
 def remote_setup(

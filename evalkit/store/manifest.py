@@ -1,14 +1,19 @@
 """What a run is: the manifest's provenance fields, and the fields that define its identity.
 
 Two runs with equal identity fields answer the same questions the same way (same model, arm,
-task configs, seeds, lengths), so one may resume the other. Provenance (times, hardware,
-library versions, command line) may differ.
+kernel choice, device, task configs, seeds, lengths), so one may resume the other. The code that
+ran (`source_hash`, the library versions) is identity too, but a user may declare a change of it
+(`--allow-source-change`: an upgrade mid-run), which the resume records. Provenance (times,
+hardware, command line) may differ.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
+import hashlib
 import importlib.metadata
+import importlib.util
 import os
 import platform
 import subprocess
@@ -82,12 +87,38 @@ def library_versions() -> dict[str, str]:
     return out
 
 
+# the packages whose sources make up evalkit (setup.py maps kernels/ and tasks/ into the package)
+SOURCE_PACKAGES = ("evalkit", "evalkit.kernels", "evalkit.tasks")
+
+
+@functools.cache
+def source_hash() -> str:
+    """sha256 over the .py files of the evalkit that runs (`SOURCE_PACKAGES`), each as its dotted
+    package's relative path + bytes, sorted by that path: which code ran, valid without git (an
+    installed wheel, a copied checkout). Computed once per process."""
+    files: dict[str, Path] = {}
+    for pkg in SOURCE_PACKAGES:
+        spec = importlib.util.find_spec(pkg)
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            base = Path(root)
+            for f in base.rglob("*.py"):
+                files.setdefault(f"{pkg.replace('.', '/')}/{f.relative_to(base).as_posix()}", f)
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        h.update(rel.encode() + b"\0")
+        h.update(files[rel].read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
 def base_manifest(command: list[str]) -> dict[str, Any]:
-    """Provenance every run records: version, commit, command line, hardware, libraries, start time."""
+    """Provenance every run records: version, source hash, commit, command line, hardware,
+    libraries, start time."""
     commit = _git("rev-parse", "HEAD")
     dirty = None if commit is None else bool(_git("status", "--porcelain", "--untracked-files=no"))
     return {
         "evalkit_version": evalkit.__version__,
+        "source_hash": source_hash(),
         "git_commit": commit,
         "git_dirty": dirty,
         "command": list(command),
@@ -115,8 +146,17 @@ def _get(manifest: dict[str, Any], dotted: str) -> Any:
 
 # recorded since a later version (or only by some backends): a run directory written before it
 # still resumes, but two values that differ are refused like any other identity field
-_CHECKED_WHEN_BOTH_HAVE_IT = ("model.weights_fingerprint",)
+_CHECKED_WHEN_BOTH_HAVE_IT = ("model.weights_fingerprint", "backend.device", "source_hash")
+_CHECKED_WHEN_BOTH_HAVE_IT_PREFIXES = ("libraries.", "kernels.")
 _CHECKED_WHEN_BOTH_HAVE_IT_SUFFIXES = (".data.sha256",)  # tasks.<name>.data.sha256: the data read
+# the code that ran: refused like the rest unless the user declares the change (--allow-source-change)
+CODE_FIELDS = ("source_hash",)
+CODE_FIELD_PREFIXES = ("libraries.",)
+ALLOW_SOURCE_CHANGE = "--allow-source-change"
+
+
+def is_code_field(name: str) -> bool:
+    return name in CODE_FIELDS or name.startswith(CODE_FIELD_PREFIXES)
 
 
 # the types a manifest's fields must have for a resume to read it (None: the field may be null)
@@ -154,6 +194,11 @@ def identity_fields(manifest: dict[str, Any]) -> dict[str, Any]:
     for name in ("model.path", "model.config_hash", "backend.name", "seeds", "lengths"):
         out[name] = _get(manifest, name)
     out["model.weights_fingerprint"] = _get(manifest, "model.weights_fingerprint")
+    out["backend.device"] = _get(manifest, "backend.device")
+    kernels = manifest.get("kernels")
+    if isinstance(kernels, dict):
+        for key in sorted(kernels, key=lambda k: (k == "label", k)):
+            out[f"kernels.{key}"] = kernels[key]
     arm = manifest.get("arm") or {}
     if isinstance(arm, dict):
         # the label last: it is derived from the others, which name a difference better
@@ -173,18 +218,39 @@ def identity_fields(manifest: dict[str, Any]) -> dict[str, Any]:
             out[f"tasks.{name}.data.sha256"] = (
                 data.get("sha256", _MISSING) if isinstance(data, dict) else _MISSING
             )
+    out["source_hash"] = _get(manifest, "source_hash")
+    libraries = manifest.get("libraries")
+    if isinstance(libraries, dict):
+        for name in sorted(libraries):
+            out[f"libraries.{name}"] = libraries[name]
     return out
 
 
-def first_identity_difference(on_disk: dict[str, Any], new: dict[str, Any]) -> tuple[str, Any, Any] | None:
-    """(field, on-disk value, new value) of the first identity field that differs, or None."""
+def identity_differences(on_disk: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(field, on-disk value, new value) of every identity field that differs, in field order."""
     a, b = identity_fields(on_disk), identity_fields(new)
+    out = []
     for name in list(a) + [k for k in b if k not in a]:
         va, vb = a.get(name, _MISSING), b.get(name, _MISSING)
-        optional = name in _CHECKED_WHEN_BOTH_HAVE_IT or name.endswith(_CHECKED_WHEN_BOTH_HAVE_IT_SUFFIXES)
+        optional = (
+            name in _CHECKED_WHEN_BOTH_HAVE_IT
+            or name.startswith(_CHECKED_WHEN_BOTH_HAVE_IT_PREFIXES)
+            or name.endswith(_CHECKED_WHEN_BOTH_HAVE_IT_SUFFIXES)
+        )
         if optional and (va is _MISSING or vb is _MISSING):
             continue
         if va != vb:
             show = lambda v: "absent" if v is _MISSING else repr(v)
-            return name, show(va), show(vb)
+            out.append((name, show(va), show(vb)))
+    return out
+
+
+def first_identity_difference(
+    on_disk: dict[str, Any], new: dict[str, Any], allow_source_change: bool = False
+) -> tuple[str, Any, Any] | None:
+    """(field, on-disk value, new value) of the first identity field that differs, or None; with
+    `allow_source_change` a change of the code that ran (`is_code_field`) is not one."""
+    for diff in identity_differences(on_disk, new):
+        if not (allow_source_change and is_code_field(diff[0])):
+            return diff
     return None

@@ -18,7 +18,14 @@ from typing import Any
 
 from evalkit.errors import InputError, MismatchError
 from evalkit.store.jsonl import iter_jsonl, read_json, repair_torn_tail, write_json_atomic
-from evalkit.store.manifest import check_manifest_types, first_identity_difference, now_utc
+from evalkit.store.manifest import (
+    ALLOW_SOURCE_CHANGE,
+    check_manifest_types,
+    first_identity_difference,
+    identity_differences,
+    is_code_field,
+    now_utc,
+)
 from evalkit.store.schema import SampleError, normalise_sample, sample_key
 from evalkit.store.summary import summarise
 
@@ -108,6 +115,7 @@ class RunWriter:
         *,
         durable: bool = True,
         retry_errors: bool = True,
+        allow_source_change: bool = False,
     ) -> RunWriter:
         """Create `out_dir` with `manifest`, or resume it if it holds a run with the same identity.
 
@@ -116,7 +124,9 @@ class RunWriter:
 
         Raises MismatchError naming the first differing identity field (model, arm, task
         config hash, seeds, lengths), and InputError if the directory holds a run and
-        `resume` is False.
+        `resume` is False. A change of the code that ran (`manifest.is_code_field`: the source
+        hash, a library version) is refused too unless `allow_source_change`; then the resume
+        records it.
 
         On resume with `retry_errors` (default), samples stored with an error are moved to
         errors.jsonl (kept as history) so that they are asked again.
@@ -130,7 +140,9 @@ class RunWriter:
         except OSError as exc:
             raise InputError(f"cannot write the run directory {path}: {exc.strerror or exc}") from None
         try:
-            return cls._open_locked(path, manifest, resume, durable, lock_fd, retry_errors)
+            return cls._open_locked(
+                path, manifest, resume, durable, lock_fd, retry_errors, allow_source_change
+            )
         except OSError as exc:  # read-only, disk full: a one-line error (a resume repairs the rest)
             os.close(lock_fd)
             raise InputError(f"cannot write the run directory {path}: {exc.strerror or exc}") from None
@@ -147,18 +159,29 @@ class RunWriter:
         durable: bool,
         lock_fd: int,
         retry_errors: bool = True,
+        allow_source_change: bool = False,
     ) -> RunWriter:
         manifest_path = path / MANIFEST
         if manifest_path.exists():
             on_disk = read_json(manifest_path)
             check_manifest_types(on_disk, str(manifest_path))
-            diff = first_identity_difference(on_disk, manifest)
+            diff = first_identity_difference(on_disk, manifest, allow_source_change)
             if diff is not None:
                 name, old, new = diff
-                raise MismatchError(
-                    f"{path} holds a different run: {name} is {old} there but {new} now "
-                    f"(use another output directory)"
+                how = (
+                    f"pass {ALLOW_SOURCE_CHANGE} to resume with this code anyway (recorded), or use "
+                    "another output directory"
+                    if is_code_field(name)
+                    else "use another output directory"
                 )
+                raise MismatchError(
+                    f"{path} holds a different run: {name} is {old} there but {new} now ({how})"
+                )
+            code_changes = {
+                name: {"was": old, "now": new}
+                for name, old, new in identity_differences(on_disk, manifest)
+                if is_code_field(name)
+            }
             if not resume:
                 raise InputError(f"{path} already holds a run; resume it or choose another output directory")
             repair_torn_tail(path / SAMPLES)
@@ -172,6 +195,7 @@ class RunWriter:
                     "command": manifest.get("command"),
                     "samples_on_disk": len(done),
                     "errors_retried": retried,
+                    **({"source_change_allowed": code_changes} if code_changes else {}),
                 }
             )
             write_json_atomic(manifest_path, merged)

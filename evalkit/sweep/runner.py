@@ -10,6 +10,7 @@ from typing import Any
 
 from evalkit.arm import Arm
 from evalkit.errors import InputError
+from evalkit.kernel_choice import KernelChoice
 
 
 @dataclass
@@ -29,6 +30,7 @@ class SweepSpec:
     max_num_seqs: int | None = None
     progress: bool = True
     command: list[str] = field(default_factory=list)
+    kernels: KernelChoice = KernelChoice()  # every arm's numerics besides the state
 
 
 def baseline_of(arms: list[Arm]) -> Arm:
@@ -76,7 +78,7 @@ def run_sweep(spec: SweepSpec) -> dict[str, Any]:
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
     t0 = time.perf_counter()
-    loaded = load_model(model, device=device)
+    loaded = load_model(model, device=device, dtype=spec.kernels.torch_weight_dtype())
     _log(f"loaded {model} on {device} in {time.perf_counter() - t0:.1f} s")
     request_cache: dict[str, Any] = {}  # the questions are built once and asked of every arm,
     encode_cache: dict[str, Any] = {}  # and tokenized once
@@ -91,6 +93,7 @@ def run_sweep(spec: SweepSpec) -> dict[str, Any]:
             loaded=loaded,
             prefill_budget=budget,
             encode_cache=encode_cache,
+            kernels=spec.kernels,
         )
         manifest = su.base_manifest_fields(spec.command or ["evalkit", "sweep"])
         manifest.update(
@@ -100,6 +103,8 @@ def run_sweep(spec: SweepSpec) -> dict[str, Any]:
             seeds={"task_seed": seed},
             sweep={"dir": str(spec.out_dir)},
         )
+        if setup.kernels is not None:
+            manifest["kernels"] = setup.kernels
         run_spec = RunSpec(
             tasks=list(tasks),
             out_dir=arm_dir(spec.out_dir, arm),

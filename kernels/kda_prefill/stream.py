@@ -47,7 +47,7 @@ import triton
 import triton.language as tl
 
 from ..triton_common import COMPILED, load_state, round_to_bf16_bits, row_norms, store_state
-from .kernel import chunk_gate_cumsum
+from .gate import chunk_gate_cumsum
 from .tiles import load_rows_vec, load_tile, load_tile_as_is, store_tile
 
 
@@ -95,7 +95,7 @@ def prep_kernel(
     APPROX_GATE: tl.constexpr,
     ORDER: tl.constexpr,
 ):
-    """Per (chunk, BKG columns, head): G and e^{G_last} (`kernel.chunk_gate_cumsum`, the split
+    """Per (chunk, BKG columns, head): G and e^{G_last} (`gate.chunk_gate_cumsum`, the split
     path's). The columns are independent, so a chunk's cumsum is spread over K / BKG programs.
     APPROX_GATE: the softplus's log by lg2.approx (`triton_common.kda_gate`). ORDER numbers the
     programs "head" first (grid (heads, column blocks, chunks)), "chunk" first (chunks, column

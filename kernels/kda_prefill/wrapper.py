@@ -1,17 +1,18 @@
 """Python entry of the Triton chunked prefill: checks, the chunk table, scratch buffers and the launches
-of one of three variants, all with the same math (kernel.py's docstring) to fp32 rounding:
+of one of the registered variants (`PREFILL_VARIANTS`, name -> implementation, as FLA's backend
+registry), both with the same math (kernel.py's docstring) to fp32 rounding:
 - "stream" (the default, `stream.py`): the chunk-local work in four launches of small programs and a
   state scan the compiler can pipeline, the output computed in the scan or by a sixth launch;
-  1.5-2.1x the others on the H200 (results/bench/prefill-stream-h200/);
-- "split" (`kernel.py`, five launches) and "fused" (`fused.py`, the chunk-local matrices and their
-  solve in one launch): the earlier variants, kept as references and for comparison.
-`variant=` or EVALKIT_KDA_PREFILL picks one. `dot_precision="bf16"` (stream only) runs the
-production form: bf16 operands, as FLA-based servers compute."""
+  1.5-2.1x the split variant on the H200 (results/bench/prefill-stream-h200/);
+- "split" (`kernel.py`, five launches): the earlier variant, kept as a numerics floor (the same
+  arm, the same math summed in another order: how far last bits move when only the kernel does).
+`variant=` picks one (`evalkit.kernel_choice.KernelChoice.kda_prefill`). `dot_precision="bf16"`
+(stream only) runs the production form: bf16 operands, as FLA-based servers compute."""
 
 from __future__ import annotations
 
 import functools
-import os
+from collections.abc import Callable
 
 import torch
 import triton
@@ -28,7 +29,6 @@ from ..triton_launch import (
     pool_arg,
 )
 from . import stream
-from .fused import fused_intra_wy_kernel
 from .kernel import gate_cumsum_kernel, intra_kernel, solve_wy_kernel, state_pass_kernel
 
 CHUNK = 64  # BT: the block solve is written for 4 sub-blocks of 16
@@ -42,12 +42,6 @@ OUTPUT_TILE: tuple[int, int, int] = (64, 8, 2)
 GATE_WARPS = 8
 INTRA_WARPS = 8
 SOLVE_WARPS = 8
-# (BKC columns per dot step, BKD columns per step of the diagonal blocks, num_warps, num_stages[,
-# maxnreg]) of the fused chunk-local kernel (variant "fused"). Chosen from the H200 sweep at 32k
-# (results/bench/prefill-variants-h200, triton 3.6): (32, 8, 4, 1) 18.6 ms per prefill against
-# 23.0 ms for (64, 32, 8, 1); sm_90 build without spills on triton 3.9 (218 registers). A register
-# cap (maxnreg 128) measured 17.7 ms but spills 224 bytes. bench_kernels.py --prefill-variants sweeps.
-FUSED_TILE: tuple[int, ...] = (32, 8, 4, 1)
 # The stream variant's launch shapes (stream.py), per operand dtype ("fp32": tf32x3 products,
 # "bf16": the production form): "order" (HEAD_FAST: the chunk-local launches' programs numbered head
 # first, `stream.chunk_and_head`), "prep" (BKG gate columns per program, num_warps, the softplus's
@@ -86,9 +80,7 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
         "output": (64, 4, 2),
     },
 }
-VARIANTS = ("split", "fused", "stream")
 DOT_PRECISIONS = ("tf32x3", "ieee", "tf32", "bf16")
-VARIANT_ENV = "EVALKIT_KDA_PREFILL"  # the default variant when the keyword is not given
 DOT_PRECISION = "tf32x3"  # ~fp32 accuracy on tensor cores; "ieee" = exact fp32 FMA (slower)
 
 
@@ -119,11 +111,10 @@ DEFAULT_VARIANT = "stream"
 
 
 def resolve_variant(variant: str | None) -> str:
-    """The keyword, else $EVALKIT_KDA_PREFILL, else DEFAULT_VARIANT."""
-    v = variant if variant is not None else os.environ.get(VARIANT_ENV) or DEFAULT_VARIANT
-    if v not in VARIANTS:
-        src = "variant" if variant is not None else VARIANT_ENV
-        raise KernelInputError(f"{src} must be one of {', '.join(VARIANTS)}, got {v!r}")
+    """The keyword, else DEFAULT_VARIANT."""
+    v = DEFAULT_VARIANT if variant is None else variant
+    if v not in PREFILL_VARIANTS:
+        raise KernelInputError(f"variant must be one of {', '.join(PREFILL_VARIANTS)}, got {v!r}")
     return v
 
 
@@ -154,8 +145,7 @@ def kda_prefill(
     the format's rounding (e.g. 'rtz': a deliberately wrong build, tests of the twin check only).
     `cu_seqlens` may be a CPU tensor: its values are needed on the host (the chunk table), and
     reading a device tensor is a sync that leaves the GPU idle through this function's preamble.
-    `variant`: "stream", "split" or "fused" (the module docstring); None reads
-    $EVALKIT_KDA_PREFILL, else DEFAULT_VARIANT."""
+    `variant`: a `PREFILL_VARIANTS` name (the module docstring); None: DEFAULT_VARIANT."""
     variant = resolve_variant(variant)
     check_kda_args(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, packed=True)
     cu = check_varlen(cu_seqlens, has_initial_state, slots, q.shape[0])
@@ -188,14 +178,44 @@ def kda_prefill(
     c_start, c_end, c_off, NC = chunk_table(cu, dev)
     if cu_seqlens.device != dev:  # given on the host: read without a sync, uploaded once per batch
         cu_seqlens = device_cu_seqlens(tuple(cu), str(dev))
-    if variant == "stream":
-        args = (q, k, v, g_raw, beta_raw, A_log, dt_bias)
-        c = stream_local(*args, c_start, c_end, NC, prec=prec)
-        scan_args = (state_pool, slots, cu_seqlens, has_initial_state, positions, fmt, sr_seed, rounding)
-        return stream_scan(c, out, c_start, c_end, c_off, NC, *scan_args, intra_chunk_dtype, prec=prec)
+    inputs = (q, k, v, g_raw, beta_raw, A_log, dt_bias)
+    scan_args = (state_pool, slots, cu_seqlens, has_initial_state, positions, fmt, sr_seed, rounding)
+    table = (c_start, c_end, c_off, NC)
+    return PREFILL_VARIANTS[variant](inputs, table, out, *scan_args, intra_chunk_dtype, prec=prec)
+
+
+def stream_prefill(inputs, table, out, *scan_args, prec: str = DOT_PRECISION) -> torch.Tensor:
+    """The "stream" variant: `stream_local`, then `stream_scan`."""
+    c_start, c_end, c_off, NC = table
+    c = stream_local(*inputs, c_start, c_end, NC, prec=prec)
+    return stream_scan(c, out, c_start, c_end, c_off, NC, *scan_args, prec=prec)
+
+
+def split_prefill(
+    inputs,
+    table,
+    out,
+    state_pool,
+    slots,
+    cu_seqlens,
+    has_initial_state,
+    positions,
+    fmt,
+    sr_seed,
+    rounding,
+    intra_chunk_dtype,
+    *,
+    prec: str = DOT_PRECISION,
+) -> torch.Tensor:
+    """The "split" variant: `chunk_local` (launches 1-3), the state pass, then the output kernel."""
+    c_start, c_end, c_off, NC = table
+    q, v = inputs[0], inputs[2]
+    T, H, K = q.shape
+    V = v.shape[-1]
+    cu = cu_seqlens.tolist()
     BK, BVf = triton.next_power_of_2(K), triton.next_power_of_2(V)
-    f32 = dict(dtype=torch.float32, device=dev)
-    c = chunk_local(q, k, v, g_raw, beta_raw, A_log, dt_bias, c_start, c_end, NC, variant=variant, prec=prec)
+    f32 = dict(dtype=torch.float32, device=q.device)
+    c = chunk_local(*inputs, c_start, c_end, NC, prec=prec)
     Kd, EGl, W, U, Qg, Aqk = c["Kd"], c["EGl"], c["W"], c["U"], c["Qg"], c["Aqk"]
     Vn = torch.empty(T, H, V, **f32)
     Hs = torch.empty(max(NC, 1), H, K, V, **f32)
@@ -232,11 +252,10 @@ def chunk_local(
     c_end: torch.Tensor,
     NC: int,
     *,
-    variant: str = "split",
     prec: str = DOT_PRECISION,
 ) -> dict[str, torch.Tensor]:
-    """Launches 1-3, everything that is local to a chunk: G, Qg, Kd, EGl (kernel 1) and Aqk, W, U
-    (kernels 2+3, or the fused kernel), fp32; `Akk` too for the split variant. Inputs contiguous."""
+    """The split variant's launches 1-3, everything that is local to a chunk: G, Qg, Kd, EGl
+    (kernel 1) and Akk, Aqk, W, U (kernels 2+3), fp32. Inputs contiguous."""
     T, H, K = q.shape
     V = v.shape[-1]
     dev = q.device
@@ -249,7 +268,7 @@ def chunk_local(
     Qg = torch.empty(T, H, K, **f32)
     Kd = torch.empty(T, H, K, **f32)
     EGl = torch.empty(max(NC, 1), H, K, **f32)
-    Akk = torch.empty(T, H, CHUNK, **f32) if variant == "split" else None
+    Akk = torch.empty(T, H, CHUNK, **f32)
     Aqk = torch.empty(T, H, CHUNK, **f32)
     W = torch.empty(T, H, K, **f32)
     U = torch.empty(T, H, V, **f32)
@@ -259,27 +278,15 @@ def chunk_local(
             q, k, g_raw, a_log, dt_bias.contiguous(), G, Qg, Kd, EGl, c_start, c_end, scale,
             H=H, K=K, BT=CHUNK, BK=BK, num_warps=GATE_WARPS,
         )  # fmt: skip
-        if variant == "split":
-            intra_kernel[(NC, H, CHUNK // SUB)](
-                q, k, G, beta_raw, Akk, Aqk, c_start, c_end, scale,
-                H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, DOT_PREC=prec, num_warps=INTRA_WARPS,
-            )  # fmt: skip
-            solve_wy_kernel[(NC, H)](
-                k, v, G, beta_raw, Akk, W, U, c_start, c_end,
-                H=H, K=K, V=V, BT=CHUNK, BC=SUB, BK=BK, BV=BVf, DOT_PREC=prec, num_warps=SOLVE_WARPS,
-            )  # fmt: skip
-        else:
-            bkc, bkd, nwf, nsf, *cap = FUSED_TILE
-            extra = {"maxnreg": cap[0]} if cap and cap[0] else {}
-            fused_intra_wy_kernel[(NC, H)](
-                q, k, v, G, beta_raw, Aqk, W, U, c_start, c_end, scale,
-                H=H, K=K, V=V, BT=CHUNK, BC=SUB, BK=BK, BV=BVf, BKC=min(bkc, BK, BVf), BKD=min(bkd, BK),
-                DOT_PREC=prec, num_warps=nwf, num_stages=nsf, **extra,
-            )  # fmt: skip
-    out = {"G": G, "Qg": Qg, "Kd": Kd, "EGl": EGl, "Aqk": Aqk, "W": W, "U": U}
-    if Akk is not None:
-        out["Akk"] = Akk
-    return out
+        intra_kernel[(NC, H, CHUNK // SUB)](
+            q, k, G, beta_raw, Akk, Aqk, c_start, c_end, scale,
+            H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, DOT_PREC=prec, num_warps=INTRA_WARPS,
+        )  # fmt: skip
+        solve_wy_kernel[(NC, H)](
+            k, v, G, beta_raw, Akk, W, U, c_start, c_end,
+            H=H, K=K, V=V, BT=CHUNK, BC=SUB, BK=BK, BV=BVf, DOT_PREC=prec, num_warps=SOLVE_WARPS,
+        )  # fmt: skip
+    return {"G": G, "Qg": Qg, "Kd": Kd, "EGl": EGl, "Akk": Akk, "Aqk": Aqk, "W": W, "U": U}
 
 
 def solve_precision(prec: str) -> str:
@@ -420,3 +427,8 @@ def stream_scan(
             H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=bvo, DOT_PREC=prec, num_warps=nwo, num_stages=nso,
         )  # fmt: skip
     return out
+
+
+# the registered prefill variants, name -> implementation (`kda_prefill(variant=...)`; the names
+# `evalkit.kernel_choice.PREFILL_VARIANTS` offers)
+PREFILL_VARIANTS: dict[str, Callable[..., torch.Tensor]] = {"stream": stream_prefill, "split": split_prefill}

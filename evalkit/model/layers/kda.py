@@ -2,8 +2,9 @@
 
 The six projections that read the normed hidden state (q, k, v, f_a, g_a, b) are one fused GEMM.
 The short conv, gate, beta, L2 norms and the recurrence run in `evalkit.kernels` (fp32 math; the
-state pool's storage format is the arm: `state.state_format`, with the layer index as the launch
-seed and each sequence's store position for stochastic rounding). Output: per-head RMSNorm x
+state pool's storage format is the arm: `state.arm`, with the layer index as the launch seed and
+each sequence's store position for stochastic rounding; the prefill kernel and its products are the
+run's `KernelChoice`). Output: per-head RMSNorm x
 sigmoid(gate) in fp32, then o_proj."""
 
 from __future__ import annotations
@@ -13,12 +14,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from evalkit import kernels
+from evalkit.kernel_choice import KernelChoice
 
 from ..batch import ForwardBatch
 from ..config import KimiArch
 
 
 class KDAttention(nn.Module):
+    kernels: KernelChoice = KernelChoice()  # set by DecoderLM.use_kernels
+
     def __init__(self, arch: KimiArch, layer_idx: int, dtype: torch.dtype, device: torch.device | str):
         super().__init__()
         self.layer_idx = layer_idx
@@ -81,17 +85,24 @@ class KDAttention(nn.Module):
         )  # fmt: skip
 
     def _store_args(self, state, positions) -> dict:
-        """How this layer's state is stored: the arm's format, this layer's SR seed, positions.
-        Pools without a format (older callers) store round-to-nearest in their dtype."""
-        fmt = getattr(state, "state_format", None)
-        if fmt is None:
-            return {}
-        return dict(fmt=fmt, sr_seed=self.layer_idx, positions=positions)
+        """How this layer's state is stored: the arm's format, this layer's SR seed, positions."""
+        return dict(fmt=state.arm.format, sr_seed=self.layer_idx, positions=positions)
+
+    def _variant(self) -> dict:
+        """The prefill kernel the run chose (`KernelChoice`), as keywords of `kernels.kda_prefill`:
+        none for the default, so a wrapper of the ops that predates the switches still takes it."""
+        c = self.kernels
+        out = {}
+        if c.kda_prefill != KernelChoice.kda_prefill:
+            out["variant"] = c.kda_prefill
+        if c.prefill_dots != KernelChoice.prefill_dots:
+            out["dot_precision"] = c.dot_precision
+        return out
 
     def _prefill(self, q, k, v, g_raw, beta_raw, pool, batch: ForwardBatch, state) -> torch.Tensor:
         """Packed prefill; with `state.serial_prefill` one kernel call per sequence (the CPU path's
         result for a sequence otherwise depends on how many sequences share the call)."""
-        args = dict(chunk_size=state.chunk_size, intra_chunk_dtype=state.intra_chunk_dtype)
+        args = dict(chunk_size=state.chunk_size, intra_chunk_dtype=state.intra_chunk_dtype, **self._variant())
         ops = state.kda_ops
         n_seqs = batch.slots.numel()
         positions = batch.state_positions

@@ -4,7 +4,7 @@ Per token the cache holds the normalised latent c [kv_lora_rank] and the shared 
 [qk_rope_head_dim] (one row of a paged pool, `ForwardBatch.mla_slot_mapping`). Prefill (and decode
 on CPU) expands the whole cached context with kv_b_proj and runs softmax attention per sequence,
 as transformers does (`mla_prefill`: on the GPU in 16-bit evalkit's Triton flash-attention kernel,
-`kernels/mla_prefill`, else SDPA; EVALKIT_MLA_PREFILL picks another). Decode on GPU absorbs
+`kernels/mla_prefill`, else SDPA; `KernelChoice.mla_prefill` picks another). Decode on GPU absorbs
 kv_b_proj into the query and the output (exact: there is no RoPE) and runs `mla_decode_attention`
 (Triton) over the paged latents, so that a CUDA graph of fixed width can replay it whatever the
 context lengths (on CPU under TRITON_INTERPRET=1 too, which is how the tests run this GPU path)."""
@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from evalkit import kernels
+from evalkit.kernel_choice import KernelChoice
 from evalkit.kernels import MLA_DECODE_SPLIT
 
 from ..batch import ForwardBatch
@@ -27,6 +28,8 @@ KV_A_EPS = 1e-6  # transformers builds kv_a_layernorm without eps: its default 1
 
 
 class MLAttention(nn.Module):
+    kernels: KernelChoice = KernelChoice()  # set by DecoderLM.use_kernels
+
     def __init__(self, arch: KimiArch, layer_idx: int, dtype: torch.dtype, device: torch.device | str):
         super().__init__()
         self.layer_idx = layer_idx
@@ -49,7 +52,8 @@ class MLAttention(nn.Module):
         T = h.shape[0]
         n = T if batch.is_decode else batch.num_tokens
         q, c, k_rot = F.linear(h, self.in_proj)[:n].split([self.H * self.qk, self.R, self.rope], dim=-1)
-        latent = torch.cat([rms_norm(c, self.kv_a_layernorm, KV_A_EPS), k_rot], dim=-1)
+        fused = self.kernels.fused_elementwise
+        latent = torch.cat([rms_norm(c, self.kv_a_layernorm, KV_A_EPS, fused), k_rot], dim=-1)
         pool = state.mla[self.layer_idx]
         pool.index_copy_(0, batch.mla_slot_mapping, latent.to(pool.dtype))
         q = q.view(n, self.H, self.qk)
@@ -77,7 +81,8 @@ class MLAttention(nn.Module):
             lat = pool[rows].to(q.dtype)
             k, v = self._expand(lat)
             qi = q[start : start + m].transpose(0, 1)  # [H, m, qk]
-            oi = causal_prefill_attention(qi, k.transpose(0, 1), v.transpose(0, 1), self.scale)
+            kt, vt = k.transpose(0, 1), v.transpose(0, 1)
+            oi = causal_prefill_attention(qi, kt, vt, self.scale, mode=self.kernels.mla_prefill)
             out[start : start + m] = oi.transpose(0, 1)
             start += m
         return out

@@ -11,38 +11,36 @@ matmul shape depends on the routing of other rows (batch invariance; CPU models 
 
 Combine on the GPU path: one Triton launch, `evalkit.kernels.moe_combine` (the top-k added one
 by one in fp32, in order; measured 11% less GPU time for a 48B-dims prefill forward and 4% per
-decode step than the torch form, results/bench/moe-combine-h200); `EVALKIT_MOE_COMBINE=torch`
-(or `COMBINE = "torch"`) puts the expert rows back in token order with torch and sums them in
-fp32. Both are batch invariant; they may differ in the last bit."""
+decode step than the torch form, results/bench/moe-combine-h200); `KernelChoice.moe_combine`
+"torch" puts the expert rows back in token order with torch and sums them in fp32. Both are batch
+invariant; they may differ in the last bit."""
 
 from __future__ import annotations
-
-import os
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from evalkit import kernels
-from evalkit.errors import InputError
+from evalkit.kernel_choice import KernelChoice
 
 from ..config import KimiArch
 from .fused import fused_elementwise
 
-COMBINE_ENV = "EVALKIT_MOE_COMBINE"
-COMBINE = os.environ.get(COMBINE_ENV, "fused")  # "fused" | "torch"
+
+def swiglu_activation(gu: torch.Tensor, fused: bool = True) -> torch.Tensor:
+    """silu(g) * u for gu = [g | u]: one Triton pass on the GPU path when `fused` (the run's
+    `KernelChoice.fused_elementwise`), else torch's."""
+    return kernels.swiglu(gu) if fused_elementwise(gu, fused) else kernels.cpu.swiglu(gu)
 
 
-def swiglu_activation(gu: torch.Tensor) -> torch.Tensor:
-    """silu(g) * u for gu = [g | u]: one Triton pass on the GPU path (`fused.py`), else torch's."""
-    return kernels.swiglu(gu) if fused_elementwise(gu) else kernels.cpu.swiglu(gu)
-
-
-def swiglu(x: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor) -> torch.Tensor:
-    return F.linear(swiglu_activation(F.linear(x, gate_up)), down)
+def swiglu(x: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor, fused: bool = True) -> torch.Tensor:
+    return F.linear(swiglu_activation(F.linear(x, gate_up), fused), down)
 
 
 class DenseMLP(nn.Module):
+    kernels: KernelChoice = KernelChoice()  # set by DecoderLM.use_kernels
+
     def __init__(self, hidden: int, inter: int, dtype: torch.dtype, device):
         super().__init__()
         self.gate_up = nn.Parameter(
@@ -51,10 +49,12 @@ class DenseMLP(nn.Module):
         self.down = nn.Parameter(torch.empty(hidden, inter, dtype=dtype, device=device), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return swiglu(x, self.gate_up, self.down)
+        return swiglu(x, self.gate_up, self.down, self.kernels.fused_elementwise)
 
 
 class MoE(nn.Module):
+    kernels: KernelChoice = KernelChoice()  # set by DecoderLM.use_kernels
+
     def __init__(self, arch: KimiArch, dtype: torch.dtype, device):
         super().__init__()
         E, hid, inter = arch.num_local_experts, arch.hidden_size, arch.moe_intermediate_size
@@ -95,9 +95,7 @@ class MoE(nn.Module):
         n = T if n_routed is None else n_routed
         idx, w = self.route(x)
         gpu = x.is_cuda or kernels.use_triton(x)  # the GPU path (also under TRITON_INTERPRET=1)
-        if COMBINE not in ("torch", "fused"):
-            raise InputError(f"{COMBINE_ENV}={COMBINE!r}: expected 'fused' or 'torch'")
-        if gpu and COMBINE == "fused":
+        if gpu and self.kernels.moe_combine == "fused":
             ys, inv = self._grouped_sorted(x[:n], idx[:n])
             routed = kernels.moe_combine(ys, inv, w[:n], x.dtype)
         else:
@@ -108,7 +106,10 @@ class MoE(nn.Module):
         return routed + self.shared(x)
 
     def _dense_all(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-        outs = torch.stack([swiglu(x, self.w13[e], self.w2[e]) for e in range(self.E)], dim=1)  # [n, E, hid]
+        fused = self.kernels.fused_elementwise
+        outs = torch.stack(
+            [swiglu(x, self.w13[e], self.w2[e], fused) for e in range(self.E)], dim=1
+        )  # [n, E, hid]
         return outs.gather(1, idx[..., None].expand(-1, -1, x.shape[-1]))
 
     def _grouped(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
@@ -128,7 +129,8 @@ class MoE(nn.Module):
         offs = torch.cumsum(counts, 0, dtype=torch.int32)
         xs = x[order // k]
         gu = torch._grouped_mm(xs, self.w13.transpose(1, 2), offs=offs)
-        ys = torch._grouped_mm(swiglu_activation(gu), self.w2.transpose(1, 2), offs=offs)
+        act = swiglu_activation(gu, self.kernels.fused_elementwise)
+        ys = torch._grouped_mm(act, self.w2.transpose(1, 2), offs=offs)
         inv = torch.empty_like(order)
         inv[order] = torch.arange(order.numel(), device=order.device)
         return ys, inv.view(n, k)

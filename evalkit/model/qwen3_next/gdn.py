@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from evalkit import kernels
+from evalkit.kernel_choice import KernelChoice
 
 from ..batch import ForwardBatch
 from ..layers.kda import KDAttention
@@ -37,6 +38,8 @@ def as_kda_gate(a: torch.Tensor, dt_bias: torch.Tensor, K: int) -> tuple[torch.T
 
 
 class GatedDeltaNet(nn.Module):
+    kernels: KernelChoice = KernelChoice()  # set by DecoderLM.use_kernels (KDAttention's prefill reads it)
+
     def __init__(self, arch: GDNArch, layer_idx: int, dtype: torch.dtype, device: torch.device | str):
         super().__init__()
         self.layer_idx = layer_idx
@@ -68,6 +71,7 @@ class GatedDeltaNet(nn.Module):
     _recurrence = KDAttention._recurrence
     _prefill = KDAttention._prefill
     _store_args = KDAttention._store_args
+    _variant = KDAttention._variant
 
     def forward(self, h: torch.Tensor, batch: ForwardBatch, state) -> torch.Tensor:
         T = h.shape[0]

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from evalkit import kernels
+from evalkit.kernel_choice import KernelChoice
 
 from ..layers.moe import DenseMLP
 from ..layers.moe import MoE as KimiMoE
@@ -19,6 +20,8 @@ from .config import GDNArch
 
 
 class SharedExpertMoE(nn.Module):
+    kernels: KernelChoice = KernelChoice()  # set by DecoderLM.use_kernels (the borrowed methods read it)
+
     def __init__(self, arch: GDNArch, dtype: torch.dtype, device):
         super().__init__()
         E, hid, inter = arch.num_experts, arch.hidden_size, arch.moe_intermediate_size
