@@ -54,6 +54,17 @@ _WHERE = {
         "noninferiority_sample_size",
         "normal_sample_size",
     ],
+    "sequential": [
+        "LookDecision",
+        "NormalDesign",
+        "SignWalkDesign",
+        "noninferiority_look",
+        "normal_design",
+        "normal_design_power",
+        "sign_walk_design",
+        "sign_walk_power",
+        "spent_alpha",
+    ],
     "accuracy": ["ProportionResult", "proportion", "wilson_ci", "z_value"],
     "stderr": ["lmeval_stderr"],
     "trend": [
