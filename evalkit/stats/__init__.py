@@ -54,6 +54,12 @@ _WHERE = {
         "noninferiority_sample_size",
         "normal_sample_size",
     ],
+    "exact_sample_size": [
+        "ExactSampleSize",
+        "exact_loss_n",
+        "exact_noninferiority_n",
+        "exact_noninferiority_power",
+    ],
     "sequential": [
         "LookDecision",
         "NormalDesign",
