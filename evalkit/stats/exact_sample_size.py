@@ -100,7 +100,7 @@ def exact_noninferiority_n(
 ) -> ExactSampleSize:
     """Pairs for the Tango/Nam NI test at -margin to reach `power` when the true difference is 0."""
     approx = math.ceil(noninferiority_sample_size(psi, margin, 0.0, power, alpha))
-    at = lambda k: exact_noninferiority_power(psi, margin, k, 0.0, alpha)
+    at = lambda k: float(exact_noninferiority_power(psi, margin, k, 0.0, alpha))
     n = _bisect_n(at, power, approx, n_cap)
     return ExactSampleSize(
         "noninferiority",
@@ -121,7 +121,7 @@ def exact_loss_n(
     """Pairs for the two-sided exact conditional McNemar test to detect a loss `loss` at discordance psi."""
     psi = max(psi, loss)
     approx = math.ceil(connor_sample_size(loss, psi, power, alpha))
-    at = lambda k: exact_power(loss, psi, k, alpha, mid_p=False)
+    at = lambda k: float(exact_power(loss, psi, k, alpha, mid_p=False))
     n = _bisect_n(at, power, approx, n_cap)
     return ExactSampleSize(
         "loss", n, None if n is None else at(n), approx, "Connor 1987", psi, loss, power, alpha
