@@ -166,8 +166,14 @@ def _recorded(pairs: list[Pair]) -> bool:
     )
 
 
-def logprob_report(rows: dict[RowKey, list[Pair]], margin: float = DEFAULT_LOGPROB_MARGIN) -> dict[str, Any]:
-    """{"recorded", "unit", "margin", "cells"}: one cell per task x length (questions, not metrics)."""
+def logprob_report(
+    rows: dict[RowKey, list[Pair]],
+    margin: float = DEFAULT_LOGPROB_MARGIN,
+    cell_margins: dict[tuple[str, int | None], float] | None = None,
+) -> dict[str, Any]:
+    """{"recorded", "unit", "margin", "cells"}: one cell per task x length (questions, not metrics).
+
+    cell_margins: a margin per (task, length) (a pre-registered plan's), overriding `margin`."""
     by_cell: dict[tuple[str, int | None], list[Pair]] = {}
     for (task, _metric, length), pairs in rows.items():
         by_cell.setdefault((task, length), pairs)  # every metric of a cell pairs the same questions
@@ -175,7 +181,8 @@ def logprob_report(rows: dict[RowKey, list[Pair]], margin: float = DEFAULT_LOGPR
     cells = []
     if recorded:
         for (task, length), pairs in by_cell.items():
-            cell = logprob_cell(task, length, pairs, margin)
+            cell_margin = (cell_margins or {}).get((task, length), margin)
+            cell = logprob_cell(task, length, pairs, cell_margin)
             if cell is not None:
                 cells.append(cell)
     return {"recorded": recorded and bool(cells), "unit": UNIT, "margin": margin, "cells": cells}

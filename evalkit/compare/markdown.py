@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalkit.compare.decision import decision_markdown
 from evalkit.compare.logprob import logprob_markdown
 from evalkit.compare.replicate import replicate_markdown
 from evalkit.compare.verdict import LOSS, consistency_note, pp
@@ -128,6 +129,8 @@ def _trends(report: dict[str, Any]) -> list[str]:
 def render_markdown(report: dict[str, Any]) -> str:
     base, cand = report["baseline"], report["candidate"]
     lines = [f"### evalkit compare: candidate `{cand['label']}` vs baseline `{base['label']}`", ""]
+    if "decision" in report:
+        lines += decision_markdown(report["decision"])
     lines += _table(report)
     lines += ["", f"**Verdict:** {report['verdict']}", ""]
     for r in report["rows"]:
