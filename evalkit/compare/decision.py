@@ -239,7 +239,7 @@ def decision_markdown(decision: dict[str, Any]) -> list[str]:
         return [f"> {decision['line']}", ""]
     lines = [f"**{decision['line']}**", ""]
     lines += [
-        "| cell | n (planned) | Δ exact match (95% CI) | margin | NI p | loss p exact (Holm) | mid-p | "
+        "| cell | n (planned) | Δ exact match (95% CI) | margin | NI p | exact p (Holm) | mid-p | "
         "Δ log-prob nats/token (NI p) | verdict |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
