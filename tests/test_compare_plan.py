@@ -241,3 +241,31 @@ def test_load_plan_refuses_non_plans(tmp_path):
     path.write_text("rows: []\n")
     with pytest.raises(InputError, match="not an evalkit plan"):
         load_plan(path)
+
+
+def test_run_plan_records_the_hash_and_a_resume_under_an_edited_plan_is_refused(tmp_path, capsys):
+    from helpers.faulty_server import FaultyServer
+
+    from tests.test_run_config_file import TASKS_DIR
+
+    plan = _plan(tmp_path, {("tiny_arith", None): 1})
+    edited = _plan(tmp_path, {("tiny_arith", None): 1}, name="edited.yaml", margin_pp=5)
+    out = tmp_path / "r"
+    common = [
+        "--arm",
+        "a",
+        "--tasks",
+        "tiny_arith",
+        "--include-path",
+        str(TASKS_DIR),
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
+    with FaultyServer(lambda key, attempt: "ok") as server:
+        assert main(["run", "--server", server.url, "--limit", "1", "--plan", str(plan), *common]) == 0
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["plan"] == load_plan(plan).identity()
+        capsys.readouterr()
+        rc = main(["run", "--server", server.url, "--limit", "2", "--plan", str(edited), *common])
+    assert rc == 2 and "plan.content_hash" in capsys.readouterr().err

@@ -115,7 +115,7 @@ def _get(manifest: dict[str, Any], dotted: str) -> Any:
 
 # recorded since a later version (or only by some backends): a run directory written before it
 # still resumes, but two values that differ are refused like any other identity field
-_CHECKED_WHEN_BOTH_HAVE_IT = ("model.weights_fingerprint",)
+_CHECKED_WHEN_BOTH_HAVE_IT = ("model.weights_fingerprint", "plan.content_hash")
 _CHECKED_WHEN_BOTH_HAVE_IT_SUFFIXES = (".data.sha256",)  # tasks.<name>.data.sha256: the data read
 
 
@@ -154,6 +154,8 @@ def identity_fields(manifest: dict[str, Any]) -> dict[str, Any]:
     for name in ("model.path", "model.config_hash", "backend.name", "seeds", "lengths"):
         out[name] = _get(manifest, name)
     out["model.weights_fingerprint"] = _get(manifest, "model.weights_fingerprint")
+    # the pre-registered plan a run was started under (`run --plan`): a resume under an edited plan is refused
+    out["plan.content_hash"] = _get(manifest, "plan.content_hash")
     arm = manifest.get("arm") or {}
     if isinstance(arm, dict):
         # the label last: it is derived from the others, which name a difference better
