@@ -58,6 +58,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="measures every cell must show non-inferior for the plan to pass (default both)",
     )
     parser.add_argument(
+        "--calibrate-from",
+        action="append",
+        default=[],
+        metavar="SWEEP_DIR",
+        help="an `evalkit sweep` directory with positive controls (repeatable): record in the plan what "
+        "exact-match change the log-prob margin predicts (OLS across its cells)",
+    )
+    parser.add_argument(
         "--family-size",
         type=int,
         help="hypotheses in the multiplicity family (e.g. cells x formats compared; default: the cells)",
@@ -105,6 +113,12 @@ def _write_plan(args: argparse.Namespace, report: dict | None, source: str) -> N
         cells = pilot_cells(report, source)
     if args.family_size is not None and args.family_size < len(cells):
         raise InputError(f"--family-size {args.family_size} is smaller than the plan's {len(cells)} cells")
+    calibration = None
+    if args.calibrate_from:
+        from evalkit.compare.calibration import calibrate, calibration_record, sweep_calibration_cells
+
+        sweep_cells = [c for d in args.calibrate_from for c in sweep_calibration_cells(d)]
+        calibration = calibration_record(calibrate(sweep_cells, args.logprob_margin))
     out = Path(args.out)
     if out.exists():
         raise InputError(f"{out} exists: a pre-registered plan is not overwritten; choose another --out")
@@ -118,6 +132,7 @@ def _write_plan(args: argparse.Namespace, report: dict | None, source: str) -> N
         gate=args.gate,
         family_size=args.family_size,
         effect=args.effect,
+        calibration=calibration,
     )
     try:
         out.write_text(dump_plan(body), encoding="utf-8")

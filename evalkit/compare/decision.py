@@ -219,6 +219,7 @@ def decide(
         "cells": cells,
         "failing": [_name(c["task"], c["length"]) for c in cells if not c["passes"]],
         "pooled": stratified_summary(rows),
+        "logprob_calibration": plan.calibration,
     }
     decision["line"] = decision_line(decision, aa)
     return decision
@@ -258,6 +259,9 @@ def decision_markdown(decision: dict[str, Any]) -> list[str]:
             f"({c['loss_p_exact_holm']:.3g}) | {c['loss_midp_descriptive']:.3g} | {lp} | {label} |"
         )
     pooled = decision["pooled"]
+    calibration = decision.get("logprob_calibration")
+    if calibration and isinstance(calibration.get("sentence"), str):
+        lines += ["", f"Log-prob margin in accuracy terms: {calibration['sentence']}."]
     lines += [
         "",
         f"<sub>Pooled over cells, stratified McNemar (descriptive only): {pooled['candidate_only']} "

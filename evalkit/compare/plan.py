@@ -165,6 +165,7 @@ def plan_file_body(
     gate: str,
     family_size: int | None,
     effect: float | None = None,
+    calibration: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The plan file's content (before its hash): n per cell from the exact power of the NI test.
 
@@ -210,6 +211,7 @@ def plan_file_body(
         "family": {"procedure": "holm", "size": family_size or len(out_cells), "p_values": "exact"},
         "floor_ceiling": {"floor": pf.FLOOR, "ceiling": pf.CEILING},
         "cells": out_cells,
+        **({"logprob_calibration": calibration} if calibration is not None else {}),
     }
 
 

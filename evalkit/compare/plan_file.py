@@ -89,6 +89,7 @@ class Plan:
     floor: float
     ceiling: float
     cells: tuple[PlanCell, ...]
+    calibration: dict[str, Any] | None = None  # the log-prob margin's calibration, when the plan has one
 
     def cell(self, task: str, length: int | None) -> PlanCell | None:
         return next((c for c in self.cells if c.key == (task, length)), None)
@@ -182,6 +183,9 @@ def plan_from_dict(body: Any, source: str) -> Plan:
         floor=floor,
         ceiling=ceiling,
         cells=cells,
+        calibration=body.get("logprob_calibration")
+        if isinstance(body.get("logprob_calibration"), dict)
+        else None,
     )
 
 
