@@ -88,6 +88,22 @@ def _logprob_by_cell(cells: list[dict[str, Any]]) -> dict[tuple[str, int | None]
     return {(c["task"], c["length"]): c for c in cells}
 
 
+def _logprob_noninferior(lp: dict[str, Any]) -> bool:
+    """The pre-stated primary analysis decides (robust_paired); the t-test only with < 3 questions."""
+    robust = lp.get("robust")
+    return bool(robust["noninferior"] if robust else lp["noninferior"])
+
+
+def _robust_text(lp: dict[str, Any]) -> str:
+    robust = lp.get("robust")
+    if not robust:
+        return f"t-test NI p {lp['noninferiority_p']:.3g}"
+    return (
+        f"{robust['method']} ({robust['reason']}): estimate {robust['estimate']:+.4f}, "
+        f"lower bound {robust['lower_bound']:+.4f}"
+    )
+
+
 def _judge(row: dict[str, Any], plan: Plan, lp: dict[str, Any] | None) -> dict[str, Any]:
     cell = plan.cell(row["task"], row["length"])
     assert cell is not None  # checked by check_plan_matches
@@ -124,11 +140,8 @@ def _judge(row: dict[str, Any], plan: Plan, lp: dict[str, Any] | None) -> dict[s
                 f"exact match not shown within {pp(cell.em_margin, False)} pp "
                 f"(NI p {row['noninferiority_p']:.3g})"
             )
-        if gated_lp and lp is not None and not lp["noninferior"]:
-            shown.append(
-                f"log-prob not shown within {cell.logprob_margin:g} nats/token "
-                f"(NI p {lp['noninferiority_p']:.3g})"
-            )
+        if gated_lp and lp is not None and not _logprob_noninferior(lp):
+            shown.append(f"log-prob not shown within {cell.logprob_margin:g} nats/token ({_robust_text(lp)})")
         verdict = NOT_SHOWN if shown else NONINFERIOR
         reasons += shown
     if cell.n is not None and row["n"] < cell.n:
@@ -151,7 +164,9 @@ def _judge(row: dict[str, Any], plan: Plan, lp: dict[str, Any] | None) -> dict[s
         "loss_midp_descriptive": row["mcnemar_midp"],
         "logprob_mean_diff": None if lp is None else lp["mean_diff"],
         "logprob_noninferiority_p": None if lp is None else lp["noninferiority_p"],
-        "logprob_noninferior": None if lp is None else lp["noninferior"],
+        "logprob_noninferior": None if lp is None else _logprob_noninferior(lp),
+        "logprob_primary": None if lp is None else _robust_text(lp),
+        "logprob_method": None if lp is None else (lp.get("robust") or {}).get("method", "t-test"),
         "verdict": verdict,
         "passes": verdict == NONINFERIOR,
         "reasons": reasons,
@@ -241,7 +256,7 @@ def decision_markdown(decision: dict[str, Any]) -> list[str]:
     lines = [f"**{decision['line']}**", ""]
     lines += [
         "| cell | n (planned) | Δ exact match (95% CI) | margin | NI p | exact p (Holm) | mid-p | "
-        "Δ log-prob nats/token (NI p) | verdict |",
+        "mean Δ log-prob nats/token; primary NI | verdict |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for c in decision["cells"]:
@@ -250,7 +265,8 @@ def decision_markdown(decision: dict[str, Any]) -> list[str]:
         lp = (
             "–"
             if c["logprob_mean_diff"] is None
-            else f"{c['logprob_mean_diff']:+.4f} ({c['logprob_noninferiority_p']:.3g})"
+            else f"{c['logprob_mean_diff']:+.4f}; {'NI' if c['logprob_noninferior'] else 'NI not shown'} "
+            f"({c['logprob_method']})"
         )
         lines.append(
             f"| {_name(c['task'], c['length'])} | {c['n']} ({c['n_planned'] or '–'}) | "

@@ -27,6 +27,7 @@ import numpy as np
 from evalkit import stats as st
 from evalkit.compare.pairing import Pair, RowKey
 from evalkit.compare.verdict import GAIN, IDENTICAL, INCONCLUSIVE, LOSS, MINOR_LOSS, NONINFERIOR
+from evalkit.stats.robust_paired import robust_noninferiority
 
 UNIT = "nats per answer token"
 DEFAULT_LOGPROB_MARGIN = 0.01
@@ -132,6 +133,7 @@ def logprob_cell(task: str, length: int | None, pairs: list[Pair], margin: float
     d = np.asarray(diffs)
     mean, sr = st.paired_mean(d), st.signed_rank(d)
     ni = st.noninferiority_mean(d, margin)
+    robust = robust_noninferiority(d, margin) if d.size >= 3 else None
     all_zero = not np.any(d)
     verdict = _verdict(mean, ni, all_zero)
     mean_sig, rank_sig = mean.pvalue < 0.05, sr.pvalue < 0.05
@@ -153,6 +155,8 @@ def logprob_cell(task: str, length: int | None, pairs: list[Pair], margin: float
         "margin": margin,
         "noninferiority_p": ni.pvalue,
         "noninferior": ni.noninferior,
+        # the primary NI analysis by the pre-stated tail rule (what a plan's decision reads)
+        "robust": None if robust is None else robust.to_dict(),
         "margin_sign_changes": _sign_changes(pairs),
         "first_departure": _departures(pairs),
         "verdict": verdict,

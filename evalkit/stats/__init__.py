@@ -24,7 +24,7 @@ _WHERE = {
         "mcnemar_exact",
         "mcnemar_midp",
     ],
-    "multitest": ["MultitestResult", "benjamini_hochberg", "holm"],
+    "multitest": ["MultitestResult", "benjamini_hochberg", "fixed_sequence", "holm"],
     "noninferiority": ["NonInferiorityResult", "TostResult", "noninferiority_test", "tost"],
     "paired_ci": [
         "NewcombeCI",
