@@ -41,6 +41,23 @@ def _name(task: str, length: int | None) -> str:
     return task + ("" if length is None else f" @ {length}")
 
 
+def _row_name(row: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """'task @ length', with the metric when the cell has more than one."""
+    metrics = {r["metric"] for r in rows if (r["task"], r["length"]) == (row["task"], row["length"])}
+    if len(metrics) > 1:
+        return _name(f"{row['task']} {row['metric']}", row["length"])
+    return _name(row["task"], row["length"])
+
+
+def _one_metric_per_cell(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen, out = set(), []
+    for r in rows:
+        if (r["task"], r["length"]) not in seen:
+            seen.add((r["task"], r["length"]))
+            out.append(r)
+    return out
+
+
 def check_plan_matches(plan: Plan, keys: list[RowKey], runs: list[Any]) -> None:
     """InputError (one line) when the runs' cells or recorded plan hash differ from the plan."""
     have = {(task, length) for task, _metric, length in keys}
@@ -68,7 +85,10 @@ def _holm_over_family(pvalues: list[float], size: int) -> list[float]:
 
 
 def stratified_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Stratified McNemar over cells: Z = sum(b - c) / sqrt(sum(b + c)); MH discordant odds ratio."""
+    """Stratified McNemar over cells: Z = sum(b - c) / sqrt(sum(b + c)); MH discordant odds ratio.
+
+    One metric per task x length (the first): the metrics of a cell score the same questions."""
+    rows = _one_metric_per_cell(rows)
     b = sum(r["candidate_only"] for r in rows)
     c = sum(r["baseline_only"] for r in rows)
     z = (b - c) / math.sqrt(b + c) if b + c else 0.0
@@ -104,7 +124,7 @@ def _robust_text(lp: dict[str, Any]) -> str:
     )
 
 
-def _judge(row: dict[str, Any], plan: Plan, lp: dict[str, Any] | None) -> dict[str, Any]:
+def _judge(row: dict[str, Any], plan: Plan, lp: dict[str, Any] | None, name: str) -> dict[str, Any]:
     cell = plan.cell(row["task"], row["length"])
     assert cell is not None  # checked by check_plan_matches
     boundary = None
@@ -116,8 +136,7 @@ def _judge(row: dict[str, Any], plan: Plan, lp: dict[str, Any] | None) -> dict[s
     gated_lp = plan.gate in ("logprob", "both")
     if gated_lp and lp is None:
         raise InputError(
-            f"{plan.path} gates on logprob but the runs recorded no paired gold_logprob for "
-            f"{_name(row['task'], row['length'])}"
+            f"{plan.path} gates on logprob but the runs recorded no paired gold_logprob for {name}"
         )
     reasons = []
     significant_loss = row["diff"] < 0 and row["loss_p_exact_holm"] <= plan.loss_alpha
@@ -150,6 +169,7 @@ def _judge(row: dict[str, Any], plan: Plan, lp: dict[str, Any] | None) -> dict[s
         "task": row["task"],
         "metric": row["metric"],
         "length": row["length"],
+        "name": name,
         "n": row["n"],
         "n_planned": cell.n,
         "boundary": boundary,
@@ -206,7 +226,7 @@ def decision_line(decision: dict[str, Any], aa: dict[str, Any] | None = None) ->
             (NOT_SHOWN, "not shown"),
             (CANNOT_LOSE, "cannot lose (floor)"),
         ):
-            names = [_name(c["task"], c["length"]) for c in failing if c["verdict"] == verdict]
+            names = [c["name"] for c in failing if c["verdict"] == verdict]
             if names:
                 groups.append(f"{words}: {', '.join(names)}")
         body = f"FAIL: {len(failing)} of {len(cells)} cells do not pass ({'; '.join(groups)})."
@@ -221,7 +241,7 @@ def decide(
     for row, p in zip(rows, _holm_over_family([r["mcnemar_exact_p"] for r in rows], size)):
         row["loss_p_exact_holm"] = p
     lp = _logprob_by_cell(logprob_cells)
-    cells = [_judge(r, plan, lp.get((r["task"], r["length"]))) for r in rows]
+    cells = [_judge(r, plan, lp.get((r["task"], r["length"])), _row_name(r, rows)) for r in rows]
     decision = {
         "plan": plan.identity(),
         "preregistered": True,
@@ -232,7 +252,7 @@ def decide(
         "family": {"procedure": plan.family_procedure, "size": size, "p_values": "exact conditional"},
         "outcome": PASS if all(c["passes"] for c in cells) else FAIL,
         "cells": cells,
-        "failing": [_name(c["task"], c["length"]) for c in cells if not c["passes"]],
+        "failing": [c["name"] for c in cells if not c["passes"]],
         "pooled": stratified_summary(rows),
         "logprob_calibration": plan.calibration,
     }
@@ -269,11 +289,12 @@ def decision_markdown(decision: dict[str, Any]) -> list[str]:
             f"({c['logprob_method']})"
         )
         lines.append(
-            f"| {_name(c['task'], c['length'])} | {c['n']} ({c['n_planned'] or '–'}) | "
+            f"| {c['name']} | {c['n']} ({c['n_planned'] or '–'}) | "
             f"{pp(c['diff'])} ({pp(lo)}, {pp(hi)}) | {pp(c['exact_match_margin'], False)} pp / "
             f"{c['logprob_margin']:g} | {c['noninferiority_p']:.3g} | {c['loss_p_exact']:.3g} "
             f"({c['loss_p_exact_holm']:.3g}) | {c['loss_midp_descriptive']:.3g} | {lp} | {label} |"
         )
+    lines += [""] + [f"- {c['name']}: {'; '.join(c['reasons'])}." for c in decision["cells"] if c["reasons"]]
     pooled = decision["pooled"]
     calibration = decision.get("logprob_calibration")
     if calibration and isinstance(calibration.get("sentence"), str):
