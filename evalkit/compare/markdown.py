@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit.compare.decision import decision_markdown
+from evalkit.compare.item_scores import item_scores_markdown
 from evalkit.compare.logprob import logprob_markdown
 from evalkit.compare.replicate import replicate_markdown
 from evalkit.compare.verdict import LOSS, consistency_note, pp
@@ -139,6 +140,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines += _trends(report)
     if "logprob" in report:
         lines += logprob_markdown(report["logprob"])
+    lines += item_scores_markdown(report.get("item_scores") or [])
     if "aa" in report:
         lines += replicate_markdown(report["aa"])
     if report["notes"]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from evalkit.compare.decision import NOT_PREREGISTERED, check_plan_matches, decide
 from evalkit.compare.gate import evaluate_gate
+from evalkit.compare.item_scores import item_scores_report
 from evalkit.compare.logprob import DEFAULT_LOGPROB_MARGIN, logprob_report
 from evalkit.compare.margins import Margins, check_tasks, parse_margins
 from evalkit.compare.pairing import describe, pair_runs
@@ -130,5 +131,6 @@ def build_report(
         "decision": decision,
         "plan": decision["plan"],
         "logprob": logprob,
+        "item_scores": item_scores_report(pairing.rows),
         "aa": aa,
     }
