@@ -80,3 +80,19 @@ def test_a_plan_without_n_is_refused_before_the_model_loads(tmp_path, capsys):
         ["ab", "--plan", str(_plan(tmp_path, None)), "--candidate", "bf16", "--out", str(tmp_path / "x")]
     )
     assert rc == 2 and "cells without a planned n" in capsys.readouterr().err
+
+
+def test_the_plan_pre_registers_the_design_and_ab_keeps_to_it(tmp_path, capsys):
+    from evalkit.compare.plan_file import load_plan
+
+    out = tmp_path / "seq.yaml"
+    args = ["plan", "--discordance", "0.1", "--cell", "passkey@1024", "--margin", "0.05", "--looks", "3"]
+    assert cli([*args, "--out", str(out)]) == 0
+    plan = load_plan(out)
+    assert plan.sequential["looks"] == 3 and plan.sequential["information_inflation"] == pytest.approx(
+        1.013, abs=2e-3
+    )
+    assert plan.cells[0].n_max == -(-plan.cells[0].n * plan.sequential["information_inflation"] // 1)
+    capsys.readouterr()
+    rc = cli(["ab", "--plan", str(out), "--candidate", "bf16", "--looks", "2", "--out", str(tmp_path / "x")])
+    assert rc == 2 and "pre-registers 3 looks" in capsys.readouterr().err

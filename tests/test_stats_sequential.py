@@ -139,3 +139,9 @@ def test_bad_designs_are_refused():
         sq.sign_walk_design((80, 40))
     with pytest.raises(ValueError):
         sq.normal_design((0.5, 0.9))
+
+
+def test_information_inflation_matches_gsdesign():
+    assert sq.information_inflation(sq.normal_design((1 / 3, 2 / 3, 1))) == pytest.approx(1.013, abs=1e-3)
+    pocock = sq.normal_design((1 / 3, 2 / 3, 1), spending="pocock")
+    assert sq.information_inflation(pocock) == pytest.approx(1.171, abs=2e-3)

@@ -100,8 +100,8 @@ def run_ab(spec: AbSpec) -> dict[str, Any]:
         c.name: {
             "task": c.task,
             "length": c.length,
-            "n_max": c.n,
-            "looks_at": look_sizes(c.n or 1, spec.looks),
+            "n_max": c.n_max or c.n,
+            "looks_at": look_sizes(c.n_max or c.n or 1, spec.looks),
             "looks": [],
         }
         for c in spec.plan.cells

@@ -19,8 +19,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--candidate", required=True, help="candidate arm, e.g. fp16 or m3-rtz@chunk=64")
     parser.add_argument("--out", required=True, help="output directory (re-running resumes it)")
     parser.add_argument("--model", help="checkpoint dir or hub id (default: the embedded reference model)")
-    parser.add_argument("--looks", type=int, default=3, help="equally spaced looks per cell (default 3)")
-    parser.add_argument("--spending", choices=("obf", "pocock"), default="obf", help="alpha spending")
+    parser.add_argument(
+        "--looks", type=int, help="equally spaced looks per cell (default: the plan's, else 3)"
+    )
+    parser.add_argument(
+        "--spending", choices=("obf", "pocock"), help="alpha spending (default: the plan's, else obf)"
+    )
     parser.add_argument("--seed", type=int, help="seed of the task generators")
     parser.add_argument("--data-dir", help="local data folder (e.g. a GSM8K copy); also EVALKIT_DATA")
     parser.add_argument("--max-new-tokens", type=int, help="cap every task's generation length")
@@ -38,15 +42,26 @@ def main(args: argparse.Namespace) -> int:
         v = getattr(args, flag)
         if v is not None and v < 1:
             raise InputError(f"--{flag.replace('_', '-')} must be at least 1")
+    plan = load_plan(args.plan)
+    looks, spending = args.looks or 3, args.spending or "obf"
+    if plan.sequential is not None:
+        planned = (plan.sequential["looks"], plan.sequential["spending"])
+        given = (args.looks or planned[0], args.spending or planned[1])
+        if given != planned:
+            raise InputError(
+                f"{args.plan} pre-registers {planned[0]} looks with {planned[1]} spending; "
+                "drop --looks/--spending or write a new plan"
+            )
+        looks, spending = planned
     command = ["evalkit", "ab", *sys.argv[2:]] if sys.argv[1:2] == ["ab"] else list(sys.argv)
     spec = AbSpec(
-        plan=load_plan(args.plan),
+        plan=plan,
         baseline=parse_arm(args.baseline),
         candidate=parse_arm(args.candidate),
         out_dir=Path(args.out),
         model=args.model,
-        looks=args.looks,
-        spending=args.spending,
+        looks=looks,
+        spending=spending,
         seed=args.seed,
         data_dir=args.data_dir,
         max_new_tokens=args.max_new_tokens,

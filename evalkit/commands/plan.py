@@ -66,6 +66,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "exact-match change the log-prob margin predicts (OLS across its cells)",
     )
     parser.add_argument(
+        "--looks",
+        type=int,
+        help="a group-sequential design for `evalkit ab`: this many equally spaced looks per cell "
+        "(n_max per cell = the fixed-sample n times the design's information inflation)",
+    )
+    parser.add_argument(
+        "--spending", choices=("obf", "pocock"), default="obf", help="alpha spending (--looks)"
+    )
+    parser.add_argument(
         "--family-size",
         type=int,
         help="hypotheses in the multiplicity family (e.g. cells x formats compared; default: the cells)",
@@ -119,6 +128,8 @@ def _write_plan(args: argparse.Namespace, report: dict | None, source: str) -> N
 
         sweep_cells = [c for d in args.calibrate_from for c in sweep_calibration_cells(d)]
         calibration = calibration_record(calibrate(sweep_cells, args.logprob_margin))
+    if args.looks is not None and args.looks < 1:
+        raise InputError(f"--looks must be at least 1, got {args.looks}")
     out = Path(args.out)
     if out.exists():
         raise InputError(f"{out} exists: a pre-registered plan is not overwritten; choose another --out")
@@ -133,6 +144,8 @@ def _write_plan(args: argparse.Namespace, report: dict | None, source: str) -> N
         family_size=args.family_size,
         effect=args.effect,
         calibration=calibration,
+        looks=args.looks,
+        spending=args.spending,
     )
     try:
         out.write_text(dump_plan(body), encoding="utf-8")

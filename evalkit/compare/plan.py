@@ -166,6 +166,8 @@ def plan_file_body(
     family_size: int | None,
     effect: float | None = None,
     calibration: dict[str, Any] | None = None,
+    looks: int | None = None,
+    spending: str = "obf",
 ) -> dict[str, Any]:
     """The plan file's content (before its hash): n per cell from the exact power of the NI test.
 
@@ -174,6 +176,17 @@ def plan_file_body(
     from evalkit.compare import plan_file as pf
     from evalkit.stats.exact_sample_size import exact_loss_n, exact_noninferiority_n
 
+    sequential = None
+    if looks is not None:
+        from evalkit.stats.sequential import information_inflation, normal_design
+
+        design = normal_design([(k + 1) / looks for k in range(looks)], pf.NI_ALPHA, spending)
+        sequential = {
+            "looks": looks,
+            "spending": spending,
+            "bounds": list(design.bounds),
+            "information_inflation": information_inflation(design, power),
+        }
     out_cells = []
     for (task, length), (psi, psi_source) in cells.items():
         ni = exact_noninferiority_n(psi, margin, power, pf.NI_ALPHA)
@@ -190,6 +203,8 @@ def plan_file_body(
             "n_approximation": ni.n_approx,
             "approximation_method": f"{ni.approx_method}, an approximation",
         }
+        if sequential is not None and ni.n is not None:
+            cell["n_max"] = math.ceil(ni.n * sequential["information_inflation"])
         if effect is not None:
             loss = exact_loss_n(psi, effect, power, pf.LOSS_ALPHA)
             cell["loss_to_detect"] = pf.quantity(round(100 * effect, 10), pf.EM_UNIT)
@@ -212,6 +227,7 @@ def plan_file_body(
         "floor_ceiling": {"floor": pf.FLOOR, "ceiling": pf.CEILING},
         "cells": out_cells,
         **({"logprob_calibration": calibration} if calibration is not None else {}),
+        **({"sequential": sequential} if sequential is not None else {}),
     }
 
 

@@ -65,6 +65,7 @@ class PlanCell:
     em_margin: float  # fraction (1 pp = 0.01)
     logprob_margin: float  # nats/token
     n: int | None
+    n_max: int | None = None  # the sequential design's most questions (`evalkit ab`), when planned
 
     @property
     def key(self) -> tuple[str, int | None]:
@@ -90,6 +91,7 @@ class Plan:
     ceiling: float
     cells: tuple[PlanCell, ...]
     calibration: dict[str, Any] | None = None  # the log-prob margin's calibration, when the plan has one
+    sequential: dict[str, Any] | None = None  # {"looks", "spending", ...} for `evalkit ab`, when planned
 
     def cell(self, task: str, length: int | None) -> PlanCell | None:
         return next((c for c in self.cells if c.key == (task, length)), None)
@@ -129,7 +131,10 @@ def _cell(raw: Any, i: int, source: str) -> PlanCell:
     n = raw.get("n")
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise InputError(f"{where}.n must be a positive integer or null, got {n!r:.40}")
-    return PlanCell(task, length, em, lp, n)
+    n_max = raw.get("n_max")
+    if n_max is not None and (isinstance(n_max, bool) or not isinstance(n_max, int) or n_max < 1):
+        raise InputError(f"{where}.n_max must be a positive integer or null, got {n_max!r:.40}")
+    return PlanCell(task, length, em, lp, n, n_max)
 
 
 def plan_from_dict(body: Any, source: str) -> Plan:
@@ -186,7 +191,23 @@ def plan_from_dict(body: Any, source: str) -> Plan:
         calibration=body.get("logprob_calibration")
         if isinstance(body.get("logprob_calibration"), dict)
         else None,
+        sequential=_sequential(body.get("sequential"), source),
     )
+
+
+def _sequential(raw: Any, source: str) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise InputError(f"{source}: sequential must be a mapping")
+    looks = _field(raw, "looks", (int,), f"{source}: sequential")
+    if looks < 1:
+        raise InputError(f"{source}: sequential.looks must be at least 1")
+    if raw.get("spending") not in ("obf", "pocock"):
+        raise InputError(
+            f"{source}: sequential.spending must be obf or pocock, got {raw.get('spending')!r:.40}"
+        )
+    return raw
 
 
 def load_plan(path: str | Path) -> Plan:

@@ -67,6 +67,7 @@ _WHERE = {
         "noninferiority_look",
         "normal_design",
         "normal_design_power",
+        "information_inflation",
         "sign_walk_design",
         "sign_walk_power",
         "spent_alpha",
