@@ -243,6 +243,7 @@ def test_load_plan_refuses_non_plans(tmp_path):
         load_plan(path)
 
 
+@pytest.mark.slow
 def test_run_plan_records_the_hash_and_a_resume_under_an_edited_plan_is_refused(tmp_path, capsys):
     from helpers.faulty_server import FaultyServer
 
