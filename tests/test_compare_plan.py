@@ -270,3 +270,16 @@ def test_run_plan_records_the_hash_and_a_resume_under_an_edited_plan_is_refused(
         capsys.readouterr()
         rc = main(["run", "--server", server.url, "--limit", "2", "--plan", str(edited), *common])
     assert rc == 2 and "plan.content_hash" in capsys.readouterr().err
+
+
+def test_the_decision_line_sets_the_candidate_against_the_floor_run(tmp_path, capsys):
+    # the candidate changes 20 answers of 1000 on gsm8k; a floor run (another kernel) changes 4
+    cells = {("gsm8k", None): (600, 10, 10, 380)}
+    base, cand = _pair(tmp_path / "runs", cells)
+    floor = _write(tmp_path / "floor", "cand", {("gsm8k", None): (608, 2, 2, 388)})
+    rc, report, _ = _compare(capsys, base, cand, "--plan", _plan(tmp_path, cells), "--floor", floor)
+    line = report["decision"]["line"]
+    assert "the candidate changes 20 of 1000 answers, the floor run 4" in line
+    assert "exceeds the floor on gsm8k" in line
+    (row,) = report["aa"]["rows"]
+    assert row["exceeds"] and row["pvalue"] < 0.05
