@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from evalkit.ab.looks import judge_look, look_sizes
@@ -24,6 +25,23 @@ def test_look_sizes_and_judgements_on_planted_counts():
     assert early["decision"] == "continue" and not early["stops"]
     last = judge_look(design, 2, 3, 5, 60, 0.05)
     assert last["decision"] == "inconclusive" and last["stops"]
+
+
+def test_a_logprob_gate_decides_on_the_repeated_ci_of_the_mean():
+    design = normal_design((0.5, 1.0))
+    rng = np.random.default_rng(0)
+    small = rng.normal(-0.001, 0.01, 400)  # SE 0.0005: the repeated CI clears -0.01 at the first look
+    look = judge_look(design, 0, 3, 5, 60, 0.05, gate="logprob", logprob_diffs=small, logprob_margin=0.01)
+    lp = look["logprob"]
+    se = small.std(ddof=1) / np.sqrt(small.size)
+    assert lp["repeated_ci"][0] == pytest.approx(small.mean() - design.bounds[0] * se)
+    assert look["decision"] == "noninferior"  # exact match alone would continue
+    both = judge_look(design, 0, 3, 5, 60, 0.05, gate="both", logprob_diffs=small, logprob_margin=0.01)
+    assert both["decision"] == "continue"
+    bad = rng.normal(-0.05, 0.01, 400)
+    assert judge_look(design, 0, 3, 5, 60, 0.05, gate="logprob", logprob_diffs=bad)["decision"] == "futile"
+    missing = judge_look(design, 1, 3, 5, 60, 0.05, gate="logprob", logprob_diffs=[])
+    assert missing["decision"] == "inconclusive"
 
 
 def _plan(tmp_path, n):

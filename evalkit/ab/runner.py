@@ -47,7 +47,7 @@ def _log(msg: str) -> None:
     print(f"evalkit ab: {msg}", file=sys.stderr, flush=True)
 
 
-def _counts(base_dir: Path, cand_dir: Path, n_k: int) -> tuple[int, int, int]:
+def _counts(base_dir: Path, cand_dir: Path, n_k: int) -> tuple[int, int, int, list[float]]:
     """(candidate-only right, baseline-only right, n) of the cell's first metric, over its first n_k
     questions only: a resumed run holds later looks' questions too, and look k must not see them."""
     from evalkit.compare.pairing import pair_runs
@@ -58,7 +58,15 @@ def _counts(base_dir: Path, cand_dir: Path, n_k: int) -> tuple[int, int, int]:
     pairs = sorted(next(iter(pairing.rows.values())), key=lambda p: doc_sort_key(p.doc_id))[:n_k]
     cand_only = sum(p.candidate and not p.baseline for p in pairs)
     base_only = sum(p.baseline and not p.candidate for p in pairs)
-    return cand_only, base_only, len(pairs)
+    from evalkit.compare.logprob import _per_token
+
+    shifts = [
+        c - b
+        for p in pairs
+        if (b := _per_token(p.baseline_sample or {})) is not None
+        and (c := _per_token(p.candidate_sample or {})) is not None
+    ]
+    return cand_only, base_only, len(pairs), shifts
 
 
 def check_spec(spec: AbSpec) -> None:
@@ -140,6 +148,7 @@ def run_ab(spec: AbSpec) -> dict[str, Any]:
                     seed=spec.seed,
                     data_dir=spec.data_dir,
                     max_new_tokens=spec.max_new_tokens,
+                    gold_logprob=True,  # the paired log-prob measure a plan may gate on
                     manifest=manifest,
                     request_cache=request_cache,
                 )
@@ -148,8 +157,18 @@ def run_ab(spec: AbSpec) -> dict[str, Any]:
                 finally:
                     setup.backend.engine.close()
             base_dir, cand_dir = (cell_dir(spec.out_dir, cell) / a.label for a in arms)
-            b, c, n = _counts(base_dir, cand_dir, n_k)
-            look = judge_look(design, k, b, c, n, cell.em_margin)
+            b, c, n, shifts = _counts(base_dir, cand_dir, n_k)
+            look = judge_look(
+                design,
+                k,
+                b,
+                c,
+                n,
+                cell.em_margin,
+                gate=spec.plan.gate,
+                logprob_diffs=shifts,
+                logprob_margin=cell.logprob_margin,
+            )
             record["looks"].append(look)
             _log(f"{cell.name} look {k + 1}/{spec.looks} at n = {n}: {look['decision']}")
     summary = {
@@ -161,6 +180,7 @@ def run_ab(spec: AbSpec) -> dict[str, Any]:
             "spending": spec.spending,
             "alpha": spec.plan.alpha,
             "bounds": list(design.bounds),
+            "gate": spec.plan.gate,
             "futility": "non-binding: repeated CI's upper end below -margin",
         },
         "cells": [
