@@ -20,6 +20,10 @@ from evalkit.extras import MissingExtraError, missing_extra_message
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("run", "evaluate one arm (a state format, or a remote server) and write a run directory"),
     "sweep": ("sweep", "run a list of arms (e.g. fp32,m10,m7,m5,m3) and report the bits of margin"),
+    "ab": (
+        "ab",
+        "baseline and candidate arms in stages, each plan cell stopping once a sequential look decides",
+    ),
     "compare": ("compare", "paired comparison of two runs: McNemar, CIs, non-inferiority, power"),
     "plan": ("plan", "questions per cell needed to show non-inferiority (or detect a loss) with 80%% power"),
     "drift": ("drift", "how state error and output divergence grow with sequence length"),

@@ -68,3 +68,20 @@ def test_a_length_where_the_baseline_gets_everything_wrong_has_no_room():
     assert out.no_room and out.bits is None and "no room" in out.note
     rows = {10: [{**_row(4096, 0, 0, n=100), "acc_baseline": 0.5}]}
     assert bits_of_margin(rows, margin=0.05)[4096].bits == 10
+
+
+def test_bits_get_the_range_of_rungs_consistent_with_the_data():
+    """issue 38: 10 bits shown non-inferior, 7 and 4 undecided, 3 shown inferior: the walk says 10,
+    the data leave 4 to 10 possible; with no rung shown inferior the range is open below."""
+    rows = {
+        10: [_row(1024, 2, 2, n=3000)],
+        7: [_row(1024, 8, 2, n=300)],
+        4: [_row(1024, 10, 3, n=300)],
+        3: [_row(1024, 60, 5, n=300)],
+    }
+    out = bits_of_margin(rows, margin=0.01)[1024]
+    assert out.bits == 10 and out.noninferior == (True, False, False, False)
+    assert st.tango_ci(5, 60, 300, 0.95).ci_high < -0.01 < st.tango_ci(3, 10, 300, 0.95).ci_high
+    assert out.fewest_consistent == 4 and not out.open_below
+    out = bits_of_margin({10: [_row(1024, 2, 2)], 7: [_row(1024, 8, 2, n=300)]}, margin=0.01)[1024]
+    assert out.bits == 10 and out.fewest_consistent == 7 and out.open_below

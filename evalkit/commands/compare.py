@@ -46,23 +46,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="size cap of the --brief report and of the $GITHUB_STEP_SUMMARY text (default 60000)",
     )
     parser.add_argument(
+        "--plan",
+        metavar="PLAN.yaml",
+        help="judge every cell against a pre-registered plan (evalkit plan --out): its margins, alpha "
+        "and gate; the report leads with the plan's decision and records its name and hash; "
+        "exit 1 when the plan's decision fails",
+    )
+    parser.add_argument(
         "--margin",
-        default="0.01",
+        default=None,
         help="non-inferiority margin as a fraction (0.01 = 1 percentage point), per task with "
         "TASK=VALUE: e.g. 0.01,gsm8k=0.02,passkey=0.05 (default 0.01)",
     )
     parser.add_argument(
         "--logprob-margin",
         type=float,
-        default=0.01,
+        default=None,
         help="non-inferiority margin of the paired gold log-probability, in nats per answer token "
         "(mean over questions of each arm's gold_logprob / gold_tokens; default 0.01)",
     )
     parser.add_argument(
         "--replicate",
+        "--floor",
+        dest="replicate",
         metavar="BASELINE2",
-        help="a replicate of the baseline (same arm, run again): report the A/A disagreement and "
-        "whether the candidate disagrees more",
+        help="a replicate of the baseline, or (--floor) the baseline under other non-state numerics "
+        "(another kernel, batch width, device): report the A/A disagreement and whether the "
+        "candidate disagrees more",
     )
     parser.add_argument(
         "--fail-on",
@@ -138,11 +148,31 @@ def main(args: argparse.Namespace) -> int:
     from evalkit.compare.gate import exit_code
     from evalkit.compare.margins import parse_margins
 
-    margins = parse_margins(args.margin)
+    plan = None
+    if args.plan:
+        from evalkit.compare.plan_file import load_plan
+
+        given = [
+            name
+            for name, value in (
+                ("--margin", args.margin),
+                ("--logprob-margin", args.logprob_margin),
+                ("--fail-on", args.fail_on),
+                ("--gate-on", None if args.gate_on == "exact_match" else args.gate_on),
+            )
+            if value is not None
+        ]
+        if given:
+            raise InputError(
+                f"{', '.join(given)}: the plan sets the margins and the gate; drop them or the --plan"
+            )
+        plan = load_plan(args.plan)
+    margins = parse_margins(args.margin if args.margin is not None else "0.01")
+    logprob_margin = 0.01 if args.logprob_margin is None else args.logprob_margin
     if args.max_chars < 2_000:
         raise InputError(f"--max-chars must be at least 2000, got {args.max_chars}")
-    if not (math.isfinite(args.logprob_margin) and args.logprob_margin > 0):
-        raise InputError(f"--logprob-margin must be a positive number of nats, got {args.logprob_margin}")
+    if not (math.isfinite(logprob_margin) and logprob_margin > 0):
+        raise InputError(f"--logprob-margin must be a positive number of nats, got {logprob_margin}")
     baseline = _load(args.baseline, "baseline", args.allow_partial)
     candidate = _load(args.candidate, "candidate", args.allow_partial)
     replicate = _load(args.replicate, "replicate", args.allow_partial) if args.replicate else None
@@ -154,9 +184,10 @@ def main(args: argparse.Namespace) -> int:
         allow_prompt_mismatch=args.allow_prompt_mismatch,
         fail_on=args.fail_on,
         labels=(args.label_baseline, args.label_candidate),
-        logprob_margin=args.logprob_margin,
+        logprob_margin=logprob_margin,
         replicate=replicate,
         gate_on=args.gate_on,
+        plan=plan,
     )
     if _same_place(args.baseline, args.candidate):
         text = "baseline and candidate are the same run: every difference is 0 by construction"
@@ -200,7 +231,8 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     gate = report["gate"]
     if gate["status"] == "fail":
-        _warn(f"gate --fail-on {gate['fail_on']} failed on {', '.join(gate['failing'])}")
+        name = f"the plan {args.plan}" if plan is not None else f"gate --fail-on {gate['fail_on']}"
+        _warn(f"{name} failed on {', '.join(gate['failing'])}")
     return exit_code(gate)
 
 

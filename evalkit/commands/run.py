@@ -76,6 +76,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     q.add_argument("--seed", type=int, help="seed of the task generators (and sent to servers)")
     q.add_argument("--data-dir", help="local data folder (e.g. a GSM8K copy); also EVALKIT_DATA")
     q.add_argument(
+        "--plan",
+        metavar="PLAN.yaml",
+        help="the pre-registered plan (evalkit plan --out) this run belongs to: its name and hash go "
+        "in the manifest, so `compare --plan` refuses a plan edited after the run started",
+    )
+    q.add_argument(
         "--apply-chat-template",
         action="store_true",
         help="chat-formatted prompts (chat completions on a server)",
@@ -229,6 +235,11 @@ def main(args: argparse.Namespace) -> int:
     from evalkit.runner.table import render_summary
 
     _check(args)
+    plan = None
+    if getattr(args, "plan", None):
+        from evalkit.compare.plan_file import load_plan
+
+        plan = load_plan(args.plan)  # before any model loads: an edited plan is refused here
     servers = _split(args.server)
     if servers:
         setup = su.remote_setup(
@@ -286,6 +297,8 @@ def main(args: argparse.Namespace) -> int:
     )
     if setup.kernels is not None:
         manifest["kernels"] = setup.kernels
+    if plan is not None:
+        manifest["plan"] = plan.identity()
     spec = RunSpec(
         tasks=tasks,
         task_options=with_include_path(parse_task_options(args.task_option, tasks), args.include_path),

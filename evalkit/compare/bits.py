@@ -10,6 +10,11 @@ by (bits, label) where two arms share a width (fp16 and m10). Where the baseline
 question of a length wrong (rows carrying `baseline_right` or `acc_baseline`), no arm can lose
 one: that length has no room and no bits. fp16 stores 10 mantissa bits and bf16 7; the headroom
 columns say how many bits each has to spare.
+
+The bits are a point read off one walk, so each length also gets the range of rungs consistent
+with the data: from the walk's bits down to the narrowest rung above the first rung *shown
+inferior* (its one-sided 97.5% upper bound below −δ; per rung, not simultaneous). When no rung
+is shown inferior, the range is open below the narrowest rung tested.
 """
 
 from __future__ import annotations
@@ -40,6 +45,10 @@ class BitsOfMargin(Result):
     arms: tuple[str, ...] = ()  # the tested arms' labels, in `tested` order
     arm: str | None = None  # the label of the arm with the fewest bits
     no_room: bool = False  # the baseline got every question wrong: nothing can be shown
+    # fewest bits the data leave possible (None: even the widest rung is shown inferior), and
+    # whether the range is open below the narrowest rung tested; the most is `bits`
+    fewest_consistent: int | None = None
+    open_below: bool = False
     title: ClassVar[str] = "Bits of margin: fewest mantissa bits still non-inferior to fp32"
 
 
@@ -67,6 +76,27 @@ def _logprob_test(row: Mapping[str, Any], margin: float, alpha: float) -> tuple[
 
 
 _TESTS = {"exact_match": _exact_match_test, "logprob": _logprob_test}
+
+
+def _exact_match_inferior(row: Mapping[str, Any], margin: float, alpha: float) -> bool:
+    ci = st.tango_ci(row["candidate_only"], row["baseline_only"], row["n"], 1.0 - 2.0 * alpha)
+    return ci.ci_high < -margin
+
+
+def _logprob_inferior(row: Mapping[str, Any], margin: float, alpha: float) -> bool:
+    high = row.get("mean_ci_high")  # the cell's 95% t-interval: one-sided 97.5%
+    return high is not None and high < -margin
+
+
+_SHOWN_INFERIOR = {"exact_match": _exact_match_inferior, "logprob": _logprob_inferior}
+
+
+def _consistent_range(tested: list[tuple[int, str]], inferior: list[bool]) -> tuple[int | None, bool]:
+    """(fewest bits still consistent with the data, open below the narrowest rung tested)."""
+    first_bad = next((i for i, bad in enumerate(inferior) if bad), None)
+    if first_bad is None:
+        return tested[-1][0], True
+    return (tested[first_bad - 1][0] if first_bad > 0 else None), False
 
 
 def _baseline_right(row: Mapping[str, Any]) -> float | None:
@@ -109,6 +139,9 @@ def bits_of_margin(
         tested = sorted((r for r, table in tables.items() if length in table), key=lambda r: (-r[0], r[1]))
         rows = [tables[r][length] for r in tested]
         results = [test(row, margin, alpha) for row in rows]
+        fewest, open_below = _consistent_range(
+            tested, [_SHOWN_INFERIOR[measure](row, margin, alpha) for row in rows]
+        )
         no_room = measure == "exact_match" and any(_baseline_right(row) == 0 for row in rows)
         best: tuple[int, str] | None = None
         for rung, (noninferior, _p) in zip(tested, results):
@@ -136,5 +169,7 @@ def bits_of_margin(
             tuple(r[1] for r in tested),
             None if best is None else best[1],
             no_room,
+            None if no_room else fewest,
+            open_below and not no_room,
         )
     return out

@@ -76,6 +76,7 @@ def render_brief(report: dict[str, Any], max_chars: int = 60_000) -> str:
         [
             f"### evalkit compare: candidate `{cand}` vs baseline `{base}`",
             "",
+            *([report["decision"]["line"][:2000], ""] if "decision" in report else []),
             _status_line(report),
             "",
             f"**Verdict:** {report['verdict'][:2000]}",

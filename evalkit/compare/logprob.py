@@ -132,6 +132,9 @@ def logprob_cell(task: str, length: int | None, pairs: list[Pair], margin: float
     d = np.asarray(diffs)
     mean, sr = st.paired_mean(d), st.signed_rank(d)
     ni = st.noninferiority_mean(d, margin)
+    from evalkit.stats.robust_paired import robust_noninferiority  # scipy: only when cells exist
+
+    robust = robust_noninferiority(d, margin) if d.size >= 3 else None
     all_zero = not np.any(d)
     verdict = _verdict(mean, ni, all_zero)
     mean_sig, rank_sig = mean.pvalue < 0.05, sr.pvalue < 0.05
@@ -153,6 +156,8 @@ def logprob_cell(task: str, length: int | None, pairs: list[Pair], margin: float
         "margin": margin,
         "noninferiority_p": ni.pvalue,
         "noninferior": ni.noninferior,
+        # the primary NI analysis by the pre-stated tail rule (what a plan's decision reads)
+        "robust": None if robust is None else robust.to_dict(),
         "margin_sign_changes": _sign_changes(pairs),
         "first_departure": _departures(pairs),
         "verdict": verdict,
@@ -166,8 +171,14 @@ def _recorded(pairs: list[Pair]) -> bool:
     )
 
 
-def logprob_report(rows: dict[RowKey, list[Pair]], margin: float = DEFAULT_LOGPROB_MARGIN) -> dict[str, Any]:
-    """{"recorded", "unit", "margin", "cells"}: one cell per task x length (questions, not metrics)."""
+def logprob_report(
+    rows: dict[RowKey, list[Pair]],
+    margin: float = DEFAULT_LOGPROB_MARGIN,
+    cell_margins: dict[tuple[str, int | None], float] | None = None,
+) -> dict[str, Any]:
+    """{"recorded", "unit", "margin", "cells"}: one cell per task x length (questions, not metrics).
+
+    cell_margins: a margin per (task, length) (a pre-registered plan's), overriding `margin`."""
     by_cell: dict[tuple[str, int | None], list[Pair]] = {}
     for (task, _metric, length), pairs in rows.items():
         by_cell.setdefault((task, length), pairs)  # every metric of a cell pairs the same questions
@@ -175,7 +186,8 @@ def logprob_report(rows: dict[RowKey, list[Pair]], margin: float = DEFAULT_LOGPR
     cells = []
     if recorded:
         for (task, length), pairs in by_cell.items():
-            cell = logprob_cell(task, length, pairs, margin)
+            cell_margin = (cell_margins or {}).get((task, length), margin)
+            cell = logprob_cell(task, length, pairs, cell_margin)
             if cell is not None:
                 cells.append(cell)
     return {"recorded": recorded and bool(cells), "unit": UNIT, "margin": margin, "cells": cells}

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit.compare.benefit import benefit_markdown
+from evalkit.compare.decision import decision_markdown
+from evalkit.compare.item_scores import item_scores_markdown
 from evalkit.compare.logprob import logprob_markdown
 from evalkit.compare.replicate import replicate_markdown
 from evalkit.compare.verdict import LOSS, consistency_note, pp
@@ -129,6 +131,8 @@ def _trends(report: dict[str, Any]) -> list[str]:
 def render_markdown(report: dict[str, Any]) -> str:
     base, cand = report["baseline"], report["candidate"]
     lines = [f"### evalkit compare: candidate `{cand['label']}` vs baseline `{base['label']}`", ""]
+    if "decision" in report:
+        lines += decision_markdown(report["decision"])
     lines += _table(report)
     lines += ["", f"**Verdict:** {report['verdict']}", ""]
     for r in report["rows"]:
@@ -137,6 +141,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines += _trends(report)
     if "logprob" in report:
         lines += logprob_markdown(report["logprob"])
+    lines += item_scores_markdown(report.get("item_scores") or [])
     if "aa" in report:
         lines += replicate_markdown(report["aa"])
     lines += benefit_markdown(report.get("benefit"))

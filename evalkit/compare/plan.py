@@ -137,3 +137,102 @@ def plan_markdown(result: dict[str, Any]) -> str:
     if notes:
         lines += [""] + notes
     return "\n".join(lines) + "\n"
+
+
+def parse_cell(text: str) -> tuple[str, int | None]:
+    """'gsm8k' -> ('gsm8k', None); 'niah@131072' -> ('niah', 131072)."""
+    task, at, length = text.partition("@")
+    if not task or (at and not length.isdigit()):
+        raise InputError(f"--cell must be TASK or TASK@LENGTH (e.g. niah@131072), got {text!r}")
+    return task, int(length) if at else None
+
+
+def _cell_psi(rows: list[dict[str, Any]]) -> tuple[float, str]:
+    """The largest discordance among a cell's pilot rows (one per metric), or 3/n when none."""
+    best = max(rows, key=lambda r: (r["baseline_only"] + r["candidate_only"]) / r["n"])
+    disc, n = best["baseline_only"] + best["candidate_only"], best["n"]
+    return (disc / n, "pilot") if disc else (min(1.0, 3.0 / n), "pilot rule of three (3/n)")
+
+
+def plan_file_body(
+    cells: dict[tuple[str, int | None], tuple[float, str]],
+    *,
+    name: str,
+    source: str,
+    margin: float,
+    logprob_margin: float,
+    power: float,
+    gate: str,
+    family_size: int | None,
+    effect: float | None = None,
+    calibration: dict[str, Any] | None = None,
+    looks: int | None = None,
+    spending: str = "obf",
+) -> dict[str, Any]:
+    """The plan file's content (before its hash): n per cell from the exact power of the NI test.
+
+    cells: {(task, length): (discordance psi, where psi comes from)}.
+    """
+    from evalkit.compare import plan_file as pf
+    from evalkit.stats.exact_sample_size import exact_loss_n, exact_noninferiority_n
+
+    sequential = None
+    if looks is not None:
+        from evalkit.stats.sequential import information_inflation, normal_design
+
+        design = normal_design([(k + 1) / looks for k in range(looks)], pf.NI_ALPHA, spending)
+        sequential = {
+            "looks": looks,
+            "spending": spending,
+            "bounds": list(design.bounds),
+            "information_inflation": information_inflation(design, power),
+        }
+    out_cells = []
+    for (task, length), (psi, psi_source) in cells.items():
+        ni = exact_noninferiority_n(psi, margin, power, pf.NI_ALPHA)
+        cell: dict[str, Any] = {
+            "task": task,
+            "length": length,
+            "exact_match_margin": pf.quantity(round(100 * margin, 10), pf.EM_UNIT),
+            "logprob_margin": pf.quantity(logprob_margin, pf.LOGPROB_UNIT),
+            "discordance": psi,
+            "discordance_source": psi_source,
+            "n": ni.n,
+            "exact_power_at_n": ni.power,
+            "power_method": "exact enumeration of the Tango/Nam NI test (true difference 0)",
+            "n_approximation": ni.n_approx,
+            "approximation_method": f"{ni.approx_method}, an approximation",
+        }
+        if sequential is not None and ni.n is not None:
+            cell["n_max"] = math.ceil(ni.n * sequential["information_inflation"])
+        if effect is not None:
+            loss = exact_loss_n(psi, effect, power, pf.LOSS_ALPHA)
+            cell["loss_to_detect"] = pf.quantity(round(100 * effect, 10), pf.EM_UNIT)
+            cell["n_detect_loss"] = loss.n
+            cell["exact_power_detect_loss"] = loss.power
+            cell["n_detect_loss_connor"] = loss.n_approx
+        out_cells.append(cell)
+    return {
+        "kind": pf.KIND,
+        "schema_version": pf.SCHEMA_VERSION,
+        "name": name,
+        "source": source,
+        "alpha": pf.NI_ALPHA,
+        "loss_alpha": pf.LOSS_ALPHA,
+        "power": power,
+        "gate": gate,
+        "decision_rule": "every cell non-inferior on the gated measures (intersection-union); "
+        "floor cells cannot pass",
+        "family": {"procedure": "holm", "size": family_size or len(out_cells), "p_values": "exact"},
+        "floor_ceiling": {"floor": pf.FLOOR, "ceiling": pf.CEILING},
+        "cells": out_cells,
+        **({"logprob_calibration": calibration} if calibration is not None else {}),
+        **({"sequential": sequential} if sequential is not None else {}),
+    }
+
+
+def pilot_cells(report: Any, source: str) -> dict[tuple[str, int | None], tuple[float, str]]:
+    by_cell: dict[tuple[str, int | None], list[dict[str, Any]]] = {}
+    for row in check_pilot(report, source):
+        by_cell.setdefault((row["task"], row.get("length")), []).append(row)
+    return {key: _cell_psi(rows) for key, rows in by_cell.items()}

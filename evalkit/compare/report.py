@@ -10,10 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit.compare.benefit import benefit_report
+from evalkit.compare.decision import NOT_PREREGISTERED, check_plan_matches, decide
 from evalkit.compare.gate import evaluate_gate
+from evalkit.compare.item_scores import item_scores_report
 from evalkit.compare.logprob import DEFAULT_LOGPROB_MARGIN, logprob_report
 from evalkit.compare.margins import Margins, check_tasks, parse_margins
 from evalkit.compare.pairing import describe, pair_runs
+from evalkit.compare.plan_file import Plan
 from evalkit.compare.replicate import replicate_report
 from evalkit.compare.rows import add_holm, compute_row
 from evalkit.compare.trend import length_trends
@@ -56,21 +59,50 @@ def build_report(
     logprob_margin: float = DEFAULT_LOGPROB_MARGIN,
     replicate: RunData | None = None,
     gate_on: str = "exact_match",
+    plan: Plan | None = None,
 ) -> dict[str, Any]:
+    """With a `plan`, its margins, α and gate replace `margin`, `logprob_margin` and `fail_on`."""
     margins = margin if isinstance(margin, Margins) else parse_margins(margin)
     pairing = pair_runs(
         baseline, candidate, intersection=intersection, allow_prompt_mismatch=allow_prompt_mismatch
     )
-    check_tasks(margins, pairing.tasks)
+    if plan is not None:
+        check_plan_matches(plan, list(pairing.rows), [baseline, candidate])
+    else:
+        check_tasks(margins, pairing.tasks)
+
+    def cell_margin(task: str, length: int | None) -> float:
+        cell = plan.cell(task, length) if plan is not None else None
+        return cell.em_margin if cell is not None else margins.for_task(task)
+
+    ni_alpha = plan.alpha if plan is not None else 0.025
     rows = [
-        compute_row(task, metric, length, pairs, margin=margins.for_task(task))
+        compute_row(task, metric, length, pairs, margin=cell_margin(task, length), ni_alpha=ni_alpha)
         for (task, metric, length), pairs in pairing.rows.items()
     ]
     add_holm(rows)
     for row in rows:
         row["verdict"], row["verdict_text"] = row_verdict(row)
-    logprob = logprob_report(pairing.rows, logprob_margin)
-    gate = evaluate_gate(rows, fail_on, measure=gate_on, logprob_cells=logprob["cells"])
+    lp_margins = None if plan is None else {c.key: c.logprob_margin for c in plan.cells}
+    logprob = logprob_report(pairing.rows, logprob_margin, lp_margins)
+    aa = replicate_report(
+        baseline,
+        replicate,
+        pairing.rows,
+        intersection=intersection,
+        allow_prompt_mismatch=allow_prompt_mismatch,
+    )
+    if plan is None:
+        gate = evaluate_gate(rows, fail_on, measure=gate_on, logprob_cells=logprob["cells"])
+        decision = {"preregistered": False, "plan": None, "line": NOT_PREREGISTERED}
+    else:
+        decision = decide(rows, logprob["cells"], plan, aa)
+        gate = {
+            "fail_on": "plan",
+            "measure": plan.gate,
+            "status": decision["outcome"],
+            "failing": decision["failing"],
+        }
     base, cand = describe(baseline), describe(candidate)
     base["label"] = labels[0] or base["label"]
     cand["label"] = labels[1] or cand["label"]
@@ -97,13 +129,10 @@ def build_report(
         },
         "notes": pairing.notes,
         "verdict": overall_verdict(rows),
+        "decision": decision,
+        "plan": decision["plan"],
         "logprob": logprob,
         "benefit": benefit_report(baseline.manifest, candidate.manifest),
-        "aa": replicate_report(
-            baseline,
-            replicate,
-            pairing.rows,
-            intersection=intersection,
-            allow_prompt_mismatch=allow_prompt_mismatch,
-        ),
+        "item_scores": item_scores_report(pairing.rows),
+        "aa": aa,
     }

@@ -1,4 +1,4 @@
-"""Multiplicity adjustment across report rows: Holm (family-wise) and Benjamini-Hochberg (FDR)."""
+"""Multiplicity adjustment: Holm and fixed sequence (family-wise), Benjamini-Hochberg (FDR)."""
 
 from __future__ import annotations
 
@@ -55,4 +55,14 @@ def benjamini_hochberg(pvalues: Sequence[float], alpha: float = 0.05) -> Multite
     adj[order] = adj_sorted
     return MultitestResult(
         "fdr_bh", tuple(p.tolist()), tuple(adj.tolist()), tuple(bool(x) for x in adj <= alpha), alpha
+    )
+
+
+def fixed_sequence(pvalues: Sequence[float], alpha: float = 0.025) -> MultitestResult:
+    """Fixed-sequence (hierarchical) testing in the given order (Maurer et al. 1995): each hypothesis
+    at full alpha, going on only after a rejection; FWER <= alpha. Adjusted p_(i) = max_{j<=i} p_j."""
+    p = _as_array(pvalues)
+    adj = np.maximum.accumulate(p) if len(p) else p
+    return MultitestResult(
+        "fixed_sequence", tuple(p.tolist()), tuple(adj.tolist()), tuple(bool(x) for x in adj <= alpha), alpha
     )

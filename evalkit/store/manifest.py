@@ -146,7 +146,12 @@ def _get(manifest: dict[str, Any], dotted: str) -> Any:
 
 # recorded since a later version (or only by some backends): a run directory written before it
 # still resumes, but two values that differ are refused like any other identity field
-_CHECKED_WHEN_BOTH_HAVE_IT = ("model.weights_fingerprint", "backend.device", "source_hash")
+_CHECKED_WHEN_BOTH_HAVE_IT = (
+    "model.weights_fingerprint",
+    "backend.device",
+    "source_hash",
+    "plan.content_hash",
+)
 _CHECKED_WHEN_BOTH_HAVE_IT_PREFIXES = ("libraries.", "kernels.")
 _CHECKED_WHEN_BOTH_HAVE_IT_SUFFIXES = (".data.sha256",)  # tasks.<name>.data.sha256: the data read
 # the code that ran: refused like the rest unless the user declares the change (--allow-source-change)
@@ -199,6 +204,8 @@ def identity_fields(manifest: dict[str, Any]) -> dict[str, Any]:
     if isinstance(kernels, dict):
         for key in sorted(kernels, key=lambda k: (k == "label", k)):
             out[f"kernels.{key}"] = kernels[key]
+    # the pre-registered plan a run was started under (`run --plan`): a resume under an edited plan is refused
+    out["plan.content_hash"] = _get(manifest, "plan.content_hash")
     arm = manifest.get("arm") or {}
     if isinstance(arm, dict):
         # the label last: it is derived from the others, which name a difference better

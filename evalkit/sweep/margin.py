@@ -48,6 +48,8 @@ def bits_of_margin(
             "arm": b.arm,
             "ladder": [[bits, label, ok] for bits, label, ok in zip(b.tested, b.arms, b.noninferior)],
             "no_room": b.no_room,
+            "fewest_consistent_bits": b.fewest_consistent,
+            "range_open_below": b.open_below,
             "fp16_spare": b.headroom_vs_fp16,
             "bf16_spare": b.headroom_vs_bf16,
         }

@@ -62,8 +62,9 @@ def render_markdown(summary: dict[str, Any]) -> str:
         lines.append(f"| `{arm}` | " + " | ".join(row) + " |")
     lines += ["", "**Bits of margin** per length:", ""]
     lines += [
-        "| length | fewest non-inferior bits | arm | fp16 (10) spare | bf16 (7) spare |",
-        "|---|---:|---|---:|---:|",
+        "| length | fewest non-inferior bits | consistent with the data | arm | fp16 (10) spare | "
+        "bf16 (7) spare |",
+        "|---|---:|---:|---|---:|---:|",
     ]
     for length, b in summary["bits_of_margin"].items():
         few = "not shown" if b["fewest_bits"] is None else str(b["fewest_bits"])
@@ -71,7 +72,10 @@ def render_markdown(summary: dict[str, Any]) -> str:
             few = f"no room (`{base}` at 0%)"
         spare = lambda v: "–" if v is None else f"{v:+d}"  # noqa: E731
         arm = f"`{b['arm']}`" if b["arm"] else "–"
-        lines.append(f"| {length} | {few} | {arm} | {spare(b['fp16_spare'])} | {spare(b['bf16_spare'])} |")
+        lines.append(
+            f"| {length} | {few} | {_bits_range(b)} | {arm} | {spare(b['fp16_spare'])} | "
+            f"{spare(b['bf16_spare'])} |"
+        )
     lines += [
         "",
         "The fewest bits is the last rung of the round-to-nearest ladder (fp16, bf16, mN) before the "
@@ -81,6 +85,17 @@ def render_markdown(summary: dict[str, Any]) -> str:
         "paired log-probability or the items instead).",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _bits_range(b: dict[str, Any]) -> str:
+    """'3–7 bits' (≤ 3 when open below); '–' for sweeps written before the range was recorded."""
+    if b.get("no_room") or "fewest_consistent_bits" not in b:
+        return "–"
+    low, high = b["fewest_consistent_bits"], b["fewest_bits"]
+    if low is None:
+        return "none (the widest rung is shown inferior)"
+    low_text = f"≤ {low}" if b.get("range_open_below") else str(low)
+    return f"{low_text} to {'above the widest' if high is None else high}"
 
 
 def write_report(out_dir: Path, summary: dict[str, Any]) -> None:

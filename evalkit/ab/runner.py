@@ -1,0 +1,193 @@
+"""Run a plan's cells in stages with one loaded model: at look k each undecided cell gets its first
+n_k questions in the baseline arm, then in the candidate arm (DIR/<cell>/<arm>/, normal run
+directories, so a re-run resumes them and recomputes the same decisions from the stored samples),
+and stops once a look decides it or at the plan's n for that cell.
+
+Interleaving is per stage (baseline, then candidate, on the same new questions), not per question.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit.ab.looks import judge_look, look_fractions, look_sizes
+from evalkit.arm import Arm
+from evalkit.compare.plan_file import Plan, PlanCell
+from evalkit.errors import InputError
+
+
+@dataclass
+class AbSpec:
+    plan: Plan
+    baseline: Arm
+    candidate: Arm
+    out_dir: Path
+    model: str | None = None
+    looks: int = 3
+    spending: str = "obf"
+    seed: int | None = None
+    data_dir: str | None = None
+    max_new_tokens: int | None = None
+    device: str | None = None
+    max_num_seqs: int | None = None
+    progress: bool = True
+    command: list[str] = field(default_factory=list)
+
+
+def cell_dir(out_dir: Path, cell: PlanCell) -> Path:
+    return Path(out_dir) / (cell.task + ("" if cell.length is None else f"@{cell.length}"))
+
+
+def _log(msg: str) -> None:
+    print(f"evalkit ab: {msg}", file=sys.stderr, flush=True)
+
+
+def _counts(base_dir: Path, cand_dir: Path, n_k: int) -> tuple[int, int, int, list[float]]:
+    """(candidate-only right, baseline-only right, n) of the cell's first metric, over its first n_k
+    questions only: a resumed run holds later looks' questions too, and look k must not see them."""
+    from evalkit.compare.pairing import pair_runs
+    from evalkit.store import load_run
+    from evalkit.store.schema import doc_sort_key
+
+    pairing = pair_runs(load_run(base_dir), load_run(cand_dir), intersection=True)
+    pairs = sorted(next(iter(pairing.rows.values())), key=lambda p: doc_sort_key(p.doc_id))[:n_k]
+    cand_only = sum(p.candidate and not p.baseline for p in pairs)
+    base_only = sum(p.baseline and not p.candidate for p in pairs)
+    from evalkit.compare.logprob import _per_token
+
+    shifts = [
+        c - b
+        for p in pairs
+        if (b := _per_token(p.baseline_sample or {})) is not None
+        and (c := _per_token(p.candidate_sample or {})) is not None
+    ]
+    return cand_only, base_only, len(pairs), shifts
+
+
+def check_spec(spec: AbSpec) -> None:
+    if spec.looks < 1:
+        raise InputError("--looks must be at least 1")
+    missing = [c.name for c in spec.plan.cells if c.n is None]
+    if missing:
+        raise InputError(f"{spec.plan.path}: cells without a planned n: {', '.join(missing)}")
+    if spec.baseline.label == spec.candidate.label:
+        raise InputError("the baseline and the candidate are the same arm")
+
+
+def run_ab(spec: AbSpec) -> dict[str, Any]:
+    """Run every cell until decided or at its planned n; write DIR/ab.json and return it."""
+    from evalkit.model.loader import load_model
+    from evalkit.runner import RunSpec, run_evaluation
+    from evalkit.runner import setup as su
+    from evalkit.stats.sequential import normal_design
+    from evalkit.sweep.runner import prefill_budget
+
+    check_spec(spec)
+    design = normal_design(look_fractions(spec.looks), spec.plan.alpha, spec.spending)
+    model = spec.model
+    if model is None:
+        model, _suite = su.default_model()
+    device = spec.device
+    if device is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    t0 = time.perf_counter()
+    loaded = load_model(model, device=device)
+    _log(f"loaded {model} on {device} in {time.perf_counter() - t0:.1f} s")
+    arms = (spec.baseline, spec.candidate)
+    budget = prefill_budget(list(arms), device)
+    request_cache: dict[str, Any] = {}
+    encode_cache: dict[str, Any] = {}
+    cells = {
+        c.name: {
+            "task": c.task,
+            "length": c.length,
+            "n_max": c.n_max or c.n,
+            "looks_at": look_sizes(c.n_max or c.n or 1, spec.looks),
+            "looks": [],
+        }
+        for c in spec.plan.cells
+    }
+    for k in range(spec.looks):
+        for cell in spec.plan.cells:
+            record = cells[cell.name]
+            if record["looks"] and record["looks"][-1]["stops"]:
+                continue
+            n_k = record["looks_at"][k]
+            for arm in arms:
+                setup = su.local_setup(
+                    model,
+                    arm,
+                    None,
+                    device,
+                    spec.max_num_seqs,
+                    loaded=loaded,
+                    prefill_budget=budget,
+                    encode_cache=encode_cache,
+                )
+                manifest = su.base_manifest_fields(spec.command or ["evalkit", "ab"])
+                manifest.update(
+                    model=setup.model,
+                    arm=setup.arm,
+                    backend=setup.backend.describe(),
+                    seeds={"task_seed": spec.seed},
+                    plan=spec.plan.identity(),
+                    ab={"looks": spec.looks, "spending": spec.spending, "cell": cell.name},
+                )
+                run_spec = RunSpec(
+                    tasks=[cell.task],
+                    out_dir=cell_dir(spec.out_dir, cell) / arm.label,
+                    lengths=None if cell.length is None else [cell.length],
+                    limit=n_k,
+                    seed=spec.seed,
+                    data_dir=spec.data_dir,
+                    max_new_tokens=spec.max_new_tokens,
+                    gold_logprob=True,  # the paired log-prob measure a plan may gate on
+                    manifest=manifest,
+                    request_cache=request_cache,
+                )
+                try:
+                    run_evaluation(run_spec, setup.backend, setup.tokenizer, progress=spec.progress)
+                finally:
+                    setup.backend.engine.close()
+            base_dir, cand_dir = (cell_dir(spec.out_dir, cell) / a.label for a in arms)
+            b, c, n, shifts = _counts(base_dir, cand_dir, n_k)
+            look = judge_look(
+                design,
+                k,
+                b,
+                c,
+                n,
+                cell.em_margin,
+                gate=spec.plan.gate,
+                logprob_diffs=shifts,
+                logprob_margin=cell.logprob_margin,
+            )
+            record["looks"].append(look)
+            _log(f"{cell.name} look {k + 1}/{spec.looks} at n = {n}: {look['decision']}")
+    summary = {
+        "plan": spec.plan.identity(),
+        "baseline": spec.baseline.label,
+        "candidate": spec.candidate.label,
+        "design": {
+            "looks": spec.looks,
+            "spending": spec.spending,
+            "alpha": spec.plan.alpha,
+            "bounds": list(design.bounds),
+            "gate": spec.plan.gate,
+            "futility": "non-binding: repeated CI's upper end below -margin",
+        },
+        "cells": [
+            {**r, "n_used": r["looks"][-1]["n"], "decision": r["looks"][-1]["decision"]}
+            for r in cells.values()
+        ],
+    }
+    Path(spec.out_dir).mkdir(parents=True, exist_ok=True)
+    (Path(spec.out_dir) / "ab.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary

@@ -1,0 +1,116 @@
+"""issue 38: `evalkit ab`: the per-look judgement on planted counts, and the staged run end to end on
+a tiny checkpoint (looks at the planned question counts, the n used, a resume)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from evalkit.ab.looks import judge_look, look_sizes
+from evalkit.cli import main as cli
+from evalkit.compare.plan_file import dump_plan
+from evalkit.stats.sequential import normal_design
+
+
+def test_look_sizes_and_judgements_on_planted_counts():
+    assert look_sizes(100, 3) == [34, 67, 100]
+    design = normal_design((1 / 3, 2 / 3, 1.0))
+    loss = judge_look(design, 0, 0, 30, 100, 0.05)  # a 30 pp loss: decided at the first look
+    assert loss["decision"] == "loss" and loss["stops"] and loss["loss_z"] > design.bounds[0]
+    ni = judge_look(design, 0, 2, 2, 1000, 0.05)
+    assert ni["decision"] == "noninferior" and ni["repeated_ci"][0] > -0.05
+    early = judge_look(design, 0, 3, 5, 60, 0.05)
+    assert early["decision"] == "continue" and not early["stops"]
+    last = judge_look(design, 2, 3, 5, 60, 0.05)
+    assert last["decision"] == "inconclusive" and last["stops"]
+
+
+def test_a_logprob_gate_decides_on_the_repeated_ci_of_the_mean():
+    design = normal_design((0.5, 1.0))
+    rng = np.random.default_rng(0)
+    small = rng.normal(-0.001, 0.01, 400)  # SE 0.0005: the repeated CI clears -0.01 at the first look
+    look = judge_look(design, 0, 3, 5, 60, 0.05, gate="logprob", logprob_diffs=small, logprob_margin=0.01)
+    lp = look["logprob"]
+    se = small.std(ddof=1) / np.sqrt(small.size)
+    assert lp["repeated_ci"][0] == pytest.approx(small.mean() - design.bounds[0] * se)
+    assert look["decision"] == "noninferior"  # exact match alone would continue
+    both = judge_look(design, 0, 3, 5, 60, 0.05, gate="both", logprob_diffs=small, logprob_margin=0.01)
+    assert both["decision"] == "continue"
+    bad = rng.normal(-0.05, 0.01, 400)
+    assert judge_look(design, 0, 3, 5, 60, 0.05, gate="logprob", logprob_diffs=bad)["decision"] == "futile"
+    missing = judge_look(design, 1, 3, 5, 60, 0.05, gate="logprob", logprob_diffs=[])
+    assert missing["decision"] == "inconclusive"
+
+
+def _plan(tmp_path, n):
+    body = {
+        "kind": "evalkit-plan",
+        "schema_version": 1,
+        "name": "tiny",
+        "source": "test",
+        "alpha": 0.025,
+        "loss_alpha": 0.05,
+        "power": 0.8,
+        "gate": "exact_match",
+        "family": {"procedure": "holm", "size": 1, "p_values": "exact"},
+        "floor_ceiling": {"floor": 0.02, "ceiling": 0.98},
+        "cells": [
+            {
+                "task": "passkey",
+                "length": 1024,
+                "exact_match_margin": "5 pp",
+                "logprob_margin": "0.01 nats/token",
+                "n": n,
+            }
+        ],
+    }
+    path = tmp_path / "plan.yaml"
+    path.write_text(dump_plan(body))
+    return path
+
+
+@pytest.mark.slow
+def test_ab_runs_the_looks_and_resumes(tiny_hybrid_ckpt, tmp_path, capsys):
+    out = tmp_path / "ab"
+    argv = ["ab", "--plan", str(_plan(tmp_path, 4)), "--candidate", "bf16", "--looks", "2"]
+    argv += ["--model", str(tiny_hybrid_ckpt), "--out", str(out), "--device", "cpu"]
+    argv += ["--max-new-tokens", "4", "--no-progress"]
+    assert cli(argv) == 0
+    summary = json.loads((out / "ab.json").read_text())
+    cell = summary["cells"][0]
+    assert cell["looks_at"] == [2, 4] and summary["design"]["bounds"][0] > summary["design"]["bounds"][1]
+    assert [look["n"] for look in cell["looks"]] == [2, 4][: len(cell["looks"])]
+    assert cell["n_used"] == cell["looks"][-1]["n"]
+    for arm in ("fp32", "bf16"):
+        manifest = json.loads((out / "passkey@1024" / arm / "manifest.json").read_text())
+        assert manifest["plan"]["name"] == "tiny" and manifest["ab"]["cell"] == "passkey @ 1024"
+    first = (out / "ab.json").read_text()
+    capsys.readouterr()
+    assert cli(argv) == 0  # resumes: the same questions, the same looks
+    assert json.loads((out / "ab.json").read_text())["cells"] == json.loads(first)["cells"]
+    assert "passkey @ 1024:" in capsys.readouterr().out
+
+
+def test_a_plan_without_n_is_refused_before_the_model_loads(tmp_path, capsys):
+    rc = cli(
+        ["ab", "--plan", str(_plan(tmp_path, None)), "--candidate", "bf16", "--out", str(tmp_path / "x")]
+    )
+    assert rc == 2 and "cells without a planned n" in capsys.readouterr().err
+
+
+def test_the_plan_pre_registers_the_design_and_ab_keeps_to_it(tmp_path, capsys):
+    from evalkit.compare.plan_file import load_plan
+
+    out = tmp_path / "seq.yaml"
+    args = ["plan", "--discordance", "0.1", "--cell", "passkey@1024", "--margin", "0.05", "--looks", "3"]
+    assert cli([*args, "--out", str(out)]) == 0
+    plan = load_plan(out)
+    assert plan.sequential["looks"] == 3 and plan.sequential["information_inflation"] == pytest.approx(
+        1.013, abs=2e-3
+    )
+    assert plan.cells[0].n_max == -(-plan.cells[0].n * plan.sequential["information_inflation"] // 1)
+    capsys.readouterr()
+    rc = cli(["ab", "--plan", str(out), "--candidate", "bf16", "--looks", "2", "--out", str(tmp_path / "x")])
+    assert rc == 2 and "pre-registers 3 looks" in capsys.readouterr().err
