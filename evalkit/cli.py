@@ -15,6 +15,7 @@ from evalkit import __version__
 from evalkit.config_file import parse_with_config
 from evalkit.errors import is_user_error
 from evalkit.extras import MissingExtraError, missing_extra_message
+from evalkit.redact import mask_text
 
 # subcommand -> (module under evalkit.commands, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(module.main(args) or 0)
     except Exception as exc:
         if is_user_error(exc):
-            print(f"evalkit {command}: error: {exc}", file=sys.stderr)
+            print(f"evalkit {command}: error: {mask_text(str(exc))}", file=sys.stderr)
             return exc.exit_code
         # a light install (no `engine` extra) reaching for torch
         message = missing_extra_message(exc) if isinstance(exc, ModuleNotFoundError) else None

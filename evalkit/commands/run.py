@@ -216,6 +216,7 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from evalkit.redact import redact_command
     from evalkit.runner import RunSpec, run_evaluation
     from evalkit.runner import setup as su
     from evalkit.runner.table import render_summary
@@ -268,7 +269,7 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default_out(args.model, servers, args.arm)
 
     command = ["evalkit", "run", *sys.argv[2:]] if sys.argv[1:2] == ["run"] else sys.argv
-    command = su.redact_command(command)
+    command = redact_command(command)
     manifest = su.base_manifest_fields(command)
     if getattr(args, "config_options", None):  # `command` names the file; keep what it said
         manifest["config_file"] = {"path": args.config, "options": args.config_options}

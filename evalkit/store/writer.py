@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import InputError, MismatchError
+from evalkit.redact import mask_manifest, mask_text
 from evalkit.store.jsonl import iter_jsonl, read_json, repair_torn_tail, write_json_atomic
 from evalkit.store.manifest import check_manifest_types, first_identity_difference, now_utc
 from evalkit.store.schema import SampleError, normalise_sample, sample_key
@@ -27,6 +28,7 @@ SAMPLES = "samples.jsonl"
 SUMMARY = "summary.json"
 LOCK = ".lock"
 ERRORS = "errors.jsonl"  # errored samples set aside when a resume retries them (the error history)
+_MESSAGE_FIELDS = ("error", "gold_error")  # a sample's free-text messages (masked of URL credentials)
 
 
 def lock_run_dir(path: Path) -> int:
@@ -148,6 +150,7 @@ class RunWriter:
         lock_fd: int,
         retry_errors: bool = True,
     ) -> RunWriter:
+        manifest = mask_manifest(manifest)  # no key or URL credential reaches the disk
         manifest_path = path / MANIFEST
         if manifest_path.exists():
             on_disk = read_json(manifest_path)
@@ -217,6 +220,9 @@ class RunWriter:
             clean = normalise_sample(sample)
         except SampleError as exc:
             raise ValueError(f"invalid sample for {self.path / SAMPLES}: {exc}") from None
+        for field in _MESSAGE_FIELDS:  # a server's error may quote its URL, credentials and all
+            if isinstance(clean.get(field), str):
+                clean[field] = mask_text(clean[field])
         key = sample_key(clean)
         line = (json.dumps(clean, ensure_ascii=False, default=str) + "\n").encode("utf-8")
         with self._lock:
@@ -249,7 +255,7 @@ class RunWriter:
             samples = [normalise_sample(obj) for _, obj in iter_jsonl(self.path / SAMPLES)]
             summary = summarise(samples, metrics)
             write_json_atomic(self.path / SUMMARY, summary)
-            self.manifest.update(copy.deepcopy(extra_manifest or {}))
+            self.manifest.update(mask_manifest(extra_manifest or {}))
             self.manifest["finished_at"] = now_utc()
             write_json_atomic(self.path / MANIFEST, self.manifest)
         self.close()
