@@ -78,10 +78,21 @@ def repair_torn_tail(path: Path) -> int:
     return len(tail)
 
 
+def fresh_temp_path(path: Path) -> Path:
+    """The temporary name `path` is written under before its rename, removed first if present:
+    created exclusively (mode "x"), it is never a link planted to redirect the write."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+    return tmp
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
     """Write JSON to a temporary file, fsync it, then rename it over `path` (never half-written)."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
+    tmp = fresh_temp_path(path)
+    with open(tmp, "x", encoding="utf-8") as fh:
         json.dump(obj, fh, indent=2, ensure_ascii=False, default=str)
         fh.write("\n")
         fh.flush()

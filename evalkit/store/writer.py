@@ -18,7 +18,7 @@ from typing import Any
 
 from evalkit.errors import InputError, MismatchError
 from evalkit.redact import mask_manifest, mask_text
-from evalkit.store.jsonl import iter_jsonl, read_json, repair_torn_tail, write_json_atomic
+from evalkit.store.jsonl import fresh_temp_path, iter_jsonl, read_json, repair_torn_tail, write_json_atomic
 from evalkit.store.manifest import check_manifest_types, first_identity_difference, now_utc
 from evalkit.store.schema import SampleError, normalise_sample, sample_key
 from evalkit.store.summary import summarise
@@ -31,10 +31,37 @@ ERRORS = "errors.jsonl"  # errored samples set aside when a resume retries them 
 _MESSAGE_FIELDS = ("error", "gold_error")  # a sample's free-text messages (masked of URL credentials)
 
 
+def open_no_follow(file: Path, flags: int, mode: int = 0o644) -> int:
+    """`os.open` that refuses a symbolic link (a link planted in a run directory would make the
+    writer truncate or append to the file it points to): InputError saying what to do."""
+    if file.is_symlink():
+        raise _link_refused(file)
+    try:
+        return os.open(file, flags | os.O_NOFOLLOW, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # became a link since the check
+            raise _link_refused(file) from None
+        raise
+
+
+def _link_refused(file: Path) -> InputError:
+    return InputError(
+        f"{file} is a symbolic link; evalkit does not follow links inside a run directory "
+        "(remove it, or choose another output directory)"
+    )
+
+
+def refuse_linked_files(path: Path) -> None:
+    """InputError if any file the writer reads, rewrites or appends to is a symbolic link."""
+    for name in (MANIFEST, SAMPLES, SUMMARY, ERRORS, LOCK):
+        if (path / name).is_symlink():
+            raise _link_refused(path / name)
+
+
 def lock_run_dir(path: Path) -> int:
     """Take the run directory's exclusive lock (flock: the kernel drops it when the process exits or
     is killed) and write our pid into it; a second writer gets an InputError naming the holder."""
-    fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_no_follow(path / LOCK, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
@@ -67,12 +94,12 @@ def set_aside_errors(samples_path: Path, errors_path: Path) -> int:
         (errored if is_error else kept).append(raw)
     if not errored:
         return 0
-    with open(errors_path, "ab") as fh:
+    with os.fdopen(open_no_follow(errors_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "ab") as fh:
         fh.writelines(errored)
         fh.flush()
         os.fsync(fh.fileno())
-    tmp = samples_path.with_name(f".{samples_path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
+    tmp = fresh_temp_path(samples_path)
+    with open(tmp, "xb") as fh:
         fh.writelines(kept)
         fh.flush()
         os.fsync(fh.fileno())
@@ -152,6 +179,7 @@ class RunWriter:
     ) -> RunWriter:
         manifest = mask_manifest(manifest)  # no key or URL credential reaches the disk
         manifest_path = path / MANIFEST
+        refuse_linked_files(path)
         if manifest_path.exists():
             on_disk = read_json(manifest_path)
             check_manifest_types(on_disk, str(manifest_path))
@@ -189,7 +217,7 @@ class RunWriter:
             manifest.setdefault("finished_at", None)
             write_json_atomic(manifest_path, manifest)
             done = set()
-        fd = os.open(path / SAMPLES, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = open_no_follow(path / SAMPLES, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         return cls(path, manifest, done, fd, durable, lock_fd)
 
     @staticmethod
