@@ -313,3 +313,14 @@ def test_each_append_is_fsynced_unless_not_durable(tmp_path, monkeypatch):
     w.append(sample(0))
     assert len(calls) == before
     w.close()
+
+
+def test_resume_refuses_sample_lines_of_a_task_the_manifest_lacks(tmp_path):
+    """Issue 43, item 4: lines of another run's task are not silently counted as done."""
+    run = tmp_path / "run"
+    with RunWriter.open(run, manifest()) as w:
+        w.append(sample(0))
+    with open(run / "samples.jsonl", "a") as fh:
+        fh.write(json.dumps(sample(0, task="passkey")) + "\n")
+    with pytest.raises(InputError, match=r"samples\.jsonl:2: a sample of task 'passkey'.*gsm8k"):
+        RunWriter.open(run, manifest())

@@ -315,6 +315,13 @@ def main(args: argparse.Namespace) -> int:
             f"({', '.join(fps)}): were all replicas started the same way?",
             file=sys.stderr,
         )
+    if outcome.errors and outcome.errors == outcome.stored:  # nothing was answered: not a result
+        print(
+            f"evalkit run: error: every request failed ({outcome.errors} of {outcome.stored} questions "
+            f"ended with an error; see `error` in {out}/samples.jsonl); re-run the command to retry them",
+            file=sys.stderr,
+        )
+        return 1
     if outcome.errors:
         print(
             f"evalkit run: warning: {outcome.errors} questions ended with an error and are not scored "

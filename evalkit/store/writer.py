@@ -194,7 +194,7 @@ class RunWriter:
                 raise InputError(f"{path} already holds a run; resume it or choose another output directory")
             repair_torn_tail(path / SAMPLES)
             retried = set_aside_errors(path / SAMPLES, path / ERRORS) if retry_errors else 0
-            done = cls._read_done(path / SAMPLES)
+            done = cls._read_done(path / SAMPLES, on_disk.get("tasks"))
             merged = copy.deepcopy(on_disk)
             merged["finished_at"] = None
             merged.setdefault("resumes", []).append(
@@ -221,7 +221,9 @@ class RunWriter:
         return cls(path, manifest, done, fd, durable, lock_fd)
 
     @staticmethod
-    def _read_done(samples_path: Path) -> set:
+    def _read_done(samples_path: Path, tasks: dict[str, Any] | None = None) -> set:
+        """The keys on disk; a line of a task the manifest does not name (`tasks`, when it names
+        any) is refused: it belongs to another run."""
         done: set = set()
         if not samples_path.exists():
             return done
@@ -230,6 +232,12 @@ class RunWriter:
                 key = sample_key(normalise_sample(obj))
             except SampleError as exc:
                 raise InputError(f"{samples_path}:{number}: {exc}") from None
+            if tasks and key[0] not in tasks:
+                raise InputError(
+                    f"{samples_path}:{number}: a sample of task {key[0]!r}, which the run's manifest does "
+                    f"not have ({', '.join(sorted(tasks))}); it belongs to another run: move it out or "
+                    "choose another output directory"
+                )
             if key in done:
                 raise InputError(f"{samples_path}:{number}: duplicate sample {key}")
             done.add(key)
