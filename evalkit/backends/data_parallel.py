@@ -46,6 +46,13 @@ def auto_engines(device: str) -> int:
     return max(1, cores // choose_cpu_threads())
 
 
+def _default_device() -> str:
+    """The device of a run that names none: cuda if a GPU is visible, else cpu (as one engine)."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def parse_devices(device: str | None, data_parallel: int | str | None) -> list[str] | None:
     """`--device cuda:0,cuda:1` or `--data-parallel N|auto` -> the worker devices, or None for one
     engine. `--data-parallel N` with one `--device D` gives N engines on D (cuda: cuda:0 … cuda:N-1);
@@ -56,10 +63,7 @@ def parse_devices(device: str | None, data_parallel: int | str | None) -> list[s
     if data_parallel == AUTO:
         if len(devices) > 1:
             return devices
-        if not devices:
-            import torch
-
-            devices = ["cuda" if torch.cuda.is_available() else "cpu"]
+        devices = devices or [_default_device()]
         data_parallel = auto_engines(devices[0])
     if data_parallel < 1:
         raise InputError("--data-parallel must be at least 1")
@@ -67,7 +71,7 @@ def parse_devices(device: str | None, data_parallel: int | str | None) -> list[s
         if len(devices) != data_parallel:
             raise InputError(f"--data-parallel {data_parallel} but --device names {len(devices)} devices")
         return devices
-    base = devices[0] if devices else "cuda"
+    base = devices[0] if devices else _default_device()  # never a cuda:0 the user did not ask for
     if base == "cuda":
         devices = [f"cuda:{i}" for i in range(data_parallel)]
     else:
