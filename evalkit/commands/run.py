@@ -176,6 +176,8 @@ def parse_task_options(items: list[str] | None, tasks: list[str]) -> dict[str, d
             value = json.loads(raw)
         except json.JSONDecodeError:
             value = raw
+        except RecursionError:
+            raise InputError(f"--task-option {item!r}: the value is nested too deeply") from None
         names = [target] if sep else tasks
         for name in names:
             if name not in out:

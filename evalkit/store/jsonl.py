@@ -16,6 +16,17 @@ from typing import Any
 
 from evalkit.errors import InputError
 
+# what json.loads raises on bad input: bad syntax, bad UTF-8, and nesting deeper than the parser's
+# recursion (a line of 100,000 "[" is valid JSON that Python cannot read)
+MALFORMED_JSON = (json.JSONDecodeError, UnicodeDecodeError, RecursionError)
+
+
+def json_error_message(exc: BaseException) -> str:
+    """One line for one of MALFORMED_JSON."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return str(getattr(exc, "msg", exc))
+
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (line number, object) for every non-blank line; InputError on any bad line."""
@@ -30,14 +41,14 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             continue
         try:
             obj = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except MALFORMED_JSON as exc:
             what = "truncated last line" if torn_tail and number == len(lines) else "malformed JSON line"
             hint = (
                 " (the run was killed mid-write? re-run it to resume, which repairs the file)"
                 if what.startswith("truncated")
                 else ""
             )
-            raise InputError(f"{path}:{number}: {what}: {getattr(exc, 'msg', exc)}{hint}") from None
+            raise InputError(f"{path}:{number}: {what}: {json_error_message(exc)}{hint}") from None
         if not isinstance(obj, dict):
             raise InputError(f"{path}:{number}: expected a JSON object per line, got {type(obj).__name__}")
         yield number, obj
@@ -58,7 +69,7 @@ def repair_torn_tail(path: Path) -> int:
     tail = data[cut:]
     try:
         whole = isinstance(json.loads(tail), dict)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except MALFORMED_JSON:
         whole = False
     with open(path, "r+b") as fh:
         if whole:
@@ -115,8 +126,8 @@ def read_json(path: Path) -> dict[str, Any]:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: malformed JSON ({getattr(exc, 'msg', exc)})") from None
+    except MALFORMED_JSON as exc:
+        raise InputError(f"{path}: malformed JSON ({json_error_message(exc)})") from None
     if not isinstance(obj, dict):
         raise InputError(f"{path}: expected a JSON object")
     return obj

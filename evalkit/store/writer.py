@@ -18,7 +18,14 @@ from typing import Any
 
 from evalkit.errors import InputError, MismatchError
 from evalkit.redact import mask_manifest, mask_text
-from evalkit.store.jsonl import fresh_temp_path, iter_jsonl, read_json, repair_torn_tail, write_json_atomic
+from evalkit.store.jsonl import (
+    MALFORMED_JSON,
+    fresh_temp_path,
+    iter_jsonl,
+    read_json,
+    repair_torn_tail,
+    write_json_atomic,
+)
 from evalkit.store.manifest import check_manifest_types, first_identity_difference, now_utc
 from evalkit.store.schema import SampleError, normalise_sample, sample_key
 from evalkit.store.summary import summarise
@@ -88,7 +95,7 @@ def set_aside_errors(samples_path: Path, errors_path: Path) -> int:
     for raw in samples_path.read_bytes().splitlines(keepends=True):
         try:
             obj = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except MALFORMED_JSON:
             obj = None  # left in place: reading the run names the bad line
         is_error = isinstance(obj, dict) and obj.get("error") is not None
         (errored if is_error else kept).append(raw)
