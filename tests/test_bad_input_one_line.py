@@ -4,6 +4,8 @@ read by compare or resumed, a malformed GSM8K --data-dir, an absurd few-shot cou
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from helpers.runs import manifest, write_cells
 
@@ -83,3 +85,66 @@ def test_a_malformed_server_url_is_one_line(capsys, tmp_path, url, message):
     rc = cli(["run", "--arm", "x", "--server", url, "--out", str(tmp_path / "r"), "--no-progress"])
     assert message in _one_line(capsys, rc, "run")
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--shutdown-timeout", "nan"),
+        ("--shutdown-timeout", "inf"),
+        ("--shutdown-timeout", "-1"),
+        ("--max-body-mb", "inf"),
+        ("--max-body-mb", "nan"),
+        ("--max-body-mb", "1e-12"),
+    ],
+)
+def test_serve_numbers_that_are_not_finite_are_one_line_before_the_model_loads(capsys, tmp_path, flag, value):
+    rc = cli(["serve", "--arm", "fp32", "--port", "0", "--model", str(tmp_path / "no-model"), flag, value])
+    assert flag in _one_line(capsys, rc, "serve")  # about the flag, not the missing model
+
+
+def _remote_code_checkpoint(src: Path, dst: Path) -> Path:
+    """A copy of `src` whose tokenizer asks to run code it ships (an auto_map)."""
+    import json
+    import shutil
+
+    shutil.copytree(src, dst)
+    cfg = json.loads((dst / "tokenizer_config.json").read_text())
+    cfg["auto_map"] = {"AutoTokenizer": ["tokenization_evil.EvilTokenizer", None]}
+    (dst / "tokenizer_config.json").write_text(json.dumps(cfg))
+    return dst
+
+
+def test_evalkit_lm_eval_refusing_remote_code_is_one_line(tiny_hybrid_ckpt, tmp_path, monkeypatch, capsys):
+    """lm-eval's CLI, its model construction stood in by the evalkit model's own (the refusal)."""
+    import lm_eval.__main__
+
+    from evalkit.interop import lm_eval_cli
+    from evalkit.interop.lm_eval_model import EvalkitLM
+
+    ckpt = _remote_code_checkpoint(tiny_hybrid_ckpt, tmp_path / "ckpt")
+    monkeypatch.setattr(
+        lm_eval.__main__, "cli_evaluate", lambda: EvalkitLM(pretrained=str(ckpt), device="cpu")
+    )
+    with pytest.raises(SystemExit) as exit_info:
+        lm_eval_cli.main()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_info.value.code == 2 and len(err) == 1, err
+    assert err[0].startswith("evalkit-lm-eval: error: ") and "--trust_remote_code" in err[0]
+
+
+@pytest.mark.slow
+def test_evalkit_lm_eval_refusing_remote_code_is_one_line_end_to_end(tiny_hybrid_ckpt, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    ckpt = _remote_code_checkpoint(tiny_hybrid_ckpt, tmp_path / "ckpt")
+    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "evalkit.interop.lm_eval_cli", "run", "--model", "evalkit"]
+    cmd += ["--model_args", f"pretrained={ckpt}", "--device", "cpu", "--tasks", "gsm8k", "--limit", "1"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("evalkit-lm-eval: error: ") and "--trust_remote_code" in last
