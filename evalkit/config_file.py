@@ -76,11 +76,11 @@ def _value(action: argparse.Action, key: str, raw: Any) -> Any:
         if not isinstance(raw, bool):
             raise ValueError(f"{key}: expected true or false, got {raw!r}")
         return raw
+    if raw is None:  # `limit:` with nothing after it: the option is not given
+        return None
     convert = action.type or (lambda x: x)
 
     def one(x: Any) -> Any:
-        if x is None:
-            return None
         if isinstance(x, bool) or not isinstance(x, (str, int, float)):
             want = "a list of values" if isinstance(action, argparse._AppendAction) else "a value"
             raise ValueError(f"{key}: expected {want} (text or a number), got {_shape(x)}")
@@ -102,7 +102,7 @@ def _value(action: argparse.Action, key: str, raw: Any) -> Any:
 def _shape(x: Any) -> str:
     if isinstance(x, bool):
         return "true" if x else "false"
-    return {dict: "a mapping", list: "a list"}.get(type(x), type(x).__name__)
+    return {dict: "a mapping", list: "a list", type(None): "null"}.get(type(x), type(x).__name__)
 
 
 def _given_on_command_line(action: argparse.Action, argv: list[str]) -> bool:
@@ -127,7 +127,7 @@ def parse_with_config(parser: argparse.ArgumentParser, argv: list[str]) -> argpa
             value = _value(action, str(key), raw)
             action.required = False  # the file gives it
             parser.set_defaults(**{action.dest: value})
-            if isinstance(action, argparse._AppendAction):
+            if isinstance(action, argparse._AppendAction) and value is not None:
                 appended[action.dest] = len(value)
     except ValueError as exc:  # one line (no usage block): the file, not the command line, is wrong
         parser.exit(2, f"{parser.prog}: error: --config {path}: {exc}\n")

@@ -123,7 +123,7 @@ def _check_gsm8k_file(path: str, _size: int, _mtime_ns: int) -> None:
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start}); {fix}") from None
     rows = 0
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):  # as the JSON-lines loader splits
         if not line.strip():
             continue
         try:
