@@ -30,6 +30,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "recipes": ("recipes", "how to start vLLM/SGLang/ATOM servers for each arm"),
 }
 
+# what an interrupted command left behind, for the commands that write something resumable
+INTERRUPTED_NOTES = {
+    "run": "completed samples are on disk, re-run to resume",
+    "sweep": "completed samples are on disk, re-run to resume",
+    "drift": "finished prompts are on disk, re-run with --resume to continue",
+}
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="evalkit", description=evalkit.__doc__)
@@ -67,10 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"evalkit {command}: error: {message}", file=sys.stderr)
         return MissingExtraError.exit_code
     except KeyboardInterrupt:
-        print(
-            f"evalkit {command}: interrupted; completed samples are on disk, re-run to resume",
-            file=sys.stderr,
-        )
+        note = INTERRUPTED_NOTES.get(command)
+        print(f"evalkit {command}: interrupted" + (f"; {note}" if note else ""), file=sys.stderr)
         return 130
 
 
