@@ -1,7 +1,7 @@
 """Reading JSON-lines files strictly (errors name file and line) and repairing a torn last line.
 
 A run killed mid-write can leave its last line without a newline. The writer repairs that
-(drops the partial line, with a warning) before appending; readers refuse it, so a report is
+(drops the partial line, with a one-line notice) before appending; readers refuse it, so a report is
 never computed from a damaged file without the user knowing.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -81,10 +81,11 @@ def repair_torn_tail(path: Path) -> int:
         os.fsync(fh.fileno())
     if whole:
         return 0
-    warnings.warn(
-        f"{path}: dropped a truncated last line ({len(tail)} bytes) left by an interrupted "
-        f"write; that sample will be redone",
-        stacklevel=3,
+    print(  # a plain notice for the user, not a Python warning naming evalkit's source file
+        f"evalkit: notice: {path}: dropped a truncated last line ({len(tail)} bytes) left by an "
+        "interrupted write; that sample will be redone",
+        file=sys.stderr,
+        flush=True,
     )
     return len(tail)
 
