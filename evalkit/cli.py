@@ -15,6 +15,7 @@ from evalkit import __version__
 from evalkit.config_file import parse_with_config
 from evalkit.errors import is_user_error
 from evalkit.extras import MissingExtraError, missing_extra_message
+from evalkit.redact import mask_text
 
 # subcommand -> (module under evalkit.commands, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -31,6 +32,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tasks": ("tasks", "list the tasks, their metrics and default lengths"),
     "verify-kernels": ("verify_kernels", "fp32-twin check of the 16-bit state kernels"),
     "recipes": ("recipes", "how to start vLLM/SGLang/ATOM servers for each arm"),
+}
+
+# what an interrupted command left behind, for the commands that write something resumable
+INTERRUPTED_NOTES = {
+    "run": "completed samples are on disk, re-run to resume",
+    "sweep": "completed samples are on disk, re-run to resume",
+    "drift": "finished prompts are on disk, re-run with --resume to continue",
 }
 
 
@@ -61,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(module.main(args) or 0)
     except Exception as exc:
         if is_user_error(exc):
-            print(f"evalkit {command}: error: {exc}", file=sys.stderr)
+            print(f"evalkit {command}: error: {mask_text(str(exc))}", file=sys.stderr)
             return exc.exit_code
         # a light install (no `engine` extra) reaching for torch
         message = missing_extra_message(exc) if isinstance(exc, ModuleNotFoundError) else None
@@ -70,10 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"evalkit {command}: error: {message}", file=sys.stderr)
         return MissingExtraError.exit_code
     except KeyboardInterrupt:
-        print(
-            f"evalkit {command}: interrupted; completed samples are on disk, re-run to resume",
-            file=sys.stderr,
-        )
+        note = INTERRUPTED_NOTES.get(command)
+        print(f"evalkit {command}: interrupted" + (f"; {note}" if note else ""), file=sys.stderr)
         return 130
 
 

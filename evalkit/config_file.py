@@ -40,6 +40,10 @@ def _load(path: str) -> dict[str, Any]:
         raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
         raise ValueError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text") from None
+    except RecursionError:
+        raise ValueError(f"{path} is nested too deeply") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -60,28 +64,45 @@ def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
     return out
 
 
+_SWITCHES = (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse.BooleanOptionalAction)
+
+
 def _value(action: argparse.Action, key: str, raw: Any) -> Any:
-    """The value argparse would have produced for `raw` (YAML gives typed values already)."""
-    if isinstance(action, argparse._StoreTrueAction):
+    """The value argparse would have produced for `raw` (YAML gives typed values already): a switch
+    takes true or false only (YAML's quoted 'no' is text, not false); any other option takes a
+    plain value (text or a number), a list of them where the option repeats or is comma-separated,
+    never a mapping."""
+    if isinstance(action, _SWITCHES):
         if not isinstance(raw, bool):
             raise ValueError(f"{key}: expected true or false, got {raw!r}")
         return raw
+    if raw is None:  # `limit:` with nothing after it: the option is not given
+        return None
     convert = action.type or (lambda x: x)
 
     def one(x: Any) -> Any:
+        if isinstance(x, bool) or not isinstance(x, (str, int, float)):
+            want = "a list of values" if isinstance(action, argparse._AppendAction) else "a value"
+            raise ValueError(f"{key}: expected {want} (text or a number), got {_shape(x)}")
         try:
-            return convert(str(x)) if isinstance(x, (str, int, float)) and not isinstance(x, bool) else x
-        except (TypeError, ValueError) as exc:
+            return convert(str(x))
+        except (TypeError, ValueError, argparse.ArgumentTypeError) as exc:
             raise ValueError(f"{key}: {raw!r} is not a valid value ({exc})") from None
 
     if isinstance(action, argparse._AppendAction):
         return [one(x) for x in (raw if isinstance(raw, list) else [raw])]
     if isinstance(raw, list):  # a YAML list for a comma-separated option
-        raw = ",".join(str(x) for x in raw)
+        raw = ",".join(str(one(x)) for x in raw)
     value = one(raw)
     if action.choices is not None and value not in action.choices:
         raise ValueError(f"{key}: {value!r} is not one of {', '.join(map(str, action.choices))}")
     return value
+
+
+def _shape(x: Any) -> str:
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    return {dict: "a mapping", list: "a list", type(None): "null"}.get(type(x), type(x).__name__)
 
 
 def _given_on_command_line(action: argparse.Action, argv: list[str]) -> bool:
@@ -106,10 +127,10 @@ def parse_with_config(parser: argparse.ArgumentParser, argv: list[str]) -> argpa
             value = _value(action, str(key), raw)
             action.required = False  # the file gives it
             parser.set_defaults(**{action.dest: value})
-            if isinstance(action, argparse._AppendAction):
+            if isinstance(action, argparse._AppendAction) and value is not None:
                 appended[action.dest] = len(value)
-    except ValueError as exc:
-        parser.error(f"--config {path}: {exc}")
+    except ValueError as exc:  # one line (no usage block): the file, not the command line, is wrong
+        parser.exit(2, f"{parser.prog}: error: --config {path}: {exc}\n")
     args = parser.parse_args(argv)
     for dest, n in appended.items():  # argparse appends to the default; the command line wins
         action = next(a for a in parser._actions if a.dest == dest)

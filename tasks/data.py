@@ -106,6 +106,40 @@ def _folder_files(folder: Path) -> dict[str, Path] | None:
     return None
 
 
+def check_gsm8k_file(path: Path) -> None:
+    """InputError naming the file (and line) unless it is UTF-8 JSON lines, at least one, each an
+    object with text 'question' and 'answer': what lm-eval's loader needs, checked before it runs."""
+    stat = path.stat()
+    _check_gsm8k_file(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=16)
+def _check_gsm8k_file(path: str, _size: int, _mtime_ns: int) -> None:
+    fix = f"GSM8K rows are JSON lines with text 'question' and 'answer', as in {HUB_DATASET}"
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}); {fix}") from None
+    rows = 0
+    for number, line in enumerate(text.split("\n"), start=1):  # as the JSON-lines loader splits
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            raise InputError(f"{path}:{number}: not a JSON line; {fix}") from None
+        missing = [
+            k for k in ("question", "answer") if not isinstance(row, dict) or not isinstance(row.get(k), str)
+        ]
+        if missing:
+            raise InputError(f"{path}:{number}: no text {' or '.join(map(repr, missing))}; {fix}")
+        rows += 1
+    if rows == 0:
+        raise InputError(f"{path}: no rows; {fix}")
+
+
 def _hub_offline_reason() -> str | None:
     for var in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
         if os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on"):
@@ -128,6 +162,8 @@ def locate_gsm8k(data_dir: str | os.PathLike | None = None, *, allow_hub: bool =
         named = True
         files = _folder_files(Path(value).expanduser())
         if files:
+            for path in files.values():
+                check_gsm8k_file(path)
             return _noted(GSM8KSource("local", files))
         looked.append(f"{label}={value} (no train.jsonl/test.jsonl there or in its gsm8k/)")
     if allow_hub and not named:

@@ -185,6 +185,23 @@ def build_task(
     return task
 
 
+def _check_fewshot_pool(task: Any) -> None:
+    """A one-line InputError when num_fewshot asks for more examples than the task can draw (lm-eval
+    samples them from its few-shot split, else from the evaluated docs, and fails deep inside)."""
+    shots = task.get_config("num_fewshot") or 0
+    if not shots:
+        return
+    pool = task.fewshot_docs()
+    where = "few-shot examples"
+    if pool is None:
+        pool, where = task.eval_docs, "documents to draw few-shot examples from"
+    if shots > len(pool):
+        raise InputError(
+            f"num_fewshot {shots} is more than the {len(pool)} {where} of task "
+            f"{task.get_config('task')!r}; ask for at most {len(pool)}"
+        )
+
+
 def hf_chat_template(view: TokenizerView):
     """lm-eval's `chat_template` callable as its HF model implements it (HFLM.apply_chat_template)."""
     import jinja2
@@ -218,6 +235,7 @@ def task_requests(
     show_progress: bool = True,
 ) -> list[TaskRequest]:
     """One request per doc (the first `limit`), built by lm-eval's `build_all_requests`."""
+    _check_fewshot_pool(task)
     view = TokenizerView(tokenizer) if tokenizer is not None else None
     chat_template = None
     if apply_chat_template:

@@ -21,7 +21,10 @@ def _samples(out: Path) -> dict:
     return {(s["task"], str(s["doc_id"])): s for s in rows}
 
 
-def test_parse_devices():
+def test_parse_devices(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert parse_devices(None, None) is None and parse_devices("cuda:1", None) is None
     assert parse_devices("cuda:0, cuda:1", None) == ["cuda:0", "cuda:1"]
     assert parse_devices(None, 2) == ["cuda:0", "cuda:1"] == parse_devices("cuda", 2)
@@ -31,6 +34,14 @@ def test_parse_devices():
         parse_devices("cuda:0,cuda:1", 3)
     with pytest.raises(InputError):
         parse_devices(None, 0)
+
+
+def test_data_parallel_on_a_machine_without_a_gpu_uses_the_cpu(monkeypatch):
+    """Issue 43, item 8: `--data-parallel 2` with no --device named a cuda:0 the user never typed."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert parse_devices(None, 2) == ["cpu", "cpu"]
 
 
 def test_data_parallel_auto_picks_one_engine_per_gpu_or_per_cpu_core(monkeypatch):

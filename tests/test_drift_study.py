@@ -260,3 +260,23 @@ def test_a_saved_study_refits_to_the_summary_its_run_wrote(study, tmp_path, caps
     assert cli_main(["drift", "--report-only", str(copy)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "checkpoint.json" in err[0]
+
+
+def test_a_second_study_into_a_directory_being_written_is_refused(tmp_path):
+    """One writer per drift run directory (issue 43, item 4): the run store's lock."""
+    from evalkit.errors import InputError
+
+    prompts = random_prompts(TOY.vocab_size, 96, 1, seed=5)
+    cfg = StudyConfig(arms=["fp16"], modes=["decode"], chunk_size=CHUNK, decode_block=64, floor=False)
+    refused = []
+
+    def second_writer(mode, i):
+        with pytest.raises(InputError, match="being written by another evalkit process") as info:
+            run_study(TOY, prompts, cfg, tmp_path / "r", show_progress=False, plots=False, resume=True)
+        refused.append(str(info.value))
+
+    run_study(TOY, prompts, cfg, tmp_path / "r", show_progress=False, plots=False, on_prompt=second_writer)
+    assert len(refused) == 1
+    run_study(
+        TOY, prompts, cfg, tmp_path / "r", show_progress=False, plots=False, resume=True
+    )  # lock released

@@ -124,3 +124,15 @@ def test_a_sigkilled_run_resumes_without_loss_or_duplicates(tmp_path):
     resumed = manifest["resumes"][0]
     assert resumed["samples_on_disk"] == len(complete) and manifest["finished_at"]
     assert resumed["errors_retried"] == n_before - len(complete)
+
+
+def test_a_run_in_which_every_request_failed_exits_non_zero_with_the_count(tmp_path, capsys):
+    """Issue 43, item 4: a server that answers nothing is not a run that succeeded."""
+    out = tmp_path / "run"
+    with FaultyServer(plan=lambda fate, attempt: "500") as srv:
+        args = _args(srv.url, out, "--max-retries", "0")
+        args[args.index("--limit") + 1] = "3"
+        assert cli(args) == 1
+    err = capsys.readouterr().err
+    assert "every request failed (3 of 3 questions" in err
+    assert all(s["error"] for s in _samples(out))

@@ -52,13 +52,35 @@ def test_the_file_fills_the_options_and_the_command_line_wins(tmp_path):
         ("arm: x\nno-progress: 3\n", "expected true or false"),
         ("- arm\n", "must be a mapping"),
         ("arm: [unclosed\n", "is not valid YAML"),
+        # issue 43, item 7: mappings where a value goes, and typed values of the wrong type
+        ("arm: x\nlimit: {a: 1}\n", "limit: expected a value (text or a number), got a mapping"),
+        ("arm: x\ntasks: {a: 1}\n", "tasks: expected a value"),
+        ("arm: x\nlengths: {a: 1}\n", "lengths: expected a value"),
+        ("arm: x\ntask-option: {a: 1}\n", "task-option: expected a list of values"),
+        ("arm: x\nserver: [{a: 1}]\n", "server: expected a list of values"),
+        ("arm: x\ntasks: [[gsm8k]]\n", "tasks: expected a value"),
+        ("arm: x\ngold-logprob: 'no'\n", "gold-logprob: expected true or false, got 'no'"),
+        ("arm: x\nlimit: true\n", "limit: expected a value (text or a number), got true"),
+        ("arm: x\ndata-parallel: two\n", "data-parallel: 'two' is not a valid value"),
+        ("arm: " + "[" * 5000 + "\n", "nested too deeply"),
     ],
 )
 def test_a_bad_file_is_one_error_line_and_exit_2(tmp_path, capsys, text, message):
     with pytest.raises(SystemExit) as exit_info:
         _parse(tmp_path, text)
     assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err.splitlines()[-1]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+def test_a_config_file_that_is_not_utf8_is_one_line(tmp_path, capsys):
+    config = tmp_path / "run.yaml"
+    config.write_bytes(b"arm: \xff\xfe\n")
+    parser = argparse.ArgumentParser(prog="evalkit run")
+    run.add_arguments(parser)
+    with pytest.raises(SystemExit) as exit_info:
+        parse_with_config(parser, ["--config", str(config)])
+    assert exit_info.value.code == 2 and "is not UTF-8 text" in capsys.readouterr().err
 
 
 def test_required_options_still_required_without_a_file(capsys):

@@ -223,7 +223,7 @@ def test_resume_false_refuses_an_existing_run(tmp_path):
         RunWriter.open(tmp_path / "r", manifest(), resume=False)
 
 
-def test_torn_last_line_is_repaired_with_a_warning(tmp_path):
+def test_torn_last_line_is_repaired_with_a_one_line_notice(tmp_path, capsys):
     out = tmp_path / "r"
     w = RunWriter.open(out, manifest())
     w.append(sample(0))
@@ -232,8 +232,12 @@ def test_torn_last_line_is_repaired_with_a_warning(tmp_path):
         fh.write(b'{"task": "gsm8k", "doc_id": 1, "pro')
     with pytest.raises(InputError, match=r"samples.jsonl:2: truncated last line"):
         load_run(out)  # readers refuse; only the writer repairs
-    with pytest.warns(UserWarning, match="dropped a truncated last line"):
-        w = RunWriter.open(out, manifest())
+    capsys.readouterr()
+    w = RunWriter.open(out, manifest())
+    err = capsys.readouterr().err.strip().splitlines()  # issue 43: not a raw Python warning
+    assert (
+        len(err) == 1 and err[0].startswith("evalkit: notice: ") and "dropped a truncated last line" in err[0]
+    )
     assert w.done_keys == {("gsm8k", "0", None)}
     w.append(sample(1))
     w.close()
@@ -313,3 +317,14 @@ def test_each_append_is_fsynced_unless_not_durable(tmp_path, monkeypatch):
     w.append(sample(0))
     assert len(calls) == before
     w.close()
+
+
+def test_resume_refuses_sample_lines_of_a_task_the_manifest_lacks(tmp_path):
+    """Issue 43, item 4: lines of another run's task are not silently counted as done."""
+    run = tmp_path / "run"
+    with RunWriter.open(run, manifest()) as w:
+        w.append(sample(0))
+    with open(run / "samples.jsonl", "a") as fh:
+        fh.write(json.dumps(sample(0, task="passkey")) + "\n")
+    with pytest.raises(InputError, match=r"samples\.jsonl:2: a sample of task 'passkey'.*gsm8k"):
+        RunWriter.open(run, manifest())

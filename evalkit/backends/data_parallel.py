@@ -15,13 +15,16 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import queue
+import time
 import traceback
 from typing import Any
 
 from evalkit.backends.base import GenRequest, OnResult
+from evalkit.backends.worker_lifetime import die_with_parent
 from evalkit.errors import InputError
 
 POLL_S = 1.0  # how often the parent checks that its workers are alive while it waits
+STOP_GRACE_S = 2.0  # an interrupted run's workers get this long after SIGTERM before SIGKILL
 START_TIMEOUT_S = 3600.0  # loading a large checkpoint takes minutes; a hung start must not hang forever
 
 
@@ -43,6 +46,13 @@ def auto_engines(device: str) -> int:
     return max(1, cores // choose_cpu_threads())
 
 
+def _default_device() -> str:
+    """The device of a run that names none: cuda if a GPU is visible, else cpu (as one engine)."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def parse_devices(device: str | None, data_parallel: int | str | None) -> list[str] | None:
     """`--device cuda:0,cuda:1` or `--data-parallel N|auto` -> the worker devices, or None for one
     engine. `--data-parallel N` with one `--device D` gives N engines on D (cuda: cuda:0 … cuda:N-1);
@@ -53,10 +63,7 @@ def parse_devices(device: str | None, data_parallel: int | str | None) -> list[s
     if data_parallel == AUTO:
         if len(devices) > 1:
             return devices
-        if not devices:
-            import torch
-
-            devices = ["cuda" if torch.cuda.is_available() else "cpu"]
+        devices = devices or [_default_device()]
         data_parallel = auto_engines(devices[0])
     if data_parallel < 1:
         raise InputError("--data-parallel must be at least 1")
@@ -64,7 +71,7 @@ def parse_devices(device: str | None, data_parallel: int | str | None) -> list[s
         if len(devices) != data_parallel:
             raise InputError(f"--data-parallel {data_parallel} but --device names {len(devices)} devices")
         return devices
-    base = devices[0] if devices else "cuda"
+    base = devices[0] if devices else _default_device()  # never a cuda:0 the user did not ask for
     if base == "cuda":
         devices = [f"cuda:{i}" for i in range(data_parallel)]
     else:
@@ -85,8 +92,9 @@ def pin_visible_gpu(device: str, visible: str | None) -> tuple[str, str | None]:
     return "cuda:0", ids[index] if ids is not None else str(index)
 
 
-def _worker(rank: int, engine_kwargs: dict[str, Any], inbox: Any, outbox: Any) -> None:
+def _worker(rank: int, engine_kwargs: dict[str, Any], inbox: Any, outbox: Any, parent_pid: int) -> None:
     """A worker process: build the engine, then answer batches until told to stop (None)."""
+    die_with_parent(parent_pid)
     try:
         device, visible = pin_visible_gpu(engine_kwargs["device"], os.environ.get("CUDA_VISIBLE_DEVICES"))
         if visible is not None:
@@ -153,7 +161,8 @@ class DataParallelBackend:
                 max_num_seqs=max_num_seqs,
                 trust_remote_code=trust_remote_code,
             )
-            p = ctx.Process(target=_worker, args=(rank, kw, self._inboxes[rank], self._outbox), daemon=True)
+            args = (rank, kw, self._inboxes[rank], self._outbox, os.getpid())
+            p = ctx.Process(target=_worker, args=args, daemon=True)
             p.start()
             self._procs.append(p)
         self.tokenizer = load_tokenizer(resolve_model_path(model), trust_remote_code)
@@ -165,7 +174,7 @@ class DataParallelBackend:
                     raise InputError(f"engine on {self.devices[rank]} did not start: {payload}")
                 ready[rank] = payload
         except BaseException:
-            self.close()
+            self.stop_now()  # a worker still loading would not read a polite stop for minutes
             raise
         self._description = {**ready[0], "devices": self.devices, "data_parallel": len(self.devices)}
 
@@ -197,14 +206,34 @@ class DataParallelBackend:
             if idx:
                 self._inboxes[rank].put((idx, [requests[i] for i in idx]))
                 busy += 1
-        while busy:
-            kind, rank, payload = self._next(float("inf"))
-            if kind == "result":
-                on_result(*payload)
-            elif kind == "done":
-                busy -= 1
-            else:
-                raise RuntimeError(f"the engine on {self.devices[rank]} failed:\n{payload}")
+        try:
+            while busy:
+                kind, rank, payload = self._next(float("inf"))
+                if kind == "result":
+                    on_result(*payload)
+                elif kind == "done":
+                    busy -= 1
+                else:
+                    raise RuntimeError(f"the engine on {self.devices[rank]} failed:\n{payload}")
+        except BaseException:  # Ctrl-C, a failed worker: the others' work is moot, end them at once
+            self.stop_now()
+            raise
+
+    def stop_now(self) -> None:
+        """End every worker at once (SIGTERM, then SIGKILL after STOP_GRACE_S): an interrupted or
+        failed run does not wait for engines mid-batch. Queued messages are dropped, not flushed."""
+        for q in (*self._inboxes, self._outbox):
+            q.cancel_join_thread()  # this process's exit must not wait to flush a dead worker's queue
+        for p in self._procs:
+            if p.is_alive():
+                p.terminate()
+        deadline = time.monotonic() + STOP_GRACE_S
+        for p in self._procs:
+            p.join(timeout=max(0.0, deadline - time.monotonic()))
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=STOP_GRACE_S)
+        self._procs = []
 
     def close(self) -> None:
         for inbox, p in zip(self._inboxes, self._procs):

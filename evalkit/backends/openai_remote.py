@@ -25,6 +25,7 @@ import httpx
 
 from evalkit.backends.base import GenRequest, GenResult, OnResult
 from evalkit.errors import EvalkitError
+from evalkit.redact import mask_text
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
@@ -41,6 +42,12 @@ def normalize_base_url(url: str) -> str:
             url = url[: -len(suffix)]
     if not url.endswith("/v1"):
         url = url + "/v1"
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError) as exc:
+        raise EvalkitError(f"--server {mask_text(url)!r} is not a URL ({mask_text(str(exc))})") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise EvalkitError(f"--server {mask_text(url)!r} is not an http(s) URL with a host")
     return url
 
 

@@ -88,6 +88,8 @@ def _fraction(name: str, value: float | None, upper: float = 1.0) -> None:
 
 def _pilot_report(paths: list[str], allow_partial: bool) -> tuple[dict, str]:
     if len(paths) == 1:
+        from evalkit.store.jsonl import MALFORMED_JSON, json_error_message
+
         path = Path(paths[0])
         if path.is_dir():
             raise InputError(f"{path}: a directory; give a comparison JSON, or BASELINE CANDIDATE runs")
@@ -95,8 +97,8 @@ def _pilot_report(paths: list[str], allow_partial: bool) -> tuple[dict, str]:
             return json.loads(path.read_text(encoding="utf-8")), str(path)
         except OSError as exc:
             raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InputError(f"{path}: not JSON ({getattr(exc, 'msg', exc)})") from None
+        except MALFORMED_JSON as exc:
+            raise InputError(f"{path}: not JSON ({json_error_message(exc)})") from None
     if len(paths) != 2:
         raise InputError(f"give one comparison JSON or two runs, got {len(paths)} paths")
     from evalkit.compare import build_report

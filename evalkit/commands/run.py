@@ -190,6 +190,8 @@ def parse_task_options(items: list[str] | None, tasks: list[str]) -> dict[str, d
             value = json.loads(raw)
         except json.JSONDecodeError:
             value = raw
+        except RecursionError:
+            raise InputError(f"--task-option {item!r}: the value is nested too deeply") from None
         names = [target] if sep else tasks
         for name in names:
             if name not in out:
@@ -230,6 +232,7 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from evalkit.redact import redact_command
     from evalkit.runner import RunSpec, run_evaluation
     from evalkit.runner import setup as su
     from evalkit.runner.table import render_summary
@@ -288,7 +291,7 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default_out(args.model, servers, args.arm)
 
     command = ["evalkit", "run", *sys.argv[2:]] if sys.argv[1:2] == ["run"] else sys.argv
-    command = su.redact_command(command)
+    command = redact_command(command)
     manifest = su.base_manifest_fields(command)
     if getattr(args, "config_options", None):  # `command` names the file; keep what it said
         manifest["config_file"] = {"path": args.config, "options": args.config_options}
@@ -339,6 +342,13 @@ def main(args: argparse.Namespace) -> int:
             f"({', '.join(fps)}): were all replicas started the same way?",
             file=sys.stderr,
         )
+    if outcome.errors and outcome.errors == outcome.stored:  # nothing was answered: not a result
+        print(
+            f"evalkit run: error: every request failed ({outcome.errors} of {outcome.stored} questions "
+            f"ended with an error; see `error` in {out}/samples.jsonl); re-run the command to retry them",
+            file=sys.stderr,
+        )
+        return 1
     if outcome.errors:
         print(
             f"evalkit run: warning: {outcome.errors} questions ended with an error and are not scored "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import math
 import os
 import sys
 from pathlib import Path
@@ -61,10 +62,10 @@ def is_loopback(host: str) -> bool:
 def _check(args: argparse.Namespace) -> None:
     if not (0 <= args.port < 65536):
         raise InputError(f"--port {args.port} is not a TCP port")
-    if args.shutdown_timeout < 0:
-        raise InputError("--shutdown-timeout must not be negative")
-    if not args.max_body_mb > 0:
-        raise InputError("--max-body-mb must be positive")
+    if not (math.isfinite(args.shutdown_timeout) and args.shutdown_timeout >= 0):
+        raise InputError(f"--shutdown-timeout must be a number of seconds >= 0, got {args.shutdown_timeout}")
+    if not (math.isfinite(args.max_body_mb) and args.max_body_mb * (1 << 20) >= 1):
+        raise InputError(f"--max-body-mb must be a positive number of MiB, got {args.max_body_mb}")
     if args.max_num_seqs is not None and args.max_num_seqs < 1:
         raise InputError("--max-num-seqs must be at least 1")
     if args.port_file:

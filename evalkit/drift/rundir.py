@@ -15,10 +15,12 @@ buckets.csv/json are then across prompts (mean, 95% t-CI, exact quantiles across
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +79,19 @@ def prepare(out_dir: str | Path, overwrite: bool = False) -> Path:
         raise InputError(f"{d} already holds a drift run; pass another --out (or --overwrite)")
     d.mkdir(parents=True, exist_ok=True)
     return d
+
+
+@contextlib.contextmanager
+def single_writer(run_dir: Path) -> Iterator[None]:
+    """Hold the run store's single-writer lock on a drift run directory while it is written: a
+    second `evalkit drift` into it is refused with one line naming the holder."""
+    from evalkit.store.writer import lock_run_dir
+
+    fd = lock_run_dir(run_dir)
+    try:
+        yield
+    finally:
+        os.close(fd)
 
 
 def load_run(run_dir: str | Path) -> dict[str, Any]:

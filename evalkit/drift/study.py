@@ -76,9 +76,6 @@ def run_study(
     `resume` continues the study in `out_dir` (same configuration, model and prompts): the prompts
     a mode finished there are not run again (`checkpoint`); `deadline` (a `time.perf_counter()`
     value) stops every mode from taking a prompt that would end past it."""
-    from evalkit.drift.driver import free_running, manifest, now, progress_bar, record_error
-
-    budgets = budgets or {}
     L = len(prompts[0].ids)
     if "prefill" in cfg.modes and L <= cfg.chunk_size:
         from evalkit.errors import InputError
@@ -88,6 +85,42 @@ def run_study(
             "the first chunk never reads a rounded state back"
         )
     out = rundir.prepare(out_dir, overwrite or resume)
+    with rundir.single_writer(out):  # two studies into one directory would interleave their files
+        return _run_study_locked(
+            model,
+            prompts,
+            cfg,
+            out,
+            command=command,
+            show_progress=show_progress,
+            plots=plots,
+            budgets=budgets,
+            manifest_extra=manifest_extra,
+            on_prompt=on_prompt,
+            resume=resume,
+            deadline=deadline,
+        )
+
+
+def _run_study_locked(
+    model: DriftModel,
+    prompts: list[Prompt],
+    cfg: StudyConfig,
+    out: Path,
+    *,
+    command: list[str] | None,
+    show_progress: bool,
+    plots: bool,
+    budgets: dict[str, float] | None,
+    manifest_extra: dict | None,
+    on_prompt: Callable[[str, int], None] | None,
+    resume: bool,
+    deadline: float | None,
+) -> dict:
+    from evalkit.drift.driver import free_running, manifest, now, progress_bar, record_error
+
+    budgets = budgets or {}
+    L = len(prompts[0].ids)
     prompt_info = [
         {**p.info, "index": i, "length": len(p.ids), "sha256": tokens_sha256(torch.tensor(p.ids))}
         for i, p in enumerate(prompts)

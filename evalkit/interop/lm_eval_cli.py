@@ -7,14 +7,24 @@
 
 from __future__ import annotations
 
+import sys
+
+from evalkit.errors import is_user_error
 from evalkit.interop import register
 
 
 def main() -> None:
+    """lm-eval's CLI; an evalkit user error (a refused checkpoint, a bad arm) is one line, exit 2."""
     register()
     from lm_eval.__main__ import cli_evaluate
 
-    cli_evaluate()
+    try:
+        cli_evaluate()
+    except Exception as exc:
+        if not is_user_error(exc):
+            raise
+        print(f"evalkit-lm-eval: error: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

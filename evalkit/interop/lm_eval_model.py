@@ -4,7 +4,8 @@ recurrent state stored as `arm` says (an `evalkit.arm` arm: fp32, fp16, bf16, m7
 model_args: pretrained (checkpoint dir or hub id; default the embedded reference model),
 arm (fp32; `state_dtype` is its older name), kernels (`evalkit.kernel_choice` switches separated
 by `;`, since lm-eval splits model_args at commas: kernels=prefill_dots=bf16;weights=bf16),
-max_num_seqs, max_gen_toks (256, lm-eval's default when a task sets none).
+max_num_seqs, max_gen_toks (256, lm-eval's default when a task sets none),
+trust_remote_code (lm-eval's --trust_remote_code sets it: code shipped with the tokenizer runs).
 The device comes from lm-eval's own `--device` (its default, cuda:0, falls back to the CPU when
 no GPU is present). lm-eval's `batch_size` is accepted and ignored: the engine batches
 continuously.
@@ -48,6 +49,7 @@ class EvalkitLM(LM):
         max_num_seqs: int | None = None,
         max_gen_toks: int = 256,
         engine: Any = None,
+        trust_remote_code: bool | str = False,
         **kwargs: Any,
     ) -> None:
         super().__init__()
@@ -77,6 +79,7 @@ class EvalkitLM(LM):
             device=device,
             max_num_seqs=int(max_num_seqs) if max_num_seqs else None,
             engine=engine,
+            trust_remote_code=str(trust_remote_code).lower() == "true",  # model_args may give text
         )
         self.engine = self.backend.engine
         self.tokenizer = self.backend.tokenizer

@@ -141,7 +141,7 @@ def load_tokenizer(path: Path, trust_remote_code: bool = False):
     if needs_remote and not trust_remote_code:
         raise InputError(
             f"the tokenizer of {path} ships its own Python code (tokenization_*.py or an auto_map); "
-            "pass --trust-remote-code to run it"
+            "pass --trust-remote-code to run it (lm-eval: --trust_remote_code)"
         )
     try:
         return AutoTokenizer.from_pretrained(str(path), trust_remote_code=needs_remote and trust_remote_code)

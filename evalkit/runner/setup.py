@@ -210,25 +210,6 @@ def remote_setup(
     )
 
 
-SECRET_FLAGS = ("--api-key",)
-
-
-def redact_command(argv: list[str]) -> list[str]:
-    """The command line as recorded in the manifest: secrets (--api-key) replaced by ***."""
-    out: list[str] = []
-    hide_next = False
-    for arg in argv:
-        flag = arg.split("=", 1)[0]
-        if hide_next:
-            out.append("***")
-        elif flag in SECRET_FLAGS and "=" in arg:
-            out.append(f"{flag}=***")
-        else:
-            out.append(arg)
-        hide_next = not hide_next and arg in SECRET_FLAGS
-    return out
-
-
 def base_manifest_fields(command: list[str]) -> dict[str, Any]:
     """The store's common manifest fields (version, commit, hardware, libraries, time)."""
     from evalkit.store import base_manifest

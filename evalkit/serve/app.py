@@ -201,8 +201,11 @@ class ServeHandlers:
             raise APIError(400, "n must be 1", param="n")
         if req.logprobs not in (None, False, 0):
             raise APIError(400, "logprobs are not supported by evalkit serve", param="logprobs")
-        if req.min_tokens and req.max_tokens is not None and req.min_tokens > req.max_tokens:
-            raise APIError(400, "min_tokens must not exceed max_tokens", param="min_tokens")
+        cap_name = "max_completion_tokens" if req.max_completion_tokens is not None else "max_tokens"
+        cap = max_tokens_of(req, -1)  # the cap generation obeys; -1: none given
+        if req.min_tokens and cap >= 0 and req.min_tokens > cap:
+            message = f"min_tokens ({req.min_tokens}) must not exceed {cap_name} ({cap})"
+            raise APIError(400, message, param="min_tokens")
 
     def check_ids(self, ids: list[int], max_tokens: int) -> None:
         if not ids:
@@ -269,6 +272,7 @@ class ServeHandlers:
         handle: Handle = self.loop.submit(ids, self.params_for(req, max_tokens), stream=True)
         st = StreamText(self.tokenizer, req.stop_list())
         gone = asyncio.ensure_future(until_disconnected(request))
+        getter: asyncio.Future | None = None
         try:
             if chat:
                 yield sse(stream_chunk(base, chat, None, None, first=True))
@@ -298,8 +302,10 @@ class ServeHandlers:
             if (req.stream_options or {}).get("include_usage"):
                 yield sse({**base, "choices": [], "usage": usage([out])})
             yield "data: [DONE]\n\n"
-        finally:
+        finally:  # an abandoned stream (the client left mid-wait) leaves no task pending forever
             gone.cancel()
+            if getter is not None:
+                getter.cancel()
             if not handle.future.done():
                 self.loop.cancel(handle)
 

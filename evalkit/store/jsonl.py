@@ -1,7 +1,7 @@
 """Reading JSON-lines files strictly (errors name file and line) and repairing a torn last line.
 
 A run killed mid-write can leave its last line without a newline. The writer repairs that
-(drops the partial line, with a warning) before appending; readers refuse it, so a report is
+(drops the partial line, with a one-line notice) before appending; readers refuse it, so a report is
 never computed from a damaged file without the user knowing.
 """
 
@@ -9,12 +9,23 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from evalkit.errors import InputError
+
+# what json.loads raises on bad input: bad syntax, bad UTF-8, and nesting deeper than the parser's
+# recursion (a line of 100,000 "[" is valid JSON that Python cannot read)
+MALFORMED_JSON = (json.JSONDecodeError, UnicodeDecodeError, RecursionError)
+
+
+def json_error_message(exc: BaseException) -> str:
+    """One line for one of MALFORMED_JSON."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return str(getattr(exc, "msg", exc))
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -30,14 +41,14 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             continue
         try:
             obj = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except MALFORMED_JSON as exc:
             what = "truncated last line" if torn_tail and number == len(lines) else "malformed JSON line"
             hint = (
                 " (the run was killed mid-write? re-run it to resume, which repairs the file)"
                 if what.startswith("truncated")
                 else ""
             )
-            raise InputError(f"{path}:{number}: {what}: {getattr(exc, 'msg', exc)}{hint}") from None
+            raise InputError(f"{path}:{number}: {what}: {json_error_message(exc)}{hint}") from None
         if not isinstance(obj, dict):
             raise InputError(f"{path}:{number}: expected a JSON object per line, got {type(obj).__name__}")
         yield number, obj
@@ -58,7 +69,7 @@ def repair_torn_tail(path: Path) -> int:
     tail = data[cut:]
     try:
         whole = isinstance(json.loads(tail), dict)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except MALFORMED_JSON:
         whole = False
     with open(path, "r+b") as fh:
         if whole:
@@ -70,18 +81,30 @@ def repair_torn_tail(path: Path) -> int:
         os.fsync(fh.fileno())
     if whole:
         return 0
-    warnings.warn(
-        f"{path}: dropped a truncated last line ({len(tail)} bytes) left by an interrupted "
-        f"write; that sample will be redone",
-        stacklevel=3,
+    print(  # a plain notice for the user, not a Python warning naming evalkit's source file
+        f"evalkit: notice: {path}: dropped a truncated last line ({len(tail)} bytes) left by an "
+        "interrupted write; that sample will be redone",
+        file=sys.stderr,
+        flush=True,
     )
     return len(tail)
 
 
+def fresh_temp_path(path: Path) -> Path:
+    """The temporary name `path` is written under before its rename, removed first if present:
+    created exclusively (mode "x"), it is never a link planted to redirect the write."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+    return tmp
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
     """Write JSON to a temporary file, fsync it, then rename it over `path` (never half-written)."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
+    tmp = fresh_temp_path(path)
+    with open(tmp, "x", encoding="utf-8") as fh:
         json.dump(obj, fh, indent=2, ensure_ascii=False, default=str)
         fh.write("\n")
         fh.flush()
@@ -104,8 +127,8 @@ def read_json(path: Path) -> dict[str, Any]:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: malformed JSON ({getattr(exc, 'msg', exc)})") from None
+    except MALFORMED_JSON as exc:
+        raise InputError(f"{path}: malformed JSON ({json_error_message(exc)})") from None
     if not isinstance(obj, dict):
         raise InputError(f"{path}: expected a JSON object")
     return obj

@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import InputError, MismatchError
-from evalkit.store.jsonl import iter_jsonl, read_json, repair_torn_tail, write_json_atomic
+from evalkit.redact import mask_manifest, mask_text
+from evalkit.store.jsonl import (
+    MALFORMED_JSON,
+    fresh_temp_path,
+    iter_jsonl,
+    read_json,
+    repair_torn_tail,
+    write_json_atomic,
+)
 from evalkit.store.manifest import (
     ALLOW_SOURCE_CHANGE,
     check_manifest_types,
@@ -34,12 +42,40 @@ SAMPLES = "samples.jsonl"
 SUMMARY = "summary.json"
 LOCK = ".lock"
 ERRORS = "errors.jsonl"  # errored samples set aside when a resume retries them (the error history)
+_MESSAGE_FIELDS = ("error", "gold_error")  # a sample's free-text messages (masked of URL credentials)
+
+
+def open_no_follow(file: Path, flags: int, mode: int = 0o644) -> int:
+    """`os.open` that refuses a symbolic link (a link planted in a run directory would make the
+    writer truncate or append to the file it points to): InputError saying what to do."""
+    if file.is_symlink():
+        raise _link_refused(file)
+    try:
+        return os.open(file, flags | os.O_NOFOLLOW, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # became a link since the check
+            raise _link_refused(file) from None
+        raise
+
+
+def _link_refused(file: Path) -> InputError:
+    return InputError(
+        f"{file} is a symbolic link; evalkit does not follow links inside a run directory "
+        "(remove it, or choose another output directory)"
+    )
+
+
+def refuse_linked_files(path: Path) -> None:
+    """InputError if any file the writer reads, rewrites or appends to is a symbolic link."""
+    for name in (MANIFEST, SAMPLES, SUMMARY, ERRORS, LOCK):
+        if (path / name).is_symlink():
+            raise _link_refused(path / name)
 
 
 def lock_run_dir(path: Path) -> int:
     """Take the run directory's exclusive lock (flock: the kernel drops it when the process exits or
     is killed) and write our pid into it; a second writer gets an InputError naming the holder."""
-    fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_no_follow(path / LOCK, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
@@ -66,18 +102,18 @@ def set_aside_errors(samples_path: Path, errors_path: Path) -> int:
     for raw in samples_path.read_bytes().splitlines(keepends=True):
         try:
             obj = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except MALFORMED_JSON:
             obj = None  # left in place: reading the run names the bad line
         is_error = isinstance(obj, dict) and obj.get("error") is not None
         (errored if is_error else kept).append(raw)
     if not errored:
         return 0
-    with open(errors_path, "ab") as fh:
+    with os.fdopen(open_no_follow(errors_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "ab") as fh:
         fh.writelines(errored)
         fh.flush()
         os.fsync(fh.fileno())
-    tmp = samples_path.with_name(f".{samples_path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
+    tmp = fresh_temp_path(samples_path)
+    with open(tmp, "xb") as fh:
         fh.writelines(kept)
         fh.flush()
         os.fsync(fh.fileno())
@@ -161,7 +197,9 @@ class RunWriter:
         retry_errors: bool = True,
         allow_source_change: bool = False,
     ) -> RunWriter:
+        manifest = mask_manifest(manifest)  # no key or URL credential reaches the disk
         manifest_path = path / MANIFEST
+        refuse_linked_files(path)
         if manifest_path.exists():
             on_disk = read_json(manifest_path)
             check_manifest_types(on_disk, str(manifest_path))
@@ -186,7 +224,7 @@ class RunWriter:
                 raise InputError(f"{path} already holds a run; resume it or choose another output directory")
             repair_torn_tail(path / SAMPLES)
             retried = set_aside_errors(path / SAMPLES, path / ERRORS) if retry_errors else 0
-            done = cls._read_done(path / SAMPLES)
+            done = cls._read_done(path / SAMPLES, on_disk.get("tasks"))
             merged = copy.deepcopy(on_disk)
             merged["finished_at"] = None
             merged.setdefault("resumes", []).append(
@@ -210,11 +248,13 @@ class RunWriter:
             manifest.setdefault("finished_at", None)
             write_json_atomic(manifest_path, manifest)
             done = set()
-        fd = os.open(path / SAMPLES, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = open_no_follow(path / SAMPLES, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         return cls(path, manifest, done, fd, durable, lock_fd)
 
     @staticmethod
-    def _read_done(samples_path: Path) -> set:
+    def _read_done(samples_path: Path, tasks: dict[str, Any] | None = None) -> set:
+        """The keys on disk; a line of a task the manifest does not name (`tasks`, when it names
+        any) is refused: it belongs to another run."""
         done: set = set()
         if not samples_path.exists():
             return done
@@ -223,6 +263,12 @@ class RunWriter:
                 key = sample_key(normalise_sample(obj))
             except SampleError as exc:
                 raise InputError(f"{samples_path}:{number}: {exc}") from None
+            if tasks and key[0] not in tasks:
+                raise InputError(
+                    f"{samples_path}:{number}: a sample of task {key[0]!r}, which the run's manifest does "
+                    f"not have ({', '.join(sorted(tasks))}); it belongs to another run: move it out or "
+                    "choose another output directory"
+                )
             if key in done:
                 raise InputError(f"{samples_path}:{number}: duplicate sample {key}")
             done.add(key)
@@ -241,6 +287,9 @@ class RunWriter:
             clean = normalise_sample(sample)
         except SampleError as exc:
             raise ValueError(f"invalid sample for {self.path / SAMPLES}: {exc}") from None
+        for field in _MESSAGE_FIELDS:  # a server's error may quote its URL, credentials and all
+            if isinstance(clean.get(field), str):
+                clean[field] = mask_text(clean[field])
         key = sample_key(clean)
         line = (json.dumps(clean, ensure_ascii=False, default=str) + "\n").encode("utf-8")
         with self._lock:
@@ -273,7 +322,7 @@ class RunWriter:
             samples = [normalise_sample(obj) for _, obj in iter_jsonl(self.path / SAMPLES)]
             summary = summarise(samples, metrics)
             write_json_atomic(self.path / SUMMARY, summary)
-            self.manifest.update(copy.deepcopy(extra_manifest or {}))
+            self.manifest.update(mask_manifest(extra_manifest or {}))
             self.manifest["finished_at"] = now_utc()
             write_json_atomic(self.path / MANIFEST, self.manifest)
         self.close()
