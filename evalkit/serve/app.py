@@ -317,7 +317,11 @@ class ServeHandlers:
             card["max_model_len"] = self.max_model_len
         return {"object": "list", "data": [card]}
 
-    async def version(self) -> dict[str, Any]:
+    async def version(self, request: Request) -> dict[str, Any]:
+        """With `--api-key`, a caller without the key learns only the version (not the model's
+        absolute path or fingerprints: `Guards` marks whether the key was given)."""
+        if not request.scope.get("state", {}).get("authorized", True):
+            return {"version": f"evalkit {__version__}"}
         return {"version": f"evalkit {__version__}", "engine": self.describe, "system_fingerprint": self.fp}
 
     async def health(self) -> JSONResponse:
