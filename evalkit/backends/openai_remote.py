@@ -63,6 +63,17 @@ class PermanentError(Exception):
     """A failure no retry will fix (bad request, unknown model)."""
 
 
+class GoldRefused(EvalkitError):
+    """The server does not offer prompt log-probabilities: `--gold-logprob` cannot be measured
+    for any question, so the run stops at the first refusal instead of recording every one."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(
+            f"--gold-logprob: {why}; use a server that returns prompt log-probabilities "
+            "(/v1/completions with echo and logprobs, as vLLM and evalkit serve do), or drop --gold-logprob"
+        )
+
+
 @dataclass
 class _Reply:
     text: str
@@ -310,13 +321,18 @@ class OpenAIBackend:
                     **({"seed": self.seed} if self.seed is not None else {}),
                 )
                 choice = resp.choices[0]
+                logprobs = getattr(choice, "logprobs", None)
+                if logprobs is None:
+                    raise GoldRefused(f"{self.base_urls[replica]} returned no prompt log-probabilities")
                 n = len(req.prompt)
-                return gold.from_prompt_logprobs(getattr(choice, "logprobs", None), n, n + len(req.gold))
+                return gold.from_prompt_logprobs(logprobs, n, n + len(req.gold))
+            except GoldRefused:
+                raise
             except Exception as exc:  # noqa: BLE001 -- classified like any request
                 err = _classify(exc)
                 last = f"{self.base_urls[replica]}: {err}"
                 if isinstance(err, PermanentError):
-                    return gold.failed("prompt", f"the server refused prompt log-probabilities ({last})")
+                    raise GoldRefused(f"the server refused prompt log-probabilities ({last})") from exc
                 if attempt < self.max_retries:
                     self._sleep(self._backoff(attempt))
         return gold.failed("prompt", f"prompt log-probabilities failed: {last}")
@@ -373,6 +389,7 @@ class OpenAIBackend:
             todo.put(i)
         done: queue.Queue[tuple[int, GenResult]] = queue.Queue()
         stop = threading.Event()
+        refused: list[GoldRefused] = []  # the first refusal of prompt log-probabilities ends the batch
 
         def worker(home: int) -> None:
             while not stop.is_set():
@@ -384,6 +401,10 @@ class OpenAIBackend:
                     result = self._answer(home, requests[i])
                     if requests[i].gold is not None and result.error is None:
                         result.gold = self._gold(home, requests[i])
+                except GoldRefused as exc:
+                    refused.append(exc)
+                    stop.set()
+                    return
                 except Exception as exc:  # noqa: BLE001 -- a bug here must not lose the request
                     result = GenResult(text="", finish_reason="error", error=f"internal: {exc!r}")
                 done.put((i, result))
@@ -403,6 +424,8 @@ class OpenAIBackend:
                 try:
                     i, result = done.get(timeout=0.2)  # a timeout keeps Ctrl-C responsive
                 except queue.Empty:
+                    if refused:
+                        raise refused[0] from None
                     continue
                 on_result(i, result)
                 remaining -= 1

@@ -1,7 +1,10 @@
 """The FastAPI application: OpenAI-compatible endpoints over an `EngineLoop`.
 
-Greedy only (evalkit measures a deterministic decoder): `temperature` must be absent or 0.
-Text prompts are tokenized as vLLM does (completions: with the tokenizer's special tokens;
+Greedy unless `temperature` > 0: then the engine's coupled sampler draws (keyed by `seed`, the
+choice's index and the position, so a seeded request is reproducible and two arms given the same
+seed are coupled). `/v1/completions` returns log-probabilities (`logprobs=k`) and, with `echo`,
+the prompt's (`max_tokens=0` scores the prompt alone), as vLLM does. Text prompts are tokenized
+as vLLM does (completions: with the tokenizer's special tokens;
 chat: the chat template with a generation prompt, no extra special tokens), through the same
 function the local backend uses, so `evalkit run --server` equals `evalkit run --model`.
 """
@@ -27,6 +30,7 @@ from evalkit.backends.local import encode_prompt
 from evalkit.errors import EvalkitError
 from evalkit.serve.engine_loop import Aborted, EngineLoop, Finished, Handle, ShuttingDown
 from evalkit.serve.guards import Guards
+from evalkit.serve.logprobs import completion_logprobs
 from evalkit.serve.metrics import metrics_registry, render
 from evalkit.serve.protocol import DEFAULT_COMPLETION_TOKENS, APIError, ChatRequest, CompletionRequest
 
@@ -124,8 +128,9 @@ def max_tokens_of(req: Any, default: int) -> int:
     return default
 
 
-def usage(outs: list[Finished]) -> dict[str, int]:
-    p = sum(o.n_prompt for o in outs)
+def usage(outs: list[Finished], n: int = 1) -> dict[str, int]:
+    """Token counts; with `n` choices per prompt the prompt counts once, as OpenAI counts it."""
+    p = sum(o.n_prompt for o in outs[::n])
     c = sum(o.n_generated for o in outs)
     return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
 
@@ -195,12 +200,8 @@ class ServeHandlers:
                 param="model",
                 type_="not_found_error",
             )
-        if req.temperature not in (None, 0, 0.0):
-            raise APIError(400, "evalkit serve decodes greedily: temperature must be 0", param="temperature")
-        if req.n != 1:
-            raise APIError(400, "n must be 1", param="n")
-        if req.logprobs not in (None, False, 0):
-            raise APIError(400, "logprobs are not supported by evalkit serve", param="logprobs")
+        if req.stream and req.n != 1:
+            raise APIError(400, "streaming takes n=1", param="n")
         if req.min_tokens and req.max_tokens is not None and req.min_tokens > req.max_tokens:
             raise APIError(400, "min_tokens must not exceed max_tokens", param="min_tokens")
 
@@ -227,14 +228,22 @@ class ServeHandlers:
         except Exception as exc:  # noqa: BLE001 -- e.g. a lone surrogate, or a template that rejects the roles
             raise APIError(400, f"cannot tokenize the {param}: {exc}", param=param) from exc
 
-    def params_for(self, req: Any, max_tokens: int) -> Any:
-        return self.make_params(
-            max_tokens=max_tokens, stop=req.stop_list(), ignore_eos=req.ignore_eos, min_tokens=req.min_tokens
-        )
+    def params_for(self, req: Any, max_tokens: int, sample_index: int = 0, **logprobs: Any) -> Any:
+        try:
+            return self.make_params(
+                max_tokens=max_tokens,
+                stop=req.stop_list(),
+                ignore_eos=req.ignore_eos,
+                min_tokens=req.min_tokens,
+                **req.sampling(sample_index),
+                **logprobs,
+            )
+        except EvalkitError as exc:  # a value the engine refuses (the protocol checks most first)
+            raise APIError(400, str(exc)) from exc
 
-    async def run_all(self, request: Request, prompts: list[list[int]], params: Any) -> list[Finished]:
-        """Generate for every prompt; if the client disconnects first, abort them all in the engine."""
-        handles = [self.loop.submit(ids, params) for ids in prompts]
+    async def run_all(self, request: Request, jobs: list[tuple[list[int], Any]]) -> list[Finished]:
+        """Generate every (prompt ids, params); if the client disconnects first, abort them all."""
+        handles = [self.loop.submit(ids, params) for ids, params in jobs]
         futures = [h.future for h in handles]
         gone = asyncio.ensure_future(until_disconnected(request))
         try:
@@ -340,40 +349,66 @@ class ServeHandlers:
 
     async def completions(self, req: CompletionRequest, request: Request) -> Any:
         self.check_common(req)
-        if req.echo:
-            raise APIError(400, "echo is not supported by evalkit serve", param="echo")
         p = req.prompt
         prompts: list[Any] = [p] if isinstance(p, str) or (p and isinstance(p[0], int)) else list(p)
         if not prompts:
             raise APIError(400, "the prompt is empty", param="prompt")
         max_tokens = max_tokens_of(req, DEFAULT_COMPLETION_TOKENS)
+        if max_tokens == 0 and not req.echo:
+            raise APIError(
+                400, "max_tokens=0 needs echo=true (it scores the prompt alone)", param="max_tokens"
+            )
         ids = [await self.tokenize(x, "prompt") for x in prompts]
         for x in ids:
             self.check_ids(x, max_tokens)
         if req.stream:
             if len(ids) != 1:
                 raise APIError(400, "streaming takes one prompt", param="prompt")
+            if req.echo or req.logprobs is not None:
+                raise APIError(400, "echo and logprobs are not streamed: use stream=false", param="stream")
             return StreamingResponse(
                 self.stream(request, ids[0], req, max_tokens, chat=False), media_type="text/event-stream"
             )
-        outs = await self.run_all(request, ids, self.params_for(req, max_tokens))
+        asked: dict[str, Any] = {}
+        if req.logprobs is not None:
+            asked["logprobs"] = req.logprobs
+            if req.echo:
+                asked["prompt_logprobs"] = req.logprobs
+        jobs = [(x, self.params_for(req, max_tokens, j, **asked)) for x in ids for j in range(req.n)]
+        outs = await self.run_all(request, jobs)
+        choices = []
+        for i, o in enumerate(outs):
+            prompt, prompt_ids = prompts[i // req.n], ids[i // req.n]
+            echo_text = None
+            if req.echo:
+                echo_text = prompt if isinstance(prompt, str) else self.tokenizer.decode(prompt_ids)
+            logprobs = None
+            if req.logprobs is not None:
+                logprobs = completion_logprobs(
+                    self.tokenizer,
+                    o.logprobs or [],
+                    echo_text=echo_text,
+                    prompt=prompt,
+                    prompt_ids=prompt_ids,
+                    prompt_logprobs=o.prompt_logprobs,
+                )
+            choices.append(
+                {
+                    "index": i,
+                    "text": (echo_text or "") + o.text,
+                    "logprobs": logprobs,
+                    "finish_reason": FINISH.get(o.finish_reason, o.finish_reason),
+                    "evalkit_flags": o.flags,
+                }
+            )
         return {
             "id": "cmpl-" + uuid.uuid4().hex,
             "object": "text_completion",
             "created": int(time.time()),
             "model": self.model_name,
             "system_fingerprint": self.fp,
-            "choices": [
-                {
-                    "index": i,
-                    "text": o.text,
-                    "logprobs": None,
-                    "finish_reason": FINISH.get(o.finish_reason, o.finish_reason),
-                    "evalkit_flags": o.flags,
-                }
-                for i, o in enumerate(outs)
-            ],
-            "usage": usage(outs),
+            "choices": choices,
+            "usage": usage(outs, req.n),
         }
 
     async def chat(self, req: ChatRequest, request: Request) -> Any:
@@ -386,7 +421,13 @@ class ServeHandlers:
             return StreamingResponse(
                 self.stream(request, ids, req, max_tokens, chat=True), media_type="text/event-stream"
             )
-        (out,) = await self.run_all(request, [ids], self.params_for(req, max_tokens))
+        if req.n != 1:
+            raise APIError(400, "evalkit serve's chat endpoint takes n=1 (use /v1/completions)", param="n")
+        if req.logprobs not in (None, False):
+            raise APIError(
+                400, "chat log-probabilities are not supported: use /v1/completions", param="logprobs"
+            )
+        (out,) = await self.run_all(request, [(ids, self.params_for(req, max_tokens))])
         return {
             "id": "chatcmpl-" + uuid.uuid4().hex,
             "object": "chat.completion",

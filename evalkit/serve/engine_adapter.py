@@ -42,6 +42,9 @@ class EngineAdapter:
                 n_prompt=o.n_prompt,
                 n_generated=o.n_generated,
                 flags=list(o.flags),
+                logprobs=o.logprobs,
+                prompt_logprobs=o.prompt_logprobs,
+                timings=dict(o.timings),
             )
             for o in step.outputs
         }

@@ -24,6 +24,9 @@ class Finished:
     n_prompt: int
     n_generated: int
     flags: list[str] = field(default_factory=list)
+    logprobs: list[Any] | None = None  # the engine's TokenLogprob per generated token, when asked
+    prompt_logprobs: list[Any] | None = None  # per prompt token (first: None), when asked
+    timings: dict[str, float] = field(default_factory=dict)  # the engine's first_token_s, total_s
 
 
 @dataclass
