@@ -126,3 +126,33 @@ def test_lm_eval_local_completions_loglikelihood(server, oracle):
     for (ctx, cont), (lp, greedy) in zip(pairs, got):
         want = oracle.loglikelihood([(tok.encode(ctx), tok.encode(cont))])[0]
         assert lp == pytest.approx(want[0], rel=1e-6, abs=1e-6) and greedy == want[1]
+
+
+def test_seeded_sampling_with_n_choices_matches_the_engine(server, oracle):
+    from evalkit.engine.sampling import SamplingParams
+
+    body = {
+        "prompt": PROMPT,
+        "max_tokens": 6,
+        "temperature": 0.9,
+        "top_k": 50,
+        "seed": 77,
+        "ignore_eos": True,
+    }
+    first = complete(server, n=3, **body)
+    again = complete(server, n=3, **body)
+    texts = [c["text"] for c in first["choices"]]
+    assert texts == [c["text"] for c in again["choices"]] and [c["index"] for c in first["choices"]] == [
+        0,
+        1,
+        2,
+    ]
+    assert len(set(texts)) > 1  # the choices are distinct samples
+    assert first["usage"]["prompt_tokens"] == len(oracle.tokenizer.encode(PROMPT))
+    for j, text in enumerate(texts):  # choice j is the engine's sample j of the same seed
+        p = SamplingParams(
+            max_new_tokens=6, temperature=0.9, top_k=50, seed=77, sample_index=j, ignore_eos=True
+        )
+        assert oracle.generate([PROMPT], p, use_tqdm=False)[0].text == text
+    unseeded = {complete(server, **{**body, "seed": None})["choices"][0]["text"] for _ in range(3)}
+    assert len(unseeded) > 1  # without a seed, each request draws its own
