@@ -17,7 +17,6 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -26,13 +25,19 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from evalkit import __version__
-from evalkit.backends.local import encode_prompt
 from evalkit.errors import EvalkitError
 from evalkit.serve.engine_loop import Aborted, EngineLoop, Finished, Handle, ShuttingDown
 from evalkit.serve.guards import Guards
 from evalkit.serve.logprobs import completion_logprobs
 from evalkit.serve.metrics import metrics_registry, render
-from evalkit.serve.protocol import DEFAULT_COMPLETION_TOKENS, APIError, ChatRequest, CompletionRequest
+from evalkit.serve.protocol import (
+    DEFAULT_COMPLETION_TOKENS,
+    MAX_CHOICES,
+    APIError,
+    ChatRequest,
+    CompletionRequest,
+)
+from evalkit.serve.tokenize import TokenizerLanes
 
 DEFAULT_MAX_BODY_BYTES = 8 << 20  # a 139k-token prompt is about 1 MB, as text or as token ids
 FINISH = {"eos": "stop", "stop": "stop", "length": "length"}
@@ -128,6 +133,10 @@ def max_tokens_of(req: Any, default: int) -> int:
     return default
 
 
+def decode_ids(tokenizer: Any, ids: list[int]) -> str:
+    return tokenizer.decode(ids)
+
+
 def usage(outs: list[Finished], n: int = 1) -> dict[str, int]:
     """Token counts; with `n` choices per prompt the prompt counts once, as OpenAI counts it."""
     p = sum(o.n_prompt for o in outs[::n])
@@ -181,9 +190,9 @@ class ServeHandlers:
         self.model_name = model_name
         self.describe = describe
         self.max_model_len = max_model_len
-        # tokenizing a long prompt takes seconds: do it off the event loop (one thread: the tokenizer
-        # is not shared between threads) so /health and streams stay responsive meanwhile
-        self.tokenizer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalkit-tokenize")
+        # tokenizing a long prompt takes seconds: off the event loop, in lanes by length, so /health,
+        # streams and short requests stay responsive meanwhile
+        self.lanes = TokenizerLanes(tokenizer)
         self.fp = fingerprint(describe)
         self.names = {model_name, *aliases}
         self.vocab = vocab_size or (len(tokenizer) if hasattr(tokenizer, "__len__") else None)
@@ -206,10 +215,9 @@ class ServeHandlers:
             raise APIError(400, "min_tokens must not exceed max_tokens", param="min_tokens")
 
     def check_ids(self, ids: list[int], max_tokens: int) -> None:
+        """The length first (constant time), then each id: a long id list costs one pass at most."""
         if not ids:
             raise APIError(400, "the prompt is empty", param="prompt")
-        if self.vocab is not None and any(not (0 <= t < self.vocab) for t in ids):
-            raise APIError(400, f"prompt token ids must lie in [0, {self.vocab})", param="prompt")
         if self.max_model_len is not None and len(ids) + max_tokens > self.max_model_len:
             raise APIError(
                 400,
@@ -217,14 +225,25 @@ class ServeHandlers:
                 f"{self.max_model_len}",
                 param="max_tokens",
             )
+        if self.vocab is not None and any(not (0 <= t < self.vocab) for t in ids):
+            raise APIError(400, f"prompt token ids must lie in [0, {self.vocab})", param="prompt")
+
+    def check_choices(self, n_prompts: int, n: int) -> None:
+        if n_prompts * n > MAX_CHOICES:
+            raise APIError(
+                400, f"{n_prompts} prompts x n={n} exceeds {MAX_CHOICES} choices per request", param="n"
+            )
 
     # ---- generation ------------------------------------------------------------------------
 
     async def tokenize(self, prompt: Any, param: str) -> list[int]:
+        """Token ids of a text or chat prompt (ids pass through); a text whose length alone shows
+        it cannot fit the context is refused before any tokenizing."""
+        why = self.lanes.too_long(prompt, self.max_model_len)
+        if why:
+            raise APIError(400, why, param=param)
         try:
-            return await asyncio.get_running_loop().run_in_executor(
-                self.tokenizer_thread, encode_prompt, self.tokenizer, prompt
-            )
+            return await self.lanes.encode(prompt)
         except Exception as exc:  # noqa: BLE001 -- e.g. a lone surrogate, or a template that rejects the roles
             raise APIError(400, f"cannot tokenize the {param}: {exc}", param=param) from exc
 
@@ -358,6 +377,7 @@ class ServeHandlers:
             raise APIError(
                 400, "max_tokens=0 needs echo=true (it scores the prompt alone)", param="max_tokens"
             )
+        self.check_choices(len(prompts), req.n)
         ids = [await self.tokenize(x, "prompt") for x in prompts]
         for x in ids:
             self.check_ids(x, max_tokens)
@@ -381,16 +401,21 @@ class ServeHandlers:
             prompt, prompt_ids = prompts[i // req.n], ids[i // req.n]
             echo_text = None
             if req.echo:
-                echo_text = prompt if isinstance(prompt, str) else self.tokenizer.decode(prompt_ids)
+                echo_text = (
+                    prompt
+                    if isinstance(prompt, str)
+                    else await self.lanes.run(len(prompt_ids), decode_ids, prompt_ids)
+                )
             logprobs = None
-            if req.logprobs is not None:
-                logprobs = completion_logprobs(
-                    self.tokenizer,
+            if req.logprobs is not None:  # decodes every token: off the event loop, as tokenizing
+                logprobs = await self.lanes.run(
+                    len(prompt_ids) if req.echo else o.n_generated,
+                    completion_logprobs,
                     o.logprobs or [],
-                    echo_text=echo_text,
-                    prompt=prompt,
-                    prompt_ids=prompt_ids,
-                    prompt_logprobs=o.prompt_logprobs,
+                    echo_text,
+                    prompt,
+                    prompt_ids,
+                    o.prompt_logprobs,
                 )
             choices.append(
                 {

@@ -47,7 +47,6 @@ def _top(tokenizer: Any, lp: TokenLogprob) -> dict[str, float]:
 def completion_logprobs(
     tokenizer: Any,
     generated: list[TokenLogprob],
-    *,
     echo_text: str | None = None,
     prompt: Any = None,
     prompt_ids: list[int] | None = None,

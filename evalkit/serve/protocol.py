@@ -12,6 +12,7 @@ from evalkit.engine.sampling import MAX_LOGPROBS
 # OpenAI's default for /v1/completions is 16 tokens; chat has no limit, capped by the server.
 DEFAULT_COMPLETION_TOKENS = 16
 MAX_N = 128  # choices per prompt: a bound on the work one request may queue
+MAX_CHOICES = 1024  # prompts x n in one request
 
 
 class _Common(BaseModel):
