@@ -85,7 +85,7 @@ def test_echo_with_generation_puts_the_prompt_first(server):
     assert plain["logprobs"] is None and plain["text"]  # the decoded token ids, echoed
 
 
-def test_run_through_evalkit_serve_records_the_paired_measure(server, oracle, tmp_path):
+def test_run_through_evalkit_serve_records_the_paired_measure(server, oracle, tmp_path, capsys):
     out = tmp_path / "run"
     args = ["run", "--server", server.url, "--model", str(oracle.loaded.path), "--arm", "serve-fp16"]
     args += ["--tasks", "passkey", "--lengths", "512", "--limit", "2", "--max-new-tokens", "4"]
@@ -93,6 +93,7 @@ def test_run_through_evalkit_serve_records_the_paired_measure(server, oracle, tm
         cli([*args, "--gold-logprob", "--no-progress", "--data-dir", str(BUNDLED_DIR), "--out", str(out)])
         == 0
     )
+    assert "latency p50/p90/p99: e2e " in capsys.readouterr().out  # beside tokens/s
     samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 2
     for s in samples:
