@@ -13,6 +13,7 @@ Why it is built this way:
 
 from __future__ import annotations
 
+import copy
 import queue
 import random
 import threading
@@ -24,6 +25,7 @@ from typing import Any
 import httpx
 
 from evalkit.backends.base import GenRequest, GenResult, OnResult
+from evalkit.backends.server_config import fetch_json, server_config
 from evalkit.errors import EvalkitError
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
@@ -165,6 +167,7 @@ class OpenAIBackend:
         ]
         self._models_info = [self._fetch_models(i) for i in range(len(self.base_urls))]
         self.model_substituted = False
+        self._description: dict[str, Any] | None = None
         self.model = self._choose_model(model)
         for i, url in enumerate(self.base_urls[1:], start=1):
             if self.model not in self.served_models(i):
@@ -217,12 +220,17 @@ class OpenAIBackend:
         raise EvalkitError(f"{where} serves {', '.join(served)}; pass --model with one of them")
 
     def _server_version(self, i: int) -> Any:
-        root = self.base_urls[i][: -len("/v1")]
-        try:
-            r = httpx.get(root + "/version", timeout=5.0, headers=self._headers)
-            return r.json() if r.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
-            return None
+        return fetch_json(self.base_urls[i][: -len("/v1")] + "/version", self._headers)
+
+    def _server_info(self, i: int) -> Any:
+        """SGLang's `/get_server_info` (its server arguments); None elsewhere."""
+        return fetch_json(self.base_urls[i][: -len("/v1")] + "/get_server_info", self._headers)
+
+    def _model_card(self, i: int) -> Any:
+        for card in self._models_info[i]["data"]:
+            if isinstance(card, dict) and card.get("id") == self.model:
+                return card
+        return None
 
     @property
     def max_model_len(self) -> int | None:
@@ -234,12 +242,26 @@ class OpenAIBackend:
         return None
 
     def describe(self) -> dict[str, Any]:
+        """The manifest's backend record; the servers are asked once per backend."""
+        if self._description is None:
+            self._description = self._describe()
+        return copy.deepcopy(self._description)
+
+    def _describe(self) -> dict[str, Any]:
+        versions = {u: self._server_version(i) for i, u in enumerate(self.base_urls)}
+        infos = {u: self._server_info(i) for i, u in enumerate(self.base_urls)}
         return {
             "name": self.name,
             "base_urls": self.base_urls,
             "model": self.model,
             "models": {u: info for u, info in zip(self.base_urls, self._models_info)},
-            "server_versions": {u: self._server_version(i) for i, u in enumerate(self.base_urls)},
+            "server_versions": versions,
+            "server_info": infos,
+            # per server: the state dtype, chunked-prefill size and prefix caching it reports
+            "server_config": {
+                u: server_config(infos[u], versions[u], self._model_card(i))
+                for i, u in enumerate(self.base_urls)
+            },
             "concurrency_per_server": self.concurrency,
             "timeout_s": self.timeout,
             "max_retries": self.max_retries,
