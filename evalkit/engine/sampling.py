@@ -25,7 +25,9 @@ MAX_LOGPROBS = 20  # top-k log-probabilities per token (vLLM's default max_logpr
 @dataclass
 class SamplingParams:
     """Greedy unless `temperature` > 0. `seed` keys the coupled randomness (drawn at random per
-    request when None); `sample_index` tells apart the samples of one question (n > 1).
+    request when None): give each question its own seed, the same in both arms, so that pairs
+    are coupled and questions stay independent; `sample_index` tells apart the samples of one
+    question (n > 1).
     `logprobs=k`: the chosen token's log-probability and the top k per generated token;
     `prompt_logprobs=k`: the same for every prompt token after the first."""
 
