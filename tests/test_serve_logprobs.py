@@ -157,3 +157,17 @@ def test_seeded_sampling_with_n_choices_matches_the_engine(server, oracle):
         assert oracle.generate([PROMPT], p, use_tqdm=False)[0].text == text
     unseeded = {complete(server, **{**body, "seed": None})["choices"][0]["text"] for _ in range(3)}
     assert len(unseeded) > 1  # without a seed, each request draws its own
+
+
+def test_chat_samples_n_choices_and_refuses_log_probabilities(server):
+    messages = [{"role": "user", "content": "Say something"}]
+    body = {"messages": messages, "max_tokens": 4, "temperature": 1.0, "seed": 5, "n": 2, "ignore_eos": True}
+    r = httpx.post(server.url + "/chat/completions", json=body, timeout=60).json()
+    assert [c["index"] for c in r["choices"]] == [0, 1]
+    assert r == {
+        **r,
+        "choices": httpx.post(server.url + "/chat/completions", json=body, timeout=60).json()["choices"],
+    }
+    for extra in ({"logprobs": True}, {"logprobs": True, "stream": True}):
+        bad = httpx.post(server.url + "/chat/completions", json={**body, "n": 1, **extra}, timeout=60)
+        assert bad.status_code == 400 and bad.json()["error"]["param"] == "logprobs"

@@ -442,17 +442,15 @@ class ServeHandlers:
         ids = await self.tokenize(messages, "messages")
         max_tokens = max_tokens_of(req, max(1, (self.max_model_len or 4096) - len(ids)))
         self.check_ids(ids, max_tokens)
-        if req.stream:
-            return StreamingResponse(
-                self.stream(request, ids, req, max_tokens, chat=True), media_type="text/event-stream"
-            )
-        if req.n != 1:
-            raise APIError(400, "evalkit serve's chat endpoint takes n=1 (use /v1/completions)", param="n")
         if req.logprobs not in (None, False):
             raise APIError(
                 400, "chat log-probabilities are not supported: use /v1/completions", param="logprobs"
             )
-        (out,) = await self.run_all(request, [(ids, self.params_for(req, max_tokens))])
+        if req.stream:
+            return StreamingResponse(
+                self.stream(request, ids, req, max_tokens, chat=True), media_type="text/event-stream"
+            )
+        outs = await self.run_all(request, [(ids, self.params_for(req, max_tokens, j)) for j in range(req.n)])
         return {
             "id": "chatcmpl-" + uuid.uuid4().hex,
             "object": "chat.completion",
@@ -461,14 +459,15 @@ class ServeHandlers:
             "system_fingerprint": self.fp,
             "choices": [
                 {
-                    "index": 0,
+                    "index": j,
                     "message": {"role": "assistant", "content": out.text},
                     "logprobs": None,
                     "finish_reason": FINISH.get(out.finish_reason, out.finish_reason),
                     "evalkit_flags": out.flags,
                 }
+                for j, out in enumerate(outs)
             ],
-            "usage": usage([out]),
+            "usage": usage(outs, req.n),
         }
 
 
