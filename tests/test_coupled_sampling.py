@@ -105,3 +105,13 @@ def test_engine_batch_composition_does_not_change_a_seeded_request(tiny_hybrid_c
     )
     logits_path = eng.forced_decode([("The pass key is", greedy[0].token_ids)])[0]
     assert all(m >= 0 for m in logits_path.margins)  # greedy: each token is the argmax
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: the hash must agree across devices")
+def test_the_gpu_draws_the_cpu_uniforms_and_tokens():
+    keys = [row_key(s, s % 3, s % 7) for s in range(16)]
+    vocab = 163_840  # Kimi-Linear's
+    assert torch.equal(uniforms(keys, vocab, "cuda").cpu(), uniforms(keys, vocab, "cpu"))
+    logits = torch.randn(16, vocab, generator=torch.Generator().manual_seed(1)) * 4
+    params = [SamplingParams(temperature=0.8, top_p=0.9, top_k=[0, 40][s % 2]) for s in range(16)]
+    assert sample_rows(logits.cuda(), params, keys) == sample_rows(logits, params, keys)
