@@ -1,8 +1,8 @@
 """Tokenizing requests without letting one client's prompt hold up another's.
 
-- A cheap bound first: a token's text is at most `longest_token_chars` characters, so a text longer
+- A cheap bound first: a token covers at most `longest_token_chars` characters, so a text longer
   than that times the context already has more tokens than the model takes; it is refused before
-  any tokenizing (a 8 MB prompt costs nothing).
+  any tokenizing (an 8 MB prompt costs nothing).
 - Two lanes, off the event loop: short texts on one thread, long ones on another, so a long prompt
   being tokenized (seconds) never queues the short requests behind it. The long lane gets its own
   copy of the tokenizer where one can be made (a fast tokenizer is not safe to share between
@@ -23,14 +23,20 @@ T = TypeVar("T")
 LONG_CHARS = 32_768  # a text above this goes to the long lane (about 10 ms of tokenizing and up)
 
 
+def _utf8_len(token: str | bytes) -> int:
+    return len(token) if isinstance(token, bytes) else len(token.encode("utf-8", "surrogatepass"))
+
+
 def longest_token_chars(tokenizer: Any) -> int | None:
-    """An upper bound on the characters one token decodes to: the longest vocabulary entry (its
-    byte-level or SentencePiece spelling is at least as long as its text); None if unknown."""
+    """An upper bound on the characters of text one token covers: the most UTF-8 bytes of any
+    vocabulary entry. A character takes at least one byte of some token, and an entry's spelling
+    (byte-level, SentencePiece, or bytes decoded with replacement characters) takes at least as
+    many bytes as the text it stands for. None if the tokenizer has no vocabulary to read."""
     try:
         vocab = tokenizer.get_vocab()
     except Exception:  # noqa: BLE001 -- a tokenizer without a vocabulary: no bound
         return None
-    return max((len(k) for k in vocab), default=0) or None
+    return max((_utf8_len(k) for k in vocab), default=0) or None
 
 
 def text_chars(prompt: Any) -> int:
