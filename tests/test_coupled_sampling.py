@@ -115,3 +115,13 @@ def test_the_gpu_draws_the_cpu_uniforms_and_tokens():
     logits = torch.randn(16, vocab, generator=torch.Generator().manual_seed(1)) * 4
     params = [SamplingParams(temperature=0.8, top_p=0.9, top_k=[0, 40][s % 2]) for s in range(16)]
     assert sample_rows(logits.cuda(), params, keys) == sample_rows(logits, params, keys)
+
+
+def test_a_row_draws_the_same_alone_as_in_a_mixed_batch():
+    torch.manual_seed(2)
+    logits = torch.randn(12, 300) * 2
+    params = [SamplingParams(temperature=[0.5, 1.0, 1.7][i % 3], top_k=[0, 5, -1, 40][i % 4],
+                             top_p=[1.0, 0.7, 0.95][i % 3]) for i in range(12)]  # fmt: skip
+    keys = [row_key(i, 0, i) for i in range(12)]
+    batch = sample_rows(logits, params, keys)
+    assert batch == [sample_rows(logits[i : i + 1], [params[i]], [keys[i]])[0] for i in range(12)]

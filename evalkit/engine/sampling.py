@@ -120,30 +120,35 @@ def uniforms(keys: list[tuple[int, int]], vocab: int, device: Any) -> torch.Tens
     return (bits.double() + 0.5) * 2.0**-53
 
 
-def truncate(z: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
-    """Row `z` (scaled logits) with the tokens outside the top-k / top-p nucleus set to -inf."""
-    if top_k > 0 and top_k < z.numel():
-        kth = torch.topk(z, top_k).values[-1]
+def truncate(z: torch.Tensor, top_k: list[int], top_p: list[float]) -> torch.Tensor:
+    """Rows of scaled logits ([B, V]) with the tokens outside each row's top-k / top-p nucleus
+    set to -inf (a row with top_k 0 or -1 and top_p 1 is left whole)."""
+    ks = torch.tensor([k if 0 < k < z.shape[-1] else 0 for k in top_k], device=z.device)
+    if bool((ks > 0).any()):
+        kmax = int(ks.max())
+        top = torch.topk(z, kmax, dim=-1).values
+        kth = top.gather(1, (ks.clamp(min=1) - 1)[:, None])
+        kth = torch.where(ks[:, None] > 0, kth, torch.full_like(kth, -math.inf))
         z = z.masked_fill(z < kth, -math.inf)
-    if top_p < 1.0:
-        order = torch.argsort(z, descending=True)
-        probs = torch.softmax(z[order], dim=-1)
+    ps = torch.tensor(top_p, dtype=z.dtype, device=z.device)
+    if bool((ps < 1.0).any()):
+        sorted_z, order = torch.sort(z, dim=-1, descending=True)
+        probs = torch.softmax(sorted_z, dim=-1)
         before = torch.cumsum(probs, dim=-1) - probs  # mass of the tokens ranked above
-        drop = torch.zeros_like(z, dtype=torch.bool)
-        drop[order] = before >= top_p
+        drop_sorted = (before >= ps[:, None]) & (ps[:, None] < 1.0)
+        drop = torch.zeros_like(drop_sorted).scatter(1, order, drop_sorted)
         z = z.masked_fill(drop, -math.inf)
     return z
 
 
 def sample_rows(logits: torch.Tensor, params: list[SamplingParams], keys: list[tuple[int, int]]) -> list[int]:
-    """Gumbel-max draws for rows of logits ([B, V]), one (params, row key) per row."""
+    """Gumbel-max draws for rows of logits ([B, V]), one (params, row key) per row; each row's
+    draw depends on its own logits, parameters and key only (one device sync for the batch)."""
     u = uniforms(keys, logits.shape[-1], logits.device)
     gumbel = -torch.log(-torch.log(u))
-    out = []
-    for i, p in enumerate(params):
-        z = truncate(logits[i].double() / p.temperature, p.top_k, p.top_p)
-        out.append(int(torch.argmax(z + gumbel[i])))
-    return out
+    temps = torch.tensor([p.temperature for p in params], dtype=torch.float64, device=logits.device)
+    z = truncate(logits.double() / temps[:, None], [p.top_k for p in params], [p.top_p for p in params])
+    return torch.argmax(z + gumbel, dim=-1).tolist()
 
 
 def token_logprobs(logits: torch.Tensor, chosen: list[int], k: list[int]) -> list[TokenLogprob]:
