@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from evalkit.cli import main as cli
+from evalkit.engine.sampling import SamplingParams
 from evalkit.serve.server import Server
 from evalkit.tasks.data import BUNDLED_DIR
 
@@ -130,8 +131,6 @@ def test_lm_eval_local_completions_loglikelihood(server, oracle):
 
 
 def test_seeded_sampling_with_n_choices_matches_the_engine(server, oracle):
-    from evalkit.engine.sampling import SamplingParams
-
     body = {
         "prompt": PROMPT,
         "max_tokens": 6,
@@ -159,13 +158,30 @@ def test_seeded_sampling_with_n_choices_matches_the_engine(server, oracle):
     assert len(unseeded) > 1  # without a seed, each request draws its own
 
 
-def test_chat_samples_n_choices_and_refuses_log_probabilities(server):
+def test_chat_samples_n_choices_and_gives_log_probabilities(server, oracle):
+    from evalkit.backends.local import encode_prompt
+
     messages = [{"role": "user", "content": "Say something"}]
     body = {"messages": messages, "max_tokens": 4, "temperature": 1.0, "seed": 5, "n": 2, "ignore_eos": True}
     r = httpx.post(server.url + "/chat/completions", json=body, timeout=60).json()
     assert [c["index"] for c in r["choices"]] == [0, 1]
     again = httpx.post(server.url + "/chat/completions", json=body, timeout=60).json()
     assert again["choices"] == r["choices"]  # seeded: the same two samples
-    for extra in ({"logprobs": True}, {"logprobs": True, "stream": True}):
+    greedy = {"messages": messages, "max_tokens": 4, "logprobs": True, "top_logprobs": 2, "ignore_eos": True}
+    (choice,) = httpx.post(server.url + "/chat/completions", json=greedy, timeout=60).json()["choices"]
+    content = choice["logprobs"]["content"]
+    ids = encode_prompt(oracle.tokenizer, messages)
+    gen = oracle.generate([ids], SamplingParams(max_new_tokens=4, ignore_eos=True), use_tqdm=False)[0]
+    (forced,) = oracle.forced_decode([(ids, gen.token_ids)])
+    assert [c["token"] for c in content] == [oracle.tokenizer.decode([t]) for t in gen.token_ids]
+    assert [c["logprob"] for c in content] == pytest.approx(forced.token_logprobs, rel=1e-6, abs=1e-6)
+    assert all(
+        len(c["top_logprobs"]) == 2 and c["top_logprobs"][0]["logprob"] == c["logprob"] for c in content
+    )
+    assert content[0]["bytes"] == list(content[0]["token"].encode())
+    for extra, param in (
+        ({"top_logprobs": 2}, "top_logprobs"),
+        ({"logprobs": True, "stream": True}, "logprobs"),
+    ):
         bad = httpx.post(server.url + "/chat/completions", json={**body, "n": 1, **extra}, timeout=60)
-        assert bad.status_code == 400 and bad.json()["error"]["param"] == "logprobs"
+        assert bad.status_code == 400 and bad.json()["error"]["param"] == param

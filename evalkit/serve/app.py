@@ -3,7 +3,8 @@
 Greedy unless `temperature` > 0: then the engine's coupled sampler draws (keyed by `seed`, the
 choice's index and the position, so a seeded request is reproducible and two arms given the same
 seed are coupled). `/v1/completions` returns log-probabilities (`logprobs=k`) and, with `echo`,
-the prompt's (`max_tokens=0` scores the prompt alone), as vLLM does. Text prompts are tokenized
+the prompt's (`max_tokens=0` scores the prompt alone), as vLLM does; chat, with `logprobs` and
+`top_logprobs`, those of the generated tokens. Text prompts are tokenized
 as vLLM does (completions: with the tokenizer's special tokens;
 chat: the chat template with a generation prompt, no extra special tokens), through the same
 function the local backend uses, so `evalkit run --server` equals `evalkit run --model`.
@@ -28,7 +29,7 @@ from evalkit import __version__
 from evalkit.errors import EvalkitError
 from evalkit.serve.engine_loop import Aborted, EngineLoop, Finished, Handle, ShuttingDown
 from evalkit.serve.guards import Guards
-from evalkit.serve.logprobs import completion_logprobs
+from evalkit.serve.logprobs import chat_logprobs, completion_logprobs
 from evalkit.serve.metrics import metrics_registry, render
 from evalkit.serve.protocol import (
     DEFAULT_COMPLETION_TOKENS,
@@ -442,15 +443,21 @@ class ServeHandlers:
         ids = await self.tokenize(messages, "messages")
         max_tokens = max_tokens_of(req, max(1, (self.max_model_len or 4096) - len(ids)))
         self.check_ids(ids, max_tokens)
-        if req.logprobs not in (None, False):
-            raise APIError(
-                400, "chat log-probabilities are not supported: use /v1/completions", param="logprobs"
-            )
+        if req.top_logprobs is not None and not req.logprobs:
+            raise APIError(400, "top_logprobs needs logprobs=true", param="top_logprobs")
         if req.stream:
+            if req.logprobs:
+                raise APIError(400, "logprobs are not streamed: use stream=false", param="logprobs")
             return StreamingResponse(
                 self.stream(request, ids, req, max_tokens, chat=True), media_type="text/event-stream"
             )
-        outs = await self.run_all(request, [(ids, self.params_for(req, max_tokens, j)) for j in range(req.n)])
+        asked = {"logprobs": req.top_logprobs or 0} if req.logprobs else {}
+        jobs = [(ids, self.params_for(req, max_tokens, j, **asked)) for j in range(req.n)]
+        outs = await self.run_all(request, jobs)
+        logprobs = [
+            await self.lanes.run(o.n_generated, chat_logprobs, o.logprobs) if req.logprobs else None
+            for o in outs
+        ]
         return {
             "id": "chatcmpl-" + uuid.uuid4().hex,
             "object": "chat.completion",
@@ -461,7 +468,7 @@ class ServeHandlers:
                 {
                     "index": j,
                     "message": {"role": "assistant", "content": out.text},
-                    "logprobs": None,
+                    "logprobs": logprobs[j],
                     "finish_reason": FINISH.get(out.finish_reason, out.finish_reason),
                     "evalkit_flags": out.flags,
                 }

@@ -1,11 +1,12 @@
-"""The `logprobs` object of a `/v1/completions` choice, in OpenAI's (and vLLM's) legacy format:
+"""The `logprobs` object of a choice. `/v1/completions`: OpenAI's (and vLLM's) legacy format:
 `tokens`, `token_logprobs`, `top_logprobs` (the top k plus the chosen token, as vLLM returns them)
 and `text_offset`, with the echoed prompt first when `echo` is set (its first token has no
 log-probability: null).
 
 Offsets index the choice's `text`. For a text prompt they come from the tokenizer's offset mapping
 (so an answer's characters map to its tokens even when a token does not decode alone, e.g. a
-special token); otherwise, as vLLM does, from the cumulative lengths of the decoded tokens."""
+special token); otherwise, as vLLM does, from the cumulative lengths of the decoded tokens.
+`/v1/chat/completions`: `{"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}`."""
 
 from __future__ import annotations
 
@@ -74,3 +75,21 @@ def completion_logprobs(
         lps.append(float(g.logprob))
         tops.append(_top(tokenizer, g))
     return {"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offsets}
+
+
+def _chat_entry(tokenizer: Any, token_id: int, logprob: float) -> dict[str, Any]:
+    text = tokenizer.decode([token_id])
+    return {"token": text, "logprob": float(logprob), "bytes": list(text.encode("utf-8", "surrogatepass"))}
+
+
+def chat_logprobs(tokenizer: Any, generated: list[TokenLogprob]) -> dict[str, Any]:
+    """A chat choice's `logprobs`: per generated token, its log-probability and the top k."""
+    return {
+        "content": [
+            {
+                **_chat_entry(tokenizer, g.token_id, g.logprob),
+                "top_logprobs": [_chat_entry(tokenizer, i, v) for i, v in g.top],
+            }
+            for g in generated
+        ]
+    }
