@@ -160,7 +160,9 @@ def test_bad_options_are_clear_errors(engine, kwargs, needle):
 
 def test_bad_requests_are_clear_errors(engine):
     with pytest.raises(EvalkitError, match="temperature"):
-        SamplingParams(temperature=0.7)
+        SamplingParams(temperature=-0.7)
+    with pytest.raises(EvalkitError, match="top_p"):
+        SamplingParams(temperature=0.7, top_p=0.0)
     small = LLMEngine(engine.loaded, device="cpu", max_model_len=64)
     with pytest.raises(EvalkitError, match="max_model_len"):
         small.add_request(list(range(3, 60)), SamplingParams(max_new_tokens=10))

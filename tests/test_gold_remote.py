@@ -11,7 +11,7 @@ import pytest
 
 from evalkit.backends.base import GenRequest
 from evalkit.backends.gold import from_prompt_logprobs
-from evalkit.backends.openai_remote import OpenAIBackend
+from evalkit.backends.openai_remote import GoldRefused, OpenAIBackend
 
 PROMPT, GOLD = "The pass key is", " 123"
 # the echoed prompt + answer + one generated token, as vLLM returns it
@@ -121,16 +121,11 @@ def test_a_server_with_prompt_logprobs_gives_the_answer_tokens_scores_and_margin
     assert fields["gold_margins"] == [1.5, 2.875] and fields["gold_min_margin"] == 1.5
 
 
-def test_a_server_without_prompt_logprobs_is_recorded_not_fatal():
+def test_a_server_without_prompt_logprobs_stops_the_batch_with_one_line():
     with FakeServer(echo_ok=False) as server:
-        result = _ask(server, gold=GOLD)
-    assert result.error is None and result.text == " 123"
-    fields = result.gold.sample_fields()
-    assert fields["gold_logprob"] is None and fields["gold_tokens"] is None
-    assert (
-        "refused prompt log-probabilities" in fields["gold_error"]
-        and "echo is not supported" in fields["gold_error"]
-    )
+        with pytest.raises(GoldRefused, match="refused prompt log-probabilities.*echo is not supported"):
+            _ask(server, gold=GOLD)
+    assert len(server.bodies) == 2  # the answer, then one refused echo request: no retries, no others
 
 
 def test_no_gold_no_extra_request():
@@ -145,3 +140,19 @@ def test_parsing_edge_cases():
     score = from_prompt_logprobs(lp, 1, 3)
     assert score.token_logprobs == [-1.0] and score.margins == [None] and score.min_margin is None
     assert "no answer tokens" in from_prompt_logprobs(lp, 5, 9).error
+
+
+def test_run_with_gold_logprob_against_a_refusing_server_exits_2_with_one_line(
+    tiny_hybrid_ckpt, tmp_path, capsys
+):
+    from evalkit.cli import main as cli
+    from evalkit.tasks.data import BUNDLED_DIR
+
+    args = ["run", "--model", str(tiny_hybrid_ckpt), "--arm", "x", "--tasks", "passkey", "--lengths", "512"]
+    args += ["--limit", "3", "--no-progress", "--data-dir", str(BUNDLED_DIR), "--out", str(tmp_path / "r")]
+    with FakeServer(echo_ok=False) as server:
+        rc = cli([*args, "--server", server.url, "--gold-logprob", "--concurrency", "1"])
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert rc == 2 and "--gold-logprob: the server refused" in last and "Traceback" not in err
+    assert sum(bool(b.get("echo")) for b in server.bodies) == 1  # stopped at the first refusal

@@ -135,15 +135,22 @@ def test_chat_plain_and_streaming(server, engine):
 @pytest.mark.parametrize(
     "body,status,param",
     [
-        ({"prompt": "x", "temperature": 0.7}, 400, "temperature"),
+        ({"prompt": "x", "temperature": -0.7}, 400, "temperature"),
+        ({"prompt": "x", "top_p": 0}, 400, "top_p"),
+        ({"prompt": "x", "top_p": 1.5}, 400, "top_p"),
+        ({"prompt": "x", "top_k": -2}, 400, "top_k"),
+        ({"prompt": "x", "seed": 2**64}, 400, "seed"),
         ({"prompt": "x", "model": "other"}, 404, "model"),
-        ({"prompt": "x", "n": 2}, 400, "n"),
+        ({"prompt": "x", "n": 0}, 400, "n"),
+        ({"prompt": "x", "n": 2, "stream": True}, 400, "n"),
         ({"prompt": "x", "max_tokens": -1}, 400, "max_tokens"),
+        ({"prompt": "x", "max_tokens": 0}, 400, "max_tokens"),
         ({"max_tokens": 3}, 400, "prompt"),
         ({"prompt": ""}, 400, "prompt"),
         ({"prompt": [10**9]}, 400, "prompt"),
-        ({"prompt": "x", "echo": True}, 400, "echo"),
-        ({"prompt": "x", "logprobs": 1}, 400, "logprobs"),
+        ({"prompt": "x", "logprobs": 21}, 400, "logprobs"),
+        ({"prompt": "x", "logprobs": -1}, 400, "logprobs"),
+        ({"prompt": "x", "echo": True, "logprobs": 1, "stream": True}, 400, "stream"),
     ],
 )
 def test_bad_requests_get_openai_style_errors(server, body, status, param):

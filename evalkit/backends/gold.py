@@ -16,8 +16,9 @@ exact match. Sample fields (the store contract, ARCHITECTURE.md):
   log-probabilities).
 - `gold_min_margin`: the smallest margin: > 0 iff greedy decoding reproduces the whole answer;
   "the greedy answer margin changes sign" between two arms compares this.
-- `gold_error`: why the measure is missing (e.g. the server returns no prompt log-probabilities),
-  else null.
+- `gold_error`: why the measure is missing (e.g. a chat prompt, or malformed log-probabilities),
+  else null. A server that refuses prompt log-probabilities stops the run instead
+  (`openai_remote.GoldRefused`): every question would miss the measure.
 """
 
 from __future__ import annotations

@@ -18,8 +18,12 @@ if TYPE_CHECKING:
     from evalkit.engine import StepResult
 
 
-def make_params(*, max_tokens: int, stop: list[str], ignore_eos: bool = False, min_tokens: int = 0) -> Any:
-    """Greedy sampling parameters of the engine's own type."""
+def make_params(
+    *, max_tokens: int, stop: list[str], ignore_eos: bool = False, min_tokens: int = 0, **sampling: Any
+) -> Any:
+    """Sampling parameters of the engine's own type: greedy unless `sampling` (the engine's
+    `temperature`, `top_p`, `top_k`, `seed`, `sample_index`, `logprobs`, `prompt_logprobs`)
+    says otherwise."""
     from evalkit.engine.sampling import SamplingParams
 
     return SamplingParams(
@@ -27,7 +31,7 @@ def make_params(*, max_tokens: int, stop: list[str], ignore_eos: bool = False, m
         stop=list(stop),
         ignore_eos=ignore_eos,
         min_tokens=min_tokens,
-        temperature=0.0,
+        **{"temperature": 0.0, **sampling},
     )
 
 

@@ -13,6 +13,7 @@ Why it is built this way:
 
 from __future__ import annotations
 
+import copy
 import queue
 import random
 import threading
@@ -24,6 +25,7 @@ from typing import Any
 import httpx
 
 from evalkit.backends.base import GenRequest, GenResult, OnResult
+from evalkit.backends.server_config import fetch_json, server_config
 from evalkit.errors import EvalkitError
 from evalkit.redact import mask_text
 
@@ -68,6 +70,17 @@ class TransientError(Exception):
 
 class PermanentError(Exception):
     """A failure no retry will fix (bad request, unknown model)."""
+
+
+class GoldRefused(EvalkitError):
+    """The server does not offer prompt log-probabilities: `--gold-logprob` cannot be measured
+    for any question, so the run stops at the first refusal instead of recording every one."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(
+            f"--gold-logprob: {why}; use a server that returns prompt log-probabilities "
+            "(/v1/completions with echo and logprobs, as vLLM and evalkit serve do), or drop --gold-logprob"
+        )
 
 
 @dataclass
@@ -161,6 +174,7 @@ class OpenAIBackend:
         ]
         self._models_info = [self._fetch_models(i) for i in range(len(self.base_urls))]
         self.model_substituted = False
+        self._description: dict[str, Any] | None = None
         self.model = self._choose_model(model)
         for i, url in enumerate(self.base_urls[1:], start=1):
             if self.model not in self.served_models(i):
@@ -213,12 +227,17 @@ class OpenAIBackend:
         raise EvalkitError(f"{where} serves {', '.join(served)}; pass --model with one of them")
 
     def _server_version(self, i: int) -> Any:
-        root = self.base_urls[i][: -len("/v1")]
-        try:
-            r = httpx.get(root + "/version", timeout=5.0, headers=self._headers)
-            return r.json() if r.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
-            return None
+        return fetch_json(self.base_urls[i][: -len("/v1")] + "/version", self._headers)
+
+    def _server_info(self, i: int) -> Any:
+        """SGLang's `/get_server_info` (its server arguments); None elsewhere."""
+        return fetch_json(self.base_urls[i][: -len("/v1")] + "/get_server_info", self._headers)
+
+    def _model_card(self, i: int) -> Any:
+        for card in self._models_info[i]["data"]:
+            if isinstance(card, dict) and card.get("id") == self.model:
+                return card
+        return None
 
     @property
     def max_model_len(self) -> int | None:
@@ -230,12 +249,26 @@ class OpenAIBackend:
         return None
 
     def describe(self) -> dict[str, Any]:
+        """The manifest's backend record; the servers are asked once per backend."""
+        if self._description is None:
+            self._description = self._describe()
+        return copy.deepcopy(self._description)
+
+    def _describe(self) -> dict[str, Any]:
+        versions = {u: self._server_version(i) for i, u in enumerate(self.base_urls)}
+        infos = {u: self._server_info(i) for i, u in enumerate(self.base_urls)}
         return {
             "name": self.name,
             "base_urls": self.base_urls,
             "model": self.model,
             "models": {u: info for u, info in zip(self.base_urls, self._models_info)},
-            "server_versions": {u: self._server_version(i) for i, u in enumerate(self.base_urls)},
+            "server_versions": versions,
+            "server_info": infos,
+            # per server: the state dtype, chunked-prefill size and prefix caching it reports
+            "server_config": {
+                u: server_config(infos[u], versions[u], self._model_card(i))
+                for i, u in enumerate(self.base_urls)
+            },
             "concurrency_per_server": self.concurrency,
             "timeout_s": self.timeout,
             "max_retries": self.max_retries,
@@ -317,13 +350,18 @@ class OpenAIBackend:
                     **({"seed": self.seed} if self.seed is not None else {}),
                 )
                 choice = resp.choices[0]
+                logprobs = getattr(choice, "logprobs", None)
+                if logprobs is None:
+                    raise GoldRefused(f"{self.base_urls[replica]} returned no prompt log-probabilities")
                 n = len(req.prompt)
-                return gold.from_prompt_logprobs(getattr(choice, "logprobs", None), n, n + len(req.gold))
+                return gold.from_prompt_logprobs(logprobs, n, n + len(req.gold))
+            except GoldRefused:
+                raise
             except Exception as exc:  # noqa: BLE001 -- classified like any request
                 err = _classify(exc)
                 last = f"{self.base_urls[replica]}: {err}"
                 if isinstance(err, PermanentError):
-                    return gold.failed("prompt", f"the server refused prompt log-probabilities ({last})")
+                    raise GoldRefused(f"the server refused prompt log-probabilities ({last})") from exc
                 if attempt < self.max_retries:
                     self._sleep(self._backoff(attempt))
         return gold.failed("prompt", f"prompt log-probabilities failed: {last}")
@@ -380,6 +418,7 @@ class OpenAIBackend:
             todo.put(i)
         done: queue.Queue[tuple[int, GenResult]] = queue.Queue()
         stop = threading.Event()
+        refused: list[GoldRefused] = []  # the first refusal of prompt log-probabilities ends the batch
 
         def worker(home: int) -> None:
             while not stop.is_set():
@@ -391,6 +430,10 @@ class OpenAIBackend:
                     result = self._answer(home, requests[i])
                     if requests[i].gold is not None and result.error is None:
                         result.gold = self._gold(home, requests[i])
+                except GoldRefused as exc:
+                    refused.append(exc)
+                    stop.set()
+                    return
                 except Exception as exc:  # noqa: BLE001 -- a bug here must not lose the request
                     result = GenResult(text="", finish_reason="error", error=f"internal: {exc!r}")
                 done.put((i, result))
@@ -410,6 +453,8 @@ class OpenAIBackend:
                 try:
                     i, result = done.get(timeout=0.2)  # a timeout keeps Ctrl-C responsive
                 except queue.Empty:
+                    if refused:
+                        raise refused[0] from None
                     continue
                 on_result(i, result)
                 remaining -= 1

@@ -334,6 +334,8 @@ def main(args: argparse.Namespace) -> int:
         f"{outcome.prompt_tokens_per_s:.1f} prompt tok/s, {outcome.tokens_per_s:.1f} generated tok/s, "
         f"{outcome.wall_s:.1f} s -> {out}"
     )
+    if outcome.latency_line:
+        print(outcome.latency_line)
     run_info = getattr(setup.backend, "run_info", dict)()
     fps = run_info.get("system_fingerprints") or []
     if len(fps) > 1:

@@ -32,7 +32,7 @@ from .forced import ForcedScore, copy_sequence_state, row_scores
 from .health import is_repetition, logit_flags, state_flags
 from .memory import gpu_pool_budget
 from .model_runner import ModelRunner
-from .sampling import Output, SamplingParams
+from .sampling import Output, SamplingParams, row_key, sample_rows, token_logprobs
 from .scheduler import Scheduler
 from .sequence import Sequence, Status
 from .state import StatePools
@@ -236,6 +236,8 @@ class LLMEngine:
                     seq.flags |= f
                 if seq.is_scoring:
                     self._score_rows(seq, seq.num_computed - n, n, lg)
+                if seq.prompt_logprobs is not None:
+                    self._prompt_logprob_rows(seq, seq.num_computed - n, lg)
             self.scheduler.after_prefill(seq)
             if seq.num_computed >= seq.n_prompt:
                 completed.append(seq)
@@ -255,7 +257,8 @@ class LLMEngine:
             elif seq.params.max_new_tokens == 0:
                 seq.finish_reason = "length"
             else:
-                self._append(seq, int(lg[-1].argmax()))
+                tok = int(lg[-1].argmax())
+                self._append(seq, self._choose([seq], lg[-1:], [tok])[0])
             if seq.finish_reason:
                 self.scheduler.finish(seq)
                 done.append(self._output(seq))
@@ -280,7 +283,7 @@ class LLMEngine:
         if forced:
             self._force_rows([seqs[i] for i in forced], logits[forced])
         done = []
-        for seq, tok in zip(seqs, packed[0].tolist()):
+        for seq, tok in zip(seqs, self._choose(seqs, logits, packed[0].tolist())):
             if seq.forced is None:
                 self._append(seq, tok)
             if seq.finish_reason:
@@ -304,6 +307,36 @@ class LLMEngine:
         for seq, m in zip(live, self.state.max_abs(slots).tolist()):
             seq.state_max_abs = m if m != m else max(seq.state_max_abs, m)  # NaN sticks
             seq.flags |= state_flags(m, self.config.overflow_threshold)
+
+    def _choose(self, seqs: list[Sequence], logits: torch.Tensor, greedy: list[int]) -> list[int]:
+        """The next token of each sequence: its greedy token (`greedy`, the argmax: untouched for
+        greedy requests), or a coupled Gumbel-max draw; records log-probabilities where asked.
+        A teacher-forced sequence's entry is ignored by the caller."""
+        tokens = list(greedy)
+        drawn = [i for i, s in enumerate(seqs) if s.sample_seed is not None and s.forced is None]
+        if drawn:
+            keys = [
+                row_key(seqs[i].sample_seed, seqs[i].params.sample_index, seqs[i].n_generated) for i in drawn
+            ]
+            picks = sample_rows(logits[drawn], [seqs[i].params for i in drawn], keys)
+            for i, t in zip(drawn, picks):
+                tokens[i] = t
+        asked = [i for i, s in enumerate(seqs) if s.logprobs is not None and s.forced is None]
+        if asked:
+            rows = token_logprobs(
+                logits[asked], [tokens[i] for i in asked], [seqs[i].params.logprobs for i in asked]
+            )
+            for i, row in zip(asked, rows):
+                seqs[i].logprobs.append(row)
+        return tokens
+
+    def _prompt_logprob_rows(self, seq: Sequence, start: int, lg: torch.Tensor) -> None:
+        """Log-probabilities of the prompt tokens that logits rows start.. predict (prefill mode)."""
+        n = min(lg.shape[0], seq.n_prompt - 1 - start)
+        if n <= 0:
+            return
+        targets = seq.token_ids[start + 1 : start + 1 + n]
+        seq.prompt_logprobs.extend(token_logprobs(lg[:n], targets, [seq.params.prompt_logprobs] * n))
 
     def _score_rows(self, seq: Sequence, start: int, n: int, lg: torch.Tensor) -> None:
         """Add the log-probs of the continuation tokens predicted by these logits rows."""
@@ -403,6 +436,8 @@ class LLMEngine:
             state_max_abs=seq.state_max_abs if self.state.kda else None,
             timings=timings,
             forced=seq.forced_score,
+            logprobs=seq.logprobs,
+            prompt_logprobs=seq.prompt_logprobs,
         )
 
     # -- batch APIs ----------------------------------------------------------------------------

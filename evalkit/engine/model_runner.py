@@ -83,7 +83,7 @@ class ModelRunner:
     def _want_rows(self, seq: Sequence, start: int, n: int, all_logits: bool) -> list[int]:
         """Positions (absolute, within [start, start+n)) whose logits this chunk must return."""
         end = start + n
-        if all_logits:
+        if all_logits or seq.prompt_logprobs is not None:
             return list(range(start, end))
         if seq.is_scoring:
             lo, hi = max(seq.score_from - 1, start), min(seq.n_prompt - 1, end)

@@ -52,6 +52,10 @@ class Sequence:
         self.fork_request_id: int | None = None
         self.fork_slot: int | None = None
         self.fork_blocks: list[int] = []
+        # sampling: the coupled randomness' seed; log-probabilities when the request asks for them
+        self.sample_seed = None if params.greedy else params.request_seed()
+        self.logprobs = [] if params.logprobs is not None else None
+        self.prompt_logprobs = [None] if params.prompt_logprobs is not None else None
         self.t_arrival = time.perf_counter()
         self.t_first_token: float | None = None
 

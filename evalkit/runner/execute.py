@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.backends.base import Backend, GenRequest, GenResult, generate_fed
+from evalkit.runner.latency import LatencyLog
 from evalkit.runner.plan import Plan, WorkItem, build_plan
 from evalkit.runner.progress import RunProgress, estimate_prompt_tokens, progress_mode
 from evalkit.runner.prompt_ids import same_tokenizer
@@ -53,6 +54,8 @@ class RunOutcome:
     tokens_per_s: float
     wall_s: float
     prompt_tokens_per_s: float = 0.0
+    latency: dict[str, Any] = field(default_factory=dict)  # this invocation's requests: LatencyLog.summary()
+    latency_line: str = ""
 
 
 def task_entries(
@@ -226,7 +229,7 @@ def run_evaluation(
         )
         plan: Plan = build_plan(tasks, requests_by_task, set(writer.done_keys))
         feed_builds = [(build, outlines) for _, build, outlines, _ in streamed]
-        bar, counts = _ask(spec, plan, feed_builds, backend, tokenizer, writer, manifest, progress)
+        bar, counts, latency = _ask(spec, plan, feed_builds, backend, tokenizer, writer, manifest, progress)
         if spec.request_cache is not None:  # the next arm asks the same questions
             for key, build, _, data in streamed:
                 spec.request_cache[key] = (build.requests(), data)
@@ -245,6 +248,8 @@ def run_evaluation(
         tokens_per_s=bar.tokens_per_s,
         prompt_tokens_per_s=bar.prompt_tokens_per_s,
         wall_s=time.perf_counter() - t0,
+        latency=latency.summary(),
+        latency_line=latency.line(),
     )
 
 
@@ -257,9 +262,9 @@ def _ask(
     writer: Any,
     manifest: dict[str, Any],
     progress: bool,
-) -> tuple[RunProgress, dict[str, int]]:
+) -> tuple[RunProgress, dict[str, int], LatencyLog]:
     """Ask the backend every planned request (those of `builds` as they are built) and store each
-    result as it arrives; (the progress, the counts stored and errored)."""
+    result as it arrives; (the progress, the counts stored and errored, the requests' latencies)."""
     from evalkit.store import prompt_hash
 
     ids = same_tokenizer(tokenizer, backend)
@@ -278,6 +283,7 @@ def _ask(
         backend.step_observer = bar.observe_step
     hashes: dict[int, str] = {}
     counts = {"stored": 0, "errors": 0}
+    latency = LatencyLog()
 
     def make(k: int) -> GenRequest:  # when request k is handed out: its prompt is built by then
         req = plan.items[k].request
@@ -291,6 +297,8 @@ def _ask(
                 s.prompt = None
             writer.append(s.to_record())
         n_err = sum(1 for s in samples if s.error)
+        if not result.error:
+            latency.add(result.timings)
         counts["stored"] += len(samples)
         counts["errors"] += n_err
         bar.update(
@@ -309,4 +317,4 @@ def _ask(
         raise
     finally:
         bar.close()
-    return bar, counts
+    return bar, counts, latency

@@ -154,15 +154,30 @@ def local_setup(
             encode_cache=encode_cache,
             trust_remote_code=trust_remote_code,
         )
+    arm_info = local_arm_info(backend, note)
     model_info = {
         "path": model,
         **backend.describe().get("model", {}),
         "trust_remote_code": trust_remote_code,
+        "declared_state": declared_state_note(model, arm_info.get("state_dtype")),
     }
     kernels_record = backend.describe().get("kernels")
-    return Setup(
-        backend, backend.tokenizer, model_info, local_arm_info(backend, note), suite, kernels=kernels_record
-    )
+    return Setup(backend, backend.tokenizer, model_info, arm_info, suite, kernels=kernels_record)
+
+
+def declared_state_note(model: Any, arm_state_dtype: str | None) -> dict[str, Any] | None:
+    """The checkpoint's declared state dtype beside the arm's (model.declared_state in the
+    manifest); a note on stderr when they differ."""
+    from evalkit.model.declared_state import arm_note, read_declared_state
+
+    note = arm_note(read_declared_state(model) if isinstance(model, (str, Path)) else None, arm_state_dtype)
+    if note and note["arm_differs"]:
+        print(
+            f"evalkit run: note: the checkpoint declares {note['key']}={note['value']}; "
+            f"this arm stores the state as {arm_state_dtype}",
+            file=sys.stderr,
+        )
+    return note
 
 
 def remote_setup(
@@ -179,6 +194,7 @@ def remote_setup(
     api_key: str | None = None,
 ) -> Setup:
     from evalkit.backends.openai_remote import OpenAIBackend
+    from evalkit.backends.server_config import differs_from_arm
 
     backend = OpenAIBackend(
         servers,
@@ -205,6 +221,13 @@ def remote_setup(
     from evalkit.arm import SERVER_FORMATS
 
     arm_info = {"label": arm, "state_dtype": arm if arm in SERVER_FORMATS else None, "note": note}
+    if model and Path(model).is_dir():
+        model_info["declared_state"] = declared_state_note(model, arm_info["state_dtype"])
+    if arm_info["state_dtype"]:
+        for url, config in backend.describe()["server_config"].items():
+            said = differs_from_arm(config, arm_info["state_dtype"])
+            if said:
+                print(f"evalkit run: note: {url}: {said}", file=sys.stderr)
     return Setup(
         backend, tok, model_info, arm_info, after_generate=lambda: {"backend_run": backend.run_info()}
     )

@@ -1,7 +1,11 @@
 """The FastAPI application: OpenAI-compatible endpoints over an `EngineLoop`.
 
-Greedy only (evalkit measures a deterministic decoder): `temperature` must be absent or 0.
-Text prompts are tokenized as vLLM does (completions: with the tokenizer's special tokens;
+Greedy unless `temperature` > 0: then the engine's coupled sampler draws (keyed by `seed`, the
+choice's index and the position, so a seeded request is reproducible and two arms given the same
+seed are coupled). `/v1/completions` returns log-probabilities (`logprobs=k`) and, with `echo`,
+the prompt's (`max_tokens=0` scores the prompt alone), as vLLM does; chat, with `logprobs` and
+`top_logprobs`, those of the generated tokens. Text prompts are tokenized
+as vLLM does (completions: with the tokenizer's special tokens;
 chat: the chat template with a generation prompt, no extra special tokens), through the same
 function the local backend uses, so `evalkit run --server` equals `evalkit run --model`.
 """
@@ -14,7 +18,6 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -23,12 +26,19 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from evalkit import __version__
-from evalkit.backends.local import encode_prompt
 from evalkit.errors import EvalkitError
 from evalkit.serve.engine_loop import Aborted, EngineLoop, Finished, Handle, ShuttingDown
 from evalkit.serve.guards import Guards
+from evalkit.serve.logprobs import chat_logprobs, completion_logprobs
 from evalkit.serve.metrics import metrics_registry, render
-from evalkit.serve.protocol import DEFAULT_COMPLETION_TOKENS, APIError, ChatRequest, CompletionRequest
+from evalkit.serve.protocol import (
+    DEFAULT_COMPLETION_TOKENS,
+    MAX_CHOICES,
+    APIError,
+    ChatRequest,
+    CompletionRequest,
+)
+from evalkit.serve.tokenize import TokenizerLanes
 
 DEFAULT_MAX_BODY_BYTES = 8 << 20  # a 139k-token prompt is about 1 MB, as text or as token ids
 FINISH = {"eos": "stop", "stop": "stop", "length": "length"}
@@ -124,8 +134,13 @@ def max_tokens_of(req: Any, default: int) -> int:
     return default
 
 
-def usage(outs: list[Finished]) -> dict[str, int]:
-    p = sum(o.n_prompt for o in outs)
+def decode_ids(tokenizer: Any, ids: list[int]) -> str:
+    return tokenizer.decode(ids)
+
+
+def usage(outs: list[Finished], n: int = 1) -> dict[str, int]:
+    """Token counts; with `n` choices per prompt the prompt counts once, as OpenAI counts it."""
+    p = sum(o.n_prompt for o in outs[::n])
     c = sum(o.n_generated for o in outs)
     return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
 
@@ -176,9 +191,9 @@ class ServeHandlers:
         self.model_name = model_name
         self.describe = describe
         self.max_model_len = max_model_len
-        # tokenizing a long prompt takes seconds: do it off the event loop (one thread: the tokenizer
-        # is not shared between threads) so /health and streams stay responsive meanwhile
-        self.tokenizer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalkit-tokenize")
+        # tokenizing a long prompt takes seconds: off the event loop, in lanes by length, so /health,
+        # streams and short requests stay responsive meanwhile
+        self.lanes = TokenizerLanes(tokenizer)
         self.fp = fingerprint(describe)
         self.names = {model_name, *aliases}
         self.vocab = vocab_size or (len(tokenizer) if hasattr(tokenizer, "__len__") else None)
@@ -195,12 +210,8 @@ class ServeHandlers:
                 param="model",
                 type_="not_found_error",
             )
-        if req.temperature not in (None, 0, 0.0):
-            raise APIError(400, "evalkit serve decodes greedily: temperature must be 0", param="temperature")
-        if req.n != 1:
-            raise APIError(400, "n must be 1", param="n")
-        if req.logprobs not in (None, False, 0):
-            raise APIError(400, "logprobs are not supported by evalkit serve", param="logprobs")
+        if req.stream and req.n != 1:
+            raise APIError(400, "streaming takes n=1", param="n")
         cap_name = "max_completion_tokens" if req.max_completion_tokens is not None else "max_tokens"
         cap = max_tokens_of(req, -1)  # the cap generation obeys; -1: none given
         if req.min_tokens and cap >= 0 and req.min_tokens > cap:
@@ -208,10 +219,9 @@ class ServeHandlers:
             raise APIError(400, message, param="min_tokens")
 
     def check_ids(self, ids: list[int], max_tokens: int) -> None:
+        """The length first (constant time), then each id: a long id list costs one pass at most."""
         if not ids:
             raise APIError(400, "the prompt is empty", param="prompt")
-        if self.vocab is not None and any(not (0 <= t < self.vocab) for t in ids):
-            raise APIError(400, f"prompt token ids must lie in [0, {self.vocab})", param="prompt")
         if self.max_model_len is not None and len(ids) + max_tokens > self.max_model_len:
             raise APIError(
                 400,
@@ -219,25 +229,44 @@ class ServeHandlers:
                 f"{self.max_model_len}",
                 param="max_tokens",
             )
+        if self.vocab is not None and any(not (0 <= t < self.vocab) for t in ids):
+            raise APIError(400, f"prompt token ids must lie in [0, {self.vocab})", param="prompt")
+
+    def check_choices(self, n_prompts: int, n: int) -> None:
+        if n_prompts * n > MAX_CHOICES:
+            raise APIError(
+                400, f"{n_prompts} prompts x n={n} exceeds {MAX_CHOICES} choices per request", param="n"
+            )
 
     # ---- generation ------------------------------------------------------------------------
 
     async def tokenize(self, prompt: Any, param: str) -> list[int]:
+        """Token ids of a text or chat prompt (ids pass through); a text whose length alone shows
+        it cannot fit the context is refused before any tokenizing."""
+        why = self.lanes.too_long(prompt, self.max_model_len)
+        if why:
+            raise APIError(400, why, param=param)
         try:
-            return await asyncio.get_running_loop().run_in_executor(
-                self.tokenizer_thread, encode_prompt, self.tokenizer, prompt
-            )
+            return await self.lanes.encode(prompt)
         except Exception as exc:  # noqa: BLE001 -- e.g. a lone surrogate, or a template that rejects the roles
             raise APIError(400, f"cannot tokenize the {param}: {exc}", param=param) from exc
 
-    def params_for(self, req: Any, max_tokens: int) -> Any:
-        return self.make_params(
-            max_tokens=max_tokens, stop=req.stop_list(), ignore_eos=req.ignore_eos, min_tokens=req.min_tokens
-        )
+    def params_for(self, req: Any, max_tokens: int, sample_index: int = 0, **logprobs: Any) -> Any:
+        try:
+            return self.make_params(
+                max_tokens=max_tokens,
+                stop=req.stop_list(),
+                ignore_eos=req.ignore_eos,
+                min_tokens=req.min_tokens,
+                **req.sampling(sample_index),
+                **logprobs,
+            )
+        except EvalkitError as exc:  # a value the engine refuses (the protocol checks most first)
+            raise APIError(400, str(exc)) from exc
 
-    async def run_all(self, request: Request, prompts: list[list[int]], params: Any) -> list[Finished]:
-        """Generate for every prompt; if the client disconnects first, abort them all in the engine."""
-        handles = [self.loop.submit(ids, params) for ids in prompts]
+    async def run_all(self, request: Request, jobs: list[tuple[list[int], Any]]) -> list[Finished]:
+        """Generate every (prompt ids, params); if the client disconnects first, abort them all."""
+        handles = [self.loop.submit(ids, params) for ids, params in jobs]
         futures = [h.future for h in handles]
         gone = asyncio.ensure_future(until_disconnected(request))
         try:
@@ -323,7 +352,11 @@ class ServeHandlers:
             card["max_model_len"] = self.max_model_len
         return {"object": "list", "data": [card]}
 
-    async def version(self) -> dict[str, Any]:
+    async def version(self, request: Request) -> dict[str, Any]:
+        """With `--api-key`, a caller without the key learns only the version (not the model's
+        absolute path or fingerprints: `Guards` marks whether the key was given)."""
+        if not request.scope.get("state", {}).get("authorized", True):
+            return {"version": f"evalkit {__version__}"}
         return {"version": f"evalkit {__version__}", "engine": self.describe, "system_fingerprint": self.fp}
 
     async def health(self) -> JSONResponse:
@@ -342,40 +375,72 @@ class ServeHandlers:
 
     async def completions(self, req: CompletionRequest, request: Request) -> Any:
         self.check_common(req)
-        if req.echo:
-            raise APIError(400, "echo is not supported by evalkit serve", param="echo")
         p = req.prompt
         prompts: list[Any] = [p] if isinstance(p, str) or (p and isinstance(p[0], int)) else list(p)
         if not prompts:
             raise APIError(400, "the prompt is empty", param="prompt")
         max_tokens = max_tokens_of(req, DEFAULT_COMPLETION_TOKENS)
+        if max_tokens == 0 and not req.echo:
+            raise APIError(
+                400, "max_tokens=0 needs echo=true (it scores the prompt alone)", param="max_tokens"
+            )
+        self.check_choices(len(prompts), req.n)
         ids = [await self.tokenize(x, "prompt") for x in prompts]
         for x in ids:
             self.check_ids(x, max_tokens)
         if req.stream:
             if len(ids) != 1:
                 raise APIError(400, "streaming takes one prompt", param="prompt")
+            if req.echo or req.logprobs is not None:
+                raise APIError(400, "echo and logprobs are not streamed: use stream=false", param="stream")
             return StreamingResponse(
                 self.stream(request, ids[0], req, max_tokens, chat=False), media_type="text/event-stream"
             )
-        outs = await self.run_all(request, ids, self.params_for(req, max_tokens))
+        asked: dict[str, Any] = {}
+        if req.logprobs is not None:
+            asked["logprobs"] = req.logprobs
+            if req.echo:
+                asked["prompt_logprobs"] = req.logprobs
+        jobs = [(x, self.params_for(req, max_tokens, j, **asked)) for x in ids for j in range(req.n)]
+        outs = await self.run_all(request, jobs)
+        choices = []
+        for i, o in enumerate(outs):
+            prompt, prompt_ids = prompts[i // req.n], ids[i // req.n]
+            echo_text = None
+            if req.echo:
+                echo_text = (
+                    prompt
+                    if isinstance(prompt, str)
+                    else await self.lanes.run(len(prompt_ids), decode_ids, prompt_ids)
+                )
+            logprobs = None
+            if req.logprobs is not None:  # decodes every token: off the event loop, as tokenizing
+                logprobs = await self.lanes.run(
+                    len(prompt_ids) if req.echo else o.n_generated,
+                    completion_logprobs,
+                    o.logprobs or [],
+                    echo_text,
+                    prompt,
+                    prompt_ids,
+                    o.prompt_logprobs,
+                )
+            choices.append(
+                {
+                    "index": i,
+                    "text": (echo_text or "") + o.text,
+                    "logprobs": logprobs,
+                    "finish_reason": FINISH.get(o.finish_reason, o.finish_reason),
+                    "evalkit_flags": o.flags,
+                }
+            )
         return {
             "id": "cmpl-" + uuid.uuid4().hex,
             "object": "text_completion",
             "created": int(time.time()),
             "model": self.model_name,
             "system_fingerprint": self.fp,
-            "choices": [
-                {
-                    "index": i,
-                    "text": o.text,
-                    "logprobs": None,
-                    "finish_reason": FINISH.get(o.finish_reason, o.finish_reason),
-                    "evalkit_flags": o.flags,
-                }
-                for i, o in enumerate(outs)
-            ],
-            "usage": usage(outs),
+            "choices": choices,
+            "usage": usage(outs, req.n),
         }
 
     async def chat(self, req: ChatRequest, request: Request) -> Any:
@@ -384,11 +449,21 @@ class ServeHandlers:
         ids = await self.tokenize(messages, "messages")
         max_tokens = max_tokens_of(req, max(1, (self.max_model_len or 4096) - len(ids)))
         self.check_ids(ids, max_tokens)
+        if req.top_logprobs is not None and not req.logprobs:
+            raise APIError(400, "top_logprobs needs logprobs=true", param="top_logprobs")
         if req.stream:
+            if req.logprobs:
+                raise APIError(400, "logprobs are not streamed: use stream=false", param="logprobs")
             return StreamingResponse(
                 self.stream(request, ids, req, max_tokens, chat=True), media_type="text/event-stream"
             )
-        (out,) = await self.run_all(request, [ids], self.params_for(req, max_tokens))
+        asked = {"logprobs": req.top_logprobs or 0} if req.logprobs else {}
+        jobs = [(ids, self.params_for(req, max_tokens, j, **asked)) for j in range(req.n)]
+        outs = await self.run_all(request, jobs)
+        logprobs = [
+            await self.lanes.run(o.n_generated, chat_logprobs, o.logprobs) if req.logprobs else None
+            for o in outs
+        ]
         return {
             "id": "chatcmpl-" + uuid.uuid4().hex,
             "object": "chat.completion",
@@ -397,14 +472,15 @@ class ServeHandlers:
             "system_fingerprint": self.fp,
             "choices": [
                 {
-                    "index": 0,
+                    "index": j,
                     "message": {"role": "assistant", "content": out.text},
-                    "logprobs": None,
+                    "logprobs": logprobs[j],
                     "finish_reason": FINISH.get(out.finish_reason, out.finish_reason),
                     "evalkit_flags": out.flags,
                 }
+                for j, out in enumerate(outs)
             ],
-            "usage": usage([out]),
+            "usage": usage(outs, req.n),
         }
 
 

@@ -29,6 +29,11 @@ class EngineAdapter:
         """Drop an unfinished request: the engine frees its slot and zeroes its state."""
         self.engine.abort(request_id)
 
+    def num_waiting(self) -> int:
+        """Requests admitted to the engine but waiting for a state slot (read from any thread)."""
+        scheduler = getattr(self.engine, "scheduler", None)
+        return len(getattr(scheduler, "waiting", ()))
+
     def has_unfinished(self) -> bool:
         return bool(self.engine.has_unfinished())
 
@@ -42,6 +47,9 @@ class EngineAdapter:
                 n_prompt=o.n_prompt,
                 n_generated=o.n_generated,
                 flags=list(o.flags),
+                logprobs=o.logprobs,
+                prompt_logprobs=o.prompt_logprobs,
+                timings=dict(o.timings),
             )
             for o in step.outputs
         }

@@ -12,6 +12,7 @@ import asyncio
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,9 @@ class Finished:
     n_prompt: int
     n_generated: int
     flags: list[str] = field(default_factory=list)
+    logprobs: list[Any] | None = None  # the engine's TokenLogprob per generated token, when asked
+    prompt_logprobs: list[Any] | None = None  # per prompt token (first: None), when asked
+    timings: dict[str, float] = field(default_factory=dict)  # the engine's first_token_s, total_s
 
 
 @dataclass
@@ -37,6 +41,7 @@ class BatchStats:
     generated_tokens: int = 0
     failed: int = 0
     aborted: int = 0  # requests dropped mid-flight (client gone, or shutdown)
+    prompt_tokens: int = 0  # prompt tokens of finished requests
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -60,6 +65,8 @@ class Handle:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, stream: bool) -> None:
         self._loop = loop
+        self.submitted_at = time.perf_counter()  # latencies count the wait for admission too
+        self.admitted_at: float | None = None
         self.future: asyncio.Future[Finished] = loop.create_future()
         self.stream: asyncio.Queue[list[int]] | None = asyncio.Queue() if stream else None
         self.cancelled = False
@@ -99,6 +106,8 @@ class EngineLoop:
         self._idle_wait_s = idle_wait_s
         self._thread = threading.Thread(target=self._run, name="evalkit-engine-loop", daemon=True)
         self.started_at = time.time()
+        # called on the engine thread for each finished request (the /metrics latency histograms)
+        self.on_finished: list[Callable[[Finished, Handle], None]] = []
 
     def start(self) -> EngineLoop:
         self._thread.start()
@@ -111,6 +120,11 @@ class EngineLoop:
     @property
     def alive(self) -> bool:
         return self._thread.is_alive()
+
+    @property
+    def waiting(self) -> int:
+        """Requests not yet running: queued for admission, or admitted without a state slot."""
+        return self._inbox.qsize() + getattr(self.adapter, "num_waiting", lambda: 0)()
 
     @property
     def in_flight(self) -> int:
@@ -154,6 +168,7 @@ class EngineLoop:
             else:
                 try:
                     rid = self.adapter.add(prompt_ids, params)
+                    handle.admitted_at = time.perf_counter()
                     self._live[rid] = handle
                     self.stats.requests += 1
                 except Exception as exc:  # noqa: BLE001 -- a bad request fails alone
@@ -203,7 +218,10 @@ class EngineLoop:
             handle = self._live.pop(rid, None)
             self.stats.finished += 1
             self.stats.generated_tokens += out.n_generated
+            self.stats.prompt_tokens += out.n_prompt
             if handle is not None:
+                for observe in self.on_finished:
+                    observe(out, handle)
                 handle._deliver(out)
 
     def _run(self) -> None:
