@@ -29,9 +29,12 @@ OP_FOLDERS = {
     "moe_combine": "moe_combine",
     "rms_norm": "rms_norm",
     "swiglu": "swiglu",
+    "ssd_decode": "ssd_decode",
+    "ssd_prefill": "ssd_prefill",
 }
-# kda_decode / kda_prefill(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, ...): the
-# position of state_pool; the seven layer inputs come before it
+# kda_decode / kda_prefill(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, ...) and
+# ssd_decode / ssd_prefill(x, dt_raw, B, C, A_log, dt_bias, D, state_pool, slots, ...): the position
+# of state_pool; the seven layer inputs come before it
 KDA_POOL_ARG = 7
 
 
