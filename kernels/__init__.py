@@ -131,16 +131,24 @@ def kda_prefill(
     )
 
 
-def causal_conv1d_prefill(x, weight, conv_pool, slots, cu_seqlens, has_initial_state) -> torch.Tensor:
-    """Depthwise causal conv + SiLU over packed sequences; conv_pool [S, C, W-1] updated in place."""
-    return implementation("causal_conv1d_prefill", x)(
-        x, weight, conv_pool, slots, cu_seqlens, has_initial_state
-    )
+def causal_conv1d_prefill(
+    x, weight, conv_pool, slots, cu_seqlens, has_initial_state, bias=None
+) -> torch.Tensor:
+    """Depthwise causal conv (+ `bias` [C], Mamba2's) + SiLU over packed sequences; conv_pool
+    [S, C, W-1] updated in place."""
+    impl = implementation("causal_conv1d_prefill", x)
+    if bias is None:  # the two-argument-shorter call every KDA/GDN layer makes (and wrappers take)
+        return impl(x, weight, conv_pool, slots, cu_seqlens, has_initial_state)
+    return impl(x, weight, conv_pool, slots, cu_seqlens, has_initial_state, bias=bias)
 
 
-def causal_conv1d_decode(x, weight, conv_pool, slots) -> torch.Tensor:
-    """One new input column per sequence x [B, C]; conv_pool shifted in place."""
-    return implementation("causal_conv1d_decode", x)(x, weight, conv_pool, slots)
+def causal_conv1d_decode(x, weight, conv_pool, slots, bias=None) -> torch.Tensor:
+    """One new input column per sequence x [B, C] (+ `bias` [C] before the SiLU); conv_pool shifted
+    in place."""
+    impl = implementation("causal_conv1d_decode", x)
+    if bias is None:
+        return impl(x, weight, conv_pool, slots)
+    return impl(x, weight, conv_pool, slots, bias=bias)
 
 
 def gated_rmsnorm(o, gate, weight, eps: float) -> torch.Tensor:

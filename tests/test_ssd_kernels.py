@@ -210,3 +210,36 @@ def test_not_interpreting_runs_cpu_by_default():
     from evalkit.kernels import dispatch
 
     assert dispatch.implementation("ssd_decode", torch.zeros(1)) is cpu.ssd_decode
+
+
+# ----------------------------------------------------------------------------- the conv's bias
+def _conv_case(impl, gen):
+    """Prefill (a carried and a new sequence) + one decode step of the short conv with a bias, on
+    `impl` and on torch's own conv1d (zero-padded causal, bias, SiLU: transformers' Mamba2 conv)."""
+    Cc, W, lengths = 12, 4, [9, 2]
+    x = torch.randn(sum(lengths), Cc, generator=gen)
+    w, b = torch.randn(Cc, W, generator=gen), torch.randn(Cc, generator=gen)
+    pool = torch.randn(3, Cc, W - 1, generator=gen)
+    prev = pool[2].clone()
+    slots, init = torch.tensor([2, 0]), torch.tensor([True, False])
+    y = impl.causal_conv1d_prefill(x, w, pool, slots, random_cu_seqlens(lengths), init, bias=b)
+    step = torch.randn(2, Cc, generator=gen)
+    yd = impl.causal_conv1d_decode(step, w, pool, slots, bias=b)
+    seqs = [torch.cat([prev, x[:9].T, step[0, :, None]], 1), torch.cat([x[9:].T, step[1, :, None]], 1)]
+    want = [F.silu(F.conv1d(F.pad(s, (W - 1, 0))[None], w[:, None], b, groups=Cc)[0]).T for s in seqs]
+    torch.testing.assert_close(y[:9].double(), want[0][W - 1 : W - 1 + 9].double(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(y[9:].double(), want[1][:2].double(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(yd[0].double(), want[0][-1].double(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(yd[1].double(), want[1][-1].double(), rtol=1e-5, atol=1e-5)
+
+
+@cpu_only
+def test_conv_bias_cpu_and_reference():
+    _conv_case(cpu, _gen(6))
+    _conv_case(reference, _gen(6))
+
+
+def test_conv_bias_triton(triton_ops):
+    from evalkit.kernels.short_conv import wrapper
+
+    _conv_case(wrapper, _gen(7))
