@@ -1,0 +1,106 @@
+"""The engine on a NemotronH (Mamba2 hybrid) checkpoint against transformers' own
+NemotronHForCausalLM on a tiny random checkpoint saved by transformers (blocks "ME*-M-": Mamba2
+with conv bias and 2 groups, MoE, attention without RoPE, relu2 MLP): logits of a full forward,
+of prefill + single-token steps, of several prefill chunks; greedy generations; and every state
+format bit-exact against the store oracle (the fp32 arm with its SSM pools rounded where the
+arm's pool stores, `tests/helpers/drive.py`)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from helpers.checkpoint_cache import checkpoint_cache_root
+
+from evalkit.engine import LLMEngine, SamplingParams
+from evalkit.kernels import parse_format
+from tests.helpers.drive import TOKENS, drive_logits
+from tests.helpers.numerics import rel_err
+
+REL_TOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def ckpt(request):
+    from evalkit.testing.tiny_mamba2_models import build_tiny_nemotron_h_checkpoint
+
+    return build_tiny_nemotron_h_checkpoint(checkpoint_cache_root(request) / "nemotron-h")
+
+
+@pytest.fixture(scope="module")
+def setup(ckpt):
+    from transformers import AutoModelForCausalLM
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hf = AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.float32).eval()
+    assert type(hf).__name__ == "NemotronHForCausalLM"
+    engine = LLMEngine(str(ckpt), device="cpu", state_dtype="fp32", max_num_seqs=2)
+    tokens = torch.randint(3, engine.arch.vocab_size, (1, 150), generator=torch.Generator().manual_seed(7))
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = hf(tokens, use_cache=False).logits[0]
+    assert ref.abs().max() > 1.0, "tiny model logits are too flat to be a useful oracle"
+    return hf, engine, tokens[0].tolist(), ref
+
+
+def test_pools_hold_the_mamba2_state_and_conv(setup):
+    _, engine, _, _ = setup
+    assert sorted(engine.state.kda) == [0, 4] and sorted(engine.state.mla) == [2]
+    assert tuple(engine.state.kda[0].shape[1:]) == (8, 16, 8)  # [H, P, N]
+    assert tuple(engine.state.conv[0].shape[1:]) == (16 * 8 + 2 * 2 * 8, 3)  # [I + 2GN, K-1]
+
+
+def test_full_forward_logits_match(setup):
+    _, engine, tokens, ref = setup
+    assert rel_err(drive_logits(engine, tokens, [150], 0), ref) <= REL_TOL
+
+
+def test_prefill_then_single_token_steps_match(setup):
+    _, engine, tokens, ref = setup
+    assert rel_err(drive_logits(engine, tokens, [97], 53), ref) <= REL_TOL
+
+
+def test_several_prefill_chunks_then_steps_match(setup):
+    _, engine, tokens, ref = setup
+    assert rel_err(drive_logits(engine, tokens, [64, 1, 40, 17, 8], 20), ref) <= REL_TOL
+
+
+def test_greedy_generation_identical(setup):
+    hf, engine, _, _ = setup
+    tok = engine.tokenizer
+    texts = ["Natalia sold clips to 48 of her friends in April,", "Weng earns $12 an hour for babysitting."]
+    prompts = [tok.encode(t) for t in texts]
+    outs = engine.generate(prompts, SamplingParams(max_new_tokens=24), use_tqdm=False)
+    eos = tok.eos_token_id
+    for prompt, out in zip(prompts, outs):
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = hf.generate(
+                torch.tensor([prompt]), max_new_tokens=24, do_sample=False, eos_token_id=eos, pad_token_id=eos
+            )[0, len(prompt) :].tolist()
+        assert out.token_ids == want
+
+
+@pytest.mark.parametrize("arm", ["fp16", "bf16", "bf16-rtz", "fp8_e4m3", "m5-sr:2", "fp16-sr"])
+def test_every_format_equals_fp32_with_the_state_rounded_where_the_pool_stores(setup, arm):
+    _, fp32, _, _ = setup
+    eng = LLMEngine(fp32.loaded, device="cpu", state_dtype=arm, max_num_seqs=2)
+    fmt = parse_format(arm)
+    assert all(p.dtype == fmt.pool_dtype for p in eng.state.kda.values())
+    got = drive_logits(eng, TOKENS, [70, 30], 20)
+    simulated = drive_logits(fp32, TOKENS, [70, 30], 20, round_to=arm)
+    plain = drive_logits(fp32, TOKENS, [70, 30], 20)
+    assert torch.equal(got, simulated)
+    assert not torch.equal(got, plain), "the format should move the logits at all"
+
+
+def test_twin_check_routes_the_ssd_launches(setup):
+    _, fp32, _, _ = setup
+    eng = LLMEngine(fp32.loaded, device="cpu", state_dtype="bf16", twin_check=1, max_num_seqs=2)
+    sp = SamplingParams(max_new_tokens=4, ignore_eos=True)
+    eng.generate([TOKENS[:30], TOKENS[30:90]], sp, use_tqdm=False)
+    summary = eng.describe()["twin_check"]["summary"]
+    assert set(summary) == {"ssd_decode/bf16", "ssd_prefill/bf16"}
+    assert all(v["checked"] > 0 and v["failed"] == 0 for v in summary.values())
