@@ -198,12 +198,14 @@ def ssd_prefill(
     has_initial_state,
     *,
     chunk_size: int = 64,
+    intra_chunk_dtype: torch.dtype | None = None,
     fmt=None,
     sr_seed: int = 0,
     positions: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Packed variable-length Mamba2 SSD prefill over [T, H, P]; each sequence's final state stored
-    to pool[slots] once, rounded the `fmt` way (`positions` [N]: each sequence's last position)."""
+    to pool[slots] once, rounded the `fmt` way (`positions` [N]: each sequence's last position);
+    `intra_chunk_dtype` rounds the carried state every `chunk_size` tokens too (see `kda_prefill`)."""
     return implementation("ssd_prefill", x)(
         x,
         dt_raw,
@@ -217,6 +219,7 @@ def ssd_prefill(
         cu_seqlens,
         has_initial_state,
         chunk_size=chunk_size,
+        intra_chunk_dtype=intra_chunk_dtype,
         fmt=fmt,
         sr_seed=sr_seed,
         positions=positions,

@@ -104,3 +104,46 @@ def test_twin_check_routes_the_ssd_launches(setup):
     summary = eng.describe()["twin_check"]["summary"]
     assert set(summary) == {"ssd_decode/bf16", "ssd_prefill/bf16"}
     assert all(v["checked"] > 0 and v["failed"] == 0 for v in summary.values())
+
+
+def test_intra_chunk_rounding_is_rounding_at_kernel_chunk_boundaries(setup):
+    """intra_chunk_dtype='fp16' with kda_chunk_size=32 = storing the carried SSM state every 32
+    tokens (to the last bits that 32-token passes change elsewhere: attention over a shorter query
+    block, ~1e-6 here, against the rounding's ~4e-5)."""
+    _, fp32, _, _ = setup
+    eng = LLMEngine(
+        fp32.loaded,
+        device="cpu",
+        state_dtype="fp32",
+        intra_chunk_dtype="fp16",
+        kda_chunk_size=32,
+        max_num_seqs=2,
+    )
+    got = drive_logits(eng, TOKENS, [100], 0)
+    pieces = drive_logits(fp32, TOKENS[:100], [32, 32, 32, 4], 0, round_to=torch.float16)
+    plain = drive_logits(fp32, TOKENS[:100], [100], 0)
+    assert (got - pieces).abs().max() < 5e-6 and (got - plain).abs().max() > 2e-5
+
+
+def _forced_oracle(fp32, prompt, answer, chunks):
+    """Per answer token log p from the fp32 engine with its pools rounded to bf16 after every
+    prefill chunk of `chunks` and after every decode step: where a bf16 arm's pool stores."""
+    logits = drive_logits(fp32, prompt + answer[:-1], chunks, len(answer) - 1, round_to=torch.bfloat16)
+    rows = torch.log_softmax(logits[len(prompt) - 1 :].double(), -1)
+    return [float(rows[i, t]) for i, t in enumerate(answer)]
+
+
+@pytest.mark.parametrize("chunk, pieces", [(32, [32, 32, 32, 4]), (512, [100])])
+def test_full_vs_chunked_prefill_factor_is_the_arms_chunk(setup, chunk, pieces):
+    """The factor the field met (store points at prompt end only vs every prefill chunk) is the
+    arm's `@chunk=N`: N >= the prompt length stores the state once, at the prompt's end (full
+    prefill); a smaller N stores it after every N tokens. Decode-mode scores of a bf16 arm equal the
+    store oracle with exactly those store points, and the two arms differ."""
+    _, fp32, _, _ = setup
+    prompt, answer = TOKENS[:100], TOKENS[100:110]
+    eng = LLMEngine(fp32.loaded, device="cpu", state_dtype="bf16", prefill_chunk_size=chunk, max_num_seqs=2)
+    (score,) = eng.forced_decode([(prompt, answer)])
+    want = _forced_oracle(fp32, prompt, answer, pieces)
+    assert score.token_logprobs == pytest.approx(want, abs=1e-6)
+    other = _forced_oracle(fp32, prompt, answer, [100] if chunk == 32 else [32, 32, 32, 4])
+    assert max(abs(a - b) for a, b in zip(want, other)) > 1e-5

@@ -64,7 +64,7 @@ def test_reference_is_the_mamba2_recurrence():
     torch.testing.assert_close(pool[1], want_S2, rtol=1e-12, atol=1e-12)
 
 
-def _prefill_case(impl, fmt, gen, *, lengths=(37, 5, 20), chunk_size=16, dtype=torch.float32):
+def _prefill_case(impl, fmt, gen, *, lengths=(37, 5, 20), chunk_size=16, dtype=torch.float32, intra=None):
     """One packed prefill then two decode steps on `impl` (a module of ops) and on the float64
     reference from the same starting pool; returns the prefill's output error relative to max |y|,
     the decode steps' (which read stored states: a stored element that fp32 error moved across a
@@ -84,10 +84,9 @@ def _prefill_case(impl, fmt, gen, *, lengths=(37, 5, 20), chunk_size=16, dtype=t
     cu = random_cu_seqlens(lengths)
     pos = torch.tensor(lengths, dtype=torch.int64) - 1
     errs = []
-    y = impl.ssd_prefill(
-        *args, pool, slots, cu, init, chunk_size=chunk_size, fmt=fmt, sr_seed=5, positions=pos
-    )
-    y64 = reference.ssd_prefill(*args, pool64, slots, cu, init, fmt=fmt, sr_seed=5, positions=pos)
+    split = dict(chunk_size=chunk_size, intra_chunk_dtype=intra)
+    y = impl.ssd_prefill(*args, pool, slots, cu, init, **split, fmt=fmt, sr_seed=5, positions=pos)
+    y64 = reference.ssd_prefill(*args, pool64, slots, cu, init, **split, fmt=fmt, sr_seed=5, positions=pos)
     prefill_err = float((y.double() - y64).abs().max() / y64.abs().max())
     for _ in range(2):
         step = ssd_inputs(n, H, P, G, N, generator=gen, dtype=dtype)
@@ -155,6 +154,36 @@ def triton_ops():
 @pytest.mark.parametrize("fmt", TRITON_FORMATS)
 def test_triton_equals_reference_every_format(triton_ops, fmt):
     _check_case(_prefill_case(triton_ops, fmt, _gen(3)), fmt)
+
+
+def _intra_case(impl):
+    """bf16 intra-chunk rounding every 16 tokens: the outputs after each boundary equal the
+    reference's to a bf16 step (a carried value the fp32 error moves across a rounding threshold)
+    and move away from the unrounded ones by more than fp32 error."""
+    args = ssd_inputs(40, H, P, G, N, generator=_gen(8))
+    one = (torch.tensor([0]), random_cu_seqlens([40]), torch.tensor([False]))
+
+    def run(ops, intra, dtype=torch.float32):
+        pool = torch.zeros(1, H, P, N, dtype=dtype)
+        return ops.ssd_prefill(*args, pool, *one, chunk_size=16, intra_chunk_dtype=intra).double(), pool
+
+    y, pool = run(impl, torch.bfloat16)
+    y64, pool64 = run(reference, torch.bfloat16, torch.float64)
+    plain = run(impl, None)[0]
+    scale = y64.abs().max()
+    assert (y - y64).abs().max() < 4 * 2.0**-8 * scale
+    torch.testing.assert_close(y[:16], plain[:16], rtol=0, atol=1e-5 * float(scale))  # before the first store
+    assert (y[16:20] - plain[16:20]).abs().max() > 1e-4 * scale
+    assert (y[16:20] - y64[16:20]).abs().max() < 1e-4 * scale  # most rounded values agree exactly
+
+
+@cpu_only
+def test_cpu_intra_chunk_rounding():
+    _intra_case(cpu)
+
+
+def test_triton_intra_chunk_rounding(triton_ops):
+    _intra_case(triton_ops)
 
 
 def test_triton_bf16_model_dtype(triton_ops):

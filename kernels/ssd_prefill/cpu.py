@@ -14,8 +14,9 @@ from ..ssd_common import check_ssd_args
 from ..ssd_decode.cpu import F32, prepare
 
 
-def chunked_sequence(x, dt, B, C, A, D, S, chunk_size: int) -> torch.Tensor:
-    """One sequence: x [L, H, P], dt [L, H], B/C [L, H, N] fp32; S [H, P, N] updated in place."""
+def chunked_sequence(x, dt, B, C, A, D, S, chunk_size: int, intra_chunk_dtype=None) -> torch.Tensor:
+    """One sequence: x [L, H, P], dt [L, H], B/C [L, H, N] fp32; S [H, P, N] updated in place
+    (rounded to `intra_chunk_dtype` after every chunk but the last, when given)."""
     y = torch.empty_like(x)
     for c0 in range(0, x.shape[0], chunk_size):
         rows = slice(c0, c0 + chunk_size)
@@ -32,6 +33,8 @@ def chunked_sequence(x, dt, B, C, A, D, S, chunk_size: int) -> torch.Tensor:
         w = torch.exp(cum[-1][None, :] - cum) * dtc  # [L, H]
         S.mul_(torch.exp(cum[-1])[:, None, None])
         S.add_(torch.einsum("lhp,lhn->hpn", xc * w[..., None], Bc))
+        if intra_chunk_dtype is not None and c0 + chunk_size < x.shape[0]:
+            S.copy_(S.to(intra_chunk_dtype))
     return y
 
 
@@ -49,6 +52,7 @@ def ssd_prefill(
     has_initial_state,
     *,
     chunk_size: int = 64,
+    intra_chunk_dtype: torch.dtype | None = None,
     fmt=None,
     sr_seed: int = 0,
     positions: torch.Tensor | None = None,
@@ -65,6 +69,6 @@ def ssd_prefill(
         rows = slice(cu[n], cu[n + 1])
         # inputs prepared per sequence: an element's result must not depend on its packed offset
         xx, dt, Bh, Ch, A, DD = prepare(x[rows], dt_raw[rows], B[rows], C[rows], A_log, dt_bias, D)
-        y[rows] = chunked_sequence(xx, dt, Bh, Ch, A, DD, S[n], chunk_size)
+        y[rows] = chunked_sequence(xx, dt, Bh, Ch, A, DD, S[n], chunk_size, intra_chunk_dtype)
     store_rows(state_pool, idx, S, fmt, sr_seed=sr_seed, positions=positions)
     return y.to(x.dtype)

@@ -8,10 +8,12 @@ sequence in chunks of BT tokens with the chunk algebra of transformers' `mamba2_
 
 The state stays in fp32 registers across chunks and is stored once, at the sequence's end, in the
 pool's format (`triton_common.store_state`; SR hashes the launch key, the store's position and the
-element's index in [H, P, N]). Tokens past the sequence's end are masked to dt = 0 and x = 0: no
-decay and no increment, so they change nothing. The products run in fp32 (`input_precision`
-"ieee": tf32 would change the state math). The fp32 twin of a rounding build loads the same
-widened state and runs the same products; only the final store differs."""
+element's index in [H, P, N]); INTRA ("fp16" | "bf16") also rounds the carried state after every
+chunk but the sequence's last, as the KDA prefill's intra-chunk dtype. Tokens past the sequence's
+end are masked to dt = 0 and x = 0: no decay and no increment, so they change nothing. The
+products run in fp32 (`input_precision` "ieee": tf32 would change the state math). The fp32 twin
+of a rounding build loads the same widened state and runs the same products; only the final
+store differs."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import triton
 import triton.language as tl
 
 from ..ssd_decode.kernel import softplus
-from ..triton_common import load_state, store_state
+from ..triton_common import load_state, round_to, store_state
 
 
 @triton.jit(do_not_specialize=["sr_key"])
@@ -48,6 +50,7 @@ def ssd_prefill_kernel(
     STORAGE: tl.constexpr,
     MANT_BITS: tl.constexpr,
     ROUNDING: tl.constexpr,
+    INTRA: tl.constexpr,
 ):
     i_n = tl.program_id(0).to(tl.int64)
     i_h = tl.program_id(1)
@@ -96,6 +99,12 @@ def ssd_prefill_kernel(
         c_last = tl.sum(tl.where(last, b_c, 0.0), axis=0)
         w = tl.exp(c_last - b_c) * b_dt
         b_s = b_s * tl.exp(c_last) + tl.dot(tl.trans(b_x * w[:, None]), b_B, input_precision="ieee")
+        if INTRA != "":  # the carried state rounded (to nearest) after every chunk but the last
+            if c0 + BT < eos:
+                if INTRA == "bf16":  # bit arithmetic: the interpreter's own conversion truncates
+                    b_s = round_to(b_s, tl.bfloat16).to(tl.float32)
+                else:
+                    b_s = round_to(b_s, tl.float16).to(tl.float32)
 
     if ROUNDING == "sr":
         pos = tl.load(positions + i_n)

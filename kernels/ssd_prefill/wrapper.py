@@ -17,6 +17,14 @@ MIN_DOT = 16  # tl.dot's smallest block dimension
 NUM_WARPS = 4
 
 
+def _intra_name(dtype: torch.dtype | None) -> str:
+    """The INTRA build constant: "" (no intra-chunk rounding; fp32 rounds nothing), "fp16", "bf16"."""
+    names = {None: "", torch.float32: "", torch.float16: "fp16", torch.bfloat16: "bf16"}
+    if dtype not in names:
+        raise KernelInputError(f"intra_chunk_dtype must be fp32, fp16, bf16 or None, got {dtype}")
+    return names[dtype]
+
+
 def ssd_prefill(
     x,
     dt_raw,
@@ -31,6 +39,7 @@ def ssd_prefill(
     has_initial_state,
     *,
     chunk_size: int = 64,
+    intra_chunk_dtype: torch.dtype | None = None,
     fmt: StateFormat | str | None = None,
     sr_seed: int = 0,
     positions: torch.Tensor | None = None,
@@ -76,6 +85,7 @@ def ssd_prefill(
         BP=bp,
         BN=max(MIN_DOT, triton.next_power_of_2(N)),
         **format_constexprs(fmt, rounding),
+        INTRA=_intra_name(intra_chunk_dtype),
         num_warps=NUM_WARPS,
     )
     return y

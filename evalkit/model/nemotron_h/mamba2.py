@@ -88,6 +88,7 @@ class Mamba2Mixer(nn.Module):
                 batch.cu_seqlens_readable,
                 batch.has_initial_state,
                 chunk_size=state.chunk_size,
+                intra_chunk_dtype=state.intra_chunk_dtype,
                 **store,
             )
         g = gated_group_rms_norm(y.reshape(n, self.I), z, self.norm, self.G, self.eps)
