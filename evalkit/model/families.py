@@ -1,6 +1,7 @@
 """The model families the engine runs, chosen by a checkpoint's `model_type`: Kimi-Linear (KDA +
 MLA), the Gated DeltaNet family (Qwen3-Next, Qwen3.5, Qwen3.5-MoE) and the Mamba2 hybrids
-(NemotronH). One place maps a config to its architecture, its model class and its weight loader."""
+(NemotronH, Granite-4.0-H). One place maps a config to its architecture, its model class and its
+weight loader."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from typing import Any
 import torch
 
 from .config import SUPPORTED_MODEL_TYPES, KimiArch, UnsupportedModelError, parse_config
+from .granite_hybrid.config import GRANITE_MODEL_TYPES, GraniteHybridArch, parse_granite_hybrid_config
 from .nemotron_h.config import MAMBA2_MODEL_TYPES, SERVER_ONLY, NemotronHArch, parse_nemotron_h_config
 from .qwen3_next.config import GDN_MODEL_TYPES, GDNArch, parse_gdn_config
 
-Arch = KimiArch | GDNArch | NemotronHArch
+Arch = KimiArch | GDNArch | NemotronHArch | GraniteHybridArch
 
 
 def parse_any_config(raw: dict[str, Any], source: str = "config.json") -> Arch:
@@ -28,19 +30,29 @@ def parse_any_config(raw: dict[str, Any], source: str = "config.json") -> Arch:
         return parse_gdn_config(raw, source)
     if model_type in MAMBA2_MODEL_TYPES:
         return parse_nemotron_h_config(raw, source)
+    if model_type in GRANITE_MODEL_TYPES:
+        return parse_granite_hybrid_config(raw, source)
     if model_type in SUPPORTED_MODEL_TYPES:
         return parse_config(raw, source)
-    known = ", ".join(repr(t) for t in (*SUPPORTED_MODEL_TYPES, *GDN_MODEL_TYPES, *MAMBA2_MODEL_TYPES))
+    known = ", ".join(
+        repr(t) for t in (*SUPPORTED_MODEL_TYPES, *GDN_MODEL_TYPES, *MAMBA2_MODEL_TYPES, *GRANITE_MODEL_TYPES)
+    )
     server = f" (run {model_type} through its server: --server URL)" if model_type in SERVER_ONLY else ""
     raise UnsupportedModelError(
         f"{source}: model_type {model_type!r} is not supported in-process{server}; evalkit runs "
-        f"Kimi-Linear and Qwen Gated DeltaNet checkpoints and the NemotronH Mamba2 hybrid (model_type "
-        f"{known})"
+        f"Kimi-Linear and Qwen Gated DeltaNet checkpoints and the Mamba2 hybrids NemotronH and "
+        f"Granite-4.0-H (model_type {known})"
     )
 
 
 def build_and_load(arch: Arch, source, dtype: torch.dtype, device: torch.device):
     """The model of `arch` with its weights from `source`; returns (model, unused tensor names)."""
+    if isinstance(arch, GraniteHybridArch):
+        from .granite_hybrid import GraniteHybridLM
+        from .granite_hybrid.weights import load_granite_hybrid_weights
+
+        lm = GraniteHybridLM(arch, dtype, device)
+        return lm, load_granite_hybrid_weights(lm, source)
     if isinstance(arch, NemotronHArch):
         from .nemotron_h import NemotronHLM
         from .nemotron_h.weights import load_nemotron_h_weights

@@ -1,6 +1,7 @@
 """NemotronH's attention block (mamba2.md §1): GQA with no RoPE, no norms and no biases, scale
-head_dim^-0.5. K and V live in the engine's paged cache in the GDN attention's row layout (per KV
-head [v_g | k_g]), so its per-sequence prefill and paged decode serve it unchanged."""
+`arch.attention_scale` (head_dim^-0.5; Granite-4.0-H's `attention_multiplier`). K and V live in
+the engine's paged cache in the GDN attention's row layout (per KV head [v_g | k_g]), so its
+per-sequence prefill and paged decode serve it unchanged."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ class NemotronHAttention(nn.Module):
         self.layer_idx = layer_idx
         self.H, self.Hkv, self.hd = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
         self.group = self.H // self.Hkv
-        self.scale = self.hd**-0.5
+        self.scale = arch.attention_scale
         self.split = [self.H * self.hd, self.Hkv * self.hd, self.Hkv * self.hd]  # q | k | v
 
         def p(*shape):

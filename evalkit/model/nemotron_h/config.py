@@ -19,7 +19,7 @@ MAMBA2_MODEL_TYPES = {"nemotron_h": "nemotron_h"}
 BLOCK_TYPES = ("linear_attention", "full_attention", "moe", "mlp")
 PATTERN_CHARS = {"M": "linear_attention", "*": "full_attention", "E": "moe", "-": "mlp"}
 # model types of the family that run only through a server (named in the refusal)
-SERVER_ONLY = ("mamba", "mamba2", "granitemoehybrid", "falcon_h1", "bamba")
+SERVER_ONLY = ("mamba", "mamba2", "falcon_h1", "bamba")
 
 
 @dataclass
@@ -90,6 +90,10 @@ class NemotronHArch(LayerKinds):
     @property
     def kda_dim(self) -> int:
         return self.mamba_inner
+
+    @property
+    def attention_scale(self) -> float:
+        return self.head_dim**-0.5
 
     @property
     def mla_latent_dim(self) -> int:
