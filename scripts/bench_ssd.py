@@ -16,6 +16,10 @@ Sections (each in try/except; JSON + Markdown rewritten after every section):
      2*B*H*P*N*bytes / time, as a fraction of copy bandwidth
   4. prefill: B=1, T in {4k, 32k, 128k}: ours vs FLA chunk_simple_gla (its inputs prepared outside,
      untimed; "fla_incl_prep" times the preparation too)
+  5. engine (with --engine-config CONFIG.json, a NemotronH release's config; optionally cut to its
+     first --engine-layers blocks): random weights at that size (evalkit.model.nemotron_h.random_init),
+     every arm (fp32, fp16, bf16) on the same prompts: prefill / decode throughput, peak memory,
+     greedy token agreement with the fp32 arm, health flags
 Medians of repeats (triton.testing.do_bench, return_mode="median"); ratios are FLA time / ours.
 `--smoke` runs every section on the CPU (Triton interpreter, tiny shapes, no FLA): it tests the
 script, its numbers mean nothing.
@@ -39,13 +43,15 @@ DECODE_B = [1, 8, 32, 128, 512]
 PREFILL_T = [4096, 32768, 131072]
 POOLS = ["fp32", "fp16", "bf16"]
 CHUNK = 64
+ENGINE = {"prompts": 64, "prompt_len": 2048, "new_tokens": 256}
 DEV = "cuda"
 SMOKE = False
 
 
 def smoke_mode() -> None:
-    global H, P, N, G, DECODE_B, PREFILL_T, DEV, SMOKE
+    global H, P, N, G, DECODE_B, PREFILL_T, DEV, SMOKE, ENGINE
     H, P, N, G, DECODE_B, PREFILL_T, DEV, SMOKE = 4, 16, 16, 2, [1, 4], [70], "cpu", True
+    ENGINE = {"prompts": 3, "prompt_len": 40, "new_tokens": 4}
     bk.smoke_mode()
 
 
@@ -212,6 +218,89 @@ def sec_prefill() -> dict:
     return {"H": H, "P": P, "N": N, "G": G, "B": 1, "chunk": CHUNK, "model_dtype": "bf16", "rows": rows}
 
 
+SMOKE_CONFIG = {"model_type": "nemotron_h", "vocab_size": 512, "hidden_size": 64, "num_attention_heads": 4,
+                "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128, "mamba_num_heads": 8,
+                "mamba_head_dim": 16, "ssm_state_size": 16, "n_groups": 2, "n_routed_experts": 4,
+                "num_experts_per_tok": 2, "moe_intermediate_size": 32, "moe_shared_expert_intermediate_size": 32,
+                "layers_block_type": ["linear_attention", "moe", "full_attention", "linear_attention", "mlp"]}  # fmt: skip
+
+
+def sec_engine(config_path: str | None, num_layers: int | None) -> dict:
+    """Every arm of the engine over the same random NemotronH-size model and prompts."""
+    import gc
+    import time
+
+    import torch
+
+    from evalkit.engine import LLMEngine, SamplingParams
+    from evalkit.model import LoadedModel
+    from evalkit.model.families import parse_any_config
+    from evalkit.model.nemotron_h.random_init import random_nemotron_h_model
+
+    raw = dict(SMOKE_CONFIG) if config_path is None else json.loads(Path(config_path).read_text())
+    if num_layers:
+        blocks = raw.get("layers_block_type") or list(raw.pop("hybrid_override_pattern"))
+        raw["layers_block_type"], raw["num_hidden_layers"] = blocks[:num_layers], None
+    raw = {k: v for k, v in raw.items() if v is not None}
+    arch = parse_any_config(raw)
+    dtype = torch.bfloat16 if DEV == "cuda" else torch.float32
+    t = time.perf_counter()
+    lm = random_nemotron_h_model(arch, DEV, dtype, seed=0)
+    out = {"config": raw, "init_s": round(time.perf_counter() - t, 1),
+           "params_b": round(sum(p.numel() for p in lm.parameters()) / 1e9, 3), "arms": {}}  # fmt: skip
+    if DEV == "cuda":
+        out["weights_gib"] = round(torch.cuda.memory_allocated() / 2**30, 2)
+    bk.log("engine model", {k_: v_ for k_, v_ in out.items() if k_ != "config"})
+    loaded = LoadedModel(lm, arch, None, Path("random-nemotron-h"), raw)
+    g = torch.Generator().manual_seed(1)
+    n, L = ENGINE["prompts"], ENGINE["prompt_len"]
+    prompts = [torch.randint(3, arch.vocab_size, (L,), generator=g).tolist() for _ in range(n)]
+    sp = SamplingParams(max_new_tokens=ENGINE["new_tokens"], ignore_eos=True)
+    tokens = {}
+    for arm in POOLS:
+        kw = dict(device=DEV, state_dtype=arm, max_model_len=L + ENGINE["new_tokens"] + 64, max_num_seqs=n)
+        if DEV == "cuda":
+            kw.update(max_num_batched_tokens=16384, decode_width=n)
+        eng = LLMEngine(loaded, **kw)
+        eng.generate(
+            prompts[:2], SamplingParams(max_new_tokens=3, ignore_eos=True), use_tqdm=False
+        )  # compile
+        eng.stats.update(prefill_tokens=0, prefill_s=0.0, decode_tokens=0, decode_s=0.0, max_batch=0)
+        if DEV == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        t = time.perf_counter()
+        outs = eng.generate(prompts, sp, use_tqdm=False)
+        if DEV == "cuda":
+            torch.cuda.synchronize()
+        st = eng.stats
+        row = {"wall_s": round(time.perf_counter() - t, 2),
+               "prefill_tok_s": round(st["prefill_tokens"] / max(st["prefill_s"], 1e-9)),
+               "decode_tok_s": round(st["decode_tokens"] / max(st["decode_s"], 1e-9)),
+               "max_batch": st["max_batch"], "state_pool_gib": round(eng.state.memory_bytes() / 2**30, 2),
+               "cuda_graphs": eng.runner.use_graphs, "graph_error": eng.runner.graph_error,
+               "flags": sorted({f for o in outs for f in o.flags})}  # fmt: skip
+        if DEV == "cuda":
+            row["peak_mem_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+        tokens[arm] = [o.token_ids for o in outs]
+        if arm != "fp32":
+            same = [a == b for a, b in zip(tokens[arm], tokens["fp32"])]
+            agree = [
+                sum(x == y for x, y in zip(a, b)) / max(len(b), 1)
+                for a, b in zip(tokens[arm], tokens["fp32"])
+            ]
+            row["identical_generations_vs_fp32"] = f"{sum(same)}/{len(same)}"
+            row["mean_token_agreement_vs_fp32"] = round(sum(agree) / len(agree), 4)
+        out["arms"][arm] = row
+        bk.log("engine", arm, row)
+        del eng
+        gc.collect()
+        if DEV == "cuda":
+            torch.cuda.empty_cache()
+    out["workload"] = dict(ENGINE)
+    return out
+
+
 def _num(row: dict, key: str) -> str:
     return f"{row[key]:.2f}" if isinstance(row.get(key), float) else "–"
 
@@ -238,6 +327,15 @@ def markdown(res: dict) -> str:
                 f"| {r['T']} | {f('ours_ms')} | {f('fla_ms')} | {f('fla_incl_prep_ms')} | {f('speedup_vs_fla')} |"
             )
         lines.append("")
+    if "engine" in sec:
+        e = sec["engine"]
+        lines += [f"## engine: random NemotronH ({e['params_b']} B params), {e['workload']}", "",
+                  "| arm | prefill tok/s | decode tok/s | peak GiB | identical vs fp32 | token agreement | flags |",
+                  "|---|---:|---:|---:|---|---:|---|"]  # fmt: skip
+        for arm, r in e["arms"].items():
+            lines.append(f"| {arm} | {r['prefill_tok_s']} | {r['decode_tok_s']} | {r.get('peak_mem_gib', '–')} | "
+                         f"{r.get('identical_generations_vs_fp32', '–')} | {r.get('mean_token_agreement_vs_fp32', '–')} | {r['flags']} |")  # fmt: skip
+        lines.append("")
     if "correctness" in sec:
         lines += ["## correctness", "", "```", json.dumps(sec["correctness"], indent=1), "```", ""]
     if res["errors"]:
@@ -257,7 +355,13 @@ def main() -> int:
     ap.add_argument("--out", required=True, help="directory for bench_ssd.json / bench_ssd.md")
     ap.add_argument("--budget-s", type=float, default=540, help="stop starting new sections after this")
     ap.add_argument(
-        "--skip", default="", help="comma-separated sections to skip (correctness,copy,decode,prefill)"
+        "--skip", default="", help="comma-separated sections to skip (correctness,copy,decode,prefill,engine)"
+    )
+    ap.add_argument(
+        "--engine-config", default=None, help="a NemotronH config.json: run the engine section at its size"
+    )
+    ap.add_argument(
+        "--engine-layers", type=int, default=None, help="cut the engine model to its first N blocks"
     )
     ap.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes: test the script only")
     args = ap.parse_args()
@@ -271,6 +375,8 @@ def main() -> int:
     skip = set(filter(None, args.skip.split(",")))
     plan = [("environment", bk.environment), ("correctness", sec_correctness), ("copy", bk.sec_copy),
             ("decode", lambda: sec_decode(b.res)), ("prefill", sec_prefill)]  # fmt: skip
+    if args.engine_config or args.smoke:
+        plan.append(("engine", lambda: sec_engine(args.engine_config, args.engine_layers)))
     for name, fn in plan:
         if name not in skip:
             b.section(name, fn)

@@ -147,3 +147,27 @@ def test_full_vs_chunked_prefill_factor_is_the_arms_chunk(setup, chunk, pieces):
     assert score.token_logprobs == pytest.approx(want, abs=1e-6)
     other = _forced_oracle(fp32, prompt, answer, [100] if chunk == 32 else [32, 32, 32, 4])
     assert max(abs(a - b) for a, b in zip(want, other)) > 1e-5
+
+
+def test_random_init_follows_transformers_init(setup):
+    """The benchmark's random NemotronH (any size, no checkpoint) sets the mixer's 1-D parameters as
+    transformers' own init does, and runs."""
+    from transformers import NemotronHConfig, NemotronHForCausalLM
+
+    from evalkit.model.nemotron_h.random_init import random_nemotron_h_model
+
+    _, fp32, _, _ = setup
+    lm = random_nemotron_h_model(fp32.arch, "cpu", torch.float32, seed=0)
+    raw = {k: v for k, v in fp32.loaded.raw_config.items() if k != "time_step_limit"}  # the default
+    hf = NemotronHForCausalLM(NemotronHConfig(**raw)).model.layers[0].mixer
+    ours = lm.layers[0].mixer
+    for name in ("A_log", "D"):
+        torch.testing.assert_close(getattr(ours, name), getattr(hf, name).detach(), rtol=0, atol=0)
+    for dt_bias in (ours.dt_bias, hf.dt_bias.detach()):  # random: softplus(dt_bias) in [1e-3, 0.1]
+        dt = torch.nn.functional.softplus(dt_bias)
+        assert float(dt.min()) >= 1e-3 * (1 - 1e-5) and float(dt.max()) <= 0.1 * (1 + 1e-5)
+    torch.testing.assert_close(ours.norm, hf.norm.weight.detach(), rtol=0, atol=0)
+    eng = LLMEngine(fp32.loaded.__class__(lm, fp32.arch, None, fp32.loaded.path, fp32.loaded.raw_config),
+                    device="cpu", state_dtype="bf16", max_num_seqs=1)  # fmt: skip
+    (out,) = eng.generate([TOKENS[:20]], SamplingParams(max_new_tokens=3, ignore_eos=True), use_tqdm=False)
+    assert len(out.token_ids) == 3
