@@ -171,3 +171,15 @@ def test_random_init_follows_transformers_init(setup):
                     device="cpu", state_dtype="bf16", max_num_seqs=1)  # fmt: skip
     (out,) = eng.generate([TOKENS[:20]], SamplingParams(max_new_tokens=3, ignore_eos=True), use_tqdm=False)
     assert len(out.token_ids) == 3
+
+
+def test_batch_invariant(setup):
+    """A request's scores do not depend on what shares its batch (the MoE's per-expert GEMMs
+    included), so arms compare like with like."""
+    _, fp32, _, _ = setup
+    eng = LLMEngine(fp32.loaded, device="cpu", state_dtype="bf16", max_num_seqs=4)
+    alone = eng.loglikelihood([(TOKENS[:50], TOKENS[50:80])])[0]
+    batch = eng.loglikelihood(
+        [(TOKENS[10:90], TOKENS[90:100]), (TOKENS[:50], TOKENS[50:80]), (TOKENS[3:40], TOKENS[40:60])]
+    )
+    assert batch[1] == alone
