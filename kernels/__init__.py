@@ -31,6 +31,8 @@ if torch is not None:
     from . import moe_combine as _moe_combine_pkg  # noqa: F401
     from . import rms_norm as _rms_norm_pkg  # noqa: F401
     from . import short_conv as _short_conv_pkg  # noqa: F401
+    from . import ssd_decode as _ssd_decode_pkg  # noqa: F401
+    from . import ssd_prefill as _ssd_prefill_pkg  # noqa: F401
     from . import swiglu as _swiglu_pkg  # noqa: F401
     from .common import STATE_DTYPES, resolve_state_dtype, state_dtype_name
     from .dispatch import implementation, triton_implementation, use_triton
@@ -57,6 +59,8 @@ __all__ = [
     "resolve_state_dtype",
     "rms_norm",
     "round_to_format",
+    "ssd_decode",
+    "ssd_prefill",
     "state_dtype_name",
     "swiglu",
     "triton_implementation",
@@ -140,16 +144,24 @@ def kda_prefill(
     )
 
 
-def causal_conv1d_prefill(x, weight, conv_pool, slots, cu_seqlens, has_initial_state) -> torch.Tensor:
-    """Depthwise causal conv + SiLU over packed sequences; conv_pool [S, C, W-1] updated in place."""
-    return implementation("causal_conv1d_prefill", x)(
-        x, weight, conv_pool, slots, cu_seqlens, has_initial_state
-    )
+def causal_conv1d_prefill(
+    x, weight, conv_pool, slots, cu_seqlens, has_initial_state, bias=None
+) -> torch.Tensor:
+    """Depthwise causal conv (+ `bias` [C], Mamba2's) + SiLU over packed sequences; conv_pool
+    [S, C, W-1] updated in place."""
+    impl = implementation("causal_conv1d_prefill", x)
+    if bias is None:  # the two-argument-shorter call every KDA/GDN layer makes (and wrappers take)
+        return impl(x, weight, conv_pool, slots, cu_seqlens, has_initial_state)
+    return impl(x, weight, conv_pool, slots, cu_seqlens, has_initial_state, bias=bias)
 
 
-def causal_conv1d_decode(x, weight, conv_pool, slots) -> torch.Tensor:
-    """One new input column per sequence x [B, C]; conv_pool shifted in place."""
-    return implementation("causal_conv1d_decode", x)(x, weight, conv_pool, slots)
+def causal_conv1d_decode(x, weight, conv_pool, slots, bias=None) -> torch.Tensor:
+    """One new input column per sequence x [B, C] (+ `bias` [C] before the SiLU); conv_pool shifted
+    in place."""
+    impl = implementation("causal_conv1d_decode", x)
+    if bias is None:
+        return impl(x, weight, conv_pool, slots)
+    return impl(x, weight, conv_pool, slots, bias=bias)
 
 
 def gated_rmsnorm(o, gate, weight, eps: float) -> torch.Tensor:
@@ -171,3 +183,57 @@ def rms_norm(x, weight, eps: float) -> torch.Tensor:
 def swiglu(gu) -> torch.Tensor:
     """silu(g) * u for gu = [g | u] along the last dim, each step rounded to gu's dtype as torch does."""
     return implementation("swiglu", gu)(gu)
+
+
+def ssd_decode(
+    x, dt_raw, B, C, A_log, dt_bias, D, state_pool, slots, *, fmt=None, sr_seed=0, positions=None
+) -> torch.Tensor:
+    """One Mamba2 SSD token per sequence (`ssd_common` gives the layout): per head
+    S <- exp(dt A) S + dt x (x) B, y = S C + D x, with dt = softplus(dt_raw + dt_bias) and
+    A = -exp(A_log); pool [S, H, P, N] updated in place at `slots`, stored the `fmt` way (see
+    `kda_decode`); returns y [B, H, P] in x's dtype."""
+    return implementation("ssd_decode", x)(
+        x, dt_raw, B, C, A_log, dt_bias, D, state_pool, slots, fmt=fmt, sr_seed=sr_seed, positions=positions
+    )
+
+
+def ssd_prefill(
+    x,
+    dt_raw,
+    B,
+    C,
+    A_log,
+    dt_bias,
+    D,
+    state_pool,
+    slots,
+    cu_seqlens,
+    has_initial_state,
+    *,
+    chunk_size: int = 64,
+    intra_chunk_dtype: torch.dtype | None = None,
+    fmt=None,
+    sr_seed: int = 0,
+    positions: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Packed variable-length Mamba2 SSD prefill over [T, H, P]; each sequence's final state stored
+    to pool[slots] once, rounded the `fmt` way (`positions` [N]: each sequence's last position);
+    `intra_chunk_dtype` rounds the carried state every `chunk_size` tokens too (see `kda_prefill`)."""
+    return implementation("ssd_prefill", x)(
+        x,
+        dt_raw,
+        B,
+        C,
+        A_log,
+        dt_bias,
+        D,
+        state_pool,
+        slots,
+        cu_seqlens,
+        has_initial_state,
+        chunk_size=chunk_size,
+        intra_chunk_dtype=intra_chunk_dtype,
+        fmt=fmt,
+        sr_seed=sr_seed,
+        positions=positions,
+    )

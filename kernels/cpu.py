@@ -10,6 +10,8 @@ from .kda_prefill.cpu import kda_prefill
 from .moe_combine.cpu import moe_combine
 from .rms_norm.cpu import rms_norm
 from .short_conv.cpu import causal_conv1d_decode, causal_conv1d_prefill
+from .ssd_decode.cpu import ssd_decode
+from .ssd_prefill.cpu import ssd_prefill
 from .swiglu.cpu import swiglu
 
 __all__ = [
@@ -20,5 +22,7 @@ __all__ = [
     "kda_prefill",
     "moe_combine",
     "rms_norm",
+    "ssd_decode",
+    "ssd_prefill",
     "swiglu",
 ]

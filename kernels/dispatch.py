@@ -29,6 +29,8 @@ OP_FOLDERS = {
     "moe_combine": "moe_combine",
     "rms_norm": "rms_norm",
     "swiglu": "swiglu",
+    "ssd_decode": "ssd_decode",
+    "ssd_prefill": "ssd_prefill",
 }
 # GPU-only op -> the folder holding its Triton wrapper: the model layers keep their torch form
 # for the CPU and call these through `triton_implementation` on CUDA tensors
@@ -36,8 +38,9 @@ GPU_OP_FOLDERS = {
     "mla_decode_attention": "mla_decode",
     "mla_prefill_attention": "mla_prefill",
 }
-# kda_decode / kda_prefill(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, ...): the
-# position of state_pool; the seven layer inputs come before it
+# kda_decode / kda_prefill(q, k, v, g_raw, beta_raw, A_log, dt_bias, state_pool, slots, ...) and
+# ssd_decode / ssd_prefill(x, dt_raw, B, C, A_log, dt_bias, D, state_pool, slots, ...): the position
+# of state_pool; the seven layer inputs come before it
 KDA_POOL_ARG = 7
 
 

@@ -12,6 +12,8 @@ from .mla_prefill.reference import mla_prefill_attention
 from .moe_combine.reference import moe_combine
 from .rms_norm.reference import rms_norm
 from .short_conv.reference import causal_conv1d_decode, causal_conv1d_prefill
+from .ssd_decode.reference import ssd_decode
+from .ssd_prefill.reference import ssd_prefill
 from .swiglu.reference import swiglu
 
 __all__ = [
@@ -23,5 +25,7 @@ __all__ = [
     "mla_prefill_attention",
     "moe_combine",
     "rms_norm",
+    "ssd_decode",
+    "ssd_prefill",
     "swiglu",
 ]

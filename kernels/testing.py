@@ -65,6 +65,24 @@ def kda_inputs(
     return t
 
 
+def ssd_inputs(
+    n: int, H: int, P: int, G: int, N: int, *, dtype=torch.float32, device="cpu", generator=None
+) -> tuple:
+    """n rows of Mamba2 SSD inputs in the ops' argument order: x [n, H, P], dt_raw [n, H],
+    B/C [n, G, N] (model dtype), A_log/dt_bias/D [H] (fp32). dt_raw is spread so per-token decays
+    exp(dt A) range from ~1 to ~1e-3."""
+    f32 = dict(dtype=torch.float32, device=device, generator=generator)
+    return (
+        torch.randn(n, H, P, **f32).to(dtype),
+        (torch.randn(n, H, **f32) * 2.0 - 1.0).to(dtype),
+        torch.randn(n, G, N, **f32).to(dtype),
+        torch.randn(n, G, N, **f32).to(dtype),
+        torch.log(torch.rand(H, **f32) * 3.0 + 0.5),
+        torch.randn(H, **f32) * 0.5,
+        torch.randn(H, **f32),
+    )
+
+
 def random_pool(
     S: int,
     H: int,

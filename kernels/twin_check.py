@@ -66,7 +66,8 @@ def bit_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 class TwinChecker:
-    """Wraps kda_decode / kda_prefill: rounding launches are checked against their fp32 twin.
+    """Wraps kda_decode / kda_prefill and the SSD ops ssd_decode / ssd_prefill: rounding launches
+    are checked against their fp32 twin.
 
     `every`: check one launch in `every` (the others run unchecked). `raise_on_mismatch`: raise
     TwinMismatch at the first failure instead of only counting it. `rounding` overrides the
@@ -132,6 +133,19 @@ class TwinChecker:
         n = args[KDA_POOL_ARG + 1].numel()
         options = dict(chunk_size=chunk_size, intra_chunk_dtype=intra_chunk_dtype, **triton_options)
         return self._launch("kda_prefill", args, options, fmt, n, sr_seed=sr_seed, positions=positions)
+
+    def ssd_decode(self, *args, fmt=None, sr_seed: int = 0, positions=None) -> torch.Tensor:
+        """`evalkit.kernels.ssd_decode`, checked against its fp32 twin when due."""
+        n = args[0].shape[0]
+        return self._launch("ssd_decode", args, {}, fmt, n, sr_seed=sr_seed, positions=positions)
+
+    def ssd_prefill(
+        self, *args, chunk_size: int = 64, intra_chunk_dtype=None, fmt=None, sr_seed: int = 0, positions=None
+    ) -> torch.Tensor:
+        """`evalkit.kernels.ssd_prefill`, checked against its fp32 twin when due."""
+        n = args[KDA_POOL_ARG + 1].numel()
+        options = dict(chunk_size=chunk_size, intra_chunk_dtype=intra_chunk_dtype)
+        return self._launch("ssd_prefill", args, options, fmt, n, sr_seed=sr_seed, positions=positions)
 
     def _launch(self, op: str, args: tuple, options: dict, fmt, n: int, **store) -> torch.Tensor:
         """Run `op` on `args` (the public function's positional arguments); when due, first run the

@@ -3,8 +3,9 @@ matching `evalkit run` line, so a fleet user evaluates exactly what they deploy.
 
 The knobs (each engine's documented state-dtype switch):
 vLLM `--mamba-ssm-cache-dtype`, SGLang `--mamba-ssm-dtype`, ATOM env `ATOM_GDN_SSM_DTYPE`.
-The same knobs serve Kimi-Linear (KDA) and the Gated DeltaNet family (Qwen3-Next, Qwen3.5); the
-family (`--family`, else guessed from the model) picks the rest of the command line and the notes.
+The same knobs serve Kimi-Linear (KDA), the Gated DeltaNet family (Qwen3-Next, Qwen3.5) and the
+Mamba2 hybrids (NemotronH, Granite-4.0-H); the family (`--family`, else guessed from the model)
+picks the rest of the command line and the notes.
 """
 
 from __future__ import annotations
@@ -19,21 +20,35 @@ from evalkit.arm import SERVER_FORMATS, server_format
 from evalkit.errors import InputError
 
 ARMS = tuple(SERVER_FORMATS)  # the state formats serving engines offer
-FAMILIES = ("kimi", "qwen3_next", "qwen3_5")
+FAMILIES = ("kimi", "qwen3_next", "qwen3_5", "nemotron_h", "granitemoehybrid")
 _GDN_TYPES = {"qwen3_next": "qwen3_next", "qwen3_5": "qwen3_5", "qwen3_5_text": "qwen3_5"}
 _GDN_TYPES |= {"qwen3_5_moe": "qwen3_5", "qwen3_5_moe_text": "qwen3_5"}
+_MAMBA2_TYPES = {"nemotron_h": "nemotron_h", "granitemoehybrid": "granitemoehybrid"}
+# family -> whose notes it reads (ENGINES' family_caveats keys)
+NOTES_OF = {
+    "kimi": "kimi",
+    "qwen3_next": "gdn",
+    "qwen3_5": "gdn",
+    "nemotron_h": "mamba2",
+    "granitemoehybrid": "mamba2",
+}
 
 
 def model_family(model: str) -> str:
-    """kimi | qwen3_next | qwen3_5: a local checkpoint's model_type, else the hub id's name."""
+    """kimi | qwen3_next | qwen3_5 | nemotron_h | granitemoehybrid: a local checkpoint's
+    model_type, else the hub id's name."""
     config = Path(model).expanduser() / "config.json"
     if config.is_file():
         try:
             model_type = json.loads(config.read_text()).get("model_type", "")
         except (json.JSONDecodeError, OSError):
             model_type = ""
-        return _GDN_TYPES.get(model_type, "kimi")
+        return _GDN_TYPES.get(model_type) or _MAMBA2_TYPES.get(model_type, "kimi")
     name = model.lower().replace("_", ".").replace("-", ".")
+    if "nemotron.h" in name or "nemotron.nano" in name:
+        return "nemotron_h"
+    if "granite.4.0.h" in name:
+        return "granitemoehybrid"
     if "qwen3.next" in name:
         return "qwen3_next"
     if "qwen3.5" in name or "qwen3.6" in name:
@@ -74,7 +89,7 @@ class Engine:
         )
 
     def notes(self, family: str) -> tuple[str, ...]:
-        return self.family_caveats.get("gdn" if family != "kimi" else "kimi", ()) + self.caveats
+        return self.family_caveats.get(NOTES_OF[family], ()) + self.caveats
 
     def note(self, arm: str) -> str:
         if self.name == "vllm":
@@ -105,6 +120,12 @@ ENGINES = {
                 "Qwen3.5 is a vision-language checkpoint: `--language-model-only` (vLLM >= 0.17) skips "
                 "the vision tower. Leave MTP speculative decoding (`--speculative-config`) off in every arm.",
             ),
+            "mamba2": (
+                "For NemotronH, `auto` takes the checkpoint's `mamba_ssm_cache_dtype` (float32 unless the "
+                "release says otherwise): pass the arm's dtype explicitly in every arm.",
+                "An fp16 Mamba state may be rounded stochastically by your build: say which rounding the "
+                "server used in --arm-note (evalkit's own engine runs fp16-sr as its own arm).",
+            ),
         },
     ),
     "sglang": Engine(
@@ -123,6 +144,10 @@ ENGINES = {
                 "Qwen3.5 configs carry `mamba_ssm_dtype: float32` (in text_config), which SGLang reads "
                 "when no flag is given; the flag overrides it in every arm printed here.",
             ),
+            "mamba2": (
+                "--mamba-ssm-dtype is SGLang's Mamba state switch; evalkit has not checked it on the Mamba2 "
+                "hybrids (NemotronH, Granite-4.0-H): check that two arms differ before trusting them.",
+            ),
         },
     ),
     "atom": Engine(
@@ -140,6 +165,10 @@ ENGINES = {
             "gdn": (
                 "ATOM_GDN_SSM_DTYPE (fp32 default, fp16, bf16) is ATOM's own switch for Gated DeltaNet "
                 "models (Qwen3-Next, Qwen3.5).",
+            ),
+            "mamba2": (
+                "ATOM_GDN_SSM_DTYPE is ATOM's switch for Gated DeltaNet models; evalkit does not know that "
+                "it covers Mamba2 hybrids: check that two arms differ before trusting an ATOM arm.",
             ),
         },
     ),

@@ -8,9 +8,10 @@ On --device cpu the Triton kernels run in Triton's interpreter (small shapes, sl
 run compiled. --self-test also runs deliberately wrong builds (each format with another rounding)
 and requires the check to catch every launch of them.
 
-Half the launches use a Gated DeltaNet gate (one decay per head, broadcast over K as the GDN
-layers feed it: `evalkit.model.qwen3_next.gdn.as_kda_gate`), the other half KDA's per-channel
-gate."""
+A third of the launches use a Gated DeltaNet gate (one decay per head, broadcast over K as the GDN
+layers feed it: `evalkit.model.qwen3_next.gdn.as_kda_gate`), a third KDA's per-channel gate, and a
+third the Mamba2 SSD ops (`ssd_decode` / `ssd_prefill`: state [H, P=V, N=K], two B/C groups when
+H allows)."""
 
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ def _shape(rng: random.Random, device: str, formats: tuple[str, ...]) -> dict:
     return {
         "op": rng.choice(["decode", "decode", "prefill"]),
         "format": rng.choice(formats),
-        "gate": rng.choice(["kda", "gdn"]),
+        "gate": rng.choice(["kda", "gdn", "ssd"]),
         "H": H, "K": K, "V": V, "B": B, "lengths": lengths, "model_dtype": model_dtype,
     }  # fmt: skip
 
@@ -123,22 +124,26 @@ def run_launches(
     rng = random.Random(seed)
     gen = torch.Generator(device=device).manual_seed(rng.randrange(2**31)) if seed is not None else None
     checker = TwinChecker(rounding=rounding)
-    checker.gate_counts = {"kda": 0, "gdn": 0}
+    checker.gate_counts = {"kda": 0, "gdn": 0, "ssd": 0}
     for i in range(n):
         s = _shape(rng, device, formats)
         fmt, mdt = parse_format(s["format"]), getattr(torch, s["model_dtype"])
         store = dict(fmt=fmt, sr_seed=rng.randrange(64))
         H, K, V = s["H"], s["K"], s["V"]
         checker.gate_counts[s["gate"]] += 1
-        pool_of = functools.partial(_stored_pool, H=H, K=K, V=V, fmt=fmt, device=device, gen=gen)
         positions = functools.partial(_positions, device=device, gen=gen)
-        if s["op"] == "decode":
+        if s["gate"] == "ssd":  # the Mamba2 pool is [S, H, P, N]: P = V, N = K
+            pool_of = functools.partial(_stored_pool, H=H, K=V, V=K, fmt=fmt, device=device, gen=gen)
+            _ssd_launch(checker, s, mdt, device, gen, pool_of, positions, store)
+        elif s["op"] == "decode":
+            pool_of = functools.partial(_stored_pool, H=H, K=K, V=V, fmt=fmt, device=device, gen=gen)
             B = s["B"]
             x = _launch_inputs(s, B, mdt, device, gen)
             pool = pool_of(B + 3)
             slots = torch.randperm(B + 3, generator=gen, device=device)[:B].to(torch.int32)
             checker.kda_decode(*x.args(), pool, slots, positions=positions(B), **store)
         else:
+            pool_of = functools.partial(_stored_pool, H=H, K=K, V=V, fmt=fmt, device=device, gen=gen)
             lengths = s["lengths"]
             N = len(lengths)
             x = _launch_inputs(s, sum(lengths), mdt, device, gen)
@@ -159,6 +164,31 @@ def run_launches(
         if progress is not None:
             progress(i + 1)
     return checker
+
+
+def _ssd_launch(checker, s: dict, mdt, device: str, gen, pool_of, positions, store: dict) -> None:
+    """One checked Mamba2 SSD launch (decode or packed prefill) of shape `s`."""
+    import torch
+
+    from evalkit.kernels.testing import random_cu_seqlens, ssd_inputs
+
+    H, P, N = s["H"], s["V"], s["K"]
+    G = 2 if H % 2 == 0 else 1
+    if s["op"] == "decode":
+        B = s["B"]
+        pool = pool_of(B + 3)
+        slots = torch.randperm(B + 3, generator=gen, device=device)[:B].to(torch.int32)
+        x = ssd_inputs(B, H, P, G, N, dtype=mdt, device=device, generator=gen)
+        checker.ssd_decode(*x, pool, slots, positions=positions(B), **store)
+        return
+    lengths = s["lengths"]
+    n = len(lengths)
+    pool = pool_of(n + 2)
+    slots = torch.randperm(n + 2, generator=gen, device=device)[:n].to(torch.int32)
+    init = torch.rand(n, generator=gen, device=device) < 0.5
+    x = ssd_inputs(sum(lengths), H, P, G, N, dtype=mdt, device=device, generator=gen)
+    cu = random_cu_seqlens(lengths, device=device)
+    checker.ssd_prefill(*x, pool, slots, cu, init, positions=positions(n), **store)
 
 
 def _table(title: str, checker) -> str:
@@ -214,7 +244,10 @@ def main(args: argparse.Namespace) -> int:
         checker = run_launches(n, device, seed=args.seed, progress=lambda i: bar.update(1), formats=formats)
     print(_table(f"fp32-twin check on {device} ({n} launches, {time.time() - t0:.1f} s)", checker))
     gates = checker.gate_counts
-    print(f"  gates: {gates['kda']} KDA (per channel), {gates['gdn']} GDN (per head)")
+    print(
+        f"  gates: {gates['kda']} KDA (per channel), {gates['gdn']} GDN (per head), "
+        f"{gates['ssd']} Mamba2 SSD (per head)"
+    )
     result = {
         "device": device,
         "launches": n,

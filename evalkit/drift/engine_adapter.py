@@ -110,6 +110,48 @@ class _PerTokenRecurrence:
                 )[0]
         return out
 
+    # the Mamba2 SSD ops (NemotronH, Granite-4.0-H): decode passes through, prefill steps per token
+    def ssd_decode(self, *args, **kwargs):
+        return self._ops.ssd_decode(*args, **kwargs)
+
+    def ssd_prefill(
+        self,
+        x,
+        dt_raw,
+        B,
+        C,
+        A_log,
+        dt_bias,
+        D,
+        state_pool,
+        slots,
+        cu_seqlens,
+        has_initial_state,
+        *,
+        fmt=None,
+        sr_seed: int = 0,
+        positions=None,
+        **_chunking,  # chunk_size, intra_chunk_dtype: every token is a store here
+    ):
+        out = torch.empty_like(x)
+        cu = cu_seqlens.tolist()
+        init = has_initial_state.tolist()
+        for i in range(len(cu) - 1):
+            slot = slots[i : i + 1]
+            s, e = cu[i], cu[i + 1]
+            if not init[i]:
+                state_pool[slot].zero_()
+            for t in range(s, e):
+                store = {}
+                if fmt is not None:  # `positions` holds each sequence's last position: token t's is before it
+                    pos = None if positions is None else positions[i : i + 1] - (e - 1 - t)
+                    store = {"fmt": fmt, "sr_seed": sr_seed, "positions": pos}
+                rows = slice(t, t + 1)
+                out[t] = self._ops.ssd_decode(
+                    x[rows], dt_raw[rows], B[rows], C[rows], A_log, dt_bias, D, state_pool, slot, **store
+                )[0]
+        return out
+
 
 def _rounds_to_nearest_in_pool_dtype(fmt) -> bool:
     """What the one-launch kernel does: round-to-nearest into an fp32/fp16/bf16 pool (no mN,

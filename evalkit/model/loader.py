@@ -1,5 +1,6 @@
-"""`load_model`: a checkpoint directory or hub id -> a ready model (`KimiLinearLM`, or `Qwen3NextLM` for
-the Gated DeltaNet family, by `model_type`) plus its tokenizer."""
+"""`load_model`: a checkpoint directory or hub id -> a ready model (`KimiLinearLM`, `Qwen3NextLM` for
+the Gated DeltaNet family, `NemotronHLM` / `GraniteHybridLM` for the Mamba2 hybrids, by
+`model_type`) plus its tokenizer."""
 
 from __future__ import annotations
 
@@ -13,7 +14,13 @@ import torch
 
 from .checkpoint import TensorSource, load_tokenizer, read_config, resolve_model_path
 from .families import Arch
+from .granite_hybrid import GraniteHybridLM
+from .granite_hybrid.config import GraniteHybridArch
+from .granite_hybrid.weights import load_granite_hybrid_weights
 from .kimi import KimiLinearLM
+from .nemotron_h import NemotronHLM
+from .nemotron_h.config import NemotronHArch
+from .nemotron_h.weights import load_nemotron_h_weights
 from .qwen3_next import Qwen3NextLM
 from .qwen3_next.config import GDNArch
 from .qwen3_next.weights import load_gdn_weights
@@ -22,7 +29,7 @@ from .weights import load_weights
 
 @dataclass
 class LoadedModel:
-    model: KimiLinearLM | Qwen3NextLM
+    model: KimiLinearLM | Qwen3NextLM | NemotronHLM | GraniteHybridLM
     arch: Arch
     tokenizer: Any  # a transformers tokenizer, or None when loaded with tokenizer=False
     path: Path
@@ -31,6 +38,12 @@ class LoadedModel:
 
 def build_and_load(arch: Arch, source: TensorSource, dtype: torch.dtype, device: torch.device):
     """The model of `arch`'s family with its weights from `source`; returns (model, unused tensor names)."""
+    if isinstance(arch, GraniteHybridArch):
+        lm = GraniteHybridLM(arch, dtype, device)
+        return lm, load_granite_hybrid_weights(lm, source)
+    if isinstance(arch, NemotronHArch):
+        lm = NemotronHLM(arch, dtype, device)
+        return lm, load_nemotron_h_weights(lm, source)
     if isinstance(arch, GDNArch):
         lm = Qwen3NextLM(arch, dtype, device)
         return lm, load_gdn_weights(lm, source)

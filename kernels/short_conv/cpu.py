@@ -8,7 +8,9 @@ import torch.nn.functional as F
 F32 = torch.float32
 
 
-def causal_conv1d_prefill(x, weight, conv_pool, slots, cu_seqlens, has_initial_state) -> torch.Tensor:
+def causal_conv1d_prefill(
+    x, weight, conv_pool, slots, cu_seqlens, has_initial_state, bias=None
+) -> torch.Tensor:
     T, C = x.shape
     W = weight.shape[-1]
     w = weight.reshape(C, 1, W).to(F32)
@@ -20,16 +22,18 @@ def causal_conv1d_prefill(x, weight, conv_pool, slots, cu_seqlens, has_initial_s
         if not bool(has_initial_state[n]):
             prev = torch.zeros_like(prev)
         window = torch.cat([prev, x[bos:eos].to(F32).T], dim=1)
-        y[bos:eos] = F.silu(F.conv1d(window[None], w, groups=C)[0]).T
+        b = None if bias is None else bias.to(F32)
+        y[bos:eos] = F.silu(F.conv1d(window[None], w, b, groups=C)[0]).T
         conv_pool[slot] = window[:, -(W - 1) :].to(conv_pool.dtype)
     return y.to(x.dtype)
 
 
-def causal_conv1d_decode(x, weight, conv_pool, slots) -> torch.Tensor:
+def causal_conv1d_decode(x, weight, conv_pool, slots, bias=None) -> torch.Tensor:
     B, C = x.shape
     W = weight.shape[-1]
     idx = slots.long()
     window = torch.cat([conv_pool.index_select(0, idx).to(F32), x.to(F32)[:, :, None]], dim=2)  # [B, C, W]
-    y = F.silu((window * weight.reshape(1, C, W).to(F32)).sum(-1))
+    acc = (window * weight.reshape(1, C, W).to(F32)).sum(-1)
+    y = F.silu(acc if bias is None else acc + bias.to(F32))
     conv_pool[idx] = window[:, :, 1:].to(conv_pool.dtype)
     return y.to(x.dtype)

@@ -1,4 +1,5 @@
-"""Triton depthwise causal convolution (kernel W, SiLU) over packed sequences, with a conv-state pool.
+"""Triton depthwise causal convolution (kernel W, optional bias, SiLU) over packed sequences, with
+a conv-state pool.
 
 Prefill: one program per (chunk of BT tokens of one sequence, block of BC channels). Tap j of
 token t reads position p = t - (W-1) + j: from x when p is inside the sequence, otherwise from the
@@ -17,6 +18,7 @@ import triton.language as tl
 def conv_prefill_kernel(
     x,
     weight,
+    bias,
     conv_pool,
     slots,
     has_initial_state,
@@ -30,6 +32,7 @@ def conv_prefill_kernel(
     BT: tl.constexpr,
     BC: tl.constexpr,
     BW: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
 ):
     i_c = tl.program_id(0)
     i_cb = tl.program_id(1)
@@ -62,6 +65,8 @@ def conv_prefill_kernel(
         ).to(tl.float32)
         w_j = tl.load(weight + o_c * W + j, mask=m_c, other=0.0).to(tl.float32)
         acc += (xv + pv) * w_j[None, :]
+    if HAS_BIAS:
+        acc += tl.load(bias + o_c, mask=m_c, other=0.0).to(tl.float32)[None, :]
     out = acc * tl.sigmoid(acc)
     tl.store(
         y + o_t.to(tl.int64)[:, None] * C + o_c[None, :],
@@ -93,6 +98,7 @@ def conv_prefill_kernel(
 def conv_decode_kernel(
     x,
     weight,
+    bias,
     conv_pool,
     slots,
     y,
@@ -100,6 +106,7 @@ def conv_decode_kernel(
     W: tl.constexpr,
     BC: tl.constexpr,
     BW: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
 ):
     i_b = tl.program_id(0).to(tl.int64)
     i_cb = tl.program_id(1)
@@ -115,6 +122,8 @@ def conv_decode_kernel(
     w_prev = tl.load(weight + o_c[:, None] * W + o_w[None, :], mask=m_p, other=0.0).to(tl.float32)
     w_last = tl.load(weight + o_c * W + (W - 1), mask=m_c, other=0.0).to(tl.float32)
     acc = tl.sum(prev.to(tl.float32) * w_prev, axis=1) + xv.to(tl.float32) * w_last
+    if HAS_BIAS:
+        acc += tl.load(bias + o_c, mask=m_c, other=0.0).to(tl.float32)
     tl.store(y + i_b * C + o_c, (acc * tl.sigmoid(acc)).to(y.dtype.element_ty), mask=m_c)
     # shift: column m <- column m+1, last column <- x
     nxt = tl.load(p_pool + 1, mask=m_c[:, None] & (o_w < W - 2)[None, :], other=0.0)

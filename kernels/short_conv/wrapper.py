@@ -30,6 +30,16 @@ def _check(x, weight, conv_pool, slots, n_rows_name: str):
     return C, W
 
 
+def _bias(bias, weight, C: int) -> torch.Tensor:
+    """The per-channel bias added before the SiLU (Mamba2's conv1d); the weight stands in when
+    there is none (HAS_BIAS=False: never read)."""
+    if bias is None:
+        return weight
+    if bias.numel() != C:
+        raise KernelInputError(f"bias must have one entry per channel ({C}), got {bias.numel()}")
+    return bias.reshape(C).contiguous()
+
+
 @functools.lru_cache(maxsize=8)
 def _block_table(cu: tuple[int, ...], device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(start, end, sequence) of every block of BT rows, on the device; cached by the batch's
@@ -43,7 +53,9 @@ def _block_table(cu: tuple[int, ...], device: str) -> tuple[torch.Tensor, torch.
     return int32_on_device(starts, device), int32_on_device(ends, device), int32_on_device(seqs, device)
 
 
-def causal_conv1d_prefill(x, weight, conv_pool, slots, cu_seqlens, has_initial_state) -> torch.Tensor:
+def causal_conv1d_prefill(
+    x, weight, conv_pool, slots, cu_seqlens, has_initial_state, bias=None
+) -> torch.Tensor:
     C, W = _check(x, weight, conv_pool, slots, "T")
     check_triton_device(conv_prefill_kernel, x)
     x = x.contiguous()
@@ -56,6 +68,7 @@ def causal_conv1d_prefill(x, weight, conv_pool, slots, cu_seqlens, has_initial_s
     conv_prefill_kernel[(starts.numel(), triton.cdiv(C, BC))](
         x,
         weight.contiguous(),
+        _bias(bias, weight, C),
         conv_pool,
         slots.contiguous(),
         has_initial_state.to(torch.int32).contiguous(),
@@ -68,12 +81,13 @@ def causal_conv1d_prefill(x, weight, conv_pool, slots, cu_seqlens, has_initial_s
         W=W,
         BT=BT,
         BC=BC,
+        HAS_BIAS=bias is not None,
         BW=triton.next_power_of_2(max(W - 1, 1)),
     )
     return y
 
 
-def causal_conv1d_decode(x, weight, conv_pool, slots) -> torch.Tensor:
+def causal_conv1d_decode(x, weight, conv_pool, slots, bias=None) -> torch.Tensor:
     C, W = _check(x, weight, conv_pool, slots, "B")
     check_triton_device(conv_decode_kernel, x)
     x = x.contiguous()
@@ -83,6 +97,7 @@ def causal_conv1d_decode(x, weight, conv_pool, slots) -> torch.Tensor:
     conv_decode_kernel[(x.shape[0], triton.cdiv(C, BC))](
         x,
         weight.contiguous(),
+        _bias(bias, weight, C),
         conv_pool,
         slots.contiguous(),
         y,
@@ -90,5 +105,6 @@ def causal_conv1d_decode(x, weight, conv_pool, slots) -> torch.Tensor:
         W=W,
         BC=BC,
         BW=triton.next_power_of_2(max(W - 1, 1)),
+        HAS_BIAS=bias is not None,
     )
     return y

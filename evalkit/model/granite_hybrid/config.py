@@ -1,0 +1,196 @@
+"""The architecture of a Granite-4.0-H checkpoint (transformers' `granitemoehybrid`; mamba2.md §1,
+§7), read from its `config.json`. `GraniteHybridArch` answers the Mamba2 mixer and attention under
+NemotronH's names (`mamba_num_heads`, `ssm_state_size`, `attention_scale`, ...) and the engine in
+its KDA/MLA vocabulary (Mamba2 layers are `kda_layers`, attention layers `mla_layers`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import LayerKinds, UnsupportedModelError, config_hash
+
+GRANITE_MODEL_TYPES = {"granitemoehybrid": "granitemoehybrid"}
+LAYER_TYPES = ("linear_attention", "full_attention")
+
+
+@dataclass
+class GraniteHybridArch(LayerKinds):
+    """Everything the math depends on (defaults: transformers' GraniteMoeHybridConfig)."""
+
+    family: str = "granitemoehybrid"
+    vocab_size: int = 32000
+    hidden_size: int = 4096
+    num_hidden_layers: int = 32
+    rms_norm_eps: float = 1e-6
+    num_attention_heads: int = 32
+    num_key_value_heads: int = 8
+    head_dim: int = 128
+    intermediate_size: int = 1024  # per expert
+    shared_intermediate_size: int = 1024
+    num_local_experts: int = 8
+    num_experts_per_tok: int = 2
+    mamba_num_heads: int = 128
+    mamba_head_dim: int = 32
+    ssm_state_size: int = 256
+    n_groups: int = 1
+    conv_kernel: int = 4
+    use_conv_bias: bool = True
+    mamba_inner: int = 4096
+    embedding_multiplier: float = 1.0
+    residual_multiplier: float = 1.0
+    attention_multiplier: float = 1.0
+    logits_scaling: float = 1.0
+    max_position_embeddings: int = 2048
+    tie_word_embeddings: bool = False
+    bos_token_id: int | None = None
+    eos_token_id: list[int] = field(default_factory=list)
+    pad_token_id: int | None = None
+    layer_types: list[str] = field(default_factory=list)
+    config_hash: str = ""
+
+    # -- the Mamba2 mixer and attention (NemotronH's names) ------------------------------------
+    @property
+    def layer_norm_epsilon(self) -> float:
+        """The gated norm's eps (Granite's rms_norm_eps)."""
+        return self.rms_norm_eps
+
+    @property
+    def attention_scale(self) -> float:
+        return self.attention_multiplier
+
+    @property
+    def recurrent_state_shape(self) -> tuple[int, int, int]:
+        return (self.mamba_num_heads, self.mamba_head_dim, self.ssm_state_size)
+
+    @property
+    def conv_dim(self) -> int:
+        return self.mamba_inner + 2 * self.n_groups * self.ssm_state_size
+
+    # -- the engine's vocabulary --------------------------------------------------------------
+    @property
+    def linear_num_heads(self) -> int:
+        return self.mamba_num_heads
+
+    @property
+    def linear_head_dim(self) -> int:
+        """The memory estimate's per-head state side: sqrt(P*N) gives its H*P*N bytes."""
+        return math.isqrt(self.mamba_head_dim * self.ssm_state_size)
+
+    @property
+    def linear_conv_kernel_dim(self) -> int:
+        return self.conv_kernel
+
+    @property
+    def kda_dim(self) -> int:
+        return self.mamba_inner
+
+    @property
+    def mla_latent_dim(self) -> int:
+        return 2 * self.num_key_value_heads * self.head_dim
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.head_dim
+
+    @property
+    def v_head_dim(self) -> int:
+        return self.head_dim
+
+    @property
+    def moe_intermediate_size(self) -> int:
+        return self.intermediate_size
+
+
+def _refuse_unsupported(raw: dict[str, Any], source: str) -> None:
+    if raw.get("position_embedding_type") not in (None, "none"):
+        raise UnsupportedModelError(
+            f"{source}: position_embedding_type {raw['position_embedding_type']!r} is not supported "
+            "(Granite-4.0-H without RoPE only)"
+        )
+    if raw.get("hidden_act", "silu") != "silu":
+        raise UnsupportedModelError(
+            f"{source}: hidden_act {raw['hidden_act']!r} is not supported (silu only)"
+        )
+    for key in ("attention_bias", "mamba_proj_bias"):
+        if raw.get(key):
+            raise UnsupportedModelError(f"{source}: {key}=true is not supported (bias-free projections only)")
+    if int(raw.get("num_local_experts", 8) or 0) < 1:
+        raise UnsupportedModelError(f"{source}: Granite-4.0-H without experts is not supported")
+    limit = raw.get("time_step_limit", (0.0, float("inf")))
+    hi = limit[1] if limit else float("inf")
+    hi = float("inf") if isinstance(hi, dict) else float(hi)
+    if (limit and float(limit[0]) > 0.0) or hi != float("inf"):
+        raise UnsupportedModelError(
+            f"{source}: a finite time_step_limit {list(limit)} is not supported: transformers clamps dt in "
+            "prefill but not in decode, so no single reading is right; only (0, inf)"
+        )
+
+
+def _layer_types(raw: dict[str, Any], n: int, source: str) -> list[str]:
+    names = {"mamba": "linear_attention", "attention": "full_attention"}
+    types = [names.get(t, t) for t in (raw.get("layer_types") or ["linear_attention"] * n)]
+    bad = sorted({t for t in types if t not in LAYER_TYPES})
+    if bad:
+        raise UnsupportedModelError(
+            f"{source}: unsupported Granite-4.0-H layer types {bad}; supported: mamba (linear_attention), "
+            "attention (full_attention)"
+        )
+    if len(types) != n:
+        raise UnsupportedModelError(f"{source}: layer_types has {len(types)} entries, num_hidden_layers {n}")
+    return types
+
+
+def parse_granite_hybrid_config(raw: dict[str, Any], source: str = "config.json") -> GraniteHybridArch:
+    """Validate a Granite-4.0-H config dict; refuse what evalkit cannot run (one line naming what is)."""
+    if raw.get("model_type") not in GRANITE_MODEL_TYPES:
+        raise UnsupportedModelError(f"{source}: model_type {raw.get('model_type')!r} is not Granite-4.0-H")
+    _refuse_unsupported(raw, source)
+    arch = GraniteHybridArch()
+    same = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+            "intermediate_size", "shared_intermediate_size", "num_local_experts", "num_experts_per_tok",
+            "max_position_embeddings")  # fmt: skip
+    ints = {**{k: k for k in same}, "mamba_n_heads": "mamba_num_heads", "mamba_d_state": "ssm_state_size",
+            "mamba_n_groups": "n_groups", "mamba_d_conv": "conv_kernel"}  # fmt: skip
+    for key, name in ints.items():
+        if raw.get(key) is not None:
+            setattr(arch, name, int(raw[key]))
+    floats = (
+        "rms_norm_eps",
+        "embedding_multiplier",
+        "residual_multiplier",
+        "attention_multiplier",
+        "logits_scaling",
+    )
+    for name in floats:
+        if raw.get(name) is not None:
+            setattr(arch, name, float(raw[name]))
+    arch.use_conv_bias = bool(raw.get("mamba_conv_bias", True))
+    arch.tie_word_embeddings = bool(raw.get("tie_word_embeddings", False))
+    arch.head_dim = int(raw.get("head_dim") or arch.hidden_size // arch.num_attention_heads)
+    arch.mamba_inner = int(float(raw.get("mamba_expand", 2)) * arch.hidden_size)
+    d_head = raw.get("mamba_d_head", "auto")
+    arch.mamba_head_dim = (
+        arch.mamba_inner // arch.mamba_num_heads if d_head in (None, "auto") else int(d_head)
+    )
+    if arch.mamba_num_heads * arch.mamba_head_dim != arch.mamba_inner:
+        raise UnsupportedModelError(
+            f"{source}: mamba_n_heads x mamba_d_head ({arch.mamba_num_heads} x {arch.mamba_head_dim}) must "
+            f"equal mamba_expand x hidden_size ({arch.mamba_inner})"
+        )
+    H, G = arch.mamba_num_heads, arch.n_groups
+    if G < 1 or H % G:
+        raise UnsupportedModelError(f"{source}: mamba_n_groups ({G}) must divide mamba_n_heads ({H})")
+    if arch.num_attention_heads % arch.num_key_value_heads:
+        raise UnsupportedModelError(f"{source}: num_attention_heads is not a multiple of num_key_value_heads")
+    if not 1 <= arch.num_experts_per_tok <= arch.num_local_experts:
+        raise UnsupportedModelError(f"{source}: num_experts_per_tok must be in 1..num_local_experts")
+    arch.layer_types = _layer_types(raw, arch.num_hidden_layers, source)
+    for key in ("bos_token_id", "pad_token_id"):
+        if raw.get(key) is not None:
+            setattr(arch, key, int(raw[key]))
+    eos = raw.get("eos_token_id")
+    arch.eos_token_id = [] if eos is None else [int(e) for e in (eos if isinstance(eos, list) else [eos])]
+    arch.config_hash = config_hash(raw)
+    return arch

@@ -1,0 +1,72 @@
+"""Python entry of the Triton SSD decode step: checks, tile, launch."""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from ..common import resolve_format
+from ..formats import StateFormat
+from ..ssd_common import check_ssd_args
+from ..triton_launch import check_triton_device, format_constexprs, launch_key, pool_arg
+from .kernel import ssd_decode_kernel
+
+BP = 16  # state rows per program
+VEC = 4  # contiguity along N, the same for every pool dtype (see kernel.py)
+NUM_WARPS = 4
+SR_WARPS = 8  # the stochastic-rounding hash needs registers (as the KDA decode kernel)
+
+
+def ssd_decode(
+    x,
+    dt_raw,
+    B,
+    C,
+    A_log,
+    dt_bias,
+    D,
+    state_pool,
+    slots,
+    *,
+    fmt: StateFormat | str | None = None,
+    sr_seed: int = 0,
+    positions: torch.Tensor | None = None,
+    rounding: str | None = None,
+) -> torch.Tensor:
+    """One token per sequence; see `evalkit.kernels.ssd_decode`. `rounding` overrides the
+    format's rounding (a deliberately wrong build: tests and `verify-kernels --self-test`)."""
+    check_ssd_args(x, dt_raw, B, C, A_log, dt_bias, D, state_pool, slots, packed=False)
+    fmt = resolve_format(fmt, state_pool, positions, x.shape[0])
+    check_triton_device(ssd_decode_kernel, x)
+    n, H, P = x.shape
+    G, N = B.shape[1:]
+    x, dt_raw, B, C = (t.contiguous() for t in (x, dt_raw, B, C))
+    y = torch.empty(n, H, P, dtype=x.dtype, device=x.device)
+    if n == 0:
+        return y
+    BN = triton.next_power_of_2(N)
+    bp = min(BP, triton.next_power_of_2(P))
+    ssd_decode_kernel[(n * H, triton.cdiv(P, bp))](
+        x,
+        dt_raw,
+        B,
+        C,
+        A_log.reshape(H).contiguous(),
+        dt_bias.reshape(H).contiguous(),
+        D.reshape(H).contiguous(),
+        pool_arg(state_pool),
+        slots.contiguous(),
+        positions.contiguous() if positions is not None else slots,
+        y,
+        launch_key(fmt, sr_seed),
+        H=H,
+        G=G,
+        P=P,
+        N=N,
+        BP=bp,
+        BN=BN,
+        VEC=min(VEC, BN),
+        **format_constexprs(fmt, rounding),
+        num_warps=SR_WARPS if fmt.rounding == "sr" else NUM_WARPS,
+    )
+    return y

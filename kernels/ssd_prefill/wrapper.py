@@ -1,0 +1,91 @@
+"""Python entry of the Triton SSD prefill: checks, tile, launch."""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from ..common import check_varlen, resolve_format
+from ..errors import KernelInputError
+from ..formats import StateFormat
+from ..ssd_common import check_ssd_args
+from ..triton_launch import check_triton_device, device_cu_seqlens, format_constexprs, launch_key, pool_arg
+from .kernel import ssd_prefill_kernel
+
+BP = 32  # state rows per program
+MIN_DOT = 16  # tl.dot's smallest block dimension
+NUM_WARPS = 4
+
+
+def _intra_name(dtype: torch.dtype | None) -> str:
+    """The INTRA build constant: "" (no intra-chunk rounding; fp32 rounds nothing), "fp16", "bf16"."""
+    names = {None: "", torch.float32: "", torch.float16: "fp16", torch.bfloat16: "bf16"}
+    if dtype not in names:
+        raise KernelInputError(f"intra_chunk_dtype must be fp32, fp16, bf16 or None, got {dtype}")
+    return names[dtype]
+
+
+def ssd_prefill(
+    x,
+    dt_raw,
+    B,
+    C,
+    A_log,
+    dt_bias,
+    D,
+    state_pool,
+    slots,
+    cu_seqlens,
+    has_initial_state,
+    *,
+    chunk_size: int = 64,
+    intra_chunk_dtype: torch.dtype | None = None,
+    fmt: StateFormat | str | None = None,
+    sr_seed: int = 0,
+    positions: torch.Tensor | None = None,
+    rounding: str | None = None,
+) -> torch.Tensor:
+    """Packed variable-length prefill; see `evalkit.kernels.ssd_prefill`. `chunk_size` (a power
+    of 2, >= 16) is the kernel's chunk; `rounding` overrides the format's (tests only).
+    `cu_seqlens` may be a CPU tensor (read on the host, uploaded once per batch)."""
+    check_ssd_args(x, dt_raw, B, C, A_log, dt_bias, D, state_pool, slots, packed=True)
+    cu = check_varlen(cu_seqlens, has_initial_state, slots, x.shape[0])
+    fmt = resolve_format(fmt, state_pool, positions, slots.numel())
+    if chunk_size < MIN_DOT or chunk_size & (chunk_size - 1):
+        raise KernelInputError(f"ssd_prefill chunk_size must be a power of 2 >= {MIN_DOT}, got {chunk_size}")
+    check_triton_device(ssd_prefill_kernel, x)
+    T, H, P = x.shape
+    G, N = B.shape[1:]
+    x, dt_raw, B, C = (t.contiguous() for t in (x, dt_raw, B, C))
+    y = torch.empty(T, H, P, dtype=x.dtype, device=x.device)
+    dev = x.device
+    if cu_seqlens.device != dev:
+        cu_seqlens = device_cu_seqlens(tuple(cu), str(dev))
+    bp = max(MIN_DOT, min(BP, triton.next_power_of_2(P)))
+    ssd_prefill_kernel[(len(cu) - 1, H, triton.cdiv(P, bp))](
+        x,
+        dt_raw,
+        B,
+        C,
+        A_log.reshape(H).contiguous(),
+        dt_bias.reshape(H).contiguous(),
+        D.reshape(H).contiguous(),
+        pool_arg(state_pool),
+        slots.contiguous(),
+        positions.contiguous() if positions is not None else slots,
+        cu_seqlens.to(torch.int32).contiguous(),
+        has_initial_state.to(torch.int32).contiguous(),
+        y,
+        launch_key(fmt, sr_seed),
+        H=H,
+        G=G,
+        P=P,
+        N=N,
+        BT=chunk_size,
+        BP=bp,
+        BN=max(MIN_DOT, triton.next_power_of_2(N)),
+        **format_constexprs(fmt, rounding),
+        INTRA=_intra_name(intra_chunk_dtype),
+        num_warps=NUM_WARPS,
+    )
+    return y

@@ -1,0 +1,16 @@
+"""The GPU code paths of a NemotronH model, run on CPU under TRITON_INTERPRET=1: the Triton SSD
+prefill (chunked) and decode, the Triton conv with its bias, the paged attention decode ([v | k]
+rows, no RoPE) must give the CPU path's tokens and logits."""
+
+from __future__ import annotations
+
+from helpers.checkpoint_cache import checkpoint_cache_root
+
+from tests.helpers.gpu_paths import assert_triton_matches_cpu
+
+
+def test_triton_path_matches_cpu_path(request):
+    from evalkit.testing.tiny_mamba2_models import build_tiny_nemotron_h_checkpoint
+
+    ckpt = build_tiny_nemotron_h_checkpoint(checkpoint_cache_root(request) / "nemotron-h")
+    assert_triton_matches_cpu(ckpt, long_len=40, new_tokens=3)
