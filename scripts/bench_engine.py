@@ -401,11 +401,12 @@ def part_capacity(args, loaded, dev, budget, report) -> None:
             key = f"{arm}@{ctx}"
             try:
                 kw = {**engine_kwargs(args, dev, ctx + 64), "batch_invariant": False, "enforce_eager": True}
-                cfg = EngineConfig(**{**kw, "state_dtype": arm}).resolved(loaded.arch.max_position_embeddings)
+                cfg = EngineConfig().with_options(**kw, state_dtype=arm)
+                cfg = cfg.resolved(loaded.arch.max_position_embeddings)
                 pool_budget = gpu_pool_budget(loaded.arch, cfg, dev) if cuda(dev) else 2 << 30
                 cap = plan_capacity(
                     loaded.arch,
-                    cfg.state_dtype,
+                    cfg.state_format.name,
                     cfg.state_format.pool_dtype,
                     loaded.model.dtype,
                     cfg.block_size,

@@ -592,7 +592,7 @@ class LLMEngine:
         c = self.config
         return plan_capacity(
             self.arch,
-            c.state_dtype,
+            c.arm.format.name,
             c.state_format.pool_dtype,
             self.model.dtype,
             c.block_size,
