@@ -175,3 +175,37 @@ def test_gold_tokens_as_stored_by_runs_count_as_their_length():
     assert _per_token({"gold_logprob": -2.0, "gold_tokens": 4}) == -0.5
     assert _per_token({"gold_logprob": -2.0, "gold_tokens": []}) is None
     assert _per_token({"gold_logprob": -2.0, "gold_tokens": True}) is None
+
+
+def test_numerics_floor_names_what_differs_and_tests_departures_against_it(tmp_path):
+    """A floor run (the baseline arm under another kernel) departs on docs 0-1, the candidate on docs
+    0 and 2-10, all answers right: 9 departures the floor lacks against 1, one-sided exact
+    P(Bin(10, 1/2) >= 9) = 11/1024; the note names the kernel switch instead of '0 by construction'."""
+    import json
+
+    outcomes = {("t", d, None): True for d in range(40)}
+    ids = lambda departs: (
+        lambda task, doc, length: {  # noqa: E731
+            "generated_ids": [1, 2, 3] + ([9] if doc in departs else [4])
+        }
+    )
+    base = write_run(tmp_path / "base", "fp32", outcomes, backend="local", extra=ids(()))
+    floor = write_run(tmp_path / "floor", "fp32", outcomes, backend="local", extra=ids((0, 1)))
+    cand = write_run(tmp_path / "cand", "fp16", outcomes, backend="local", extra=ids((0, *range(2, 11))))
+    for run, variant in ((base, "stream"), (floor, "split"), (cand, "stream")):
+        m = json.loads((run / "manifest.json").read_text())
+        m["kernels"] = {"kda_prefill": variant, "label": ""}
+        (run / "manifest.json").write_text(json.dumps(m))
+    report = build_report(load_run(base), load_run(cand), replicate=load_run(floor))
+    aa = report["aa"]
+    assert not aa["floor_by_construction"] and aa["floor_differs_in"] == [
+        "kernels.kda_prefill 'stream' → 'split'"
+    ]
+    (row,) = aa["rows"]
+    assert row["ab_discordant"] == row["aa_discordant"] == 0  # no answer changes
+    dep = row["departures"]
+    assert (dep["aa_discordant"], dep["ab_discordant"], dep["only_ab"], dep["only_aa"]) == (2, 10, 9, 1)
+    assert dep["pvalue"] == pytest.approx(11 / 1024) and dep["exceeds"]
+    text = render_markdown(report)
+    assert "Numerics floor: the baseline arm again with kernels.kda_prefill" in text
+    assert "0 by construction" not in text and "2 / 10 of 40" in text
