@@ -262,21 +262,34 @@ def stream_builds(
     return builds
 
 
+def conv_builds(m: str, *, C: int, bias: bool) -> list[Build]:
+    """The short conv's prefill and decode builds for `C` channels of model pointer type `m`."""
+    from .short_conv.kernel import conv_decode_kernel, conv_prefill_kernel
+
+    i32 = "*i32"
+    rows = {"x": m, "weight": m, "bias": m, "conv_pool": m, "slots": i32}
+    prefill = {**rows, "has_initial_state": i32, "y": m, "chunk_start": i32, "chunk_end": i32,
+               "chunk_seq": i32, "cu_seqlens": i32}  # fmt: skip
+    return [
+        compile_kernel(
+            conv_prefill_kernel, prefill, {"C": C, "W": 4, "BT": 32, "BC": 64, "BW": 4, "HAS_BIAS": bias}
+        ),
+        compile_kernel(
+            conv_decode_kernel, {**rows, "y": m}, {"C": C, "W": 4, "BC": 64, "BW": 4, "HAS_BIAS": bias}
+        ),
+    ]
+
+
 def other_builds(model="bf16") -> list[Build]:
     from .gated_rmsnorm.kernel import gated_rmsnorm_kernel
     from .moe_combine import wrapper as mc
     from .rms_norm.kernel import rms_norm_kernel
-    from .short_conv.kernel import conv_decode_kernel, conv_prefill_kernel
     from .swiglu import wrapper as sw
 
-    m, i32 = "*" + model, "*i32"
+    m = "*" + model
     return [
-        compile_kernel(conv_prefill_kernel,
-                       {"x": m, "weight": m, "conv_pool": m, "slots": i32, "has_initial_state": i32, "y": m,
-                        "chunk_start": i32, "chunk_end": i32, "chunk_seq": i32, "cu_seqlens": i32},
-                       {"C": 12288, "W": 4, "BT": 32, "BC": 64, "BW": 4}),
-        compile_kernel(conv_decode_kernel, {"x": m, "weight": m, "conv_pool": m, "slots": i32, "y": m},
-                       {"C": 12288, "W": 4, "BC": 64, "BW": 4}),
+        *conv_builds(m, C=12288, bias=False),
+        *conv_builds(m, C=10240, bias=True),  # Mamba2's conv with its bias (I + 2GN = 8192 + 2*8*128)
         compile_kernel(gated_rmsnorm_kernel,
                        {"o": m, "gate": m, "weight": "*fp32", "y": m, "n_rows": "i32", "eps": "fp32"},
                        {"V": 128, "BR": 16, "BV": 128}),
@@ -291,6 +304,37 @@ def other_builds(model="bf16") -> list[Build]:
         compile_kernel(sw.swiglu_kernel, {"gu": m, "out": m, "n_rows": "i32", "stride_gu": "i32"},
                        {"INTER": 1024, "BR": sw.BR, "BI": sw.BI}),
     ]  # fmt: skip
+
+
+def ssd_decode_build(state: str, *, model="bf16", H=128, G=8, P=64, N=128) -> Build:
+    """The Mamba2 SSD decode step for a `state` pool at NemotronH's head dims, as its wrapper builds it."""
+    from .ssd_decode import wrapper as w
+    from .ssd_decode.kernel import ssd_decode_kernel
+
+    m = "*" + model
+    sig = {"x": m, "dt_raw": m, "b_in": m, "c_in": m, "a_log": m, "dt_bias": m, "d_skip": m,
+           "pool": _pool_ptr(state), "slots": "*i32", "positions": "*i64", "y": m,
+           "sr_key": "i32"}  # fmt: skip
+    BN = triton.next_power_of_2(N)
+    const = {"H": H, "G": G, "P": P, "N": N, "BP": min(w.BP, triton.next_power_of_2(P)), "BN": BN,
+             "VEC": min(w.VEC, BN), **_format_constexprs(state)}  # fmt: skip
+    return compile_kernel(ssd_decode_kernel, sig, const, num_warps=w.NUM_WARPS)
+
+
+def ssd_prefill_build(state: str, *, model="bf16", H=128, G=8, P=64, N=128, chunk=64, intra="") -> Build:
+    """The Mamba2 SSD prefill for a `state` pool at NemotronH's head dims, as its wrapper builds it."""
+    from .ssd_prefill import wrapper as w
+    from .ssd_prefill.kernel import ssd_prefill_kernel
+
+    m = "*" + model
+    sig = {"x": m, "dt_raw": m, "b_in": m, "c_in": m, "a_log": m, "dt_bias": m, "d_skip": m,
+           "pool": _pool_ptr(state), "slots": "*i32", "positions": "*i64", "cu_seqlens": "*i32",
+           "has_initial_state": "*i32", "y": m, "sr_key": "i32"}  # fmt: skip
+    bp = max(w.MIN_DOT, min(w.BP, triton.next_power_of_2(P)))
+    bn = max(w.MIN_DOT, triton.next_power_of_2(N))
+    const = {"H": H, "G": G, "P": P, "N": N, "BT": chunk, "BP": bp, "BN": bn, **_format_constexprs(state),
+             "INTRA": intra}  # fmt: skip
+    return compile_kernel(ssd_prefill_kernel, sig, const, num_warps=w.NUM_WARPS)
 
 
 def mla_prefill_build(model="bf16", *, D=192, DV=128, tile=None, prec=None) -> Build:

@@ -4,11 +4,13 @@ rows, no RoPE) must give the CPU path's tokens and logits."""
 
 from __future__ import annotations
 
+import pytest
 from helpers.checkpoint_cache import checkpoint_cache_root
 
 from tests.helpers.gpu_paths import assert_triton_matches_cpu
 
 
+@pytest.mark.slow  # two engine runs, one of them interpreted (~20 s on a loaded 2-core machine)
 def test_triton_path_matches_cpu_path(request):
     from evalkit.testing.tiny_mamba2_models import build_tiny_nemotron_h_checkpoint
 

@@ -220,8 +220,9 @@ def test_twin_passes_on_real_kernels_and_fails_on_wrong_builds(triton_ops, fmt):
     wrong = TwinChecker(rounding="wrong")
     _twin_launches(wrong, fmt, _gen(5))
     assert wrong.checked == 2 and wrong.passed == 0
-    with pytest.raises(TwinMismatch):
-        _twin_launches(TwinChecker(rounding="wrong", raise_on_mismatch=True), fmt, _gen(5))
+    if fmt == "fp16":  # raising at the first failure (one format is enough)
+        with pytest.raises(TwinMismatch):
+            _twin_launches(TwinChecker(rounding="wrong", raise_on_mismatch=True), fmt, _gen(5))
 
 
 def test_triton_prefill_refuses_a_bad_chunk(triton_ops):

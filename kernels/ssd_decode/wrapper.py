@@ -13,8 +13,7 @@ from .kernel import ssd_decode_kernel
 
 BP = 16  # state rows per program
 VEC = 4  # contiguity along N, the same for every pool dtype (see kernel.py)
-NUM_WARPS = 4
-SR_WARPS = 8  # the stochastic-rounding hash needs registers (as the KDA decode kernel)
+NUM_WARPS = 4  # every format: the fp32 twin must lay the state tile out the same way (compile_check)
 
 
 def ssd_decode(
@@ -67,6 +66,6 @@ def ssd_decode(
         BN=BN,
         VEC=min(VEC, BN),
         **format_constexprs(fmt, rounding),
-        num_warps=SR_WARPS if fmt.rounding == "sr" else NUM_WARPS,
+        num_warps=NUM_WARPS,
     )
     return y

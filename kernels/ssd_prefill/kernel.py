@@ -11,7 +11,9 @@ pool's format (`triton_common.store_state`; SR hashes the launch key, the store'
 element's index in [H, P, N]); INTRA ("fp16" | "bf16") also rounds the carried state after every
 chunk but the sequence's last, as the KDA prefill's intra-chunk dtype. Tokens past the sequence's
 end are masked to dt = 0 and x = 0: no decay and no increment, so they change nothing. The
-products run in fp32 (`input_precision` "ieee": tf32 would change the state math). The fp32 twin
+products run as 3xTF32 (`input_precision` "tf32x3", fp32-accurate on tensor cores, as the KDA
+prefill's fp32 form; plain tf32 would change the state math, and "ieee" dots run on FMA units and
+spilled ~7.6 KB per thread at NemotronH's dims on sm_90, 3xTF32 ~1.4 KB: still to be tiled). The fp32 twin
 of a rounding build loads the same widened state and runs the same products; only the final
 store differs."""
 
@@ -90,15 +92,15 @@ def ssd_prefill_kernel(
 
         b_c = tl.cumsum(b_dt * b_a, axis=0)  # [BT]
         decay = tl.exp(tl.where(causal, b_c[:, None] - b_c[None, :], -float("inf")))
-        scores = tl.dot(b_C, tl.trans(b_B), input_precision="ieee") * decay * b_dt[None, :]
-        b_y = tl.dot(scores, b_x, input_precision="ieee")
-        b_y += tl.exp(b_c)[:, None] * tl.dot(b_C, tl.trans(b_s), input_precision="ieee")
+        scores = tl.dot(b_C, tl.trans(b_B), input_precision="tf32x3") * decay * b_dt[None, :]
+        b_y = tl.dot(scores, b_x, input_precision="tf32x3")
+        b_y += tl.exp(b_c)[:, None] * tl.dot(b_C, tl.trans(b_s), input_precision="tf32x3")
         b_y += b_d * b_x
         tl.store(y + (t[:, None] * H + i_h) * P + o_p[None, :], b_y.to(y.dtype.element_ty), mask=m_tp)
 
         c_last = tl.sum(tl.where(last, b_c, 0.0), axis=0)
         w = tl.exp(c_last - b_c) * b_dt
-        b_s = b_s * tl.exp(c_last) + tl.dot(tl.trans(b_x * w[:, None]), b_B, input_precision="ieee")
+        b_s = b_s * tl.exp(c_last) + tl.dot(tl.trans(b_x * w[:, None]), b_B, input_precision="tf32x3")
         if INTRA != "":  # the carried state rounded (to nearest) after every chunk but the last
             if c0 + BT < eos:
                 if INTRA == "bf16":  # bit arithmetic: the interpreter's own conversion truncates

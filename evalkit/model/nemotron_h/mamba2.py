@@ -3,6 +3,10 @@ causal conv with its bias and SiLU (`causal_conv1d_*`, conv pool [S, I+2GN, K-1]
 recurrence with per-head scalar decay and the D skip (`ssd_prefill` / `ssd_decode`, state pool
 [S, H, P, N] in the arm's format), the grouped gated RMSNorm (gate before norm), out_proj.
 
+The state math is fp32 throughout (dt's softplus included, as mamba_ssm's kernels do); in a bf16
+model transformers' torch path rounds dt, the decode increment and the decode readout to bf16
+(mamba2.md §4), so bf16 models match it to bf16 error, fp32 models to fp32 error.
+
 The SSD launches go through `state.kda_ops` (evalkit.kernels, or the engine's fp32-twin checker,
 which wraps the SSD ops too); the layer's index seeds stochastic rounding, as in the KDA layers."""
 
