@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,35 @@ def test_the_task_list_is_the_one_evalkit_tasks_prints():
     rows = [line for line in printed if line[:1] in "┃│"]  # header and body rows, rules left out
     shown = block[1:]
     assert rows[: len(shown)] == shown
+
+
+# `$ evalkit compare|plan results/...` blocks: commands on committed data, reproducible anywhere
+COMMITTED_DATA_BLOCKS = re.findall(
+    r"\n\$ (evalkit (?:compare|plan) results/[^\n]*)\n(.*?)\n```", README, re.S
+)
+
+
+@pytest.mark.parametrize(
+    "command, body", COMMITTED_DATA_BLOCKS, ids=[c[:60] for c, _ in COMMITTED_DATA_BLOCKS]
+)
+def test_readme_blocks_on_committed_data_are_what_the_code_prints(command, body, tmp_path, monkeypatch):
+    """Every line the README quotes (its `...` elisions aside) is a line of the command's output
+    now; a file the command writes goes to a temporary folder."""
+    argv = shlex.split(command)[1:]
+    for i, arg in enumerate(argv[:-1]):
+        if arg in ("--json", "--plot"):
+            argv[i + 1] = str(tmp_path / Path(argv[i + 1]).name)
+    monkeypatch.chdir(REPO)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli(argv)
+    printed = set(out.getvalue().splitlines()) | set(err.getvalue().splitlines())
+    quoted = [line for line in body.splitlines() if line.strip() and line.strip() != "..."]
+    if "$ echo $?" in quoted:  # the README shows the exit status after the output
+        at = quoted.index("$ echo $?")
+        assert rc == int(quoted[at + 1])
+        quoted = quoted[:at]
+    else:  # a failing --fail-on gate exits 1
+        assert rc == (1 if any("**FAIL**" in line for line in quoted) else 0)
+    assert len(quoted) >= 5
+    assert [line for line in quoted if line not in printed] == []
