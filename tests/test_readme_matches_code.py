@@ -124,3 +124,20 @@ def test_readme_blocks_on_committed_data_are_what_the_code_prints(command, body,
         assert rc == (1 if any("**FAIL**" in line for line in quoted) else 0)
     assert len(quoted) >= 5
     assert [line for line in quoted if line not in printed] == []
+
+
+@pytest.mark.slow
+def test_the_sweep_demo_block_is_what_the_sweep_prints(tmp_path, monkeypatch):
+    """The README's `evalkit sweep` demo on the tiny random checkpoint (made as the README says):
+    every line it quotes is a line of the sweep's output now (~30 s on 2 cores)."""
+    import subprocess
+    import sys
+
+    monkeypatch.chdir(tmp_path)
+    made = subprocess.run([sys.executable, "-m", "evalkit.testing.tiny_models", "tiny-kimi"], timeout=300)
+    assert made.returncode == 0
+    block = _block_after("evalkit sweep --model tiny-kimi")
+    printed = set(_cli(*shlex.split(block[0])[2:]).splitlines())
+    quoted = [line for line in block[1:] if line.strip() and line.strip() != "..."]
+    assert len(quoted) >= 8
+    assert [line for line in quoted if line not in printed] == []
