@@ -8,6 +8,7 @@ rounded every token) drifts more than prefill mode (rounded once per chunk).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -294,9 +295,8 @@ def test_a_study_records_which_weights_it_measured():
     from evalkit.reference_model import ASSET_DIR
 
     v2 = EngineDriftModel.load(str(ASSET_DIR), device="cpu", max_len=1024, chunk_size=CHUNK)
-    v1 = EngineDriftModel.load(
-        str(ASSET_DIR.parent / "reference-model-v1"), device="cpu", max_len=1024, chunk_size=CHUNK
-    )
+    v1_dir = Path(__file__).resolve().parents[1] / "models" / "reference-model-v1"
+    v1 = EngineDriftModel.load(str(v1_dir), device="cpu", max_len=1024, chunk_size=CHUNK)
     d1, d2 = v1.describe(), v2.describe()
     assert d1["config_hash"] == d2["config_hash"]
     assert len(d2["weights_fingerprint"]) == 64

@@ -3,7 +3,7 @@ weights are installed in evalkit/assets/reference-model/) that it really answers
 >= 90% passkey at 2k tokens with an fp32 state, and near chance when the state is zeroed right
 after the needle; that its committed H200 runs belong to its weights, that they have room (fp32
 between 30% and 90%), and that the CPU engine reproduces that room on a small sample. Model v1
-(evalkit/assets/reference-model-v1, the model of the issue-12 verdicts and the drift studies)
+(models/reference-model-v1, the model of the issue-12 verdicts and the drift studies)
 keeps its own records and checks."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from evalkit.refmodel.tokenizer import IM_END
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "results" / "reference-model"
-V1_ASSETS = rm.ASSET_DIR.parent / "reference-model-v1"
+V1_ASSETS = REPO / "models" / "reference-model-v1"
 V1_RESULTS = REPO / "results" / "reference-model-v1"
 WEIGHTS_ABSENT = (
     f"the trained reference model is not installed in {rm.ASSET_DIR} yet (it comes from the "

@@ -1,4 +1,4 @@
-"""The trained Gated DeltaNet twin (evalkit/assets/reference-model-gdn: every layer GDN, no
+"""The trained Gated DeltaNet twin (models/reference-model-gdn: every layer GDN, no
 attention layer, a shape the tiny random checkpoints do not have) through evalkit's engine on
 the CPU against transformers' own Qwen3_5ForCausalLM on the same checkpoint: logits of a real
 passkey prompt (full forward, and prefill chunks then single-token steps), and the greedy answer."""
@@ -17,7 +17,7 @@ from evalkit.engine import LLMEngine, SamplingParams  # noqa: E402
 from tests.helpers.drive import drive_logits  # noqa: E402
 from tests.helpers.numerics import rel_err  # noqa: E402
 
-GDN = Path(__file__).resolve().parents[1] / "evalkit" / "assets" / "reference-model-gdn"
+GDN = Path(__file__).resolve().parents[1] / "models" / "reference-model-gdn"
 pytestmark = pytest.mark.skipif(not (GDN / "model.safetensors").is_file(), reason="GDN twin not installed")
 
 
@@ -59,7 +59,7 @@ def test_engine_greedy_answer_equals_transformers(setup):
 
 # -- the twin's committed H200 sweeps, side by side with the KDA model (issue 18) -------------------
 
-ROOT = GDN.parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 GDN_H200 = ROOT / "results" / "reference-model-gdn" / "h200"
 KDA_H200 = ROOT / "results" / "reference-model" / "h200"
 

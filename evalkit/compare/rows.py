@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from evalkit import stats as st
+from evalkit.compare.cell import CompareCell
 from evalkit.compare.pairing import Pair
 from evalkit.store.schema import doc_sort_key
 
@@ -58,39 +59,39 @@ def compute_row(
         notes.append(
             "MDE undefined with no discordant questions (needs a discordance rate, e.g. from an A/A run)"
         )
-    return {
-        "task": task,
-        "metric": metric,
-        "length": length,
-        "n": n,
-        "acc_baseline": base.estimate,
-        "acc_candidate": cand.estimate,
-        "stderr_baseline": _num(base.stderr),
-        "stderr_candidate": _num(cand.stderr),
-        "wilson_baseline": [base.ci_low, base.ci_high],
-        "wilson_candidate": [cand.ci_low, cand.ci_high],
-        "both_right": both,
-        "both_wrong": n - both - b_only - c_only,
-        "baseline_only": b_only,
-        "candidate_only": c_only,
-        "discordance": psi,
-        "mcnemar_midp": mc.midp,
-        "mcnemar_exact_p": mc.exact,
-        "mcnemar_asymptotic_p": mc.asymptotic,
-        "mcnemar_midp_holm": None,
-        "diff": ci.estimate,
-        "diff_ci_low": ci.ci_low,
-        "diff_ci_high": ci.ci_high,
-        "margin": margin,
-        "noninferiority_z": _num(ni.statistic),
-        "noninferiority_p": ni.pvalue,
-        "noninferior": ni.noninferior,
-        "mde": mde,
-        "mde_resolvable": resolvable,
-        "baseline_only_ids": base_only_ids,
-        "candidate_only_ids": cand_only_ids,
-        "notes": notes,
-    }
+    return CompareCell(
+        task=task,
+        metric=metric,
+        length=length,
+        n=n,
+        acc_baseline=base.estimate,
+        acc_candidate=cand.estimate,
+        stderr_baseline=_num(base.stderr),
+        stderr_candidate=_num(cand.stderr),
+        wilson_baseline=(base.ci_low, base.ci_high),
+        wilson_candidate=(cand.ci_low, cand.ci_high),
+        both_right=both,
+        both_wrong=n - both - b_only - c_only,
+        baseline_only=b_only,
+        candidate_only=c_only,
+        discordance=psi,
+        mcnemar_midp=mc.midp,
+        mcnemar_exact_p=mc.exact,
+        mcnemar_asymptotic_p=mc.asymptotic,
+        mcnemar_midp_holm=None,
+        diff=ci.estimate,
+        diff_ci_low=ci.ci_low,
+        diff_ci_high=ci.ci_high,
+        margin=margin,
+        noninferiority_z=_num(ni.statistic),
+        noninferiority_p=ni.pvalue,
+        noninferior=ni.noninferior,
+        mde=mde,
+        mde_resolvable=resolvable,
+        baseline_only_ids=tuple(base_only_ids),
+        candidate_only_ids=tuple(cand_only_ids),
+        notes=tuple(notes),
+    ).to_dict()
 
 
 def add_holm(rows: list[dict[str, Any]]) -> None:

@@ -51,10 +51,11 @@ file, rewritten at every checkpoint (the device returns at most 8 files from $OU
 REPO = Path(__file__).resolve().parents[2]
 ASSETS_DIR = REPO / "evalkit" / "assets" / "reference-model"
 RESULTS_DIR = REPO / "results" / "reference-model"  # in the checkout: the lead installs from one
-# the Gated DeltaNet twin (--arch gdn) lives beside the KDA model
+# the Gated DeltaNet twin (--arch gdn) is a test fixture and a study's model, not shipped: it lives
+# in the checkout's models/ folder, outside the package (the wheel carries the default model only)
 DEFAULT_DIRS = {
     "kda": (ASSETS_DIR, RESULTS_DIR),
-    "gdn": (REPO / "evalkit" / "assets" / "reference-model-gdn", REPO / "results" / "reference-model-gdn"),
+    "gdn": (REPO / "models" / "reference-model-gdn", REPO / "results" / "reference-model-gdn"),
 }
 
 

@@ -15,7 +15,7 @@
 set -u
 OUT_DIR=${1:?usage: results/reference-model-gdn/h200/run.sh OUTDIR [LIMIT]}
 LIMIT=${2:-100}
-GDN=evalkit/assets/reference-model-gdn
+GDN=models/reference-model-gdn
 KDA=evalkit/assets/reference-model
 ARMS=${ARMS:-fp32,fp16,bf16,m5,m4,m3,m2,fp8_e4m3,m3-rtz}
 RET_TASKS=${RET_TASKS:-passkey,niah_single_1}

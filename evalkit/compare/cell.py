@@ -1,0 +1,64 @@
+"""A compare cell (one task x metric x length of a paired report) as a frozen, typed result.
+
+The report's rows are still dicts for their readers (Markdown, JSON, plots, the gate, the plan);
+this type is where a row is made (`evalkit.compare.rows.compute_row` builds one and hands out its
+`to_dict()`), so the fields, their types and their names have one definition. Readers move to
+attributes one at a time through `CompareCell.from_dict`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class CompareCell:
+    task: str
+    metric: str
+    length: int | None
+    n: int
+    acc_baseline: float
+    acc_candidate: float
+    stderr_baseline: float | None
+    stderr_candidate: float | None
+    wilson_baseline: tuple[float, float]
+    wilson_candidate: tuple[float, float]
+    both_right: int
+    both_wrong: int
+    baseline_only: int  # questions only the baseline got right
+    candidate_only: int
+    discordance: float  # (baseline_only + candidate_only) / n
+    mcnemar_midp: float
+    mcnemar_exact_p: float
+    mcnemar_asymptotic_p: float
+    mcnemar_midp_holm: float | None  # set across the report's rows (`rows.add_holm`)
+    diff: float  # candidate - baseline, Tango score CI below
+    diff_ci_low: float
+    diff_ci_high: float
+    margin: float
+    noninferiority_z: float | None
+    noninferiority_p: float
+    noninferior: bool
+    mde: float | None
+    mde_resolvable: bool
+    baseline_only_ids: tuple[Any, ...]
+    candidate_only_ids: tuple[Any, ...]
+    notes: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON row: sequences as lists, in field order."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> CompareCell:
+        """A row of a report (or its JSON); keys a later report adds beside the cell's are ignored."""
+        values = {}
+        for f in dataclasses.fields(cls):
+            value = row[f.name]
+            values[f.name] = tuple(value) if isinstance(value, list) else value
+        return cls(**values)
