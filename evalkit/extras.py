@@ -1,14 +1,16 @@
 """Optional parts of evalkit and the pip extra that brings each.
 
-`pip install evalkit` is enough to compare runs, evaluate a server and use the statistics; the
-in-process engine (kernels, drift, serve, the lm-eval model) needs `evalkit[engine]`. When one of
-the engine's modules is missing, the user gets one line naming the extra, not a traceback.
+`pip install evalkit-state` (the distribution; the module is `evalkit`) is enough to compare runs,
+evaluate a server and use the statistics; the in-process engine (kernels, drift, serve, the lm-eval
+model) needs `evalkit-state[engine]`. When one of the engine's modules is missing, the user gets
+one line naming the extra, not a traceback.
 """
 
 from __future__ import annotations
 
 from evalkit.errors import EvalkitError
 
+DISTRIBUTION = "evalkit-state"  # what pip installs; "evalkit" on the public index is another project
 ENGINE_EXTRA = "engine"
 # top-level modules that only the engine extra installs
 ENGINE_MODULES = ("torch", "triton", "transformers", "safetensors", "fastapi", "uvicorn")
@@ -19,7 +21,7 @@ class MissingExtraError(EvalkitError):
 
 
 def install_hint(extra: str = ENGINE_EXTRA) -> str:
-    return f"pip install 'evalkit[{extra}]'"
+    return f"pip install '{DISTRIBUTION}[{extra}]'"
 
 
 def _message(module: str) -> str:

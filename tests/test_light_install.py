@@ -42,7 +42,7 @@ def test_the_base_install_has_no_engine_dependencies_and_the_extras_bring_them()
     assert not base & ENGINE_ONLY, base & ENGINE_ONLY
     extras = project["optional-dependencies"]
     assert _requirement_names(extras["engine"]) >= {"torch", "triton", "transformers", "safetensors"}
-    assert "evalkit[engine]" in extras["test"]  # the test suite installs everything it needs
+    assert "evalkit-state[engine]" in extras["test"]  # the test suite installs everything it needs
 
 
 def test_the_hiding_is_real(tmp_path):
@@ -90,7 +90,7 @@ def test_engine_commands_name_the_extra_in_one_line(tmp_path, argv):
     out = _light(*argv, cwd=tmp_path)
     assert out.returncode == 2
     lines = [line for line in out.stderr.splitlines() if "error" in line]
-    assert len(lines) == 1 and "pip install 'evalkit[engine]'" in lines[0], out.stderr
+    assert len(lines) == 1 and "pip install 'evalkit-state[engine]'" in lines[0], out.stderr
     assert "Traceback" not in out.stderr
 
 
@@ -105,7 +105,7 @@ def test_a_chat_template_rendered_here_names_the_extra(tmp_path):
     with FaultyServer(lambda key, attempt: "ok") as server:
         argv = ["run", "--server", server.url, "--arm", "x", "--tasks", "gsm8k", "--limit", "1"]
         out = _light(*argv, "--apply-chat-template", "--tokenizer", str(REFERENCE_TOKENIZER), cwd=tmp_path)
-    assert out.returncode == 2 and "pip install 'evalkit[engine]'" in out.stderr.splitlines()[-1]
+    assert out.returncode == 2 and "pip install 'evalkit-state[engine]'" in out.stderr.splitlines()[-1]
 
 
 @pytest.mark.slow
@@ -135,4 +135,4 @@ def test_a_real_venv_from_the_package_index_without_torch(tmp_path):
         out = subprocess.run([*argv, "--out", str(tmp_path / "run")], capture_output=True, text=True)
     assert out.returncode == 0 and "2 new samples" in out.stdout, out.stderr
     out = subprocess.run([evalkit, "run", "--arm", "fp16"], capture_output=True, text=True, cwd=tmp_path)
-    assert out.returncode == 2 and "pip install 'evalkit[engine]'" in out.stderr
+    assert out.returncode == 2 and "pip install 'evalkit-state[engine]'" in out.stderr

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from evalkit.backends.openai_remote import OpenAIBackend
 from evalkit.backends.server_config import differs_from_arm, server_config
 from evalkit.cli import main as cli
-from evalkit.model.declared_state import arm_note, declared_state, dtype_name, read_declared_state
+from evalkit.declared_state import arm_note, declared_state, dtype_name, read_declared_state
 from evalkit.tasks.data import BUNDLED_DIR
 
 SGLANG_INFO = {"version": "0.5.2", "mamba_ssm_dtype": "float32", "chunked_prefill_size": 8192,

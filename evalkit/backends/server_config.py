@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from evalkit.model.declared_state import dtype_name
+from evalkit.declared_state import dtype_name
 
 # keys that name each setting, in the order they are looked for (vLLM, SGLang, evalkit serve)
 STATE_DTYPE_KEYS = ("mamba_ssm_cache_dtype", "mamba_ssm_dtype", "ssm_state_dtype", "state_dtype")

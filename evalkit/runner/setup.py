@@ -168,7 +168,7 @@ def local_setup(
 def declared_state_note(model: Any, arm_state_dtype: str | None) -> dict[str, Any] | None:
     """The checkpoint's declared state dtype beside the arm's (model.declared_state in the
     manifest); a note on stderr when they differ."""
-    from evalkit.model.declared_state import arm_note, read_declared_state
+    from evalkit.declared_state import arm_note, read_declared_state
 
     note = arm_note(read_declared_state(model) if isinstance(model, (str, Path)) else None, arm_state_dtype)
     if note and note["arm_differs"]:
