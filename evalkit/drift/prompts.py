@@ -40,7 +40,13 @@ def common_length(prompts: list[Prompt]) -> list[Prompt]:
 
 
 def plain_task_requests(
-    name: str, tokenizer, length: int, limit: int, seed: int | None, data_dir: str | None = None
+    name: str,
+    tokenizer,
+    length: int,
+    limit: int,
+    seed: int | None,
+    data_dir: str | None = None,
+    show_progress: bool = True,
 ) -> list:
     """Up to `limit` plain-text requests of a long-context task built for `length` tokens."""
     from evalkit.tasks.registry import get_task
@@ -54,6 +60,7 @@ def plain_task_requests(
         seed=seed,
         data_dir=data_dir,
         apply_chat_template=False,
+        show_progress=show_progress,
     )
 
 
@@ -70,10 +77,17 @@ def scalar_meta(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def task_prompts(
-    name: str, tokenizer, tokenize, length: int, n: int, seed: int, data_dir: str | None = None
+    name: str,
+    tokenizer,
+    tokenize,
+    length: int,
+    n: int,
+    seed: int,
+    data_dir: str | None = None,
+    show_progress: bool = True,
 ) -> list[Prompt]:
     """Docs 0..n-1 of a long-context task built for `length` tokens (each within 2% below it)."""
-    reqs = plain_task_requests(name, tokenizer, length, n, seed, data_dir)
+    reqs = plain_task_requests(name, tokenizer, length, n, seed, data_dir, show_progress)
     if len(reqs) < n:
         raise InputError(
             f"task {name} built {len(reqs)} prompts for length {length}, fewer than --prompts {n}"
