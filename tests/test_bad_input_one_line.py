@@ -148,3 +148,10 @@ def test_evalkit_lm_eval_refusing_remote_code_is_one_line_end_to_end(tiny_hybrid
     assert "Traceback" not in proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("evalkit-lm-eval: error: ") and "--trust_remote_code" in last
+
+
+def test_a_mistyped_task_in_compares_margin_gets_a_did_you_mean(tmp_path, capsys):
+    base, cand = write_cells(tmp_path, {("gsm8k", None): (1, 2, 6), ("passkey", 4096): (0, 1, 6)})
+    rc = cli(["compare", str(base), str(cand), "--margin", "gsm8kk=0.02,nope=0.01"])
+    line = _one_line(capsys, rc, "compare")
+    assert "did you mean 'gsm8k' for 'gsm8kk'?" in line and "for 'nope'" not in line
