@@ -155,3 +155,11 @@ def test_a_mistyped_task_in_compares_margin_gets_a_did_you_mean(tmp_path, capsys
     rc = cli(["compare", str(base), str(cand), "--margin", "gsm8kk=0.02,nope=0.01"])
     line = _one_line(capsys, rc, "compare")
     assert "did you mean 'gsm8k' for 'gsm8kk'?" in line and "for 'nope'" not in line
+
+
+@pytest.mark.parametrize("task", ["passkey", "kv_retrieval"])
+def test_a_task_without_the_tokenizer_it_needs_names_the_option(task):
+    from evalkit.tasks.registry import get_task
+
+    with pytest.raises(InputError, match="pass --tokenizer"):
+        get_task(task).requests(tokenizer=None, lengths=[4096], limit=1, show_progress=False)
