@@ -163,3 +163,22 @@ def test_a_task_without_the_tokenizer_it_needs_names_the_option(task):
 
     with pytest.raises(InputError, match="pass --tokenizer"):
         get_task(task).requests(tokenizer=None, lengths=[4096], limit=1, show_progress=False)
+
+
+def test_evalkit_lm_eval_names_the_embedded_model_for_tasks_that_read_pretrained():
+    """lm-eval passes model_args to tasks (RULER reads `pretrained` to load the tokenizer): with no
+    `pretrained` the evalkit model runs the embedded model, so that is the one named."""
+    from evalkit.interop.lm_eval_cli import with_pretrained
+
+    ref = lambda: "/ref"  # noqa: E731
+    base = ["run", "--model", "evalkit", "--tasks", "niah_single_1"]
+    assert with_pretrained(base, ref) == [*base, "--model_args", "pretrained=/ref"]
+    given = [*base, "--model_args", "state_dtype=fp16"]
+    assert with_pretrained(given, ref) == [*base, "--model_args", "state_dtype=fp16,pretrained=/ref"]
+    assert with_pretrained([*base, "--model_args=state_dtype=fp16"], ref)[-1] == (
+        "--model_args=state_dtype=fp16,pretrained=/ref"
+    )
+    explicit = [*base, "--model_args", "pretrained=/mine,state_dtype=fp16"]
+    assert with_pretrained(explicit, ref) == explicit
+    other = ["run", "--model", "hf", "--model_args", "pretrained=gpt2"]
+    assert with_pretrained(other, ref) == other
