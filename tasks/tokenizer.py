@@ -16,6 +16,8 @@ from typing import Any
 
 from evalkit.errors import InputError
 
+# how a user gives a tokenizer where none comes with the model (a server's run)
+TOKENIZER_HINT = "with --server, pass --tokenizer (the served model's folder or hub id)"
 MEMO_MIN_CHARS = 20_000  # texts this long keep their encoding (a 4k-token doc and up)
 MEMO_ENTRIES = 4  # the fit's last few evaluations: the one it picks is almost always among them
 
@@ -23,7 +25,9 @@ MEMO_ENTRIES = 4  # the fit's last few evaluations: the one it picks is almost a
 class TokenizerView:
     def __init__(self, tokenizer: Any):
         if tokenizer is None:
-            raise InputError("this task sizes prompts in the model's tokens and needs its tokenizer")
+            raise InputError(
+                f"this task sizes prompts in the model's tokens and needs its tokenizer; {TOKENIZER_HINT}"
+            )
         if isinstance(tokenizer, TokenizerView):
             tokenizer = tokenizer.tokenizer
         self.tokenizer = tokenizer

@@ -148,3 +148,37 @@ def test_evalkit_lm_eval_refusing_remote_code_is_one_line_end_to_end(tiny_hybrid
     assert "Traceback" not in proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("evalkit-lm-eval: error: ") and "--trust_remote_code" in last
+
+
+def test_a_mistyped_task_in_compares_margin_gets_a_did_you_mean(tmp_path, capsys):
+    base, cand = write_cells(tmp_path, {("gsm8k", None): (1, 2, 6), ("passkey", 4096): (0, 1, 6)})
+    rc = cli(["compare", str(base), str(cand), "--margin", "gsm8kk=0.02,nope=0.01"])
+    line = _one_line(capsys, rc, "compare")
+    assert "did you mean 'gsm8k' for 'gsm8kk'?" in line and "for 'nope'" not in line
+
+
+@pytest.mark.parametrize("task", ["passkey", "kv_retrieval"])
+def test_a_task_without_the_tokenizer_it_needs_names_the_option(task):
+    from evalkit.tasks.registry import get_task
+
+    with pytest.raises(InputError, match="pass --tokenizer"):
+        get_task(task).requests(tokenizer=None, lengths=[4096], limit=1, show_progress=False)
+
+
+def test_evalkit_lm_eval_names_the_embedded_model_for_tasks_that_read_pretrained():
+    """lm-eval passes model_args to tasks (RULER reads `pretrained` to load the tokenizer): with no
+    `pretrained` the evalkit model runs the embedded model, so that is the one named."""
+    from evalkit.interop.lm_eval_cli import with_pretrained
+
+    ref = lambda: "/ref"  # noqa: E731
+    base = ["run", "--model", "evalkit", "--tasks", "niah_single_1"]
+    assert with_pretrained(base, ref) == [*base, "--model_args", "pretrained=/ref"]
+    given = [*base, "--model_args", "state_dtype=fp16"]
+    assert with_pretrained(given, ref) == [*base, "--model_args", "state_dtype=fp16,pretrained=/ref"]
+    assert with_pretrained([*base, "--model_args=state_dtype=fp16"], ref)[-1] == (
+        "--model_args=state_dtype=fp16,pretrained=/ref"
+    )
+    explicit = [*base, "--model_args", "pretrained=/mine,state_dtype=fp16"]
+    assert with_pretrained(explicit, ref) == explicit
+    other = ["run", "--model", "hf", "--model_args", "pretrained=gpt2"]
+    assert with_pretrained(other, ref) == other

@@ -133,7 +133,7 @@ def test_the_script_evaluates_two_servers_gates_and_comments(tmp_path):
         report = (tmp_path / "out" / "comment.md").read_text()
         (comment,) = gh.comments.values()
         assert comment["pr"] == 7 and comment["body"] == comment_body(report)
-        assert report in (tmp_path / "summary.md").read_text()
+        assert (tmp_path / "summary.md").read_text() == report  # written once (by compare), not twice
         assert json.loads((tmp_path / "out" / "compare.json").read_text())
 
         # the same runs as downloaded run directories, gated on a significant loss only: passes
@@ -149,7 +149,8 @@ def test_the_script_evaluates_two_servers_gates_and_comments(tmp_path):
 
 
 STUB = '''#!{python}
-"""`evalkit` with `compare` replaced: records its arguments, writes --md/--json, exits $STUB_RC."""
+"""`evalkit` with `compare` replaced: records its arguments, writes --md/--json and the job
+summary, exits $STUB_RC."""
 import json, os, subprocess, sys
 args = sys.argv[1:]
 if args[:1] != ["compare"]:
@@ -158,6 +159,8 @@ open(os.environ["STUB_ARGS"], "w").write(json.dumps(args))
 value = lambda flag: args[args.index(flag) + 1]
 open(value("--md"), "w").write("### stub verdict\\n")
 open(value("--json"), "w").write(json.dumps({{"status": "stub"}}))
+if os.environ.get("GITHUB_STEP_SUMMARY") and int(os.environ["STUB_RC"]) < 2:  # as compare appends it
+    open(os.environ["GITHUB_STEP_SUMMARY"], "a").write("### stub verdict\\n")
 sys.exit(int(os.environ["STUB_RC"]))
 '''
 
@@ -194,5 +197,5 @@ def test_the_script_passes_the_gate_through_and_comments_unless_compare_failed(t
         assert posted == [] and not (tmp_path / "summary.md").exists()
     else:
         assert posted == [comment_body("### stub verdict\n")]
-        assert (tmp_path / "summary.md").read_text() == "### stub verdict\n"
+        assert (tmp_path / "summary.md").read_text() == "### stub verdict\n"  # once: compare's
         assert ("gate failed" if gate_rc else "gate passed") in out.stderr

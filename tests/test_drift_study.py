@@ -280,3 +280,19 @@ def test_a_second_study_into_a_directory_being_written_is_refused(tmp_path):
     run_study(
         TOY, prompts, cfg, tmp_path / "r", show_progress=False, plots=False, resume=True
     )  # lock released
+
+
+def test_a_link_planted_in_a_drift_run_directory_is_refused(tmp_path):
+    """Issue 43, item 2, for drift's directory: a planted buckets.csv link is not written through."""
+    from evalkit.errors import InputError
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep\n")
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "buckets.csv").symlink_to(victim)
+    prompts = random_prompts(TOY.vocab_size, 96, 1, seed=5)
+    cfg = StudyConfig(arms=["fp16"], modes=["decode"], chunk_size=CHUNK, decode_block=64, floor=False)
+    with pytest.raises(InputError, match=r"buckets\.csv is a symbolic link"):
+        run_study(TOY, prompts, cfg, run, show_progress=False, plots=False)
+    assert victim.read_text() == "keep\n"

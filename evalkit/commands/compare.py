@@ -125,7 +125,7 @@ def _warn(text: str) -> None:
 def _load(path: str, side: str, allow_partial: bool):
     from evalkit.store import load_finished_run
 
-    return load_finished_run(path, side, allow_partial)
+    return load_finished_run(path, side, allow_partial, keep_prompts=False)  # paired on prompt_hash
 
 
 def _same_place(a: str, b: str) -> bool:

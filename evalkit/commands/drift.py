@@ -270,7 +270,14 @@ def main(args: argparse.Namespace) -> int:
     else:
         task = args.task or "kv_retrieval"
         prompts = P.task_prompts(
-            task, model.tokenizer, model.tokenize, length, n_prompts, args.seed, args.data_dir
+            task,
+            model.tokenizer,
+            model.tokenize,
+            length,
+            n_prompts,
+            args.seed,
+            args.data_dir,
+            show_progress=not args.no_progress,
         )
     prompts = P.common_length(prompts)
     cfg = StudyConfig(

@@ -6,6 +6,7 @@ tasks not named). Margins are fractions: 0.01 is one percentage point.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 
 from evalkit.errors import InputError
@@ -60,9 +61,12 @@ def parse_margins(text: str | float) -> Margins:
 
 
 def check_tasks(margins: Margins, tasks: list[str]) -> None:
+    """InputError for a `--margin TASK=...` naming a task not compared, with the likeliest meant."""
     unknown = sorted(set(margins.per_task) - set(tasks))
     if unknown:
+        guesses = {u: difflib.get_close_matches(u, tasks, n=1) for u in unknown}
+        meant = "; ".join(f"did you mean {g[0]!r} for {u!r}?" for u, g in guesses.items() if g)
         raise InputError(
             f"--margin names task(s) not in the comparison: {', '.join(unknown)} "
-            f"(compared: {', '.join(tasks)})"
+            f"(compared: {', '.join(tasks)})" + (f"; {meant}" if meant else "")
         )

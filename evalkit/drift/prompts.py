@@ -43,10 +43,17 @@ def common_length(prompts: list[Prompt]) -> list[Prompt]:
 
 
 def task_prompts(
-    name: str, tokenizer, tokenize, length: int, n: int, seed: int, data_dir: str | None = None
+    name: str,
+    tokenizer,
+    tokenize,
+    length: int,
+    n: int,
+    seed: int,
+    data_dir: str | None = None,
+    show_progress: bool = True,
 ) -> list[Prompt]:
     """Docs 0..n-1 of a long-context task built for `length` tokens (each within 2% below it)."""
-    reqs = plain_task_requests(name, tokenizer, length, n, seed, data_dir)
+    reqs = plain_task_requests(name, tokenizer, length, n, seed, data_dir, show_progress)
     if len(reqs) < n:
         raise InputError(
             f"task {name} built {len(reqs)} prompts for length {length}, fewer than --prompts {n}"

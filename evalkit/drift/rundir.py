@@ -84,11 +84,16 @@ def prepare(out_dir: str | Path, overwrite: bool = False) -> Path:
 @contextlib.contextmanager
 def single_writer(run_dir: Path) -> Iterator[None]:
     """Hold the run store's single-writer lock on a drift run directory while it is written: a
-    second `evalkit drift` into it is refused with one line naming the holder."""
-    from evalkit.store.writer import lock_run_dir
+    second `evalkit drift` into it is refused with one line naming the holder; a link among its
+    files is refused, never written through."""
+    from evalkit.store.writer import link_refused, lock_run_dir
 
     fd = lock_run_dir(run_dir)
     try:
+        # a drift run rewrites many files (JSON, CSV, PNG, Markdown): none may be a planted link
+        linked = sorted(p for p in run_dir.iterdir() if p.is_symlink())
+        if linked:
+            raise link_refused(linked[0])
         yield
     finally:
         os.close(fd)

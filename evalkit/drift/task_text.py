@@ -10,7 +10,13 @@ from evalkit.errors import InputError
 
 
 def plain_task_requests(
-    name: str, tokenizer, length: int, limit: int, seed: int | None, data_dir: str | None = None
+    name: str,
+    tokenizer,
+    length: int,
+    limit: int,
+    seed: int | None,
+    data_dir: str | None = None,
+    show_progress: bool = True,
 ) -> list:
     """Up to `limit` plain-text requests of a long-context task built for `length` tokens."""
     from evalkit.tasks.registry import get_task
@@ -24,6 +30,7 @@ def plain_task_requests(
         seed=seed,
         data_dir=data_dir,
         apply_chat_template=False,
+        show_progress=show_progress,
     )
 
 

@@ -29,29 +29,41 @@ def json_error_message(exc: BaseException) -> str:
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (line number, object) for every non-blank line; InputError on any bad line."""
+    """Yield (line number, object) for every non-blank line; InputError on any bad line. Read one
+    line at a time: a reader holds one line's bytes, never the whole file's (runs reach GBs)."""
     try:
-        data = path.read_bytes()
+        fh = open(path, "rb")
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    lines = data.split(b"\n")
-    torn_tail = bool(data) and not data.endswith(b"\n")
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except MALFORMED_JSON as exc:
-            what = "truncated last line" if torn_tail and number == len(lines) else "malformed JSON line"
-            hint = (
-                " (the run was killed mid-write? re-run it to resume, which repairs the file)"
-                if what.startswith("truncated")
-                else ""
-            )
-            raise InputError(f"{path}:{number}: {what}: {json_error_message(exc)}{hint}") from None
-        if not isinstance(obj, dict):
-            raise InputError(f"{path}:{number}: expected a JSON object per line, got {type(obj).__name__}")
-        yield number, obj
+    with fh:
+        number = 0
+        while True:
+            try:
+                raw = fh.readline()
+            except OSError as exc:
+                raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+            if not raw:
+                return
+            number += 1
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except MALFORMED_JSON as exc:
+                torn = not raw.endswith(b"\n")  # only the last line can lack its newline
+                what = "truncated last line" if torn else "malformed JSON line"
+                hint = (
+                    " (the run was killed mid-write? re-run it to resume, which repairs the file)"
+                    if torn
+                    else ""
+                )
+                raise InputError(f"{path}:{number}: {what}: {json_error_message(exc)}{hint}") from None
+            del raw
+            if not isinstance(obj, dict):
+                raise InputError(
+                    f"{path}:{number}: expected a JSON object per line, got {type(obj).__name__}"
+                )
+            yield number, obj
 
 
 def repair_torn_tail(path: Path) -> int:

@@ -93,7 +93,7 @@ def check_manifest(manifest: dict[str, Any], where: str) -> dict[str, Any]:
     return manifest
 
 
-def _load_run_dir(path: Path) -> RunData:
+def _load_run_dir(path: Path, keep_prompts: bool = True) -> RunData:
     samples_path = path / SAMPLES
     if not samples_path.exists():
         raise InputError(f"{path}: no {SAMPLES} (not an evalkit run directory)")
@@ -103,6 +103,8 @@ def _load_run_dir(path: Path) -> RunData:
 
     def rows():
         for number, obj in iter_jsonl(samples_path):
+            if not keep_prompts:
+                obj.pop("prompt", None)  # up to 0.5 MB each; prompt_hash pairs the questions
             try:
                 yield f"{samples_path}:{number}", normalise_sample(obj)
             except SampleError as exc:
@@ -136,24 +138,26 @@ def _load_lmeval(files: list[Path], shown: str) -> RunData:
     return RunData(manifest_for(files), samples, shown, "lm-eval", origins)
 
 
-def load_run(path: str | os.PathLike) -> RunData:
+def load_run(path: str | os.PathLike, keep_prompts: bool = True) -> RunData:
     """A run as RunData(manifest, samples), from an evalkit run directory, an lm-eval
     `samples_<task>_*.jsonl` file, or a directory holding such files (searched two levels deep,
     as lm-eval nests them under the model name). Raises InputError with file and line on bad input.
+    `keep_prompts=False` leaves each evalkit sample's prompt text out (a reader that pairs on
+    prompt_hash, as compare does, then holds a fraction of a long-context run in memory).
     """
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p}: no such file or directory")
     if p.is_file():
         if p.name == SAMPLES:
-            return _load_run_dir(p.parent)
+            return _load_run_dir(p.parent, keep_prompts)
         if is_lmeval_samples_file(p):
             return _load_lmeval([p], str(p))
         raise InputError(
             f"{p}: neither an evalkit run directory nor an lm-eval samples_<task>_<date>.jsonl file"
         )
     if (p / SAMPLES).exists() or (p / MANIFEST).exists():
-        return _load_run_dir(p)
+        return _load_run_dir(p, keep_prompts)
     files = sorted(
         f
         for pattern in ("samples_*.jsonl", "*/samples_*.jsonl")
@@ -165,10 +169,12 @@ def load_run(path: str | os.PathLike) -> RunData:
     return _load_lmeval(files, str(p))
 
 
-def load_finished_run(path: str | os.PathLike, side: str = "", allow_partial: bool = False) -> RunData:
+def load_finished_run(
+    path: str | os.PathLike, side: str = "", allow_partial: bool = False, keep_prompts: bool = True
+) -> RunData:
     """`load_run`, refusing a run whose manifest has no `finished_at` (still running, or killed)
     unless `allow_partial`; `side` names it in the message ("baseline", "candidate", ...)."""
-    run = load_run(path)
+    run = load_run(path, keep_prompts)
     if not run.finished and not allow_partial:
         which = f"the {side} run {path}" if side else f"the run {path}"
         raise InputError(

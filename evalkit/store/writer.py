@@ -49,16 +49,16 @@ def open_no_follow(file: Path, flags: int, mode: int = 0o644) -> int:
     """`os.open` that refuses a symbolic link (a link planted in a run directory would make the
     writer truncate or append to the file it points to): InputError saying what to do."""
     if file.is_symlink():
-        raise _link_refused(file)
+        raise link_refused(file)
     try:
         return os.open(file, flags | os.O_NOFOLLOW, mode)
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # became a link since the check
-            raise _link_refused(file) from None
+            raise link_refused(file) from None
         raise
 
 
-def _link_refused(file: Path) -> InputError:
+def link_refused(file: Path) -> InputError:
     return InputError(
         f"{file} is a symbolic link; evalkit does not follow links inside a run directory "
         "(remove it, or choose another output directory)"
@@ -69,7 +69,7 @@ def refuse_linked_files(path: Path) -> None:
     """InputError if any file the writer reads, rewrites or appends to is a symbolic link."""
     for name in (MANIFEST, SAMPLES, SUMMARY, ERRORS, LOCK):
         if (path / name).is_symlink():
-            raise _link_refused(path / name)
+            raise link_refused(path / name)
 
 
 def lock_run_dir(path: Path) -> int:

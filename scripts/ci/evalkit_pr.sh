@@ -67,9 +67,7 @@ if [ "$rc" -ge 2 ]; then
     exit "$rc"
 fi
 
-if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
-    cat "$OUT/comment.md" >>"$GITHUB_STEP_SUMMARY"
-fi
+# the job summary: `evalkit compare` itself appends its brief report to $GITHUB_STEP_SUMMARY, once
 if [ "${EVALKIT_POST_COMMENT:-1}" = 1 ]; then
     # a comment that cannot be posted (a fork's read-only token) must not hide the gate's result
     "$PYTHON" -m evalkit.ci.github_comment --file "$OUT/comment.md" || say "warning: comment not posted"

@@ -26,7 +26,7 @@ from evalkit.tasks.long_context.fitting import Fit, LengthError, fit_units
 from evalkit.tasks.long_context.generators import EVAL_SEED_DEFAULT, Example, eval_rng
 from evalkit.tasks.long_context.parallel_build import SizedBuild, build_sized_requests
 from evalkit.tasks.long_context.scoring import found
-from evalkit.tasks.tokenizer import TokenizerView
+from evalkit.tasks.tokenizer import TOKENIZER_HINT, TokenizerView
 
 DEFAULT_LENGTHS = [4096, 16384, 32768, 65536, 131072]
 TOLERANCE = 0.02
@@ -132,7 +132,9 @@ class SizedTask:
         show_progress: bool = True,
     ) -> list[TaskRequest]:
         if tokenizer is None:
-            raise InputError(f"{self.name} sizes prompts in the model's tokens: it needs that tokenizer")
+            raise InputError(
+                f"{self.name} sizes prompts in the model's tokens: it needs that tokenizer; {TOKENIZER_HINT}"
+            )
         lengths, n_docs, ctx = self._build_inputs(lengths, limit, data_dir)
         with progress(len(lengths) * n_docs, f"{self.name}", show_progress) as bar:
             return build_sized_requests(
