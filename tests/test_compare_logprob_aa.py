@@ -209,3 +209,20 @@ def test_numerics_floor_names_what_differs_and_tests_departures_against_it(tmp_p
     text = render_markdown(report)
     assert "Numerics floor: the baseline arm again with kernels.kda_prefill" in text
     assert "0 by construction" not in text and "2 / 10 of 40" in text
+
+
+def test_numerics_floor_differences_name_store_points_kernels_and_device():
+    from evalkit.compare.replicate import numerics_differences
+    from evalkit.store import RunData
+
+    def run(chunk, kernels, device):
+        manifest = {"arm": {"prefill_chunk_size": chunk}, "kernels": kernels, "backend": {"device": device}}
+        return RunData(manifest=manifest, samples=[])
+
+    base = run(2048, {"weights_dtype": "float32"}, "cpu")
+    assert numerics_differences(base, run(2048, {"weights_dtype": "float32"}, "cpu")) == []
+    assert numerics_differences(base, run(1536, {"weights_dtype": "bfloat16"}, "NVIDIA H200")) == [
+        "arm.prefill_chunk_size 2048 → 1536",
+        "kernels.weights_dtype 'float32' → 'bfloat16'",
+        "device 'cpu' → 'NVIDIA H200'",
+    ]

@@ -26,8 +26,14 @@ LOCAL_NOTE = (
 
 
 def numerics_differences(baseline: RunData, floor: RunData) -> list[str]:
-    """What the floor run changes besides the state: its kernel choices and its device."""
+    """What the floor run changes besides the state: its store points (an fp32 state stored at other
+    points is the same state computed in other chunks), its kernel choices and its device."""
     out = []
+    arm_a, arm_b = baseline.manifest.get("arm") or {}, floor.manifest.get("arm") or {}
+    if isinstance(arm_a, dict) and isinstance(arm_b, dict):
+        for key in ("prefill_chunk_size", "intra_chunk_dtype"):
+            if arm_a.get(key) != arm_b.get(key):
+                out.append(f"arm.{key} {arm_a.get(key)!r} → {arm_b.get(key)!r}")
     a, b = baseline.manifest.get("kernels") or {}, floor.manifest.get("kernels") or {}
     if isinstance(a, dict) and isinstance(b, dict):
         for key in sorted(set(a) | set(b)):
