@@ -102,3 +102,19 @@ def test_prefill_dots_is_identity_and_refused_on_the_cpu(default_run, tiny_hybri
     capsys.readouterr()
     assert cli(_args(tiny_hybrid_ckpt, tmp_path / "new", "--kernels", "prefill_dots=bf16")) == 2
     assert "the CPU runs the fp32 form" in capsys.readouterr().err
+
+
+def test_compare_refuses_arms_that_differ_besides_the_state(default_run, tiny_hybrid_ckpt, tmp_path, capsys):
+    """The same arm through the torch MoE combine: a numerics floor, not a state comparison."""
+    other = tmp_path / "torch-combine"
+    assert cli(_args(tiny_hybrid_ckpt, other, "--kernels", "moe_combine=torch")) == 0
+    capsys.readouterr()
+    assert cli(["compare", str(default_run), str(other)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "differ besides the state" in err
+    assert "kernels.moe_combine: fused vs torch" in err and "--allow-numerics-difference" in err
+    md = tmp_path / "report.md"
+    cli(["compare", str(default_run), str(other), "--allow-numerics-difference", "--md", str(md)])
+    assert "kernels.moe_combine: fused vs torch" in md.read_text()
+    capsys.readouterr()
+    assert cli(["compare", str(default_run), str(default_run), "--md", str(md)]) != 2  # equal numerics
