@@ -393,7 +393,7 @@ def part_capacity(args, loaded, dev, budget, report) -> None:
         for ctx in contexts:
             key = f"{arm}@{ctx}"
             try:
-                cfg = EngineConfig(
+                cfg = EngineConfig().with_options(
                     **{
                         **engine_kwargs(args, dev, ctx + 64),
                         "state_dtype": arm,
