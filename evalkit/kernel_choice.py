@@ -21,7 +21,8 @@ Keys (values, the default first):
   the CPU).
 - `tf32` (off, on): `torch.backends.cuda.matmul.allow_tf32` for the GEMMs on the GPU.
 
-The CPU runs the torch forms whatever the GPU-path switches say (they are recorded all the same).
+The CPU runs the torch forms whatever the GPU-path switches say (they are recorded all the same),
+and refuses the two switches of the Triton prefill kernel (`kda_prefill`, `prefill_dots`).
 To mirror a server that runs FLA's kernels on a bf16 model: `--kernels prefill_dots=bf16` (the
 GPU's `weights=auto` is bf16 already); keep the default to measure the state format alone.
 """
