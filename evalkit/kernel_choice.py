@@ -21,7 +21,8 @@ Keys (values, the default first):
   the CPU).
 - `tf32` (off, on): `torch.backends.cuda.matmul.allow_tf32` for the GEMMs on the GPU.
 
-The CPU runs the torch forms whatever the GPU-path switches say (they are recorded all the same).
+The CPU runs the torch forms whatever the GPU-path switches say (they are recorded all the same),
+and refuses the two switches of the Triton prefill kernel (`kda_prefill`, `prefill_dots`).
 To mirror a server that runs FLA's kernels on a bf16 model: `--kernels prefill_dots=bf16` (the
 GPU's `weights=auto` is bf16 already); keep the default to measure the state format alone.
 """
@@ -172,14 +173,12 @@ def kernels_from_environment(environ: dict[str, str]) -> KernelChoice:
 
 
 def differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[str]:
-    """'key: A vs B' for each switch two `describe()` records disagree on (a missing record counts
-    as the defaults: runs made before the switches were recorded ran them)."""
+    """'key: A vs B' for each switch two `describe()` records disagree on, and the weights dtype
+    that ran (`weights_dtype`) when both record it. A missing record counts as the defaults: what
+    ran before the switches were recorded, unless an environment variable said otherwise."""
     da, db = (dict(KernelChoice().describe(), **(x or {})) for x in (a, b))
-    return [
-        f"{k}: {_text(da.get(k))} vs {_text(db.get(k))}"
-        for k in asdict(KernelChoice())
-        if da.get(k) != db.get(k)
-    ]
+    keys = [k for k in (*asdict(KernelChoice()), "weights_dtype") if k in da and k in db]
+    return [f"{k}: {_text(da[k])} vs {_text(db[k])}" for k in keys if da[k] != db[k]]
 
 
 __all__ = [

@@ -140,7 +140,7 @@ def main() -> int:
     ap.add_argument(
         "--mla-prefill",
         choices=["auto", "flash", "sdpa", "triton"],
-        help="MLA prefill attention (default: $EVALKIT_MLA_PREFILL or auto: triton in 16-bit, sdpa in fp32, "
+        help="MLA prefill attention (KernelChoice.mla_prefill; default auto: triton in 16-bit, sdpa in fp32, "
         "measured at 128k, one layer, SDPA 5.03 s vs triton (tf32x3) 8.66 s "
         "(results/bench/mla-prefill-triton-h200)",
     )

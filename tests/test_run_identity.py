@@ -13,10 +13,9 @@ import pytest
 from evalkit.cli import main as cli
 from evalkit.kernel_choice import KernelChoice
 
-# every switch but prefill_dots (its bf16 form runs on the Triton path only: tested below on the
+# every switch but the two of the Triton prefill kernel (the CPU refuses them: tested below on the
 # manifest), with a value other than its default
 SWITCHES = {
-    "kda_prefill": "split",
     "moe_combine": "torch",
     "fused_elementwise": "off",
     "mla_prefill": "sdpa",
@@ -93,12 +92,34 @@ def test_a_source_change_is_refused_unless_declared(default_run, tiny_hybrid_ckp
     assert _manifest(run)["source_hash"] == "0" * 64  # the run's own record is kept as it was
 
 
-def test_prefill_dots_is_identity_and_refused_on_the_cpu(default_run, tiny_hybrid_ckpt, tmp_path, capsys):
+@pytest.mark.parametrize("key, value", [("prefill_dots", "bf16"), ("kda_prefill", "split")])
+def test_the_triton_prefill_switches_are_identity(default_run, key, value):
     from evalkit.store.manifest import first_identity_difference
 
     m = _manifest(default_run)
-    bf16 = {**m, "kernels": {**m["kernels"], **KernelChoice(prefill_dots="bf16").describe()}}
-    assert first_identity_difference(m, bf16)[0] == "kernels.prefill_dots"
+    other = {**m, "kernels": {**m["kernels"], **KernelChoice(**{key: value}).describe()}}
+    assert first_identity_difference(m, other)[0] == f"kernels.{key}"
+
+
+def test_the_triton_prefill_switches_are_refused_on_the_cpu(tiny_hybrid_ckpt, tmp_path, capsys):
     capsys.readouterr()
     assert cli(_args(tiny_hybrid_ckpt, tmp_path / "new", "--kernels", "prefill_dots=bf16")) == 2
-    assert "the CPU runs the fp32 form" in capsys.readouterr().err
+    assert "the CPU runs its float32 form" in capsys.readouterr().err
+    assert cli(_args(tiny_hybrid_ckpt, tmp_path / "new", "--kernels", "kda_prefill=split")) == 2
+    assert "--kernels kda_prefill=split,prefill_dots=fp32: a choice of the Triton" in capsys.readouterr().err
+
+
+def test_compare_refuses_arms_that_differ_besides_the_state(default_run, tiny_hybrid_ckpt, tmp_path, capsys):
+    """The same arm through the torch MoE combine: a numerics floor, not a state comparison."""
+    other = tmp_path / "torch-combine"
+    assert cli(_args(tiny_hybrid_ckpt, other, "--kernels", "moe_combine=torch")) == 0
+    capsys.readouterr()
+    assert cli(["compare", str(default_run), str(other)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "differ besides the state" in err
+    assert "kernels.moe_combine: fused vs torch" in err and "--allow-numerics-difference" in err
+    md = tmp_path / "report.md"
+    cli(["compare", str(default_run), str(other), "--allow-numerics-difference", "--md", str(md)])
+    assert "kernels.moe_combine: fused vs torch" in md.read_text()
+    capsys.readouterr()
+    assert cli(["compare", str(default_run), str(default_run), "--md", str(md)]) != 2  # equal numerics

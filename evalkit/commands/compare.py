@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from evalkit.errors import InputError
+from evalkit.errors import InputError, MismatchError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -110,6 +110,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", metavar="FILE", help="write the report to FILE instead of stdout")
     parser.add_argument(
+        "--allow-numerics-difference",
+        action="store_true",
+        help="compare local runs that differ besides the state (kernel switches, device, GEMM shapes, "
+        "sources, libraries): refused by default, since the difference is then not the state's alone; "
+        "a numerics-floor comparison (the same arm through another kernel) needs exactly this",
+    )
+    parser.add_argument(
         "--drift",
         metavar="DRIFT_RUN",
         action="append",
@@ -147,6 +154,7 @@ def main(args: argparse.Namespace) -> int:
     from evalkit.compare.brief import render_brief
     from evalkit.compare.gate import exit_code
     from evalkit.compare.margins import parse_margins
+    from evalkit.compare.numerics import ALLOW_FLAG, numerics_differences
 
     plan = None
     if args.plan:
@@ -176,6 +184,12 @@ def main(args: argparse.Namespace) -> int:
     baseline = _load(args.baseline, "baseline", args.allow_partial)
     candidate = _load(args.candidate, "candidate", args.allow_partial)
     replicate = _load(args.replicate, "replicate", args.allow_partial) if args.replicate else None
+    numerics = numerics_differences(baseline.manifest, candidate.manifest)
+    if numerics and not args.allow_numerics_difference:
+        raise MismatchError(
+            f"the runs differ besides the state ({'; '.join(numerics)}): pass {ALLOW_FLAG} to compare "
+            "them anyway (a numerics floor), or re-run one with the other's settings"
+        )
     report = build_report(
         baseline,
         candidate,
@@ -193,6 +207,8 @@ def main(args: argparse.Namespace) -> int:
         text = "baseline and candidate are the same run: every difference is 0 by construction"
         _warn(text)
         report["notes"].append(text)
+    if numerics:
+        report["notes"].append(f"{ALLOW_FLAG}: the runs differ besides the state: {'; '.join(numerics)}")
     for side, run in (("baseline", baseline), ("candidate", candidate)):
         if not run.finished:
             report["notes"].append(f"--allow-partial: the {side} run has not finished")

@@ -21,6 +21,7 @@ import torch
 from evalkit.arm import DEFAULT_PREFILL_CHUNK, Arm, parse_arm
 from evalkit.errors import InputError
 from evalkit.kernel_choice import KernelChoice, parse_kernels
+from evalkit.kernels import use_triton
 from evalkit.kernels.formats import FormatError, StateFormat, parse_format
 
 
@@ -36,6 +37,8 @@ def state_dtype_name(value: Any, option: str) -> str:
 # once into `arm` / `kernels` by `EngineConfig.with_options`
 ARM_OPTIONS = ("state_dtype", "prefill_chunk_size", "intra_chunk_dtype")
 KERNEL_OPTIONS = ("dtype",)
+# what the CPU's float32 prefill computes: other values choose a Triton kernel
+TRITON_PREFILL_DEFAULTS = {"kda_prefill": "stream", "prefill_dots": "fp32"}
 
 
 @dataclass
@@ -123,10 +126,12 @@ class EngineConfig:
             raise InputError("on the GPU the prefill kernel rounds intra-chunk states to fp32 or bf16 only")
         if gpu and c.kda_chunk_size != 64:
             raise InputError("on the GPU the chunked prefill kernel uses kda_chunk_size 64")
-        if not gpu and c.kernels.prefill_dots != "fp32":
+        triton_prefill = {k: v for k, v in vars(c.kernels).items() if k in ("kda_prefill", "prefill_dots")}
+        if not (gpu or use_triton(torch.empty(0))) and triton_prefill != TRITON_PREFILL_DEFAULTS:
+            chosen = ",".join(f"{k}={v}" for k, v in triton_prefill.items())
             raise InputError(
-                f"--kernels prefill_dots={c.kernels.prefill_dots}: the Triton prefill kernel's form "
-                "(GPU); the CPU runs the fp32 form"
+                f"--kernels {chosen}: a choice of the Triton prefill kernel (GPU); the CPU runs its "
+                "float32 form (kda_prefill=stream,prefill_dots=fp32)"
             )
         if c.prefill_chunk_size > c.max_num_batched_tokens:
             raise InputError(
