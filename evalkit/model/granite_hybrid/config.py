@@ -5,18 +5,18 @@ its KDA/MLA vocabulary (Mamba2 layers are `kda_layers`, attention layers `mla_la
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import LayerKinds, UnsupportedModelError, config_hash
+from ..nemotron_h.config import Mamba2Vocabulary
 
 GRANITE_MODEL_TYPES = {"granitemoehybrid": "granitemoehybrid"}
 LAYER_TYPES = ("linear_attention", "full_attention")
 
 
 @dataclass
-class GraniteHybridArch(LayerKinds):
+class GraniteHybridArch(Mamba2Vocabulary, LayerKinds):
     """Everything the math depends on (defaults: transformers' GraniteMoeHybridConfig)."""
 
     family: str = "granitemoehybrid"
@@ -60,44 +60,7 @@ class GraniteHybridArch(LayerKinds):
     def attention_scale(self) -> float:
         return self.attention_multiplier
 
-    @property
-    def recurrent_state_shape(self) -> tuple[int, int, int]:
-        return (self.mamba_num_heads, self.mamba_head_dim, self.ssm_state_size)
-
-    @property
-    def conv_dim(self) -> int:
-        return self.mamba_inner + 2 * self.n_groups * self.ssm_state_size
-
-    # -- the engine's vocabulary --------------------------------------------------------------
-    @property
-    def linear_num_heads(self) -> int:
-        return self.mamba_num_heads
-
-    @property
-    def linear_head_dim(self) -> int:
-        """The memory estimate's per-head state side: sqrt(P*N) gives its H*P*N bytes."""
-        return math.isqrt(self.mamba_head_dim * self.ssm_state_size)
-
-    @property
-    def linear_conv_kernel_dim(self) -> int:
-        return self.conv_kernel
-
-    @property
-    def kda_dim(self) -> int:
-        return self.mamba_inner
-
-    @property
-    def mla_latent_dim(self) -> int:
-        return 2 * self.num_key_value_heads * self.head_dim
-
-    @property
-    def qk_head_dim(self) -> int:
-        return self.head_dim
-
-    @property
-    def v_head_dim(self) -> int:
-        return self.head_dim
-
+    # -- the engine's vocabulary (the rest: Mamba2Vocabulary) --------------------------------
     @property
     def moe_intermediate_size(self) -> int:
         return self.intermediate_size

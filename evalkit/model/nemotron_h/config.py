@@ -22,8 +22,53 @@ PATTERN_CHARS = {"M": "linear_attention", "*": "full_attention", "E": "moe", "-"
 SERVER_ONLY = ("mamba", "mamba2", "falcon_h1", "bamba")
 
 
+class Mamba2Vocabulary:
+    """The engine's vocabulary (its KDA/MLA names) for an arch of Mamba2 mixers and GQA attention
+    layers; NemotronH and Granite-4.0-H share both layers, so they share these answers."""
+
+    @property
+    def recurrent_state_shape(self) -> tuple[int, int, int]:
+        """One sequence's SSM state per Mamba2 layer: [H, P, N] (transformers' layout)."""
+        return (self.mamba_num_heads, self.mamba_head_dim, self.ssm_state_size)
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels of the short conv: x (I), B and C (G*N each)."""
+        return self.mamba_inner + 2 * self.n_groups * self.ssm_state_size
+
+    @property
+    def linear_num_heads(self) -> int:
+        return self.mamba_num_heads
+
+    @property
+    def linear_head_dim(self) -> int:
+        """The memory estimate's per-head state side: sqrt(P*N) gives its H*P*N bytes."""
+        return math.isqrt(self.mamba_head_dim * self.ssm_state_size)
+
+    @property
+    def linear_conv_kernel_dim(self) -> int:
+        return self.conv_kernel
+
+    @property
+    def kda_dim(self) -> int:
+        return self.mamba_inner
+
+    @property
+    def mla_latent_dim(self) -> int:
+        """Cache width per token: per KV head its value then its key (the GDN attention's layout)."""
+        return 2 * self.num_key_value_heads * self.head_dim
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.head_dim
+
+    @property
+    def v_head_dim(self) -> int:
+        return self.head_dim
+
+
 @dataclass
-class NemotronHArch(LayerKinds):
+class NemotronHArch(Mamba2Vocabulary, LayerKinds):
     """Everything the math depends on (defaults: transformers' NemotronHConfig)."""
 
     family: str = "nemotron_h"
@@ -64,49 +109,10 @@ class NemotronHArch(LayerKinds):
         return self.mamba_num_heads * self.mamba_head_dim
 
     # -- the engine's vocabulary --------------------------------------------------------------
-    @property
-    def recurrent_state_shape(self) -> tuple[int, int, int]:
-        """One sequence's SSM state per Mamba2 layer: [H, P, N] (transformers' layout)."""
-        return (self.mamba_num_heads, self.mamba_head_dim, self.ssm_state_size)
-
-    @property
-    def conv_dim(self) -> int:
-        """Channels of the short conv: x (I), B and C (G*N each)."""
-        return self.mamba_inner + 2 * self.n_groups * self.ssm_state_size
-
-    @property
-    def linear_num_heads(self) -> int:
-        return self.mamba_num_heads
-
-    @property
-    def linear_head_dim(self) -> int:
-        """The memory estimate's per-head state side: sqrt(P*N) gives its H*P*N bytes."""
-        return math.isqrt(self.mamba_head_dim * self.ssm_state_size)
-
-    @property
-    def linear_conv_kernel_dim(self) -> int:
-        return self.conv_kernel
-
-    @property
-    def kda_dim(self) -> int:
-        return self.mamba_inner
 
     @property
     def attention_scale(self) -> float:
         return self.head_dim**-0.5
-
-    @property
-    def mla_latent_dim(self) -> int:
-        """Cache width per token: per KV head its value then its key (the GDN attention's layout)."""
-        return 2 * self.num_key_value_heads * self.head_dim
-
-    @property
-    def qk_head_dim(self) -> int:
-        return self.head_dim
-
-    @property
-    def v_head_dim(self) -> int:
-        return self.head_dim
 
     @property
     def num_local_experts(self) -> int:
