@@ -53,6 +53,15 @@ def storage_dtypes() -> dict:
 ROUNDINGS = ("rtne", "sr", "rtz")
 # explicit mantissa bits of each storage (what "bits of margin" is measured against)
 MANTISSA_BITS = {"fp32": 23, "fp16": 10, "bf16": 7, "fp8_e4m3": 3, "fp8_e5m2": 2}
+# largest finite value of each storage (what "bits of exponent headroom" is measured against;
+# torch.finfo's values, spelled out so this module needs no torch)
+MAX_FINITE = {
+    "fp32": 3.4028234663852886e38,
+    "fp16": 65504.0,
+    "bf16": 3.3895313892515355e38,
+    "fp8_e4m3": 448.0,
+    "fp8_e5m2": 57344.0,
+}
 
 
 _NAME = re.compile(
@@ -88,6 +97,11 @@ class StateFormat:
     def bits(self) -> int:
         """Explicit mantissa bits kept by a store."""
         return self.mantissa_bits if self.mantissa_bits is not None else MANTISSA_BITS[self.storage]
+
+    @property
+    def max_finite(self) -> float:
+        """The largest finite value a store keeps (mN formats keep fp32's range)."""
+        return MAX_FINITE[self.storage]
 
     @property
     def exact(self) -> bool:

@@ -42,6 +42,10 @@ class GenResult:
     timings: dict[str, float] = field(default_factory=dict)
     token_ids: list[int] | None = None  # the generated token ids, where the backend knows them
     gold: Any = None  # an evalkit.backends.gold.GoldScore when the request had a `gold`
+    # the local engine's state health (`evalkit.store.headroom`): largest |state| per recurrent
+    # layer over the request's life (None where not finite) and the most non-finite elements
+    state_max_abs: list[float | None] | None = None
+    state_nonfinite: int | None = None
 
 
 OnResult = Callable[[int, GenResult], None]

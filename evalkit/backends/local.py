@@ -6,6 +6,7 @@ with the engine and `evalkit serve`; imported here under its old name for the ca
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -45,7 +46,16 @@ def to_result(out: Any) -> GenResult:
         flags=list(out.flags or []),
         timings=timings,
         token_ids=[int(t) for t in out.token_ids],
+        state_max_abs=finite_or_none(getattr(out, "state_layer_max_abs", None)),
+        state_nonfinite=getattr(out, "state_nonfinite", None),
     )
+
+
+def finite_or_none(values: list[float] | None) -> list[float | None] | None:
+    """JSON-safe per-layer maxima: a non-finite one becomes None (`state_nonfinite` counts them)."""
+    if values is None:
+        return None
+    return [float(v) if math.isfinite(v) else None for v in values]
 
 
 class LocalBackend:

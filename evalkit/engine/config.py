@@ -62,7 +62,9 @@ class EngineConfig:
     enforce_eager: bool = False  # no CUDA graphs
     batch_invariant: bool = True
     health_interval: int | None = None  # decode steps between state-magnitude checks; GPU 16, CPU 1
-    overflow_threshold: float = 32768.0  # |state| at or above this flags "overflow" (fp16 max is 65504)
+    overflow_threshold: float | None = (
+        None  # |state| at or above this flags "overflow"; None: the format's max
+    )
     trust_remote_code: bool = False  # let a checkpoint's own tokenizer code run (--trust-remote-code)
 
     @property

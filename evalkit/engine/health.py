@@ -1,8 +1,9 @@
 """Per-sample health flags: what makes a sample's result suspect rather than simply wrong.
 
 - "nan" / "inf": a non-finite value in the logits or the recurrent state;
-- "overflow": some |state| reached `overflow_threshold` (default 32768: one more doubling
-  exceeds fp16's 65504), checked every `health_interval` decode steps and at the end of prefill;
+- "overflow": some |state| reached `overflow_threshold` (default: the arm's format max, e.g.
+  65504 for fp16, 448 for fp8_e4m3, which saturates there; a non-finite state is one too),
+  checked every `health_interval` decode steps, at the end of prefill and at the end;
 - "repetition": the generation ends in a loop (the last max(32, 4p) tokens repeat with a period
   p <= 16), the usual failure of a degraded state."""
 
@@ -31,6 +32,13 @@ def state_flags(max_abs: float, threshold: float) -> set[str]:
     if math.isinf(max_abs):
         return {"inf", "overflow"}
     return {"overflow"} if max_abs >= threshold else set()
+
+
+def merge_layer_max(seen: list[float], now: list[float]) -> list[float]:
+    """The per-layer largest |state| over a sequence's life: the larger of each layer's, NaN sticks."""
+    if not seen:
+        return list(now)
+    return [a if a != a else (b if b != b else max(a, b)) for a, b in zip(seen, now)]
 
 
 def is_repetition(tokens: list[int], max_period: int = 16, min_span: int = 32, min_repeats: int = 4) -> bool:

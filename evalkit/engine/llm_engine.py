@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
+import math
 import time
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
@@ -29,7 +30,7 @@ from .capacity import CAPACITY_CONTEXTS, Capacity, plan_capacity
 from .config import EngineConfig
 from .cpu_threads import apply_cpu_threads
 from .forced import ForcedScore, copy_sequence_state, row_scores
-from .health import is_repetition, logit_flags, state_flags
+from .health import is_repetition, logit_flags, merge_layer_max, state_flags
 from .memory import gpu_pool_budget
 from .model_runner import ModelRunner
 from .sampling import Output, SamplingParams, row_key, sample_rows, token_logprobs
@@ -304,9 +305,22 @@ class LLMEngine:
         if not live or not self.state.kda:
             return
         slots = torch.tensor([s.slot for s in live], dtype=torch.long, device=self.state.device)
-        for seq, m in zip(live, self.state.max_abs(slots).tolist()):
+        rows = self.state.layer_max_abs(slots).t().tolist()  # [seq][layer]: the check's one sync
+        bad = [i for i, r in enumerate(rows) if not all(math.isfinite(v) for v in r)]
+        counts = dict(zip(bad, self.state.nonfinite_count(slots[bad]).tolist())) if bad else {}
+        threshold = self.overflow_threshold
+        for i, (seq, row) in enumerate(zip(live, rows)):
+            m = float("nan") if any(v != v for v in row) else max(row)
             seq.state_max_abs = m if m != m else max(seq.state_max_abs, m)  # NaN sticks
-            seq.flags |= state_flags(m, self.config.overflow_threshold)
+            seq.state_layer_max_abs = merge_layer_max(seq.state_layer_max_abs, row)
+            seq.state_nonfinite = max(seq.state_nonfinite, int(counts.get(i, 0)))
+            seq.flags |= state_flags(m, threshold)
+
+    @property
+    def overflow_threshold(self) -> float:
+        """|state| at or above this flags "overflow": the config's, else the arm's format max."""
+        t = self.config.overflow_threshold
+        return self.state.state_format.max_finite if t is None else t
 
     def _choose(self, seqs: list[Sequence], logits: torch.Tensor, greedy: list[int]) -> list[int]:
         """The next token of each sequence: its greedy token (`greedy`, the argmax: untouched for
@@ -360,6 +374,8 @@ class LLMEngine:
         parent.fork_slot, parent.fork_blocks = None, []
         child.num_computed = parent.num_computed
         child.flags, child.state_max_abs = set(parent.flags), parent.state_max_abs
+        child.state_layer_max_abs = list(parent.state_layer_max_abs)
+        child.state_nonfinite = parent.state_nonfinite
         child.t_first_token = parent.t_first_token
         copy_sequence_state(self.state, self.runner, parent, child)
         child.status = Status.DECODE
@@ -434,6 +450,8 @@ class LLMEngine:
             n_generated=len(gen),
             flags=sorted(seq.flags),
             state_max_abs=seq.state_max_abs if self.state.kda else None,
+            state_layer_max_abs=list(seq.state_layer_max_abs) if self.state.kda else None,
+            state_nonfinite=seq.state_nonfinite if self.state.kda else None,
             timings=timings,
             forced=seq.forced_score,
             logprobs=seq.logprobs,
@@ -582,7 +600,7 @@ class LLMEngine:
             "twin_check": None
             if self.twin is None
             else {"every": c.twin_check, "summary": self.twin.summary()},
-            "health": {"interval": c.health_interval, "overflow_threshold": c.overflow_threshold},
+            "health": {"interval": c.health_interval, "overflow_threshold": self.overflow_threshold},
             "capacity": self.capacity().to_dict(),
         }
 

@@ -174,6 +174,8 @@ class Output:
     n_generated: int
     flags: list[str] = field(default_factory=list)  # "nan", "inf", "overflow", "repetition"
     state_max_abs: float | None = None  # largest |recurrent state| seen for this sequence
+    state_layer_max_abs: list[float] | None = None  # the same per KDA layer (None: no KDA layer)
+    state_nonfinite: int | None = None  # most non-finite state elements seen at one health check
     timings: dict[str, float] = field(default_factory=dict)
     forced: Any = None  # an evalkit.engine.forced.ForcedScore for a teacher-forced request
     logprobs: list[TokenLogprob] | None = None  # per generated token, when asked

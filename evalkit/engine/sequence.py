@@ -38,6 +38,8 @@ class Sequence:
         self.finish_reason: str | None = None
         self.flags: set[str] = set()
         self.state_max_abs = 0.0
+        self.state_layer_max_abs: list[float] = []  # per KDA layer, over the sequence's life
+        self.state_nonfinite = 0  # the most non-finite state elements seen at one health check
         # scoring (loglikelihood): logits wanted for positions score_from-1 .. n_prompt-2
         self.score_from = score_from
         self.logprob = 0.0

@@ -162,16 +162,30 @@ class StatePools:
         """The stored recurrent state [H, K, V] of `slot` in KDA layer `layer` (a view, pool dtype)."""
         return self.kda[layer][slot]
 
-    def max_abs(self, slots: torch.Tensor) -> torch.Tensor:
-        """Largest |state| per slot over every KDA layer, fp32 [len(slots)] (NaN if any is NaN)."""
-        if not self.kda:
-            return torch.zeros(slots.numel(), device=self.device)
-        out = torch.zeros(slots.numel(), device=self.device)
-        for t in self.kda.values():  # 32 slots at a time: a bounded temporary
+    def layer_max_abs(self, slots: torch.Tensor) -> torch.Tensor:
+        """Largest |state| per KDA layer and slot, fp32 [layers, len(slots)] (NaN where any is NaN):
+        one reduction per layer, no sync."""
+        out = torch.zeros(len(self.kda), slots.numel(), device=self.device)
+        for row, t in enumerate(self.kda.values()):  # 32 slots at a time: a bounded temporary
             for i in range(0, slots.numel(), 32):
                 part = t.index_select(0, slots[i : i + 32])  # a copy: abs_ in place
                 if part.element_size() == 1:  # fp8 pools: torch has no fp8 reductions
                     part = part.float()
-                part = part.abs_().amax(dim=(1, 2, 3)).float()
-                out[i : i + 32] = torch.maximum(out[i : i + 32], part)
+                out[row, i : i + 32] = part.abs_().amax(dim=(1, 2, 3)).float()
+        return out
+
+    def max_abs(self, slots: torch.Tensor) -> torch.Tensor:
+        """Largest |state| per slot over every KDA layer, fp32 [len(slots)] (NaN if any is NaN)."""
+        if not self.kda:
+            return torch.zeros(slots.numel(), device=self.device)
+        return self.layer_max_abs(slots).amax(0)
+
+    def nonfinite_count(self, slots: torch.Tensor) -> torch.Tensor:
+        """Non-finite state elements per slot over every KDA layer, int64 [len(slots)]; asked only
+        for slots whose largest |state| is not finite (so a healthy run never pays for it)."""
+        out = torch.zeros(slots.numel(), dtype=torch.long, device=self.device)
+        for t in self.kda.values():
+            for i in range(0, slots.numel(), 32):
+                part = t.index_select(0, slots[i : i + 32]).float()
+                out[i : i + 32] += (~torch.isfinite(part)).flatten(1).sum(1)
         return out

@@ -110,6 +110,8 @@ def _base_sample(item: WorkItem, doc: Any, result: GenResult, prompt_hash: str) 
         flags=list(result.flags),
         timings=dict(result.timings),
         generated_ids=result.token_ids,
+        state_max_abs=result.state_max_abs,
+        state_nonfinite=result.state_nonfinite,
         extra={
             **(result.gold.sample_fields() if result.gold is not None else {}),
             **({"meta": item.request.meta} if item.request.meta else {}),

@@ -16,6 +16,8 @@ OPTIONAL_FIELDS = (
     "finish_reason",
     "flags",
     "timings",
+    "state_max_abs",
+    "state_nonfinite",
 )
 
 
@@ -43,6 +45,11 @@ class Sample:
     extracted: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # the `gold_*` fields, the request's `meta`
     item_correct: list[bool] | None = None  # per-item verdicts of a multi-item answer
+    # the local engine's state health: per recurrent layer the largest |state| seen at the health
+    # checks (null where not finite), and the most non-finite state elements seen at one check;
+    # absent for backends that cannot see the state (servers)
+    state_max_abs: list[float | None] | None = None
+    state_nonfinite: int | None = None
 
     def to_record(self) -> dict[str, Any]:
         record: dict[str, Any] = {
@@ -66,6 +73,9 @@ class Sample:
         }
         if self.item_correct is not None:
             record["item_correct"] = self.item_correct
+        if self.state_max_abs is not None:
+            record["state_max_abs"] = self.state_max_abs
+            record["state_nonfinite"] = self.state_nonfinite
         return record
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from evalkit.errors import InputError, MismatchError
 from evalkit.redact import mask_manifest, mask_text
+from evalkit.store.headroom import format_max_of, headroom_record
 from evalkit.store.jsonl import (
     MALFORMED_JSON,
     fresh_temp_path,
@@ -40,6 +41,7 @@ from evalkit.store.summary import summarise
 MANIFEST = "manifest.json"
 SAMPLES = "samples.jsonl"
 SUMMARY = "summary.json"
+HEADROOM = "headroom.json"  # evalkit.store.headroom: state magnitudes per length
 LOCK = ".lock"
 ERRORS = "errors.jsonl"  # errored samples set aside when a resume retries them (the error history)
 _MESSAGE_FIELDS = ("error", "gold_error")  # a sample's free-text messages (masked of URL credentials)
@@ -322,6 +324,9 @@ class RunWriter:
             samples = [normalise_sample(obj) for _, obj in iter_jsonl(self.path / SAMPLES)]
             summary = summarise(samples, metrics)
             write_json_atomic(self.path / SUMMARY, summary)
+            if any("state_max_abs" in s for s in samples):
+                record = headroom_record(samples, format_max_of(self.manifest))
+                write_json_atomic(self.path / HEADROOM, record)
             self.manifest.update(mask_manifest(extra_manifest or {}))
             self.manifest["finished_at"] = now_utc()
             write_json_atomic(self.path / MANIFEST, self.manifest)

@@ -84,7 +84,41 @@ def render_markdown(summary: dict[str, Any]) -> str:
         '"no room" that the baseline gets every question wrong, so no arm can lose one (read the '
         "paired log-probability or the items instead).",
     ]
+    lines += _headroom_lines(summary.get("exponent_headroom") or {})
     return "\n".join(lines) + "\n"
+
+
+def _headroom_lines(headroom: dict[str, Any]) -> list[str]:
+    """Bits of exponent headroom per arm and length (`evalkit.store.headroom`), beside the margin."""
+    if not headroom:
+        return []
+    lens = sorted(
+        {b for h in headroom.values() for b in h["lengths"]}, key=lambda b: (b == "all", b.zfill(9))
+    )
+    lines = [
+        "",
+        "**Bits of exponent headroom** per arm and length: log2(format max / largest |state| over "
+        "the samples, any layer); in brackets the largest |state| and the samples flagged overflow:",
+        "",
+        "| arm | format max | " + " | ".join(lens) + " |",
+        "|---|---:|" + "---:|" * len(lens),
+    ]
+    for arm, h in headroom.items():
+        row = []
+        for b in lens:
+            c = h["lengths"].get(b)
+            if c is None:
+                row.append("")
+                continue
+            bits = "overflow" if c["headroom_bits"] is None and c["nonfinite"] else _bits(c["headroom_bits"])
+            top = "–" if c["max_abs"] is None else f"{c['max_abs']:.3g}"
+            row.append(f"{bits} ({top}; {c['overflow']}/{c['n']} overflow)")
+        lines.append(f"| `{arm}` | {h['format_max']:.4g} | " + " | ".join(row) + " |")
+    return lines
+
+
+def _bits(x: float | None) -> str:
+    return "–" if x is None else f"{x:.1f}"
 
 
 def _bits_range(b: dict[str, Any]) -> str:

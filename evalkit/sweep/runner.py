@@ -134,6 +134,7 @@ def summarize_sweep(
     """Pair every arm's run directory with the baseline's; write sweep.json, sweep.md, sweep.png.
     `runs` (label -> RunData): the arms' runs when the caller has loaded them already."""
     from evalkit.store import load_run
+    from evalkit.store.headroom import headroom_record
     from evalkit.sweep.cells import length_verdicts, sweep_cells
     from evalkit.sweep.margin import bits_of_margin
     from evalkit.sweep.plot import write_plot
@@ -163,6 +164,11 @@ def summarize_sweep(
             {"arm": arm, "length": length, **v} for (arm, length), v in verdicts.items() if arm != base.label
         ],
         "bits_of_margin": bits_of_margin(verdicts, by_label, base.label, margin),
+        "exponent_headroom": {
+            a.label: headroom_record(runs[a.label].samples, a.format.max_finite)
+            for a in arms
+            if any("state_max_abs" in s for s in runs[a.label].samples)
+        },
     }
     write_report(Path(out_dir), summary)
     write_plot(Path(out_dir) / "sweep.png", summary, by_label)

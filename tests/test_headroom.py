@@ -1,0 +1,122 @@
+"""Overflow headroom: per-layer largest |state| and non-finite counts per sample, the format-aware
+overflow flag, and bits of exponent headroom against hand values."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from evalkit.engine import LLMEngine, SamplingParams
+from evalkit.kernels.formats import parse_format
+from evalkit.model.layers.kda import KDAttention
+from evalkit.store.headroom import exponent_headroom_bits, format_max_of, summarise_headroom
+
+PROMPT = "The quick brown fox jumps over the lazy dog. " * 3
+
+
+def test_format_max_is_torch_finfo_and_mn_keeps_fp32_range():
+    for name, dtype in [
+        ("fp32", torch.float32),
+        ("fp16", torch.float16),
+        ("bf16", torch.bfloat16),
+        ("fp8_e4m3", torch.float8_e4m3fn),
+        ("fp8_e5m2", torch.float8_e5m2),
+    ]:
+        assert parse_format(name).max_finite == torch.finfo(dtype).max
+    assert parse_format("m7").max_finite == torch.finfo(torch.float32).max
+    assert parse_format("fp16-sr:3").max_finite == 65504.0
+
+
+def test_exponent_headroom_by_hand():
+    assert exponent_headroom_bits(65504.0, 65504.0 / 8) == pytest.approx(3.0)
+    assert exponent_headroom_bits(448.0, 448.0) == 0.0
+    assert exponent_headroom_bits(448.0, 896.0) == pytest.approx(-1.0)
+    assert exponent_headroom_bits(65504.0, 1.0) == pytest.approx(math.log2(65504))  # 15.999...
+    for nothing in (None, 0.0, math.inf, math.nan):
+        assert exponent_headroom_bits(65504.0, nothing) is None
+
+
+def test_summary_per_length_by_hand():
+    samples = [
+        {"length": 64, "state_max_abs": [1.0, 4.0], "state_nonfinite": 0, "flags": []},
+        {"length": 64, "state_max_abs": [2.0, None], "state_nonfinite": 5, "flags": ["inf", "overflow"]},
+        {"length": 128, "state_max_abs": [8.0, 0.5], "state_nonfinite": 0, "flags": []},
+        {"length": 128, "flags": []},  # a server's sample: no state, not counted
+    ]
+    out = summarise_headroom(samples, 64.0)
+    assert list(out) == ["64", "128", "all"]
+    assert out["64"].layer_max_abs == [2.0, 4.0] and out["64"].max_abs == 4.0
+    assert out["64"].headroom_bits == 4.0 and (out["64"].overflow, out["64"].nonfinite) == (1, 1)
+    assert out["128"].n == 1 and out["128"].headroom_bits == 3.0
+    assert out["all"].layer_max_abs == [8.0, 4.0] and out["all"].n == 3
+    assert format_max_of({"arm": {"format": {"name": "fp8_e4m3"}}}) == 448.0
+    assert format_max_of({}) == torch.finfo(torch.float32).max
+
+
+def _pool_max_recorder(eng: LLMEngine) -> list[list[float]]:
+    """Wrap the runner so that after every prefill/decode forward the pools are read here, in
+    float64, independently of the engine's own health check: [[per layer max] per forward]."""
+    seen: list[list[float]] = []
+    slots = list(range(eng.state.num_slots))  # the scratch slot is left out
+
+    def read() -> None:
+        seen.append([t[slots].double().abs().amax().item() for t in eng.state.kda.values()])
+
+    for name in ("prefill", "decode"):
+        inner = getattr(eng.runner, name)
+
+        def wrapped(*a, _inner=inner, **k):
+            out = _inner(*a, **k)
+            read()
+            return out
+
+        setattr(eng.runner, name, wrapped)
+    return seen
+
+
+@pytest.fixture(scope="module")
+def loaded(tiny_hybrid_ckpt):
+    return LLMEngine(str(tiny_hybrid_ckpt), device="cpu", state_dtype="fp32", max_num_seqs=1).loaded
+
+
+@pytest.mark.parametrize("arm", ["fp32", "bf16"])
+def test_per_layer_max_matches_the_pools_read_independently(loaded, arm):
+    eng = LLMEngine(loaded, device="cpu", state_dtype=arm, max_num_seqs=1)
+    seen = _pool_max_recorder(eng)
+    out = eng.generate([PROMPT], SamplingParams(max_new_tokens=5, ignore_eos=True), use_tqdm=False)[0]
+    expected = [max(col) for col in zip(*seen)]
+    assert len(seen) >= 5 and len(expected) == len(eng.state.kda) == 3
+    assert out.state_layer_max_abs == pytest.approx(expected, rel=0, abs=0)
+    assert out.state_max_abs == max(expected) and out.state_nonfinite == 0
+    assert "overflow" not in out.flags
+    assert eng.overflow_threshold == parse_format(arm).max_finite
+
+
+def test_planted_overflow_is_flagged_with_the_format_max(tiny_hybrid_ckpt):
+    base = LLMEngine(str(tiny_hybrid_ckpt), device="cpu", state_dtype="fp32", max_num_seqs=1)
+    with torch.no_grad():
+        for layer in base.model.layers:
+            attn = layer.attn
+            if isinstance(attn, KDAttention):
+                attn.in_proj[2 * attn.D : 3 * attn.D] *= 1e4
+    params = SamplingParams(max_new_tokens=3, ignore_eos=True)
+    big = base.generate([PROMPT], params, use_tqdm=False)[0]
+    assert 448 < big.state_max_abs < 65504 / 4 and "overflow" not in big.flags  # fp32: room
+    fp8 = LLMEngine(base.loaded, device="cpu", state_dtype="fp8_e4m3", max_num_seqs=1)
+    out = fp8.generate([PROMPT], params, use_tqdm=False)[0]
+    assert "overflow" in out.flags and out.state_max_abs == 448.0  # e4m3fn saturates at its max
+    assert out.state_nonfinite == 0
+    assert fp8.describe()["health"]["overflow_threshold"] == 448.0
+    # 1e4 times larger again: fp16's 65504 is passed, its store overflows to inf
+    with torch.no_grad():
+        for layer in base.model.layers:
+            if isinstance(layer.attn, KDAttention):
+                layer.attn.in_proj[2 * layer.attn.D : 3 * layer.attn.D] *= 1e4
+    fp16 = LLMEngine(base.loaded, device="cpu", state_dtype="fp16", max_num_seqs=1)
+    seen = _pool_max_recorder(fp16)
+    out = fp16.generate([PROMPT], params, use_tqdm=False)[0]
+    assert "overflow" in out.flags and not math.isfinite(out.state_max_abs)
+    assert out.state_nonfinite > 0 and any(not math.isfinite(v) for v in out.state_layer_max_abs)
+    assert any(not math.isfinite(v) for row in seen for v in row)
