@@ -8,9 +8,13 @@ import math
 import pytest
 import torch
 
+from evalkit.compare.cell import CompareCell
+from evalkit.compare.markdown import render_markdown
+from evalkit.compare.report import build_report
 from evalkit.engine import LLMEngine, SamplingParams
 from evalkit.kernels.formats import parse_format
 from evalkit.model.layers.kda import KDAttention
+from evalkit.store import RunData
 from evalkit.store.headroom import exponent_headroom_bits, format_max_of, summarise_headroom
 
 PROMPT = "The quick brown fox jumps over the lazy dog. " * 3
@@ -120,3 +124,39 @@ def test_planted_overflow_is_flagged_with_the_format_max(tiny_hybrid_ckpt):
     assert "overflow" in out.flags and not math.isfinite(out.state_max_abs)
     assert out.state_nonfinite > 0 and any(not math.isfinite(v) for v in out.state_layer_max_abs)
     assert any(not math.isfinite(v) for row in seen for v in row)
+
+
+def _run(overflowed: set[int]) -> RunData:
+    samples = [
+        {
+            "task": "kv_recite",
+            "doc_id": i,
+            "length": 2048,
+            "prompt_hash": f"h{i}",
+            "target": "x",
+            "response": "x",
+            "correct": {"exact_match": i % 3 != 0},
+            "error": None,
+            "flags": ["overflow"] if i in overflowed else [],
+        }
+        for i in range(12)
+    ]
+    return RunData(manifest={}, samples=samples, path="mem")
+
+
+def test_compare_counts_overflow_flagged_samples_per_cell_and_says_so():
+    report = build_report(_run(set()), _run({1, 4, 7}), margin=0.05)
+    (row,) = report["rows"]
+    assert (row["overflow_baseline"], row["overflow_candidate"]) == (0, 3)
+    assert row["baseline_only"] == row["candidate_only"] == 0  # the answers alone show nothing
+    notes = [n for n in report["notes"] if n.startswith("overflow:")]
+    assert notes == [
+        "overflow: kv_recite:exact_match @ 2048: 3 of 12 candidate and 0 baseline sample(s) flagged "
+        "overflow (the recurrent state reached the format's max or went non-finite)"
+    ]
+    assert "flagged overflow" in render_markdown(report)
+    clean = build_report(_run(set()), _run(set()), margin=0.05)
+    assert clean["rows"][0]["overflow_candidate"] == 0
+    assert not [n for n in clean["notes"] if n.startswith("overflow:")]
+    old = {k: v for k, v in row.items() if not k.startswith("overflow_")}  # a report from before
+    assert CompareCell.from_dict(old).overflow_candidate == 0

@@ -45,6 +45,10 @@ class CompareCell:
     baseline_only_ids: tuple[Any, ...]
     candidate_only_ids: tuple[Any, ...]
     notes: tuple[str, ...]
+    # samples flagged "overflow" (the state reached the arm's format max or went non-finite,
+    # `evalkit.engine.health`): said apart from wrong answers; 0 in reports written before
+    overflow_baseline: int = 0
+    overflow_candidate: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON row: sequences as lists, in field order."""
@@ -59,6 +63,6 @@ class CompareCell:
         """A row of a report (or its JSON); keys a later report adds beside the cell's are ignored."""
         values = {}
         for f in dataclasses.fields(cls):
-            value = row[f.name]
+            value = row[f.name] if f.default is dataclasses.MISSING or f.name in row else f.default
             values[f.name] = tuple(value) if isinstance(value, list) else value
         return cls(**values)

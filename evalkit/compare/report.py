@@ -18,7 +18,7 @@ from evalkit.compare.margins import Margins, check_tasks, parse_margins
 from evalkit.compare.pairing import describe, pair_runs
 from evalkit.compare.plan_file import Plan
 from evalkit.compare.replicate import replicate_report
-from evalkit.compare.rows import add_holm, compute_row
+from evalkit.compare.rows import add_holm, compute_row, overflow_notes
 from evalkit.compare.trend import length_trends
 from evalkit.compare.verdict import VERDICTS, overall_outcome, overall_verdict, row_verdict
 from evalkit.store import RunData
@@ -127,7 +127,7 @@ def build_report(
             "only_in_candidate": pairing.only_in_candidate,
             "prompt_mismatches": pairing.prompt_mismatches,
         },
-        "notes": pairing.notes,
+        "notes": pairing.notes + overflow_notes(rows),
         "verdict": overall_verdict(rows),
         "decision": decision,
         "plan": decision["plan"],

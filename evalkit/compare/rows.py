@@ -91,7 +91,28 @@ def compute_row(
         baseline_only_ids=tuple(base_only_ids),
         candidate_only_ids=tuple(cand_only_ids),
         notes=tuple(notes),
+        overflow_baseline=sum(_overflow(p.baseline_sample) for p in pairs),
+        overflow_candidate=sum(_overflow(p.candidate_sample) for p in pairs),
     ).to_dict()
+
+
+def _overflow(sample: dict[str, Any] | None) -> bool:
+    return sample is not None and "overflow" in (sample.get("flags") or [])
+
+
+def overflow_notes(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per cell where a side has samples flagged "overflow": a state that reached its
+    format's max is a failure of the format, not only a wrong answer."""
+    out = []
+    for r in rows:
+        b, c = r.get("overflow_baseline", 0), r.get("overflow_candidate", 0)
+        if b or c:
+            where = f"{r['task']}:{r['metric']} @ {'all' if r['length'] is None else r['length']}"
+            out.append(
+                f"overflow: {where}: {c} of {r['n']} candidate and {b} baseline sample(s) flagged "
+                "overflow (the recurrent state reached the format's max or went non-finite)"
+            )
+    return out
 
 
 def add_holm(rows: list[dict[str, Any]]) -> None:
