@@ -3,7 +3,9 @@ overflow flag, and bits of exponent headroom against hand values."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -52,9 +54,11 @@ def test_summary_per_length_by_hand():
     out = summarise_headroom(samples, 64.0)
     assert list(out) == ["64", "128", "all"]
     assert out["64"].layer_max_abs == [2.0, 4.0] and out["64"].max_abs == 4.0
-    assert out["64"].headroom_bits == 4.0 and (out["64"].overflow, out["64"].nonfinite) == (1, 1)
-    assert out["128"].n == 1 and out["128"].headroom_bits == 3.0
+    assert out["64"].headroom_bits is None and (out["64"].overflow, out["64"].nonfinite) == (1, 1)
+    assert out["128"].n == 1 and out["128"].headroom_bits == 3.0  # log2(64 / 8)
     assert out["all"].layer_max_abs == [8.0, 4.0] and out["all"].n == 3
+    clean = summarise_headroom(samples[:1], 64.0)["64"]
+    assert clean.headroom_bits == 4.0 and clean.max_abs == 4.0  # log2(64 / 4)
     assert format_max_of({"arm": {"format": {"name": "fp8_e4m3"}}}) == 448.0
     assert format_max_of({}) == torch.finfo(torch.float32).max
 
@@ -160,3 +164,48 @@ def test_compare_counts_overflow_flagged_samples_per_cell_and_says_so():
     assert not [n for n in clean["notes"] if n.startswith("overflow:")]
     old = {k: v for k, v in row.items() if not k.startswith("overflow_")}  # a report from before
     assert CompareCell.from_dict(old).overflow_candidate == 0
+
+
+HEADROOM_CPU = Path(__file__).resolve().parents[1] / "results" / "headroom-cpu"
+FINFO = {
+    "fp32": torch.float32,
+    "fp16": torch.float16,
+    "bf16": torch.bfloat16,
+    "fp8_e4m3": torch.float8_e4m3fn,
+}
+
+
+def _samples(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines() if line]
+
+
+@pytest.mark.parametrize("sweep", ["sweep", "control"])
+def test_committed_headroom_matches_an_independent_count(sweep):
+    """sweep.json's bits of exponent headroom per arm against the samples read here: the largest
+    finite per-layer |state|, torch.finfo's max, log2; and the overflow-flagged samples."""
+    out = HEADROOM_CPU / sweep
+    if not (out / "sweep.json").exists():
+        pytest.skip("not generated")
+    summary = json.loads((out / "sweep.json").read_text())
+    for arm, record in summary["exponent_headroom"].items():
+        samples = _samples(out / arm)
+        top = max(v for s in samples for v in s["state_max_abs"] if v is not None)
+        cell = record["lengths"]["2048"]
+        assert cell["n"] == len(samples) == 20 and cell["max_abs"] == top
+        nonfinite = sum(s["state_nonfinite"] > 0 for s in samples)
+        bits = None if nonfinite else pytest.approx(math.log2(torch.finfo(FINFO[arm]).max / top))
+        assert cell["headroom_bits"] == bits and cell["nonfinite"] == nonfinite
+        assert cell["overflow"] == sum("overflow" in s["flags"] for s in samples)
+
+
+def test_committed_control_overflow_is_counted_by_compare():
+    """The positive control (v projections x 2**16): its fp16 arm is flagged overflow on every
+    sample, and compare counts them though the answers alone show no difference."""
+    out = HEADROOM_CPU / "control"
+    if not (out / "fp16" / "samples.jsonl").exists():
+        pytest.skip("not generated")
+    from evalkit.store import load_run
+
+    flagged = sum("overflow" in s["flags"] for s in _samples(out / "fp16"))
+    (row,) = build_report(load_run(out / "fp32"), load_run(out / "fp16"), margin=0.05)["rows"]
+    assert (row["overflow_baseline"], row["overflow_candidate"]) == (0, flagged) and flagged == 20

@@ -31,8 +31,8 @@ class Headroom:
 
     n: int  # samples with a recorded state
     layer_max_abs: list[float | None]  # per recurrent layer: the largest over the samples
-    max_abs: float | None  # the largest over layers (None: no finite state seen)
-    headroom_bits: float | None  # exponent_headroom_bits(format max, max_abs)
+    max_abs: float | None  # the largest finite one over layers (None: none seen)
+    headroom_bits: float | None  # exponent_headroom_bits(format max, max_abs); None if any non-finite
     overflow: int  # samples flagged "overflow"
     nonfinite: int  # samples with a non-finite state element
 
@@ -62,7 +62,8 @@ def summarise_headroom(samples: Iterable[dict[str, Any]], format_max: float) -> 
     for b in sorted(layers, key=lambda k: (k == "all", int(k) if k != "all" else 0)):
         top = max((v for v in layers[b] if v is not None), default=None)
         n, overflow, nonfinite = counts[b]
-        out[b] = Headroom(n, layers[b], top, exponent_headroom_bits(format_max, top), overflow, nonfinite)
+        bits = None if nonfinite else exponent_headroom_bits(format_max, top)  # inf/NaN: none left
+        out[b] = Headroom(n, layers[b], top, bits, overflow, nonfinite)
     return out
 
 

@@ -98,7 +98,8 @@ def _headroom_lines(headroom: dict[str, Any]) -> list[str]:
     lines = [
         "",
         "**Bits of exponent headroom** per arm and length: log2(format max / largest |state| over "
-        "the samples, any layer); in brackets the largest |state| and the samples flagged overflow:",
+        "the samples, any layer; none when a sample's state went non-finite); in brackets the largest "
+        "finite |state| and the samples flagged overflow (the state reached the format's max):",
         "",
         "| arm | format max | " + " | ".join(lens) + " |",
         "|---|---:|" + "---:|" * len(lens),
@@ -110,7 +111,7 @@ def _headroom_lines(headroom: dict[str, Any]) -> list[str]:
             if c is None:
                 row.append("")
                 continue
-            bits = "overflow" if c["headroom_bits"] is None and c["nonfinite"] else _bits(c["headroom_bits"])
+            bits = f"none: {c['nonfinite']} non-finite" if c["nonfinite"] else _bits(c["headroom_bits"])
             top = "–" if c["max_abs"] is None else f"{c['max_abs']:.3g}"
             row.append(f"{bits} ({top}; {c['overflow']}/{c['n']} overflow)")
         lines.append(f"| `{arm}` | {h['format_max']:.4g} | " + " | ".join(row) + " |")
