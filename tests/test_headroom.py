@@ -17,7 +17,7 @@ from evalkit.engine import LLMEngine, SamplingParams
 from evalkit.kernels.formats import parse_format
 from evalkit.model.layers.kda import KDAttention
 from evalkit.store import RunData
-from evalkit.store.headroom import exponent_headroom_bits, format_max_of, summarise_headroom
+from evalkit.store.headroom import exponent_headroom_bits, format_max_of, headroom_line, summarise_headroom
 
 PROMPT = "The quick brown fox jumps over the lazy dog. " * 3
 
@@ -209,3 +209,17 @@ def test_committed_control_overflow_is_counted_by_compare():
     flagged = sum("overflow" in s["flags"] for s in _samples(out / "fp16"))
     (row,) = build_report(load_run(out / "fp32"), load_run(out / "fp16"), margin=0.05)["rows"]
     assert (row["overflow_baseline"], row["overflow_candidate"]) == (0, flagged) and flagged == 20
+
+
+def test_the_end_of_run_line_by_hand():
+    record = {
+        "format_max": 448.0,
+        "lengths": {
+            "2048": {"n": 20, "max_abs": 2.5, "headroom_bits": 7.485, "overflow": 0, "nonfinite": 0},
+            "all": {"n": 20, "max_abs": 6.3e4, "headroom_bits": None, "overflow": 20, "nonfinite": 20},
+        },
+    }
+    assert headroom_line(record) == (
+        "exponent headroom (format max 448): 2048: 7.5 bits, max |state| 2.5, 0/20 overflow; "
+        "all: none (20 non-finite), max |state| 6.3e+04, 20/20 overflow"
+    )

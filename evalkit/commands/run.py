@@ -17,6 +17,8 @@ from typing import Any
 
 from evalkit.commands.kernels_option import add_kernels_argument, kernels_from_args
 from evalkit.errors import InputError
+from evalkit.store.headroom import headroom_line
+from evalkit.store.writer import HEADROOM
 
 
 def _split(values: list[str] | None) -> list[str]:
@@ -329,6 +331,8 @@ def main(args: argparse.Namespace) -> int:
         setup.backend.close()
 
     print(render_summary(outcome.summary, title=f"{setup.arm['label']}: {out}"))
+    if (Path(out) / HEADROOM).exists():  # the local engine's state magnitudes (evalkit.store.headroom)
+        print(headroom_line(json.loads((Path(out) / HEADROOM).read_text())))
     print(
         f"{outcome.stored} new samples ({outcome.skipped} already on disk), "
         f"{outcome.prompt_tokens_per_s:.1f} prompt tok/s, {outcome.tokens_per_s:.1f} generated tok/s, "

@@ -85,3 +85,17 @@ def format_max_of(manifest: dict[str, Any]) -> float:
         return parse_format(name or "fp32").max_finite
     except FormatError:
         return parse_format("fp32").max_finite
+
+
+def headroom_line(record: dict[str, Any]) -> str:
+    """One line for the end-of-run table: per length, the bits of exponent headroom, the largest
+    |state| and the samples flagged overflow."""
+    parts = []
+    for length, c in record["lengths"].items():
+        if c["nonfinite"]:
+            bits = f"none ({c['nonfinite']} non-finite)"
+        else:
+            bits = "–" if c["headroom_bits"] is None else f"{c['headroom_bits']:.1f} bits"
+        top = "–" if c["max_abs"] is None else f"{c['max_abs']:.3g}"
+        parts.append(f"{length}: {bits}, max |state| {top}, {c['overflow']}/{c['n']} overflow")
+    return f"exponent headroom (format max {record['format_max']:.4g}): " + "; ".join(parts)
