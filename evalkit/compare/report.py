@@ -13,6 +13,7 @@ from evalkit.compare.benefit import benefit_report
 from evalkit.compare.decision import NOT_PREREGISTERED, check_plan_matches, decide
 from evalkit.compare.gate import evaluate_gate
 from evalkit.compare.item_scores import item_scores_report
+from evalkit.compare.labels import short_labels
 from evalkit.compare.logprob import DEFAULT_LOGPROB_MARGIN, logprob_report
 from evalkit.compare.margins import Margins, check_tasks, parse_margins
 from evalkit.compare.pairing import describe, pair_runs
@@ -104,8 +105,9 @@ def build_report(
             "failing": decision["failing"],
         }
     base, cand = describe(baseline), describe(candidate)
-    base["label"] = labels[0] or base["label"]
-    cand["label"] = labels[1] or cand["label"]
+    short = short_labels(baseline, candidate)
+    base["label"] = labels[0] or short[0]
+    cand["label"] = labels[1] or short[1]
     return {
         "schema_version": SCHEMA_VERSION,
         "status": gate["status"],
