@@ -7,6 +7,7 @@ from typing import Any
 
 from evalkit.compare.benefit import benefit_markdown
 from evalkit.compare.decision import decision_markdown
+from evalkit.compare.effective_length import length_summary_markdown
 from evalkit.compare.item_scores import item_scores_markdown
 from evalkit.compare.logprob import logprob_markdown
 from evalkit.compare.replicate import replicate_markdown
@@ -152,6 +153,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         where = f"{r['task']} {r['metric']}" + ("" if r["length"] is None else f" @ {r['length']}")
         lines.append(f"- {where}: {r['verdict_text']}")
     lines += _trends(report)
+    if "length_summary" in report:
+        lines += length_summary_markdown(report["length_summary"], base["label"], cand["label"])
     if "logprob" in report:
         lines += logprob_markdown(report["logprob"])
     lines += item_scores_markdown(report.get("item_scores") or [])

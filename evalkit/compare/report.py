@@ -11,6 +11,7 @@ from typing import Any
 
 from evalkit.compare.benefit import benefit_report
 from evalkit.compare.decision import NOT_PREREGISTERED, check_plan_matches, decide
+from evalkit.compare.effective_length import length_summary
 from evalkit.compare.gate import evaluate_gate
 from evalkit.compare.item_scores import item_scores_report
 from evalkit.compare.labels import short_labels
@@ -123,6 +124,7 @@ def build_report(
         "confidence": 0.95,
         "rows": rows,
         "trends": length_trends(pairing.rows),
+        "length_summary": length_summary(rows),
         "excluded": {
             "errors": pairing.errors_excluded,
             "only_in_baseline": pairing.only_in_baseline,
