@@ -101,3 +101,23 @@ def test_a_resumed_finish_leaves_one_results_file(tmp_path):
     w = RunWriter.open(tmp_path / "run", _manifest(), durable=False)
     w.finish()
     assert len(list((tmp_path / "run").glob("results_*.json"))) == 1
+
+
+def test_evalkit_run_writes_it_beside_its_files(tiny_hybrid_ckpt, tmp_path, capsys):
+    """End to end: `evalkit run` on a tiny model leaves one results_*.json that agrees with its
+    own summary.json and that lm-eval's make_table reads."""
+    from lm_eval.utils import make_table
+
+    from evalkit.cli import main as cli
+
+    out = tmp_path / "run"
+    argv = ["run", "--model", str(tiny_hybrid_ckpt), "--arm", "fp32", "--tasks", "gsm8k", "--limit", "2"]
+    argv += ["--max-new-tokens", "2", "--device", "cpu", "--no-gold-logprob", "--no-progress"]
+    assert cli([*argv, "--out", str(out)]) == 0, capsys.readouterr().err
+    (found,) = out.glob("results_*.json")
+    results = json.loads(found.read_text())
+    summary = json.loads((out / "summary.json").read_text())
+    for metric, cells in summary["gsm8k"].items():
+        assert results["results"]["gsm8k"][metric] == cells["all"]["accuracy"]
+    assert results["n-samples"]["gsm8k"]["effective"] == 2
+    assert "exact_match" in make_table(results)
