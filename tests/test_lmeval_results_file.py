@@ -121,3 +121,16 @@ def test_evalkit_run_writes_it_beside_its_files(tiny_hybrid_ckpt, tmp_path, caps
         assert results["results"]["gsm8k"][metric] == cells["all"]["accuracy"]
     assert results["n-samples"]["gsm8k"]["effective"] == 2
     assert "exact_match" in make_table(results)
+
+
+def test_an_undefined_stderr_is_lm_evals_na_and_make_table_still_reads_it(tmp_path):
+    """One question: no stderr; lm-eval writes "N/A" there and make_table formats any number."""
+    from lm_eval.utils import make_table
+
+    w = RunWriter.open(tmp_path / "run", _manifest(), durable=False)
+    w.append(_sample("gsm8k", 0, {"exact_match,strict-match": True}))
+    w.finish()
+    (found,) = (tmp_path / "run").glob("results_*.json")
+    results = json.loads(found.read_text())
+    assert results["results"]["gsm8k"]["exact_match_stderr,strict-match"] == "N/A"
+    assert "N/A" in make_table(results)

@@ -7,7 +7,7 @@ evalkit's `exact_match,strict-match` already has that form, a metric without a f
 `none`. A task with context lengths also gets one entry per length named by the length, as lm-eval's
 RULER tasks do (`"4096,none"`), or `"<metric>@<length>,<filter>"` when it scores several metrics.
 Item-scored tasks report their mean item fraction (what lm-eval's RULER `string_match` means);
-the others their accuracy. stderr is lm-eval's (summary.json's); null where undefined."""
+the others their accuracy. stderr is lm-eval's (summary.json's); "N/A" where undefined, as lm-eval."""
 
 from __future__ import annotations
 
@@ -26,9 +26,12 @@ def _name(metric: str) -> tuple[str, str]:
 
 
 def _value(cell: dict[str, Any]) -> tuple[Any, Any]:
+    """(value, stderr); an undefined stderr (n <= 1) is lm-eval's "N/A", which its tooling expects."""
     if cell.get("mean_score") is not None:
-        return cell["mean_score"], cell.get("score_stderr")
-    return cell["accuracy"], cell["stderr"]
+        value, se = cell["mean_score"], cell.get("score_stderr")
+    else:
+        value, se = cell["accuracy"], cell["stderr"]
+    return value, "N/A" if se is None else se
 
 
 def _task_results(task: str, metrics: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -36,7 +39,7 @@ def _task_results(task: str, metrics: dict[str, dict[str, Any]]) -> dict[str, An
     several = len(metrics) > 1
     for metric, cells in metrics.items():
         name, flt = _name(metric)
-        value, se = _value(cells["all"]) if "all" in cells else (None, None)
+        value, se = _value(cells["all"]) if "all" in cells else (None, "N/A")
         out[f"{name},{flt}"], out[f"{name}_stderr,{flt}"] = value, se
         for length, cell in cells.items():
             if length == "all":
