@@ -39,7 +39,7 @@ def test_a_terminal_gets_a_table_not_markdown(monkeypatch):
     assert "\x1b[" in text  # rich drew it for a terminal
     plain = [line for line in text.splitlines() if "flexible-extract" in line]
     assert plain and "gsm8k" in plain[0] and "1319" in plain[0]
-    assert "compare: inconclusive" in text
+    assert "compare: inconclusive" in text and "Inconclusive: no significant loss" in text
 
 
 def test_a_pipe_gets_the_markdown_report(monkeypatch):

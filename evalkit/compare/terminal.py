@@ -11,7 +11,7 @@ from evalkit.compare.verdict import LOSS
 
 
 def render_terminal(report: dict[str, Any], *, width: int | None = None, color: bool = True) -> str:
-    """The rows as a rich table, then the outcome and the report's notes, as terminal text."""
+    """The rows as a rich table, then the verdict in words and the report's notes, as terminal text."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
@@ -25,6 +25,7 @@ def render_terminal(report: dict[str, Any], *, width: int | None = None, color: 
     buf = io.StringIO()
     console = Console(file=buf, width=width, force_terminal=color, color_system="standard" if color else None)
     console.print(table)
+    console.print(report["verdict"], highlight=False, markup=False)
     for note in report["notes"]:
         console.print(f"note: {note}", highlight=False, markup=False)
     return buf.getvalue()
