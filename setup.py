@@ -31,6 +31,7 @@ setup(
     package_data={
         "evalkit": ["assets/**/*"],
         "evalkit.tasks": ["**/*.yaml", "**/*.json", "**/*.txt"],
+        "evalkit.compare": ["schema.json"],
     },
     include_package_data=True,
 )

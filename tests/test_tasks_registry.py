@@ -54,7 +54,7 @@ def test_every_task_is_listed_with_what_it_measures():
     for info in infos.values():
         assert info.description and info.metrics and info.max_new_tokens
     assert infos["gsm8k"].default_lengths is None
-    assert infos["passkey"].default_lengths == [4096, 16384, 32768, 65536, 131072]
+    assert infos["passkey"].default_lengths == [4096, 8192, 16384, 32768, 65536, 131072]
     assert infos["gsm8k_longdecode"].default_lengths == [10, 25, 50]
     assert infos["niah_single_1"].max_new_tokens == 128 and infos["vt"].max_new_tokens == 30
     assert infos["cwe"].max_new_tokens == 120 and infos["fwe"].max_new_tokens == 50
@@ -78,6 +78,6 @@ def test_cli_lists_tasks():
     assert out.returncode == 0, out.stderr
     for name in EXPECTED:
         assert name in out.stdout
-    assert "4k,16k,32k,64k,128k" in out.stdout and "K=10,25,50" in out.stdout
+    assert "4k,8k,16k,32k,64k,128k" in out.stdout and "K=10,25,50" in out.stdout
     js = subprocess.run([sys.executable, "-m", "evalkit", "tasks", "--json"], capture_output=True, text=True)
     assert [t["name"] for t in json.loads(js.stdout)] == EXPECTED

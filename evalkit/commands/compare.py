@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -27,9 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("candidate", help="candidate run (same forms as BASELINE)")
     parser.add_argument(
         "--format",
-        choices=("md", "json"),
-        default="md",
-        help="what goes to stdout (or --out): md, a table to paste on a pull request (default); "
+        choices=("table", "md", "json"),
+        default=None,
+        help="what goes to stdout (or --out): table, a terminal table (the default on a terminal); "
+        "md, a table to paste on a pull request (the default when piped, with --out or --brief); "
         "json: every statistic",
     )
     parser.add_argument("--md", metavar="FILE", help="also write the Markdown report to FILE")
@@ -239,7 +241,13 @@ def main(args: argparse.Namespace) -> int:
         except OSError as exc:
             why = exc.strerror or exc
             raise InputError(f"cannot append to $GITHUB_STEP_SUMMARY {summary}: {why}") from None
-    text = as_json if args.format == "json" else markdown
+    shape = args.format or _default_format(args)
+    if shape == "table":
+        from evalkit.compare.terminal import render_terminal
+
+        text = render_terminal(report, width=shutil.get_terminal_size().columns)
+    else:
+        text = as_json if shape == "json" else markdown
     if args.out:
         _write(args.out, text)
         print(f"wrote {args.out}", file=sys.stderr)
@@ -250,6 +258,14 @@ def main(args: argparse.Namespace) -> int:
         name = f"the plan {args.plan}" if plan is not None else f"gate --fail-on {gate['fail_on']}"
         _warn(f"{name} failed on {', '.join(gate['failing'])}")
     return exit_code(gate)
+
+
+def _default_format(args: argparse.Namespace) -> str:
+    """A terminal table for a person at a terminal; Markdown wherever the text is kept (a pipe,
+    a file, a --brief comment), since that is what gets pasted."""
+    if args.out or args.brief or not sys.stdout.isatty():
+        return "md"
+    return "table"
 
 
 def _drift_run(path: str) -> Path:

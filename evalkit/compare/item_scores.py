@@ -18,24 +18,37 @@ from evalkit import stats as st
 from evalkit.compare.pairing import Pair, RowKey
 
 
-def _fraction(sample: dict[str, Any] | None, metric: str) -> float | None:
+def _fraction(sample: dict[str, Any] | None, metric: str, continuous: bool = False) -> float | None:
+    """The item fraction; in a `continuous` cell a sample without one reads its 0/1 `correct`
+    (an lm-eval log records a fraction only where it is strictly between 0 and 1)."""
     score = (sample or {}).get("score")
     value = score.get(metric) if isinstance(score, dict) else None
+    if value is None and continuous:
+        value = ((sample or {}).get("correct") or {}).get(metric)
+        return None if not isinstance(value, bool) else float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
     return float(value)
 
 
 def item_score_cell(key: RowKey, pairs: list[Pair]) -> dict[str, Any] | None:
-    """None unless the metric has a fractional score (not just 0/1) on both sides."""
+    """None unless some question of the cell has a fractional score (strictly between 0 and 1);
+    then every paired question counts, a 0/1 `correct` standing in for a missing fraction."""
     task, metric, length = key
+    continuous = any(
+        (v := _fraction(s, metric)) is not None and 0.0 < v < 1.0
+        for p in pairs
+        for s in (p.baseline_sample, p.candidate_sample)
+    )
+    if not continuous:
+        return None
     both = [
         (b, c)
         for p in pairs
-        if (b := _fraction(p.baseline_sample, metric)) is not None
-        and (c := _fraction(p.candidate_sample, metric)) is not None
+        if (b := _fraction(p.baseline_sample, metric, True)) is not None
+        and (c := _fraction(p.candidate_sample, metric, True)) is not None
     ]
-    if not both or all(v in (0.0, 1.0) for pair in both for v in pair):
+    if not both:
         return None
     base = np.array([b for b, _ in both])
     d = np.array([c - b for b, c in both])

@@ -7,6 +7,7 @@ from typing import Any
 
 from evalkit.compare.benefit import benefit_markdown
 from evalkit.compare.decision import decision_markdown
+from evalkit.compare.effective_length import length_summary_markdown
 from evalkit.compare.item_scores import item_scores_markdown
 from evalkit.compare.logprob import logprob_markdown
 from evalkit.compare.replicate import replicate_markdown
@@ -47,7 +48,11 @@ def _ni_cell(row: dict[str, Any], per_row: bool) -> str:
     return _p(row["noninferiority_p"]) + (f" [{pp(row['margin'], False)}]" if per_row else "")
 
 
-def _table(report: dict[str, Any], rows: list[dict[str, Any]] | None = None) -> list[str]:
+def table_cells(
+    report: dict[str, Any], rows: list[dict[str, Any]] | None = None
+) -> tuple[list[str], list[str], list[list[str]]]:
+    """The comparison table as header, column alignments and plain-text cells: one source for
+    the Markdown table and the terminal table, so the two never disagree."""
     rows = report["rows"] if rows is None else rows
     per_row_margin = len({r["margin"] for r in rows}) > 1
     base, cand = report["baseline"]["label"], report["candidate"]["label"]
@@ -75,10 +80,10 @@ def _table(report: dict[str, Any], rows: list[dict[str, Any]] | None = None) -> 
         + ["---:"] * 3
         + ["---", "---:", "---:", "---:", "---:", "---:", "---"]
     )
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
+    body = []
     for r in rows:
         midp = _p(r["mcnemar_midp"]) + (f" ({_p(r['mcnemar_midp_holm'])})" if holm else "")
-        cells = (
+        body.append(
             [r["task"], r["metric"]]
             + ([str(r["length"] or "–")] if with_len else [])
             + [
@@ -92,9 +97,18 @@ def _table(report: dict[str, Any], rows: list[dict[str, Any]] | None = None) -> 
                 _p(r["mcnemar_exact_p"]),
                 _ni_cell(r, per_row_margin),
                 _mde(r),
-                f"**{r['verdict']}**" if r["verdict"] == LOSS else r["verdict"],
+                r["verdict"],
             ]
         )
+    return head, align, body
+
+
+def _table(report: dict[str, Any], rows: list[dict[str, Any]] | None = None) -> list[str]:
+    head, align, body = table_cells(report, rows)
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
+    for cells in body:
+        if cells[-1] == LOSS:
+            cells = cells[:-1] + [f"**{LOSS}**"]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -139,6 +153,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         where = f"{r['task']} {r['metric']}" + ("" if r["length"] is None else f" @ {r['length']}")
         lines.append(f"- {where}: {r['verdict_text']}")
     lines += _trends(report)
+    if "length_summary" in report:
+        lines += length_summary_markdown(report["length_summary"], base["label"], cand["label"])
     if "logprob" in report:
         lines += logprob_markdown(report["logprob"])
     lines += item_scores_markdown(report.get("item_scores") or [])

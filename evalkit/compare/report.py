@@ -11,8 +11,10 @@ from typing import Any
 
 from evalkit.compare.benefit import benefit_report
 from evalkit.compare.decision import NOT_PREREGISTERED, check_plan_matches, decide
+from evalkit.compare.effective_length import length_summary
 from evalkit.compare.gate import evaluate_gate
 from evalkit.compare.item_scores import item_scores_report
+from evalkit.compare.labels import short_labels
 from evalkit.compare.logprob import DEFAULT_LOGPROB_MARGIN, logprob_report
 from evalkit.compare.margins import Margins, check_tasks, parse_margins
 from evalkit.compare.pairing import describe, pair_runs
@@ -104,8 +106,9 @@ def build_report(
             "failing": decision["failing"],
         }
     base, cand = describe(baseline), describe(candidate)
-    base["label"] = labels[0] or base["label"]
-    cand["label"] = labels[1] or cand["label"]
+    short = short_labels(baseline, candidate)
+    base["label"] = labels[0] or short[0]
+    cand["label"] = labels[1] or short[1]
     return {
         "schema_version": SCHEMA_VERSION,
         "status": gate["status"],
@@ -121,6 +124,7 @@ def build_report(
         "confidence": 0.95,
         "rows": rows,
         "trends": length_trends(pairing.rows),
+        "length_summary": length_summary(rows),
         "excluded": {
             "errors": pairing.errors_excluded,
             "only_in_baseline": pairing.only_in_baseline,

@@ -27,6 +27,7 @@ from evalkit.store.jsonl import (
     repair_torn_tail,
     write_json_atomic,
 )
+from evalkit.store.lmeval_results import write_lmeval_results
 from evalkit.store.manifest import (
     ALLOW_SOURCE_CHANGE,
     check_manifest_types,
@@ -318,7 +319,8 @@ class RunWriter:
     def finish(
         self, extra_manifest: dict[str, Any] | None = None, metrics: dict[str, list[str]] | None = None
     ) -> dict[str, Any]:
-        """Write summary.json from every sample on disk and stamp finished_at in manifest.json.
+        """Write summary.json from every sample on disk, stamp finished_at in manifest.json and
+        write lm-eval's aggregated results_<datetime>.json beside them.
         `metrics` ({task: names}) keeps a task whose every sample errored in the summary."""
         with self._lock:
             samples = [normalise_sample(obj) for _, obj in iter_jsonl(self.path / SAMPLES)]
@@ -330,6 +332,7 @@ class RunWriter:
             self.manifest.update(mask_manifest(extra_manifest or {}))
             self.manifest["finished_at"] = now_utc()
             write_json_atomic(self.path / MANIFEST, self.manifest)
+            write_lmeval_results(self.path, self.manifest, summary)
         self.close()
         return summary
 

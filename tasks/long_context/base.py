@@ -28,7 +28,8 @@ from evalkit.tasks.long_context.parallel_build import SizedBuild, build_sized_re
 from evalkit.tasks.long_context.scoring import found
 from evalkit.tasks.tokenizer import TOKENIZER_HINT, TokenizerView
 
-DEFAULT_LENGTHS = [4096, 16384, 32768, 65536, 131072]
+# RULER reports 4k, 8k, 16k, 32k, 64k, 128k: 8k is where many models first slip
+DEFAULT_LENGTHS = [4096, 8192, 16384, 32768, 65536, 131072]
 TOLERANCE = 0.02
 VERSION = 2  # 2: fitting calibrates on a 1/16 prompt and aims 1% under (other docs than 1)
 
