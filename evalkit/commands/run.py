@@ -333,13 +333,14 @@ def main(args: argparse.Namespace) -> int:
     print(render_summary(outcome.summary, title=f"{setup.arm['label']}: {out}"))
     if (Path(out) / HEADROOM).exists():  # the local engine's state magnitudes (evalkit.store.headroom)
         print(headroom_line(json.loads((Path(out) / HEADROOM).read_text())))
+    if outcome.latency_line:
+        print(outcome.latency_line)
+    # the closing line: what was stored and where (the last line a user and a script read)
     print(
         f"{outcome.stored} new samples ({outcome.skipped} already on disk), "
         f"{outcome.prompt_tokens_per_s:.1f} prompt tok/s, {outcome.tokens_per_s:.1f} generated tok/s, "
         f"{outcome.wall_s:.1f} s -> {out}"
     )
-    if outcome.latency_line:
-        print(outcome.latency_line)
     run_info = getattr(setup.backend, "run_info", dict)()
     fps = run_info.get("system_fingerprints") or []
     if len(fps) > 1:
