@@ -140,7 +140,7 @@ def test_readme_blocks_on_committed_data_are_what_the_code_prints(command, body,
             assert rc == (1 if any("**FAIL**" in line for line in quoted) else 0)
         assert [line for line in quoted if line not in printed] == []
         checked += len(quoted)
-    assert checked >= 3
+    assert checked >= 2  # not a vacuous block
 
 
 @pytest.mark.slow
