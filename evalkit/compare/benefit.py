@@ -70,6 +70,7 @@ def benefit_markdown(benefit: dict[str, Any] | None) -> list[str]:
     if not benefit:
         return []
     lines = [
+        "",
         "### What the state format buys",
         "",
         f"Recurrent state per sequence: {_mb(benefit['state_bytes_baseline'])} "
