@@ -1,6 +1,6 @@
 """Row tiles of the prefill's [T, H, D] tensors: pointers, masked loads and stores of rows t0..t0+BR-1
 (those below t_end) and columns c0..c0+BD-1 (those below D) of one head. Shared by every prefill
-variant's kernels (`kernel.py`, `fused.py`, `stream.py`)."""
+variant's kernels (`kernel.py`, `stream.py`)."""
 
 from __future__ import annotations
 
