@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import LayerKinds, UnsupportedModelError, config_hash
+from ..qwen3_next.config import GQACacheVocabulary
 
 MAMBA2_MODEL_TYPES = {"nemotron_h": "nemotron_h"}
 BLOCK_TYPES = ("linear_attention", "full_attention", "moe", "mlp")
@@ -22,7 +23,7 @@ PATTERN_CHARS = {"M": "linear_attention", "*": "full_attention", "E": "moe", "-"
 SERVER_ONLY = ("mamba", "mamba2", "falcon_h1", "bamba")
 
 
-class Mamba2Vocabulary:
+class Mamba2Vocabulary(GQACacheVocabulary):
     """The engine's vocabulary (its KDA/MLA names) for an arch of Mamba2 mixers and GQA attention
     layers; NemotronH and Granite-4.0-H share both layers, so they share these answers."""
 
@@ -52,19 +53,6 @@ class Mamba2Vocabulary:
     @property
     def kda_dim(self) -> int:
         return self.mamba_inner
-
-    @property
-    def mla_latent_dim(self) -> int:
-        """Cache width per token: per KV head its value then its key (the GDN attention's layout)."""
-        return 2 * self.num_key_value_heads * self.head_dim
-
-    @property
-    def qk_head_dim(self) -> int:
-        return self.head_dim
-
-    @property
-    def v_head_dim(self) -> int:
-        return self.head_dim
 
 
 @dataclass

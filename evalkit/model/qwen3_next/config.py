@@ -23,8 +23,26 @@ GDN_MODEL_TYPES = {
 }
 
 
+class GQACacheVocabulary:
+    """The engine's cache vocabulary for gated-attention/GQA layers whose cache row holds, per KV
+    head, its value then its key (`attention.py`); shared by every family that reuses that layer."""
+
+    @property
+    def mla_latent_dim(self) -> int:
+        """Cache width per token: per KV head its value then its key."""
+        return 2 * self.num_key_value_heads * self.head_dim
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.head_dim
+
+    @property
+    def v_head_dim(self) -> int:
+        return self.head_dim
+
+
 @dataclass
-class GDNArch(LayerKinds):
+class GDNArch(GQACacheVocabulary, LayerKinds):
     """Everything the math depends on (defaults: transformers' Qwen3NextConfig)."""
 
     family: str = "qwen3_next"
@@ -59,10 +77,6 @@ class GDNArch(LayerKinds):
     config_hash: str = ""
 
     # -- the engine's vocabulary --------------------------------------------------------------
-    @property
-    def mla_latent_dim(self) -> int:
-        """Cache width per token: per KV head its value then its key (see attention.py)."""
-        return 2 * self.num_key_value_heads * self.head_dim
 
     @property
     def linear_num_heads(self) -> int:
@@ -86,14 +100,6 @@ class GDNArch(LayerKinds):
         """Channels of the short conv: q and k (key heads) and v (value heads)."""
         k = self.linear_num_key_heads * self.linear_key_head_dim
         return 2 * k + self.linear_num_value_heads * self.linear_value_head_dim
-
-    @property
-    def qk_head_dim(self) -> int:
-        return self.head_dim
-
-    @property
-    def v_head_dim(self) -> int:
-        return self.head_dim
 
     @property
     def num_local_experts(self) -> int:
