@@ -242,3 +242,35 @@ def test_public_names_are_never_shadowed_by_submodules():
         importlib.import_module(f"evalkit.stats.{info.name}")
     for name in st.__all__:
         assert not isinstance(getattr(st, name), types.ModuleType), name
+
+
+# Holm, Benjamini-Hochberg and Wilson are statsmodels' own since they replaced the hand-written
+# forms: the checks above test the wiring, these the values against the textbook definitions.
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_holm_equals_its_definition(seed):
+    p = np.round(np.random.default_rng(seed).uniform(0, 0.1, size=12), 3)  # ties included
+    m = len(p)
+    order = sorted(range(m), key=lambda i: p[i])
+    expected, running = [0.0] * m, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        expected[i] = running
+    r = st.holm(p)
+    assert r.adjusted == pytest.approx(expected, abs=1e-15)
+    assert r.reject == tuple(a <= 0.05 for a in expected) and r.method == "holm"
+
+
+@pytest.mark.parametrize("k,n,conf", [(0, 10, 0.95), (3, 10, 0.9), (10, 10, 0.99), (1273, 1319, 0.95)])
+def test_wilson_equals_its_closed_form(k, n, conf):
+    z = sps.norm.ppf(0.5 + conf / 2)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    assert st.wilson_ci(k, n, conf) == pytest.approx(
+        (max(0, centre - half), min(1, centre + half)), abs=1e-14
+    )
+
+
+def test_wilson_of_no_questions_and_empty_families():
+    assert st.wilson_ci(0, 0) == (0.0, 1.0)
+    assert st.holm([]).adjusted == () and st.benjamini_hochberg([]).adjusted == ()

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from scipy import stats
+from statsmodels.stats.proportion import proportion_confint
 
 from evalkit.stats._result import Result
 from evalkit.stats.stderr import lmeval_stderr
@@ -34,17 +35,15 @@ class ProportionResult(Result):
 
 
 def wilson_ci(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion; (0, 1) when n = 0."""
+    """Wilson score interval for a binomial proportion (statsmodels' `proportion_confint`, which
+    divides by n, hence the n = 0 case here: (0, 1))."""
     if n < 0 or successes < 0 or successes > n:
         raise ValueError(f"need 0 <= successes <= n, got {successes}/{n}")
     if n == 0:
         return 0.0, 1.0
-    z = z_value(confidence)
-    p = successes / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    z_value(confidence)  # the same check of `confidence` as every interval here
+    low, high = proportion_confint(successes, n, alpha=1.0 - confidence, method="wilson")
+    return max(0.0, float(low)), min(1.0, float(high))
 
 
 def proportion(successes: int, n: int, confidence: float = 0.95) -> ProportionResult:

@@ -1,4 +1,7 @@
-"""Multiplicity adjustment: Holm and fixed sequence (family-wise), Benjamini-Hochberg (FDR)."""
+"""Multiplicity adjustment: Holm and fixed sequence (family-wise), Benjamini-Hochberg (FDR).
+
+Holm and Benjamini-Hochberg are statsmodels' `multipletests` (the adjusted p-values it computes are
+the formulas below); fixed sequence, which statsmodels does not offer, is computed here."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+from statsmodels.stats.multitest import multipletests
 
 from evalkit.stats._result import Result
 
@@ -30,32 +34,23 @@ def _as_array(pvalues: Sequence[float]) -> np.ndarray:
     return p
 
 
+def _statsmodels(method: str, pvalues: Sequence[float], alpha: float) -> MultitestResult:
+    """statsmodels' adjusted p-values; rejection is adj <= alpha, as the other procedures here."""
+    p = _as_array(pvalues)
+    adj = multipletests(p, alpha=alpha, method=method)[1] if len(p) else p
+    return MultitestResult(
+        method, tuple(p.tolist()), tuple(float(x) for x in adj), tuple(bool(x) for x in adj <= alpha), alpha
+    )
+
+
 def holm(pvalues: Sequence[float], alpha: float = 0.05) -> MultitestResult:
     """Holm (1979) step-down: adj p_(i) = max_{j<=i} min(1, (m - j + 1) p_(j))."""
-    p = _as_array(pvalues)
-    m = len(p)
-    order = np.argsort(p, kind="stable")
-    stepped = np.minimum(1.0, (m - np.arange(m)) * p[order])
-    adj_sorted = np.maximum.accumulate(stepped) if m else stepped
-    adj = np.empty(m)
-    adj[order] = adj_sorted
-    return MultitestResult(
-        "holm", tuple(p.tolist()), tuple(adj.tolist()), tuple(bool(x) for x in adj <= alpha), alpha
-    )
+    return _statsmodels("holm", pvalues, alpha)
 
 
 def benjamini_hochberg(pvalues: Sequence[float], alpha: float = 0.05) -> MultitestResult:
     """Benjamini-Hochberg (1995) step-up: adj p_(i) = min_{j>=i} min(1, m p_(j) / j)."""
-    p = _as_array(pvalues)
-    m = len(p)
-    order = np.argsort(p, kind="stable")
-    scaled = np.minimum(1.0, m * p[order] / np.arange(1, m + 1))
-    adj_sorted = np.minimum.accumulate(scaled[::-1])[::-1] if m else scaled
-    adj = np.empty(m)
-    adj[order] = adj_sorted
-    return MultitestResult(
-        "fdr_bh", tuple(p.tolist()), tuple(adj.tolist()), tuple(bool(x) for x in adj <= alpha), alpha
-    )
+    return _statsmodels("fdr_bh", pvalues, alpha)
 
 
 def fixed_sequence(pvalues: Sequence[float], alpha: float = 0.025) -> MultitestResult:
