@@ -1,5 +1,6 @@
-"""`pip install evalkit` without the `engine` extra: compare, run --server and the statistics work
-with no torch, triton or transformers; the engine's commands say which extra to install.
+"""`pip install evalkit` without the `engine` and `lmeval` extras: compare, run --server on
+evalkit's own tasks and the statistics work with no torch, triton, transformers or lm-eval; the
+engine's commands and lm-eval's tasks say which extra to install.
 
 The CLI runs in a subprocess that hides the engine's modules from the import system
 (`helpers/light_evalkit.py`), against a local fake OpenAI server.
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LIGHT = Path(__file__).parent / "helpers" / "light_evalkit.py"
 REFERENCE_TOKENIZER = ROOT / "evalkit" / "assets" / "reference-model"
 ENGINE_ONLY = {"torch", "triton", "transformers", "safetensors", "fastapi", "uvicorn"}
+LMEVAL_ONLY = {"lm-eval", "datasets"}
 
 
 def _light(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -39,9 +41,11 @@ def test_the_base_install_has_no_engine_dependencies_and_the_extras_bring_them()
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     base = _requirement_names(project["dependencies"])
-    assert not base & ENGINE_ONLY, base & ENGINE_ONLY
+    assert not base & (ENGINE_ONLY | LMEVAL_ONLY), base & (ENGINE_ONLY | LMEVAL_ONLY)
     extras = project["optional-dependencies"]
     assert _requirement_names(extras["engine"]) >= {"torch", "triton", "transformers", "safetensors"}
+    assert _requirement_names(extras["lmeval"]) == LMEVAL_ONLY
+    assert "evalkit-state[lmeval]" in extras["engine"]  # the lm-eval model needs lm-eval
     assert "evalkit-state[engine]" in extras["test"]  # the test suite installs everything it needs
 
 
@@ -58,24 +62,44 @@ def test_the_hiding_is_real(tmp_path):
 
 
 def test_run_server_then_compare_without_the_engine(tmp_path):
-    tasks = ["--tasks", "gsm8k,passkey", "--lengths", "1k", "--limit", "3", "--no-progress"]
+    """gsm8k's runs are made with lm-eval installed (it scores them); the light install runs
+    passkey itself and compares both."""
+    lengths = ["--lengths", "1k", "--limit", "3", "--no-progress"]
     tok = ["--tokenizer", str(REFERENCE_TOKENIZER)]  # tokenizers alone sizes the passkey prompts
+    full = [sys.executable, "-m", "evalkit"]
     with FaultyServer(lambda key, attempt: "ok") as server:
         for arm in ("base", "cand"):
-            argv = ["run", "--server", server.url, "--arm", arm, *tasks, *tok, "--out", arm]
-            out = _light(*argv, cwd=tmp_path)
+            common = ["run", "--server", server.url, "--arm", arm, *lengths, *tok]
+            argv = [*full, *common, "--tasks", "gsm8k", "--out", f"gsm8k-{arm}"]
+            out = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True)
             assert out.returncode == 0, out.stderr
-            assert "6 new samples" in out.stdout
-    samples = [json.loads(line) for line in (tmp_path / "base" / "samples.jsonl").read_text().splitlines()]
-    assert {s["task"] for s in samples} == {"gsm8k", "passkey"} and not any(s["error"] for s in samples)
-    assert all(s["correct"] for s in samples)  # scored (by lm-eval's filters for gsm8k)
-    # the prompt is stored (as lm-eval's --log_samples does), and it is the one hashed
-    assert all(prompt_hash(s["prompt"]) == s["prompt_hash"] for s in samples)
-    assert any(s["prompt"].startswith("Question:") for s in samples if s["task"] == "gsm8k")
+            out = _light(*common, "--tasks", "passkey", "--out", f"passkey-{arm}", cwd=tmp_path)
+            assert out.returncode == 0, out.stderr
+            assert "3 new samples" in out.stdout
+    for task in ("gsm8k", "passkey"):
+        lines = (tmp_path / f"{task}-base" / "samples.jsonl").read_text().splitlines()
+        samples = [json.loads(line) for line in lines]
+        assert len(samples) == 3 and not any(s["error"] for s in samples)
+        # the prompt is stored (as lm-eval's --log_samples does), and it is the one hashed
+        assert all(prompt_hash(s["prompt"]) == s["prompt_hash"] for s in samples)
+        out = _light("compare", f"{task}-base", f"{task}-cand", cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert "candidate `cand` vs baseline `base`" in out.stdout and task in out.stdout
+    gsm8k = [
+        json.loads(line) for line in (tmp_path / "gsm8k-base" / "samples.jsonl").read_text().splitlines()
+    ]
+    assert all(s["correct"] for s in gsm8k)  # scored by lm-eval's filters
+    assert all(s["prompt"].startswith("Question:") for s in gsm8k)
 
-    out = _light("compare", "base", "cand", cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    assert "candidate `cand` vs baseline `base`" in out.stdout and "gsm8k" in out.stdout
+
+def test_an_lm_eval_task_names_the_lmeval_extra_in_one_line(tmp_path):
+    with FaultyServer(lambda key, attempt: "ok") as server:
+        argv = ["run", "--server", server.url, "--arm", "x", "--tasks", "gsm8k", "--limit", "1"]
+        out = _light(*argv, "--out", "r", cwd=tmp_path)
+        assert not server.log  # refused before any question is asked
+    lines = [line for line in out.stderr.splitlines() if "error" in line]
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert len(lines) == 1 and "pip install 'evalkit-state[lmeval]'" in lines[0], out.stderr
 
 
 @pytest.mark.parametrize(
@@ -103,15 +127,24 @@ def test_every_module_folder_is_a_package_so_a_regular_install_ships_it():
 
 def test_a_chat_template_rendered_here_names_the_extra(tmp_path):
     with FaultyServer(lambda key, attempt: "ok") as server:
-        argv = ["run", "--server", server.url, "--arm", "x", "--tasks", "gsm8k", "--limit", "1"]
-        out = _light(*argv, "--apply-chat-template", "--tokenizer", str(REFERENCE_TOKENIZER), cwd=tmp_path)
+        argv = ["run", "--server", server.url, "--arm", "x", "--tasks", "passkey", "--lengths", "1k"]
+        out = _light(
+            *argv,
+            "--limit",
+            "1",
+            "--apply-chat-template",
+            "--tokenizer",
+            str(REFERENCE_TOKENIZER),
+            cwd=tmp_path,
+        )
     assert out.returncode == 2 and "pip install 'evalkit-state[engine]'" in out.stderr.splitlines()[-1]
 
 
 @pytest.mark.slow
 def test_a_real_venv_from_the_package_index_without_torch(tmp_path):
-    """The light install for real: `pip install .` into a fresh venv (about 1 GB from the index,
-    minutes; deselected in CI by -m "not slow") gets no torch, and compare and run --server work."""
+    """The light install for real: `pip install .` into a fresh venv (from the index, minutes;
+    deselected in CI by -m "not slow") gets no torch and no lm-eval, and compare and run --server
+    work (results/install-size/ measures its size)."""
     import shutil
 
     src = tmp_path / "src"
@@ -122,7 +155,8 @@ def test_a_real_venv_from_the_package_index_without_torch(tmp_path):
         [str(venv / "bin" / "pip"), "install", "-q", str(src)], capture_output=True, text=True, timeout=1800
     )
     assert pip.returncode == 0, pip.stderr[-2000:]
-    probe = f"import importlib.util as u; print([m for m in {ENGINE_ONLY!r} if u.find_spec(m)])"
+    hidden = sorted(ENGINE_ONLY | {"lm_eval", "datasets"})
+    probe = f"import importlib.util as u; print([m for m in {hidden!r} if u.find_spec(m)])"
     out = subprocess.run([str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True)
     assert out.stdout.strip() == "[]"
     evalkit = str(venv / "bin" / "evalkit")
@@ -131,7 +165,8 @@ def test_a_real_venv_from_the_package_index_without_torch(tmp_path):
     out = subprocess.run(compare, capture_output=True)
     assert out.returncode == 0 and b"candidate `fp16` vs baseline `fp32`" in out.stdout
     with FaultyServer(lambda key, attempt: "ok") as server:
-        argv = [evalkit, "run", "--server", server.url, "--arm", "x", "--tasks", "gsm8k", "--limit", "2"]
+        argv = [evalkit, "run", "--server", server.url, "--arm", "x", "--tasks", "passkey", "--limit", "2"]
+        argv += ["--lengths", "1k", "--tokenizer", str(REFERENCE_TOKENIZER)]
         out = subprocess.run([*argv, "--out", str(tmp_path / "run")], capture_output=True, text=True)
     assert out.returncode == 0 and "2 new samples" in out.stdout, out.stderr
     out = subprocess.run([evalkit, "run", "--arm", "fp16"], capture_output=True, text=True, cwd=tmp_path)

@@ -1,6 +1,8 @@
-"""`python light_evalkit.py ARGS…`: the evalkit CLI as a light install (no `engine` extra) sees it.
+"""`python light_evalkit.py ARGS…`: the evalkit CLI as a light install (no `engine` or `lmeval`
+extra) sees it.
 
-torch, triton and transformers are hidden from the import system, as if never installed:
+torch, triton, transformers and lm-eval with its dataset libraries are hidden from the import
+system, as if never installed:
 `import torch` raises ModuleNotFoundError and `importlib.util.find_spec("torch")` is None (the
 probe libraries such as `datasets` use). This is much faster than building a venv without torch,
 and exact about the one thing that matters: no code path reaches for the engine's modules.
@@ -11,7 +13,7 @@ from __future__ import annotations
 import importlib.machinery
 import sys
 
-HIDDEN = ("torch", "triton", "transformers")
+HIDDEN = ("torch", "triton", "transformers", "lm_eval", "datasets", "evaluate")
 
 
 class _HidingPathFinder(importlib.machinery.PathFinder):
