@@ -32,6 +32,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tasks": ("tasks", "list the tasks, their metrics and default lengths"),
     "verify-kernels": ("verify_kernels", "fp32-twin check of the 16-bit state kernels"),
     "recipes": ("recipes", "how to start vLLM/SGLang/ATOM servers for each arm"),
+    "cache-probe": (
+        "cache_probe",
+        "does a server's answer depend on its prefix cache? (cold, cold, warm; paired)",
+    ),
 }
 
 # what an interrupted command left behind, for the commands that write something resumable
