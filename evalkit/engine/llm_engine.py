@@ -208,6 +208,12 @@ class LLMEngine:
         seq = self._live.get(request_id)
         return None if seq is None else list(seq.generated)
 
+    def partial_logprobs(self, request_id: int) -> list[Any] | None:
+        """The log-probabilities (`TokenLogprob`) of the tokens generated so far by an unfinished
+        request that asked for them (None when unknown, finished or not asked): streamed per chunk."""
+        seq = self._live.get(request_id)
+        return None if seq is None or seq.logprobs is None else list(seq.logprobs)
+
     def abort(self, request_id: int) -> bool:
         """Drop an unfinished request and free its slot; False if it was not running."""
         seq = self._live.pop(request_id, None)

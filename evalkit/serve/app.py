@@ -4,7 +4,8 @@ Greedy unless `temperature` > 0: then the engine's coupled sampler draws (keyed 
 choice's index and the position, so a seeded request is reproducible and two arms given the same
 seed are coupled). `/v1/completions` returns log-probabilities (`logprobs=k`) and, with `echo`,
 the prompt's (`max_tokens=0` scores the prompt alone), as vLLM does; chat, with `logprobs` and
-`top_logprobs`, those of the generated tokens. Text prompts are tokenized
+`top_logprobs`, those of the generated tokens; streamed (`stream: true`), each chunk carries the
+log-probabilities of the tokens it sends, as vLLM streams them. Text prompts are tokenized
 as vLLM does (completions: with the tokenizer's special tokens;
 chat: the chat template with a generation prompt, no extra special tokens), through the same
 function the local backend uses, so `evalkit run --server` equals `evalkit run --model`.
@@ -29,7 +30,7 @@ from evalkit import __version__
 from evalkit.errors import EvalkitError
 from evalkit.serve.engine_loop import Aborted, EngineLoop, Finished, Handle, ShuttingDown
 from evalkit.serve.guards import Guards
-from evalkit.serve.logprobs import chat_logprobs, completion_logprobs
+from evalkit.serve.logprobs import StreamLogprobs, chat_logprobs, completion_logprobs
 from evalkit.serve.metrics import metrics_registry, render
 from evalkit.serve.protocol import (
     DEFAULT_COMPLETION_TOKENS,
@@ -150,16 +151,22 @@ def sse(obj: Any) -> str:
 
 
 def stream_chunk(
-    base: dict[str, Any], chat: bool, text: str | None, finish: str | None, first: bool = False
+    base: dict[str, Any],
+    chat: bool,
+    text: str | None,
+    finish: str | None,
+    first: bool = False,
+    logprobs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One server-sent event's object: a chat delta or a completion's text piece."""
+    """One server-sent event's object: a chat delta or a completion's text piece, with the
+    log-probabilities of the tokens it sends when they were asked for."""
     if chat:
         delta: dict[str, Any] = (
             {"role": "assistant", "content": ""} if first else ({"content": text} if text else {})
         )
-        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": logprobs}
     else:
-        choice = {"index": 0, "text": text or "", "finish_reason": finish, "logprobs": None}
+        choice = {"index": 0, "text": text or "", "finish_reason": finish, "logprobs": logprobs}
     return {**base, "choices": [choice]}
 
 
@@ -287,8 +294,16 @@ class ServeHandlers:
                     self.loop.cancel(h)
 
     async def stream(
-        self, request: Request, ids: list[int], req: Any, max_tokens: int, chat: bool
+        self,
+        request: Request,
+        ids: list[int],
+        req: Any,
+        max_tokens: int,
+        chat: bool,
+        asked: dict[str, Any] | None = None,
     ) -> AsyncIterator[str]:
+        """Server-sent events; with `asked` log-probabilities (`logprobs=k`), each text chunk
+        carries those of the tokens generated since the previous one, as vLLM streams them."""
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         obj = "chat.completion.chunk" if chat else "text_completion"
         base = {
@@ -298,8 +313,9 @@ class ServeHandlers:
             "model": self.model_name,
             "system_fingerprint": self.fp,
         }
-        handle: Handle = self.loop.submit(ids, self.params_for(req, max_tokens), stream=True)
+        handle: Handle = self.loop.submit(ids, self.params_for(req, max_tokens, **(asked or {})), stream=True)
         st = StreamText(self.tokenizer, req.stop_list())
+        lps = StreamLogprobs(self.tokenizer, chat) if asked else None
         gone = asyncio.ensure_future(until_disconnected(request))
         getter: asyncio.Future | None = None
         try:
@@ -313,9 +329,11 @@ class ServeHandlers:
                     self.loop.cancel(handle)
                     return
                 if getter.done():
-                    piece = st.delta(getter.result())
+                    token_ids, token_logprobs = getter.result()
+                    piece = st.delta(token_ids)
                     if piece:
-                        yield sse(stream_chunk(base, chat, piece, None))
+                        chunk_lps = lps.take(token_logprobs) if lps is not None else None
+                        yield sse(stream_chunk(base, chat, piece, None, logprobs=chunk_lps))
                 else:
                     getter.cancel()
             try:
@@ -325,8 +343,9 @@ class ServeHandlers:
                 yield "data: [DONE]\n\n"
                 return
             rest = st.final(out.text)
-            if rest:
-                yield sse(stream_chunk(base, chat, rest, None))
+            rest_lps = lps.take(out.logprobs) if lps is not None else None  # the tokens not yet sent
+            if rest or rest_lps:
+                yield sse(stream_chunk(base, chat, rest, None, logprobs=rest_lps))
             yield sse(stream_chunk(base, chat, None, FINISH.get(out.finish_reason, out.finish_reason)))
             if (req.stream_options or {}).get("include_usage"):
                 yield sse({**base, "choices": [], "usage": usage([out])})
@@ -391,10 +410,12 @@ class ServeHandlers:
         if req.stream:
             if len(ids) != 1:
                 raise APIError(400, "streaming takes one prompt", param="prompt")
-            if req.echo or req.logprobs is not None:
-                raise APIError(400, "echo and logprobs are not streamed: use stream=false", param="stream")
+            if req.echo:
+                raise APIError(400, "echo is not streamed: use stream=false", param="stream")
+            asked_stream = {"logprobs": req.logprobs} if req.logprobs is not None else None
             return StreamingResponse(
-                self.stream(request, ids[0], req, max_tokens, chat=False), media_type="text/event-stream"
+                self.stream(request, ids[0], req, max_tokens, chat=False, asked=asked_stream),
+                media_type="text/event-stream",
             )
         asked: dict[str, Any] = {}
         if req.logprobs is not None:
@@ -451,13 +472,12 @@ class ServeHandlers:
         self.check_ids(ids, max_tokens)
         if req.top_logprobs is not None and not req.logprobs:
             raise APIError(400, "top_logprobs needs logprobs=true", param="top_logprobs")
-        if req.stream:
-            if req.logprobs:
-                raise APIError(400, "logprobs are not streamed: use stream=false", param="logprobs")
-            return StreamingResponse(
-                self.stream(request, ids, req, max_tokens, chat=True), media_type="text/event-stream"
-            )
         asked = {"logprobs": req.top_logprobs or 0} if req.logprobs else {}
+        if req.stream:
+            return StreamingResponse(
+                self.stream(request, ids, req, max_tokens, chat=True, asked=asked or None),
+                media_type="text/event-stream",
+            )
         jobs = [(ids, self.params_for(req, max_tokens, j, **asked)) for j in range(req.n)]
         outs = await self.run_all(request, jobs)
         logprobs = [

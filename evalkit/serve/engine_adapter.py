@@ -63,3 +63,7 @@ class EngineAdapter:
             if toks is not None:
                 out[rid] = list(toks)
         return out
+
+    def partial_logprobs(self, rid: Any) -> list[Any] | None:
+        """The log-probabilities of the tokens generated so far by a running request that asked for them."""
+        return self.engine.partial_logprobs(rid)

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 
 @dataclass
@@ -57,18 +57,23 @@ class ShuttingDown(Aborted):
     """The server is stopping and gave up on this request."""
 
 
+Snapshot = tuple[list[int], Optional[list[Any]]]
+
+
 class Handle:
     """What an HTTP handler waits on: the final output, and token snapshots when streaming.
 
     Setting `cancelled` (any thread) makes the engine thread abort the sequence at its next
     iteration, i.e. before the next engine step: the slot is freed and its state zeroed."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, stream: bool) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, stream: bool, stream_logprobs: bool = False) -> None:
         self._loop = loop
         self.submitted_at = time.perf_counter()  # latencies count the wait for admission too
         self.admitted_at: float | None = None
         self.future: asyncio.Future[Finished] = loop.create_future()
-        self.stream: asyncio.Queue[list[int]] | None = asyncio.Queue() if stream else None
+        # snapshots: (token ids so far, their log-probabilities when the request asked for them)
+        self.stream: asyncio.Queue[Snapshot] | None = asyncio.Queue() if stream else None
+        self.stream_logprobs = stream and stream_logprobs
         self.cancelled = False
 
     def _deliver(self, out: Finished | BaseException) -> None:
@@ -84,9 +89,9 @@ class Handle:
 
         self._call(set_it)
 
-    def _snapshot(self, token_ids: list[int]) -> None:
+    def _snapshot(self, token_ids: list[int], logprobs: list[Any] | None = None) -> None:
         if self.stream is not None:
-            self._call(self.stream.put_nowait, token_ids)
+            self._call(self.stream.put_nowait, (token_ids, logprobs))
 
     def _call(self, fn: Any, *args: Any) -> None:
         try:
@@ -140,7 +145,8 @@ class EngineLoop:
         self._abort_all = why
 
     def submit(self, prompt_ids: list[int], params: Any, *, stream: bool = False) -> Handle:
-        handle = Handle(asyncio.get_running_loop(), stream)
+        wants_logprobs = getattr(params, "logprobs", None) is not None
+        handle = Handle(asyncio.get_running_loop(), stream, stream_logprobs=wants_logprobs)
         self._inbox.put((prompt_ids, params, handle))
         if not self.alive:
             self._fail_queued("the engine loop is not running")
@@ -213,7 +219,9 @@ class EngineLoop:
         streaming = {rid for rid, h in self._live.items() if h.stream is not None}
         if streaming:
             for rid, toks in self.adapter.partial_tokens(streaming - step.finished.keys()).items():
-                self._live[rid]._snapshot(toks)
+                handle = self._live[rid]
+                lps = self.adapter.partial_logprobs(rid) if handle.stream_logprobs else None
+                handle._snapshot(toks, lps)
         for rid, out in step.finished.items():
             handle = self._live.pop(rid, None)
             self.stats.finished += 1

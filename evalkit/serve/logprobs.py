@@ -6,7 +6,9 @@ log-probability: null).
 Offsets index the choice's `text`. For a text prompt they come from the tokenizer's offset mapping
 (so an answer's characters map to its tokens even when a token does not decode alone, e.g. a
 special token); otherwise, as vLLM does, from the cumulative lengths of the decoded tokens.
-`/v1/chat/completions`: `{"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}`."""
+`/v1/chat/completions`: `{"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}`.
+Streamed, each chunk carries the same object for the tokens generated since the previous chunk, as
+vLLM streams them: the chunks' lists concatenate to the non-streamed response's."""
 
 from __future__ import annotations
 
@@ -93,3 +95,26 @@ def chat_logprobs(tokenizer: Any, generated: list[TokenLogprob]) -> dict[str, An
             for g in generated
         ]
     }
+
+
+class StreamLogprobs:
+    """The `logprobs` of successive stream chunks: each takes the tokens not yet sent; completion
+    offsets keep counting from the stream's start (they index the whole streamed text)."""
+
+    def __init__(self, tokenizer: Any, chat: bool) -> None:
+        self.tokenizer = tokenizer
+        self.chat = chat
+        self.sent = 0
+        self.offset = 0
+
+    def take(self, generated: list[TokenLogprob] | None) -> dict[str, Any] | None:
+        new = (generated or [])[self.sent :]
+        if not new:
+            return None
+        self.sent += len(new)
+        if self.chat:
+            return chat_logprobs(self.tokenizer, new)
+        out = completion_logprobs(self.tokenizer, new)
+        out["text_offset"] = [o + self.offset for o in out["text_offset"]]
+        self.offset += sum(len(t) for t in out["tokens"])
+        return out
