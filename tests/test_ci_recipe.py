@@ -41,7 +41,7 @@ def test_the_workflow_installs_light_and_runs_the_script_with_rights_to_comment(
     assert flow["permissions"]["pull-requests"] == "write"
     (job,) = flow["jobs"].values()
     runs = [step.get("run", "") for step in job["steps"]]
-    assert "pip install ." in runs and not any("[engine]" in r or "torch" in r for r in runs)
+    assert 'pip install ".[lmeval]"' in runs and not any("[engine]" in r or "torch" in r for r in runs)
     assert "bash scripts/ci/evalkit_pr.sh evalkit-pr" in runs
     assert job["env"]["EVALKIT_FAIL_ON"] == "not-noninferior" and "GITHUB_TOKEN" in job["env"]
     upload = next(s for s in job["steps"] if "upload-artifact" in s.get("uses", ""))
