@@ -6,7 +6,9 @@ Why it is built this way:
 - A remote failure must never become a wrong answer. Transient failures (429, 5xx, timeouts,
   dropped connections, malformed JSON) are retried with exponential backoff and jitter, each
   retry on the next replica; after the last retry the request comes back with `error` set and
-  the runner stores it unscored.
+  the runner stores it unscored. The loop is ours, not the openai client's `max_retries` (set to
+  0): the client retries on the same URL, while each retry here goes to the next replica and is
+  counted in the run's record, and a refused prompt log-probability must stop the run at once.
 - Results are handed to `on_result` from the calling thread (worker threads only talk HTTP), so
   the runner's writer needs no locking and Ctrl-C stops the run at once.
 """

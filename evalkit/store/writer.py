@@ -77,7 +77,11 @@ def refuse_linked_files(path: Path) -> None:
 
 def lock_run_dir(path: Path) -> int:
     """Take the run directory's exclusive lock (flock: the kernel drops it when the process exits or
-    is killed) and write our pid into it; a second writer gets an InputError naming the holder."""
+    is killed) and write our pid into it; a second writer gets an InputError naming the holder.
+    Kept rather than `filelock`: filelock before 3.20.1 opened the lock with O_TRUNC through a link
+    (its CVE), and 3.x after it still truncates on every attempt, a refused one too, erasing the
+    holder's pid this error names; only 4.x (checked: 4.3.2, O_NOFOLLOW, pid via `on_acquired`)
+    would do, and the drift writer holds this lock as a plain descriptor."""
     fd = open_no_follow(path / LOCK, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
