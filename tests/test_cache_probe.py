@@ -85,6 +85,14 @@ def _reply(text, lps):
     return Reply(text, tuple(f"t{i}" for i in range(len(lps))), tuple(lps))
 
 
+def test_no_flush_leaves_the_cache_alone_and_the_key_is_not_stored(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-123")
+    with CachedServer(cache_dtype_bug=True) as server:
+        rc, record, _ = _probe(tmp_path, server.url, "--no-flush")
+    assert rc == 1 and server.flushes == 0 and record["cache_probe"]["cold_method"] == "unique-prefix"
+    assert "sk-secret-123" not in (tmp_path / "probe" / "cache_probe.json").read_text()
+
+
 def test_the_verdict_pairs_warm_with_the_floor_per_question():
     """A noisy floor (cold answers that differ among themselves) absorbs warm departures of the
     same size: warm must depart beyond it, question by question."""

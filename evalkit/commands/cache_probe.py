@@ -33,6 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--api-key", help="key sent as `Authorization: Bearer` (default: OPENAI_API_KEY); never stored"
     )
+    parser.add_argument(
+        "--no-flush",
+        action="store_true",
+        help="never flush the server's cache (a shared server: other users' prefixes stay cached); "
+        "cold answers then come from a unique prefix",
+    )
     parser.add_argument("--out", required=True, help="directory for cache_probe.json and cache_probe.md")
 
 
@@ -66,7 +72,8 @@ def main(args: argparse.Namespace) -> int:
     backend = OpenAIBackend(
         [args.server], model=args.model, timeout=args.timeout, max_retries=args.max_retries, api_key=api_key
     )
-    manifest = base_manifest(redact_command(["evalkit", *sys.argv[1:]]))
+    argv = ["evalkit", "cache-probe", *sys.argv[2:]] if sys.argv[1:2] == ["cache-probe"] else sys.argv
+    manifest = base_manifest(redact_command(argv))
     base_url = backend.base_urls[0]
     description = backend.describe()
     client = openai.OpenAI(
@@ -75,7 +82,8 @@ def main(args: argparse.Namespace) -> int:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     server = ProbeServer(client, base_url, backend.model, headers=headers, seed=args.seed)
     try:
-        server.find_flush()
+        if not args.no_flush:
+            server.find_flush()
         prompts = gsm8k_prompts(args.limit, args.shots)
         print(f"probing {len(prompts)} questions, cold by {cold_method(server)}", file=sys.stderr)
         probes = probe_all(server, prompts, args.max_tokens)
@@ -100,6 +108,7 @@ def main(args: argparse.Namespace) -> int:
             "seed": args.seed,
             "temperature": 0.0,
             "alpha": args.alpha,
+            "no_flush": args.no_flush,
         },
         finished_at=now_utc(),
     )
