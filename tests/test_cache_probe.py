@@ -10,7 +10,7 @@ import pytest
 from helpers.cached_server import CachedServer
 from scipy import stats
 
-from evalkit.cache_probe.probe import QuestionProbe
+from evalkit.cache_probe.probe import WARM_FLOOR, QuestionProbe
 from evalkit.cache_probe.server import Reply
 from evalkit.cache_probe.verdict import judge, sign_test
 from evalkit.cli import main
@@ -43,7 +43,7 @@ def test_a_server_whose_cached_answers_differ_is_reported(tmp_path, flush_path, 
         rc, record, md = _probe(tmp_path, server.url)
     assert rc == 1
     r = record["cache_probe"]
-    assert r["depends"] and r["cold_method"] == f"flush {flush_path}"
+    assert r["depends"] and r["cold_method"] == f"flush {flush_path}" and r["floor"] == "cold-cold"
     # every warm answer was a cache hit, every cold one a miss
     assert [cached for _, cached in server.requests] == [False, False, True] * 9
     assert server.flushes == 1 + 2 * 9  # the probe for the endpoint, then two per question
@@ -69,20 +69,16 @@ def test_a_server_whose_cached_answers_do_not_differ_passes(tmp_path):
     assert r["logprob_warm_above"] == r["logprob_warm_below"] == 0 and r["p_holm"] == [1.0, 1.0]
 
 
-def test_without_a_flush_endpoint_a_unique_prefix_makes_cold(tmp_path):
+def test_without_a_flush_endpoint_a_unique_prefix_makes_cold_and_two_warm_answers_the_floor(tmp_path):
     with CachedServer(cache_dtype_bug=True, flush_path=None) as server:
         rc, record, md = _probe(tmp_path, server.url)
     r = record["cache_probe"]
-    assert rc == 1 and r["depends"] and r["cold_method"] == "unique-prefix" and "unique prefix" in md
+    assert rc == 1 and r["depends"] and r["cold_method"] == "unique-prefix" and r["floor"] == "warm-warm"
+    assert "unique prefix" in md and "| warm vs warm (floor) | 0 |" in md
+    assert [cached for _, cached in server.requests] == [False, True, True] * 9
     prompts = [p for p, _ in server.requests]
-    assert [cached for _, cached in server.requests] == [False, False, True] * 9
-    assert prompts[0] == prompts[2] != prompts[1] and prompts[0].endswith(
-        prompts[1][prompts[1].index("]") + 2 :]
-    )
-
-
-def _reply(text, lps):
-    return Reply(text, tuple(f"t{i}" for i in range(len(lps))), tuple(lps))
+    assert all(prompts[i] == prompts[i + 1] == prompts[i + 2] for i in range(0, 27, 3))
+    assert len(set(prompts)) == 9 and all(p.startswith("[") for p in prompts)  # a new prefix each
 
 
 def test_no_flush_leaves_the_cache_alone_and_the_key_is_not_stored(tmp_path, monkeypatch):
@@ -91,6 +87,10 @@ def test_no_flush_leaves_the_cache_alone_and_the_key_is_not_stored(tmp_path, mon
         rc, record, _ = _probe(tmp_path, server.url, "--no-flush")
     assert rc == 1 and server.flushes == 0 and record["cache_probe"]["cold_method"] == "unique-prefix"
     assert "sk-secret-123" not in (tmp_path / "probe" / "cache_probe.json").read_text()
+
+
+def _reply(text, lps):
+    return Reply(text, tuple(f"t{i}" for i in range(len(lps))), tuple(lps))
 
 
 def test_the_verdict_pairs_warm_with_the_floor_per_question():
@@ -106,6 +106,11 @@ def test_the_verdict_pairs_warm_with_the_floor_per_question():
     assert r.logprob_p == pytest.approx(stats.binom.sf(5, 7, 0.5))  # P(X >= 6), X ~ Bin(7, 1/2)
     assert r.p_holm[1] == pytest.approx(min(1.0, 2 * r.logprob_p)) and r.depends == (r.p_holm[1] <= 0.05)
     assert sign_test(0, 0) == 1.0
+    # without a flush the floor is warm against warm again: cold is not part of it
+    warm_floor = [QuestionProbe(i, same, moved, moved, WARM_FLOOR) for i in range(8)]
+    r = judge(warm_floor, "unique-prefix")
+    assert r.floor == "warm-warm" and r.floor_text_departures == 0
+    assert (r.logprob_warm_above, r.logprob_warm_below) == (8, 0) and r.depends
 
 
 def test_bad_input_is_one_line(tmp_path, capsys):
@@ -126,3 +131,6 @@ def test_evalkit_serve_on_the_cpu_does_not_depend_on_a_cache(tmp_path, tiny_hybr
     r = json.loads((out / "cache_probe.json").read_text())["cache_probe"]
     assert rc == 0 and not r["depends"] and r["cold_method"] == "unique-prefix"
     assert r["logprob_questions"] == 4  # evalkit serve returns the log-probabilities
+    # no prefix cache and a deterministic engine: warm equals cold, and the warm floor is 0 too
+    assert r["warm_text_departures"] == r["floor_text_departures"] == 0
+    assert r["logprob_warm_above"] == r["logprob_warm_below"] == 0

@@ -1,9 +1,10 @@
 """The probe's sequence per question, and how two answers to one prompt differ.
 
-With a flush endpoint: flush, cold; flush, cold again (the floor); then warm (the same prompt, its
-prefix now cached by the second cold request). Without one: cold is the prompt behind a unique
-prefix, the floor a second unique prefix (so the floor also holds what the prefix changes: a
-looser floor), warm the first prefixed prompt again."""
+With a flush endpoint: flush, cold; flush, cold again (the floor: two cold answers); then warm
+(the same prompt, its prefix now cached by the second cold request). Without one: cold is the
+prompt behind a unique prefix (no earlier request began with it), then warm (the same prefixed
+prompt, now cached) twice; the floor is the two warm answers, what the server varies by with
+the cache state held equal (a second unique prefix would change the prompt itself)."""
 
 from __future__ import annotations
 
@@ -33,12 +34,16 @@ def difference(a: Reply, b: Reply) -> Difference:
     return Difference(a.text == b.text, first, dmax)
 
 
+COLD_FLOOR, WARM_FLOOR = "cold-cold", "warm-warm"
+
+
 @dataclass(frozen=True)
 class QuestionProbe:
     index: int
     cold: Reply
-    replicate: Reply  # the second cold answer: the floor
+    replicate: Reply  # the floor's second answer: cold again (flushed), else warm again
     warm: Reply
+    floor_kind: str = COLD_FLOOR
 
     @property
     def warm_vs_cold(self) -> Difference:
@@ -46,7 +51,7 @@ class QuestionProbe:
 
     @property
     def floor(self) -> Difference:
-        return difference(self.cold, self.replicate)
+        return difference(self.cold if self.floor_kind == COLD_FLOOR else self.warm, self.replicate)
 
 
 def probe_question(server: ProbeServer, index: int, prompt: str, max_tokens: int) -> QuestionProbe:
@@ -56,12 +61,12 @@ def probe_question(server: ProbeServer, index: int, prompt: str, max_tokens: int
         server.flush()
         replicate = server.complete(prompt, max_tokens)
         warm = server.complete(prompt, max_tokens)
-    else:
-        first = unique_prefix() + prompt
-        cold = server.complete(first, max_tokens)
-        replicate = server.complete(unique_prefix() + prompt, max_tokens)
-        warm = server.complete(first, max_tokens)
-    return QuestionProbe(index, cold, replicate, warm)
+        return QuestionProbe(index, cold, replicate, warm, COLD_FLOOR)
+    prefixed = unique_prefix() + prompt
+    cold = server.complete(prefixed, max_tokens)
+    warm = server.complete(prefixed, max_tokens)
+    replicate = server.complete(prefixed, max_tokens)
+    return QuestionProbe(index, cold, replicate, warm, WARM_FLOOR)
 
 
 def cold_method(server: ProbeServer) -> str:

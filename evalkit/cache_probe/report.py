@@ -37,6 +37,7 @@ def question_rows(probes: list[QuestionProbe]) -> list[dict[str, Any]]:
 
 def markdown(result: CacheProbeResult, manifest: dict[str, Any]) -> str:
     server = manifest.get("server", {})
+    floor = result.floor.replace("-", " vs ")
     lines = [
         "### evalkit cache-probe",
         "",
@@ -50,7 +51,7 @@ def markdown(result: CacheProbeResult, manifest: dict[str, Any]) -> str:
         "|---|---|---|",
         f"| warm vs cold | {result.warm_text_departures} | {result.logprob_warm_above} / "
         f"{result.logprob_warm_below} (of {result.logprob_questions}) |",
-        f"| cold vs cold (floor) | {result.floor_text_departures} | |",
+        f"| {floor} (floor) | {result.floor_text_departures} | |",
         "",
         f"Paired one-sided exact sign tests: text {result.text_warm_only} vs {result.text_floor_only} "
         f"questions (p {result.text_p:.3g}), log-probs (p {result.logprob_p:.3g}); Holm over both "
@@ -59,9 +60,10 @@ def markdown(result: CacheProbeResult, manifest: dict[str, Any]) -> str:
     if result.cold_method == "unique-prefix":
         lines += [
             "",
-            "The server offers no cache flush (vLLM `POST /reset_prefix_cache`, SGLang "
-            "`POST /flush_cache`): cold answers are prompts behind a unique prefix, so the floor also "
-            "holds what that prefix changes.",
+            "No cache flush was used (the server offers none: vLLM `POST /reset_prefix_cache`, SGLang "
+            "`POST /flush_cache`; or `--no-flush`): cold answers are prompts behind a unique prefix, and "
+            "the floor is two warm answers to the same prompt (the server's variation with the cache "
+            "state held equal), not two cold ones.",
         ]
     return "\n".join(lines) + "\n"
 

@@ -1,4 +1,5 @@
-"""Whether warm answers depart from cold ones beyond the floor, per question, paired.
+"""Whether warm answers depart from cold ones beyond the floor (two answers that should agree: two
+cold ones, or without a flush two warm ones), per question, paired.
 
 Two one-sided exact sign tests on the questions where warm and the floor disagree: the greedy
 text (warm differs from cold while the replicate does not, against the reverse) and the
@@ -13,7 +14,7 @@ from typing import ClassVar
 
 from scipy import stats
 
-from evalkit.cache_probe.probe import QuestionProbe
+from evalkit.cache_probe.probe import COLD_FLOOR, QuestionProbe
 from evalkit.stats._result import Result
 from evalkit.stats.multitest import holm
 
@@ -22,6 +23,7 @@ from evalkit.stats.multitest import holm
 class CacheProbeResult(Result):
     n: int
     cold_method: str
+    floor: str  # "cold-cold" (flushed twice) or "warm-warm" (no flush: the same prefixed prompt twice)
     warm_text_departures: int  # questions whose warm text differs from cold
     floor_text_departures: int  # questions whose replicate text differs from cold
     text_warm_only: int
@@ -73,6 +75,7 @@ def judge(probes: list[QuestionProbe], cold_method: str, alpha: float = 0.05) ->
     return CacheProbeResult(
         n=len(probes),
         cold_method=cold_method,
+        floor=probes[0].floor_kind if probes else COLD_FLOOR,
         warm_text_departures=sum(1 for w in warm if not w.same_text),
         floor_text_departures=sum(1 for f in floor if not f.same_text),
         text_warm_only=warm_only,
