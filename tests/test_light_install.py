@@ -171,3 +171,13 @@ def test_a_real_venv_from_the_package_index_without_torch(tmp_path):
     assert out.returncode == 0 and "2 new samples" in out.stdout, out.stderr
     out = subprocess.run([evalkit, "run", "--arm", "fp16"], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 2 and "pip install 'evalkit-state[engine]'" in out.stderr
+
+
+def test_cache_probe_without_the_engine_or_lm_eval(tmp_path):
+    from helpers.cached_server import CachedServer
+
+    with CachedServer(cache_dtype_bug=True) as server:
+        argv = ["cache-probe", "--server", server.url, "--limit", "6", "--shots", "1", "--out", "probe"]
+        out = _light(*argv, cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert "answers depend on the prefix cache" in out.stdout
