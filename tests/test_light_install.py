@@ -181,3 +181,18 @@ def test_cache_probe_without_the_engine_or_lm_eval(tmp_path):
         out = _light(*argv, cwd=tmp_path)
     assert out.returncode == 1, out.stderr
     assert "answers depend on the prefix cache" in out.stdout
+
+
+def test_evalkit_lm_eval_names_the_lmeval_extra_in_one_line(tmp_path):
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import light_evalkit as l; l.hide_engine_modules(); "
+        "sys.argv = ['evalkit-lm-eval', '--help']; from evalkit.interop.lm_eval_cli import main; main()"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(LIGHT.parent)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.strip().splitlines() == [
+        "evalkit-lm-eval: error: lm-eval's tasks and scoring are not installed (no module 'lm_eval'); "
+        "pip install 'evalkit-state[lmeval]'"
+    ]

@@ -48,9 +48,19 @@ def _embedded_model() -> str:
 
 
 def main() -> None:
-    """lm-eval's CLI; an evalkit user error (a refused checkpoint, a bad arm) is one line, exit 2."""
-    register()
-    from lm_eval.__main__ import cli_evaluate
+    """lm-eval's CLI; an evalkit user error (a refused checkpoint, a bad arm) is one line, exit 2,
+    and so is a missing extra (a light install has no lm-eval)."""
+    from evalkit.extras import missing_extra_message
+
+    try:
+        register()
+        from lm_eval.__main__ import cli_evaluate
+    except ModuleNotFoundError as exc:
+        message = missing_extra_message(exc)
+        if message is None:
+            raise
+        print(f"evalkit-lm-eval: error: {message}", file=sys.stderr)
+        sys.exit(2)
 
     try:
         sys.argv = [sys.argv[0], *with_pretrained(sys.argv[1:], _embedded_model)]
