@@ -1,5 +1,5 @@
 """`load_model`: a checkpoint directory or hub id -> a ready model (`KimiLinearLM`, `Qwen3NextLM` for
-the Gated DeltaNet family, `NemotronHLM` / `GraniteHybridLM` for the Mamba2 hybrids, by
+the Gated DeltaNet family, `NemotronHLM` / `GraniteHybridLM` / `BambaLM` for the Mamba2 hybrids, by
 `model_type`) plus its tokenizer."""
 
 from __future__ import annotations
@@ -12,6 +12,9 @@ from typing import Any
 
 import torch
 
+from .bamba import BambaLM
+from .bamba.config import BambaArch
+from .bamba.weights import load_bamba_weights
 from .checkpoint import TensorSource, load_tokenizer, read_config, resolve_model_path
 from .families import Arch
 from .granite_hybrid import GraniteHybridLM
@@ -29,7 +32,7 @@ from .weights import load_weights
 
 @dataclass
 class LoadedModel:
-    model: KimiLinearLM | Qwen3NextLM | NemotronHLM | GraniteHybridLM
+    model: KimiLinearLM | Qwen3NextLM | NemotronHLM | GraniteHybridLM | BambaLM
     arch: Arch
     tokenizer: Any  # a transformers tokenizer, or None when loaded with tokenizer=False
     path: Path
@@ -38,6 +41,9 @@ class LoadedModel:
 
 def build_and_load(arch: Arch, source: TensorSource, dtype: torch.dtype, device: torch.device):
     """The model of `arch`'s family with its weights from `source`; returns (model, unused tensor names)."""
+    if isinstance(arch, BambaArch):
+        lm = BambaLM(arch, dtype, device)
+        return lm, load_bamba_weights(lm, source)
     if isinstance(arch, GraniteHybridArch):
         lm = GraniteHybridLM(arch, dtype, device)
         return lm, load_granite_hybrid_weights(lm, source)

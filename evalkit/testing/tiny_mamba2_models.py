@@ -8,7 +8,10 @@ redrawn with std 0.3 and the 1-D parameters (norms, A_log, dt_bias, D, conv bias
 every weight path, and the stored state, moves the logits. Builds are cached by their arguments.
 
 `build_tiny_granite_hybrid_checkpoint(path)`: layers Mamba2, Mamba2, attention, Mamba2 (no RoPE),
-each with 4 experts top 2 and a shared MLP, Granite's multipliers away from 1, perturbed the same way."""
+each with 4 experts top 2 and a shared MLP, Granite's multipliers away from 1, perturbed the same way.
+
+`build_tiny_bamba_checkpoint(path)`: layers Mamba2, attention (half-rotary RoPE, theta 500 so
+positions matter within the test's lengths), Mamba2, each with a SwiGLU MLP, perturbed the same way."""
 
 from __future__ import annotations
 
@@ -147,3 +150,47 @@ def build_tiny_nemotron_h_checkpoint(
         tiny_nemotron_h_model(cfg).save_pretrained(str(folder))
 
     return build_once(path, stamp, build)
+
+
+def tiny_bamba_config(vocab_size: int, tok, **overrides):
+    from transformers import BambaConfig
+
+    kwargs = dict(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        num_hidden_layers=3,
+        attn_layer_indices=[1],
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=96,
+        mamba_n_heads=8,
+        mamba_d_head=16,
+        mamba_d_state=8,
+        mamba_n_groups=2,
+        mamba_d_conv=4,
+        mamba_expand=2,
+        mamba_chunk_size=8,
+        rope_parameters={"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.5},
+        initializer_range=0.08,
+        bos_token_id=tok.convert_tokens_to_ids(BOS),
+        eos_token_id=tok.convert_tokens_to_ids(EOS),
+        pad_token_id=tok.convert_tokens_to_ids(PAD),
+    )
+    kwargs.update(overrides)
+    return BambaConfig(**kwargs)
+
+
+def build_tiny_bamba_checkpoint(path: str | os.PathLike, seed: int = 0, vocab_size: int = 512) -> Path:
+    """Write (or reuse) a tiny Bamba checkpoint at `path`."""
+    import torch
+    from transformers import BambaForCausalLM
+
+    stamp = {"v": _BUILDER_VERSION, "family": "bamba", "seed": seed, "vocab_size": vocab_size}
+
+    def build(folder: Path) -> None:
+        tok = build_tokenizer(folder, vocab_size)
+        cfg = tiny_bamba_config(vocab_size, tok)
+        torch.manual_seed(seed)
+        _perturbed(BambaForCausalLM(cfg)).save_pretrained(str(folder))
+
+    return build_once(Path(path), stamp, build)
