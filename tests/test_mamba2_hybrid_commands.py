@@ -14,13 +14,13 @@ from evalkit.cli import main as cli
 COMMON = ["--tasks", "passkey", "--lengths", "1k", "--limit", "1", "--device", "cpu", "--no-progress"]
 
 
-@pytest.fixture(scope="module", params=["bamba"])
+@pytest.fixture(scope="module", params=["bamba", "falcon_h1"])
 def family(request):
     from evalkit.testing import tiny_mamba2_models as tiny
 
-    build = {"bamba": tiny.build_tiny_bamba_checkpoint}[request.param]
-    n_mamba2 = {"bamba": 2}[request.param]
-    return request.param, build(checkpoint_cache_root(request) / request.param), n_mamba2
+    build = {"bamba": tiny.build_tiny_bamba_checkpoint, "falcon_h1": tiny.build_tiny_falcon_h1_checkpoint}
+    n_mamba2 = {"bamba": 2, "falcon_h1": 3}[request.param]  # Falcon-H1: every layer
+    return request.param, build[request.param](checkpoint_cache_root(request) / request.param), n_mamba2
 
 
 def test_run(family, tmp_path):

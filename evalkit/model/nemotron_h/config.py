@@ -20,7 +20,7 @@ MAMBA2_MODEL_TYPES = {"nemotron_h": "nemotron_h"}
 BLOCK_TYPES = ("linear_attention", "full_attention", "moe", "mlp")
 PATTERN_CHARS = {"M": "linear_attention", "*": "full_attention", "E": "moe", "-": "mlp"}
 # model types of the family that run only through a server (named in the refusal)
-SERVER_ONLY = ("mamba", "mamba2", "falcon_h1")
+SERVER_ONLY = ("mamba", "mamba2")
 
 
 class Mamba2Vocabulary(GQACacheVocabulary):
