@@ -1,5 +1,5 @@
-"""Tiny random Mamba2-hybrid checkpoints (NemotronH, Granite-4.0-H) for tests, built with
-transformers' own classes and the byte-level tokenizer of `tiny_models`.
+"""Tiny random Mamba2-hybrid checkpoints (NemotronH, Granite-4.0-H, Bamba, Falcon-H1) for tests,
+built with transformers' own classes and the byte-level tokenizer of `tiny_models`.
 
 `build_tiny_nemotron_h_checkpoint(path)`: blocks "ME*-M-" (Mamba2, MoE, attention, MLP, Mamba2,
 MLP; mamba2.md §9), 8 Mamba heads of 16 x 8 state in 2 groups, conv with bias, 4 experts top 2.

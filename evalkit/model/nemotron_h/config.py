@@ -25,7 +25,8 @@ SERVER_ONLY = ("mamba", "mamba2")
 
 class Mamba2Vocabulary(GQACacheVocabulary):
     """The engine's vocabulary (its KDA/MLA names) for an arch of Mamba2 mixers and GQA attention
-    layers; NemotronH and Granite-4.0-H share both layers, so they share these answers."""
+    layers; NemotronH, Granite-4.0-H, Bamba and Falcon-H1 share both layers, so they share these
+    answers."""
 
     @property
     def recurrent_state_shape(self) -> tuple[int, int, int]:
