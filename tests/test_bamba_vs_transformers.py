@@ -16,6 +16,7 @@ from evalkit.engine import LLMEngine, SamplingParams
 from evalkit.model.config import UnsupportedModelError
 from evalkit.model.families import parse_any_config
 from tests.helpers.drive import TOKENS, drive_logits
+from tests.helpers.loading import unused_tensors
 from tests.helpers.numerics import rel_err
 
 REL_TOL = 1e-4
@@ -113,3 +114,30 @@ def test_unsupported_configs_are_one_line(change, words):
     with pytest.raises(UnsupportedModelError, match=words) as e:
         parse_any_config({**base, **change})
     assert "\n" not in str(e.value)
+
+
+def test_every_checkpoint_tensor_is_used(setup):
+    _, engine, _, _ = setup
+    assert unused_tensors(engine.loaded.path) == []
+
+
+def test_tied_embeddings_without_an_lm_head_tensor(request):
+    """tie_word_embeddings: transformers saves no lm_head; the engine reuses the embeddings."""
+    from transformers import AutoModelForCausalLM
+
+    from evalkit.model.checkpoint import TensorSource
+    from evalkit.testing.tiny_mamba2_models import build_tiny_bamba_checkpoint
+
+    ckpt = build_tiny_bamba_checkpoint(
+        checkpoint_cache_root(request) / "bamba-tied", tie_word_embeddings=True
+    )
+    source = TensorSource(ckpt)
+    assert "lm_head.weight" not in source.names()
+    source.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hf = AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.float32).eval()
+        with torch.no_grad():
+            ref = hf(torch.tensor([TOKENS[:60]]), use_cache=False).logits[0]
+    engine = LLMEngine(str(ckpt), device="cpu", state_dtype="fp32", max_num_seqs=1)
+    assert rel_err(drive_logits(engine, TOKENS[:60], [40], 20), ref) <= REL_TOL

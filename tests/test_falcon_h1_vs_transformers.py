@@ -17,6 +17,7 @@ from evalkit.engine import LLMEngine, SamplingParams
 from evalkit.model.config import UnsupportedModelError
 from evalkit.model.families import parse_any_config
 from tests.helpers.drive import TOKENS, drive_logits
+from tests.helpers.loading import unused_tensors
 from tests.helpers.numerics import rel_err
 
 REL_TOL = 1e-4
@@ -67,6 +68,12 @@ def test_the_other_gate_orders_match(request, gate):
     _, engine, tokens, ref = _setup(request, gate)
     assert (engine.loaded.model.layers[0].mamba.norm is None) == (gate == "no-norm")
     assert rel_err(drive_logits(engine, tokens, [97], 53), ref) <= REL_TOL
+    assert unused_tensors(engine.loaded.path) == []
+
+
+def test_every_checkpoint_tensor_is_used(setup):
+    _, engine, _, _ = setup
+    assert unused_tensors(engine.loaded.path) == []
 
 
 MULTIPLIERS = [

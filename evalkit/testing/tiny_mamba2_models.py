@@ -185,16 +185,24 @@ def tiny_bamba_config(vocab_size: int, tok, **overrides):
     return BambaConfig(**kwargs)
 
 
-def build_tiny_bamba_checkpoint(path: str | os.PathLike, seed: int = 0, vocab_size: int = 512) -> Path:
-    """Write (or reuse) a tiny Bamba checkpoint at `path`."""
+def build_tiny_bamba_checkpoint(
+    path: str | os.PathLike, seed: int = 0, vocab_size: int = 512, **overrides
+) -> Path:
+    """Write (or reuse, when the same arguments built it before) a tiny Bamba checkpoint."""
     import torch
     from transformers import BambaForCausalLM
 
-    stamp = {"v": _BUILDER_VERSION, "family": "bamba", "seed": seed, "vocab_size": vocab_size}
+    stamp = {
+        "v": _BUILDER_VERSION,
+        "family": "bamba",
+        "seed": seed,
+        "vocab_size": vocab_size,
+        "overrides": {k: repr(v) for k, v in sorted(overrides.items())},
+    }
 
     def build(folder: Path) -> None:
         tok = build_tokenizer(folder, vocab_size)
-        cfg = tiny_bamba_config(vocab_size, tok)
+        cfg = tiny_bamba_config(vocab_size, tok, **overrides)
         torch.manual_seed(seed)
         _perturbed(BambaForCausalLM(cfg)).save_pretrained(str(folder))
 
