@@ -46,6 +46,7 @@ def parse_any_config(raw: dict[str, Any], source: str = "config.json") -> Arch:
             *MAMBA2_MODEL_TYPES,
             *GRANITE_MODEL_TYPES,
             *BAMBA_MODEL_TYPES,
+            *FALCON_H1_MODEL_TYPES,
         )
     )
     server = f" (run {model_type} through its server: --server URL)" if model_type in SERVER_ONLY else ""
