@@ -1,5 +1,6 @@
 """`evalkit recipes` for the Mamba2 hybrids: the family comes from a local config or the hub id's
-name; NemotronH and Granite-4.0-H are native (no --trust-remote-code) and get the family's notes."""
+name; NemotronH, Granite-4.0-H, Bamba and Falcon-H1 are native (no --trust-remote-code) and get the
+family's notes."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from evalkit.commands import recipes
         ("nvidia/NVIDIA-Nemotron-Nano-9B-v2", "nemotron_h"),
         ("nvidia/Nemotron-H-8B-Base-8K", "nemotron_h"),
         ("ibm-granite/granite-4.0-h-small", "granitemoehybrid"),
+        ("ibm-ai-platform/Bamba-9B-v2", "bamba"),
+        ("tiiuae/Falcon-H1-7B-Instruct", "falcon_h1"),
         ("Qwen/Qwen3.5-9B", "qwen3_5"),
     ],
 )
@@ -23,7 +26,7 @@ def test_family_from_the_name(model, family):
     assert recipes.model_family(model) == family
 
 
-@pytest.mark.parametrize("model_type", ["nemotron_h", "granitemoehybrid"])
+@pytest.mark.parametrize("model_type", ["nemotron_h", "granitemoehybrid", "bamba", "falcon_h1"])
 def test_family_from_a_local_config(tmp_path, model_type):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type}))
     assert recipes.model_family(str(tmp_path)) == model_type

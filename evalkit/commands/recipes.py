@@ -4,8 +4,8 @@ matching `evalkit run` line, so a fleet user evaluates exactly what they deploy.
 The knobs (each engine's documented state-dtype switch):
 vLLM `--mamba-ssm-cache-dtype`, SGLang `--mamba-ssm-dtype`, ATOM env `ATOM_GDN_SSM_DTYPE`.
 The same knobs serve Kimi-Linear (KDA), the Gated DeltaNet family (Qwen3-Next, Qwen3.5) and the
-Mamba2 hybrids (NemotronH, Granite-4.0-H); the family (`--family`, else guessed from the model)
-picks the rest of the command line and the notes.
+Mamba2 hybrids (NemotronH, Granite-4.0-H, Bamba, Falcon-H1); the family (`--family`, else guessed
+from the model) picks the rest of the command line and the notes.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from evalkit.arm import SERVER_FORMATS, server_format
 from evalkit.errors import InputError
 
 ARMS = tuple(SERVER_FORMATS)  # the state formats serving engines offer
-FAMILIES = ("kimi", "qwen3_next", "qwen3_5", "nemotron_h", "granitemoehybrid")
+FAMILIES = ("kimi", "qwen3_next", "qwen3_5", "nemotron_h", "granitemoehybrid", "bamba", "falcon_h1")
 _GDN_TYPES = {"qwen3_next": "qwen3_next", "qwen3_5": "qwen3_5", "qwen3_5_text": "qwen3_5"}
 _GDN_TYPES |= {"qwen3_5_moe": "qwen3_5", "qwen3_5_moe_text": "qwen3_5"}
-_MAMBA2_TYPES = {"nemotron_h": "nemotron_h", "granitemoehybrid": "granitemoehybrid"}
+_MAMBA2_TYPES = {t: t for t in ("nemotron_h", "granitemoehybrid", "bamba", "falcon_h1")}
 # family -> whose notes it reads (ENGINES' family_caveats keys)
 NOTES_OF = {
     "kimi": "kimi",
@@ -31,12 +31,13 @@ NOTES_OF = {
     "qwen3_5": "gdn",
     "nemotron_h": "mamba2",
     "granitemoehybrid": "mamba2",
+    "bamba": "mamba2",
+    "falcon_h1": "mamba2",
 }
 
 
 def model_family(model: str) -> str:
-    """kimi | qwen3_next | qwen3_5 | nemotron_h | granitemoehybrid: a local checkpoint's
-    model_type, else the hub id's name."""
+    """One of FAMILIES: a local checkpoint's model_type, else the hub id's name."""
     config = Path(model).expanduser() / "config.json"
     if config.is_file():
         try:
@@ -49,6 +50,10 @@ def model_family(model: str) -> str:
         return "nemotron_h"
     if "granite.4.0.h" in name:
         return "granitemoehybrid"
+    if "bamba" in name:
+        return "bamba"
+    if "falcon.h1" in name:
+        return "falcon_h1"
     if "qwen3.next" in name:
         return "qwen3_next"
     if "qwen3.5" in name or "qwen3.6" in name:
@@ -146,7 +151,8 @@ ENGINES = {
             ),
             "mamba2": (
                 "--mamba-ssm-dtype is SGLang's Mamba state switch; evalkit has not checked it on the Mamba2 "
-                "hybrids (NemotronH, Granite-4.0-H): check that two arms differ before trusting them.",
+                "hybrids (NemotronH, Granite-4.0-H, Bamba, Falcon-H1): check that two arms differ before "
+                "trusting them.",
             ),
         },
     ),

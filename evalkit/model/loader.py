@@ -1,6 +1,6 @@
 """`load_model`: a checkpoint directory or hub id -> a ready model (`KimiLinearLM`, `Qwen3NextLM` for
-the Gated DeltaNet family, `NemotronHLM` / `GraniteHybridLM` for the Mamba2 hybrids, by
-`model_type`) plus its tokenizer."""
+the Gated DeltaNet family, `NemotronHLM` / `GraniteHybridLM` / `BambaLM` / `FalconH1LM` for the
+Mamba2 hybrids, by `model_type`) plus its tokenizer."""
 
 from __future__ import annotations
 
@@ -12,7 +12,13 @@ from typing import Any
 
 import torch
 
+from .bamba import BambaLM
+from .bamba.config import BambaArch
+from .bamba.weights import load_bamba_weights
 from .checkpoint import TensorSource, load_tokenizer, read_config, resolve_model_path
+from .falcon_h1 import FalconH1LM
+from .falcon_h1.config import FalconH1Arch
+from .falcon_h1.weights import load_falcon_h1_weights
 from .families import Arch
 from .granite_hybrid import GraniteHybridLM
 from .granite_hybrid.config import GraniteHybridArch
@@ -29,7 +35,7 @@ from .weights import load_weights
 
 @dataclass
 class LoadedModel:
-    model: KimiLinearLM | Qwen3NextLM | NemotronHLM | GraniteHybridLM
+    model: KimiLinearLM | Qwen3NextLM | NemotronHLM | GraniteHybridLM | BambaLM | FalconH1LM
     arch: Arch
     tokenizer: Any  # a transformers tokenizer, or None when loaded with tokenizer=False
     path: Path
@@ -38,6 +44,12 @@ class LoadedModel:
 
 def build_and_load(arch: Arch, source: TensorSource, dtype: torch.dtype, device: torch.device):
     """The model of `arch`'s family with its weights from `source`; returns (model, unused tensor names)."""
+    if isinstance(arch, FalconH1Arch):
+        lm = FalconH1LM(arch, dtype, device)
+        return lm, load_falcon_h1_weights(lm, source)
+    if isinstance(arch, BambaArch):
+        lm = BambaLM(arch, dtype, device)
+        return lm, load_bamba_weights(lm, source)
     if isinstance(arch, GraniteHybridArch):
         lm = GraniteHybridLM(arch, dtype, device)
         return lm, load_granite_hybrid_weights(lm, source)

@@ -48,11 +48,12 @@ def _mlp_prefixes(p: str) -> list[str]:
     return [f"{p}.mlp.", f"{p}.block_sparse_moe."]
 
 
-def load_embeddings_and_head(model: DecoderLM, r: _Reader, prefix: str) -> None:
-    """The token embeddings, final norm and lm_head (the embeddings again when tied and absent);
-    `prefix` is where the checkpoint keeps the decoder ("model." or a VLM's language model)."""
+def load_embeddings_and_head(model: DecoderLM, r: _Reader, prefix: str, norm: str = "norm") -> None:
+    """The token embeddings, final norm (`norm`: its name) and lm_head (the embeddings again when
+    tied and absent); `prefix` is where the checkpoint keeps the decoder ("model." or a VLM's
+    language model)."""
     _put(model.embed_tokens, r.first(f"{prefix}embed_tokens.weight"), f"{prefix}embed_tokens.weight")
-    _put(model.norm, r.first(f"{prefix}norm.weight"), f"{prefix}norm.weight")
+    _put(model.norm, r.first(f"{prefix}{norm}.weight"), f"{prefix}{norm}.weight")
     if r.has("lm_head.weight"):
         _put(model.lm_head, r.first("lm_head.weight"), "lm_head.weight")
     elif model.arch.tie_word_embeddings:

@@ -1,5 +1,5 @@
-"""Tiny random Mamba2-hybrid checkpoints (NemotronH, Granite-4.0-H) for tests, built with
-transformers' own classes and the byte-level tokenizer of `tiny_models`.
+"""Tiny random Mamba2-hybrid checkpoints (NemotronH, Granite-4.0-H, Bamba, Falcon-H1) for tests,
+built with transformers' own classes and the byte-level tokenizer of `tiny_models`.
 
 `build_tiny_nemotron_h_checkpoint(path)`: blocks "ME*-M-" (Mamba2, MoE, attention, MLP, Mamba2,
 MLP; mamba2.md §9), 8 Mamba heads of 16 x 8 state in 2 groups, conv with bias, 4 experts top 2.
@@ -8,7 +8,15 @@ redrawn with std 0.3 and the 1-D parameters (norms, A_log, dt_bias, D, conv bias
 every weight path, and the stored state, moves the logits. Builds are cached by their arguments.
 
 `build_tiny_granite_hybrid_checkpoint(path)`: layers Mamba2, Mamba2, attention, Mamba2 (no RoPE),
-each with 4 experts top 2 and a shared MLP, Granite's multipliers away from 1, perturbed the same way."""
+each with 4 experts top 2 and a shared MLP, Granite's multipliers away from 1, perturbed the same way.
+
+`build_tiny_bamba_checkpoint(path)`: layers Mamba2, attention (half-rotary RoPE, theta 500 so
+positions matter within the test's lengths), Mamba2, each with a SwiGLU MLP, perturbed the same way.
+
+`build_tiny_falcon_h1_checkpoint(path)`: 3 hybrid layers (Mamba2 and attention side by side), 6
+Mamba heads over `mamba_d_ssm` 96 (not expand x hidden), 2 attention heads of an explicit head_dim
+16 (not hidden / heads), every muP multiplier away from 1 and distinct, the gated RMSNorm on
+(`mamba_rms_norm`; overrides choose the other gate orders), perturbed the same way."""
 
 from __future__ import annotations
 
@@ -147,3 +155,117 @@ def build_tiny_nemotron_h_checkpoint(
         tiny_nemotron_h_model(cfg).save_pretrained(str(folder))
 
     return build_once(path, stamp, build)
+
+
+def tiny_bamba_config(vocab_size: int, tok, **overrides):
+    from transformers import BambaConfig
+
+    kwargs = dict(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        num_hidden_layers=3,
+        attn_layer_indices=[1],
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=96,
+        mamba_n_heads=8,
+        mamba_d_head=16,
+        mamba_d_state=8,
+        mamba_n_groups=2,
+        mamba_d_conv=4,
+        mamba_expand=2,
+        mamba_chunk_size=8,
+        rope_parameters={"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.5},
+        initializer_range=0.08,
+        bos_token_id=tok.convert_tokens_to_ids(BOS),
+        eos_token_id=tok.convert_tokens_to_ids(EOS),
+        pad_token_id=tok.convert_tokens_to_ids(PAD),
+    )
+    kwargs.update(overrides)
+    return BambaConfig(**kwargs)
+
+
+def build_tiny_bamba_checkpoint(
+    path: str | os.PathLike, seed: int = 0, vocab_size: int = 512, **overrides
+) -> Path:
+    """Write (or reuse, when the same arguments built it before) a tiny Bamba checkpoint."""
+    import torch
+    from transformers import BambaForCausalLM
+
+    stamp = {
+        "v": _BUILDER_VERSION,
+        "family": "bamba",
+        "seed": seed,
+        "vocab_size": vocab_size,
+        "overrides": {k: repr(v) for k, v in sorted(overrides.items())},
+    }
+
+    def build(folder: Path) -> None:
+        tok = build_tokenizer(folder, vocab_size)
+        cfg = tiny_bamba_config(vocab_size, tok, **overrides)
+        torch.manual_seed(seed)
+        _perturbed(BambaForCausalLM(cfg)).save_pretrained(str(folder))
+
+    return build_once(Path(path), stamp, build)
+
+
+def tiny_falcon_h1_config(vocab_size: int, tok, **overrides):
+    from transformers import FalconH1Config
+
+    kwargs = dict(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        intermediate_size=96,
+        mamba_n_heads=6,
+        mamba_d_ssm=96,
+        mamba_d_state=8,
+        mamba_n_groups=2,
+        mamba_d_conv=4,
+        mamba_chunk_size=8,
+        mamba_rms_norm=True,
+        mamba_norm_before_gate=True,
+        rope_parameters={"rope_type": "default", "rope_theta": 500.0},
+        embedding_multiplier=1.5,
+        lm_head_multiplier=0.7,
+        key_multiplier=1.3,
+        attention_in_multiplier=0.8,
+        attention_out_multiplier=0.6,
+        ssm_in_multiplier=1.2,
+        ssm_out_multiplier=0.9,
+        ssm_multipliers=[0.5, 1.4, 0.8, 1.1, 0.6],
+        mlp_multipliers=[1.25, 0.75],
+        initializer_range=0.08,
+        bos_token_id=tok.convert_tokens_to_ids(BOS),
+        eos_token_id=tok.convert_tokens_to_ids(EOS),
+        pad_token_id=tok.convert_tokens_to_ids(PAD),
+    )
+    kwargs.update(overrides)
+    return FalconH1Config(**kwargs)
+
+
+def build_tiny_falcon_h1_checkpoint(
+    path: str | os.PathLike, seed: int = 0, vocab_size: int = 512, **overrides
+) -> Path:
+    """Write (or reuse, when the same arguments built it before) a tiny Falcon-H1 checkpoint."""
+    import torch
+    from transformers import FalconH1ForCausalLM
+
+    stamp = {
+        "v": _BUILDER_VERSION,
+        "family": "falcon_h1",
+        "seed": seed,
+        "vocab_size": vocab_size,
+        "overrides": {k: repr(v) for k, v in sorted(overrides.items())},
+    }
+
+    def build(folder: Path) -> None:
+        tok = build_tokenizer(folder, vocab_size)
+        cfg = tiny_falcon_h1_config(vocab_size, tok, **overrides)
+        torch.manual_seed(seed)
+        _perturbed(FalconH1ForCausalLM(cfg)).save_pretrained(str(folder))
+
+    return build_once(Path(path), stamp, build)

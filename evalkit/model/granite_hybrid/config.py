@@ -9,7 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import LayerKinds, UnsupportedModelError, config_hash
-from ..nemotron_h.config import Mamba2Vocabulary
+from ..nemotron_h.config import (
+    Mamba2Vocabulary,
+    read_mamba_fields,
+    read_token_ids,
+    refuse_finite_time_step_limit,
+)
 
 GRANITE_MODEL_TYPES = {"granitemoehybrid": "granitemoehybrid"}
 LAYER_TYPES = ("linear_attention", "full_attention")
@@ -81,14 +86,7 @@ def _refuse_unsupported(raw: dict[str, Any], source: str) -> None:
             raise UnsupportedModelError(f"{source}: {key}=true is not supported (bias-free projections only)")
     if int(raw.get("num_local_experts", 8) or 0) < 1:
         raise UnsupportedModelError(f"{source}: Granite-4.0-H without experts is not supported")
-    limit = raw.get("time_step_limit", (0.0, float("inf")))
-    hi = limit[1] if limit else float("inf")
-    hi = float("inf") if isinstance(hi, dict) else float(hi)
-    if (limit and float(limit[0]) > 0.0) or hi != float("inf"):
-        raise UnsupportedModelError(
-            f"{source}: a finite time_step_limit {list(limit)} is not supported: transformers clamps dt in "
-            "prefill but not in decode, so no single reading is right; only (0, inf)"
-        )
+    refuse_finite_time_step_limit(raw, source)
 
 
 def _layer_types(raw: dict[str, Any], n: int, source: str) -> list[str]:
@@ -114,11 +112,9 @@ def parse_granite_hybrid_config(raw: dict[str, Any], source: str = "config.json"
     same = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
             "intermediate_size", "shared_intermediate_size", "num_local_experts", "num_experts_per_tok",
             "max_position_embeddings")  # fmt: skip
-    ints = {**{k: k for k in same}, "mamba_n_heads": "mamba_num_heads", "mamba_d_state": "ssm_state_size",
-            "mamba_n_groups": "n_groups", "mamba_d_conv": "conv_kernel"}  # fmt: skip
-    for key, name in ints.items():
-        if raw.get(key) is not None:
-            setattr(arch, name, int(raw[key]))
+    for name in same:
+        if raw.get(name) is not None:
+            setattr(arch, name, int(raw[name]))
     floats = (
         "rms_norm_eps",
         "embedding_multiplier",
@@ -129,31 +125,15 @@ def parse_granite_hybrid_config(raw: dict[str, Any], source: str = "config.json"
     for name in floats:
         if raw.get(name) is not None:
             setattr(arch, name, float(raw[name]))
-    arch.use_conv_bias = bool(raw.get("mamba_conv_bias", True))
     arch.tie_word_embeddings = bool(raw.get("tie_word_embeddings", False))
     arch.head_dim = int(raw.get("head_dim") or arch.hidden_size // arch.num_attention_heads)
-    arch.mamba_inner = int(float(raw.get("mamba_expand", 2)) * arch.hidden_size)
-    d_head = raw.get("mamba_d_head", "auto")
-    arch.mamba_head_dim = (
-        arch.mamba_inner // arch.mamba_num_heads if d_head in (None, "auto") else int(d_head)
-    )
-    if arch.mamba_num_heads * arch.mamba_head_dim != arch.mamba_inner:
-        raise UnsupportedModelError(
-            f"{source}: mamba_n_heads x mamba_d_head ({arch.mamba_num_heads} x {arch.mamba_head_dim}) must "
-            f"equal mamba_expand x hidden_size ({arch.mamba_inner})"
-        )
-    H, G = arch.mamba_num_heads, arch.n_groups
-    if G < 1 or H % G:
-        raise UnsupportedModelError(f"{source}: mamba_n_groups ({G}) must divide mamba_n_heads ({H})")
+    inner = int(float(raw.get("mamba_expand", 2)) * arch.hidden_size)
+    read_mamba_fields(raw, arch, source, inner, "mamba_expand x hidden_size")
     if arch.num_attention_heads % arch.num_key_value_heads:
         raise UnsupportedModelError(f"{source}: num_attention_heads is not a multiple of num_key_value_heads")
     if not 1 <= arch.num_experts_per_tok <= arch.num_local_experts:
         raise UnsupportedModelError(f"{source}: num_experts_per_tok must be in 1..num_local_experts")
     arch.layer_types = _layer_types(raw, arch.num_hidden_layers, source)
-    for key in ("bos_token_id", "pad_token_id"):
-        if raw.get(key) is not None:
-            setattr(arch, key, int(raw[key]))
-    eos = raw.get("eos_token_id")
-    arch.eos_token_id = [] if eos is None else [int(e) for e in (eos if isinstance(eos, list) else [eos])]
+    read_token_ids(raw, arch)
     arch.config_hash = config_hash(raw)
     return arch

@@ -1,7 +1,9 @@
-"""NemotronH's attention block (mamba2.md §1): GQA with no RoPE, no norms and no biases, scale
-`arch.attention_scale` (head_dim^-0.5; Granite-4.0-H's `attention_multiplier`). K and V live in
-the engine's paged cache in the GDN attention's row layout (per KV head [v_g | k_g]), so its
-per-sequence prefill and paged decode serve it unchanged."""
+"""The Mamba2 hybrids' attention block (mamba2.md §1, §7): GQA with no norms and no biases, scale
+`arch.attention_scale` (head_dim^-0.5; Granite-4.0-H's `attention_multiplier`). NemotronH and
+Granite-4.0-H have no RoPE; Bamba rotates the first `rotary_dim` dims of each head, Falcon-H1 all of
+them and scales K by its `key_multiplier` (before RoPE, as transformers). K and V live in the
+engine's paged cache in the GDN attention's row layout (per KV head [v_g | k_g], after RoPE), so
+its per-sequence prefill and paged decode serve it unchanged."""
 
 from __future__ import annotations
 
@@ -13,17 +15,30 @@ from evalkit import kernels
 
 from ..batch import ForwardBatch
 from ..qwen3_next.attention import GatedAttention
+from ..qwen3_next.rope import PartialRope
 from .config import NemotronHArch
 
 
 class NemotronHAttention(nn.Module):
-    def __init__(self, arch: NemotronHArch, layer_idx: int, dtype: torch.dtype, device: torch.device | str):
+    def __init__(
+        self,
+        arch: NemotronHArch,
+        layer_idx: int,
+        dtype: torch.dtype,
+        device: torch.device | str,
+        rotary_dim: int = 0,
+        rope_theta: float = 10000.0,
+        key_multiplier: float = 1.0,
+    ):
+        """`rotary_dim` 0: no RoPE (NemotronH, Granite-4.0-H)."""
         super().__init__()
         self.layer_idx = layer_idx
         self.H, self.Hkv, self.hd = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim
         self.group = self.H // self.Hkv
         self.scale = arch.attention_scale
         self.split = [self.H * self.hd, self.Hkv * self.hd, self.Hkv * self.hd]  # q | k | v
+        self.rope = PartialRope(rotary_dim, rope_theta, device) if rotary_dim else None
+        self.key_multiplier = key_multiplier
 
         def p(*shape):
             return nn.Parameter(torch.empty(*shape, dtype=dtype, device=device), requires_grad=False)
@@ -36,13 +51,19 @@ class NemotronHAttention(nn.Module):
     _attend_per_sequence = GatedAttention._attend_per_sequence
     _decode_paged = GatedAttention._decode_paged
 
-    def forward(self, h: torch.Tensor, batch: ForwardBatch, state) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, batch: ForwardBatch, state, positions=None) -> torch.Tensor:
+        """`positions` [n] (absolute token positions) only with RoPE."""
         T = h.shape[0]
         n = T if batch.is_decode else batch.num_tokens
         q, k, v = F.linear(h, self.in_proj)[:n].split(self.split, dim=-1)
-        q = q.reshape(n, self.H, self.hd)
+        q, k = q.reshape(n, self.H, self.hd), k.reshape(n, self.Hkv, self.hd)
+        if self.key_multiplier != 1.0:
+            k = k * self.key_multiplier
+        if self.rope is not None:
+            cos, sin = self.rope.cos_sin(positions[:n], h.dtype)
+            q, k = self.rope.apply(q, cos, sin), self.rope.apply(k, cos, sin)
         pool = state.mla[self.layer_idx]
-        row = torch.stack([v.reshape(n, self.Hkv, self.hd), k.reshape(n, self.Hkv, self.hd)], dim=2)
+        row = torch.stack([v.reshape(n, self.Hkv, self.hd), k], dim=2)
         pool.index_copy_(0, batch.mla_slot_mapping, row.reshape(n, -1).to(pool.dtype))
         if batch.is_decode and kernels.use_triton(h):
             o = self._decode_paged(q, pool, batch)

@@ -20,12 +20,13 @@ MAMBA2_MODEL_TYPES = {"nemotron_h": "nemotron_h"}
 BLOCK_TYPES = ("linear_attention", "full_attention", "moe", "mlp")
 PATTERN_CHARS = {"M": "linear_attention", "*": "full_attention", "E": "moe", "-": "mlp"}
 # model types of the family that run only through a server (named in the refusal)
-SERVER_ONLY = ("mamba", "mamba2", "falcon_h1", "bamba")
+SERVER_ONLY = ("mamba", "mamba2")
 
 
 class Mamba2Vocabulary(GQACacheVocabulary):
     """The engine's vocabulary (its KDA/MLA names) for an arch of Mamba2 mixers and GQA attention
-    layers; NemotronH and Granite-4.0-H share both layers, so they share these answers."""
+    layers; NemotronH, Granite-4.0-H, Bamba and Falcon-H1 share both layers, so they share these
+    answers."""
 
     @property
     def recurrent_state_shape(self) -> tuple[int, int, int]:
@@ -182,6 +183,12 @@ def _refuse_unsupported(raw: dict[str, Any], source: str) -> None:
         raise UnsupportedModelError(
             f"{source}: moe_latent_size is not supported (experts on the hidden size)"
         )
+    refuse_finite_time_step_limit(raw, source)
+
+
+def refuse_finite_time_step_limit(raw: dict[str, Any], source: str) -> None:
+    """Only (0, inf): transformers clamps dt to a finite limit in prefill but not in decode
+    (mamba2.md §6), so no single reading of such a checkpoint is right."""
     limit = raw.get("time_step_limit", (0.0, float("inf")))
     lo = float(limit[0]) if limit else 0.0
     hi = limit[1] if limit else float("inf")
@@ -191,6 +198,37 @@ def _refuse_unsupported(raw: dict[str, Any], source: str) -> None:
             f"{source}: a finite time_step_limit {list(limit)} is not supported: transformers clamps dt in "
             "prefill but not in decode, so no single reading is right; only (0, inf)"
         )
+
+
+def read_mamba_fields(raw: dict[str, Any], arch, source: str, inner: int, inner_name: str) -> None:
+    """The mixer's fields from the `mamba_*` spelling of Granite-4.0-H, Bamba and Falcon-H1
+    (mamba2.md §1): H, N, G, K, the conv bias, I = `inner` and P (`mamba_d_head`, "auto" = I/H).
+    Refuses H x P != I and groups that do not divide H (transformers fails later, less clearly)."""
+    names = {"mamba_n_heads": "mamba_num_heads", "mamba_d_state": "ssm_state_size",
+             "mamba_n_groups": "n_groups", "mamba_d_conv": "conv_kernel"}  # fmt: skip
+    for key, name in names.items():
+        if raw.get(key) is not None:
+            setattr(arch, name, int(raw[key]))
+    arch.use_conv_bias = bool(raw.get("mamba_conv_bias", True))
+    arch.mamba_inner = inner
+    d_head = raw.get("mamba_d_head", "auto")
+    arch.mamba_head_dim = inner // arch.mamba_num_heads if d_head in (None, "auto") else int(d_head)
+    H, P, G = arch.mamba_num_heads, arch.mamba_head_dim, arch.n_groups
+    if H * P != inner:
+        raise UnsupportedModelError(
+            f"{source}: mamba_n_heads x mamba_d_head ({H} x {P}) must equal {inner_name} ({inner})"
+        )
+    if G < 1 or H % G:
+        raise UnsupportedModelError(f"{source}: mamba_n_groups ({G}) must divide mamba_n_heads ({H})")
+
+
+def read_token_ids(raw: dict[str, Any], arch) -> None:
+    """bos / pad (one id or none) and eos (a list, possibly empty)."""
+    for key in ("bos_token_id", "pad_token_id"):
+        if raw.get(key) is not None:
+            setattr(arch, key, int(raw[key]))
+    eos = raw.get("eos_token_id")
+    arch.eos_token_id = [] if eos is None else [int(e) for e in (eos if isinstance(eos, list) else [eos])]
 
 
 def parse_nemotron_h_config(raw: dict[str, Any], source: str = "config.json") -> NemotronHArch:

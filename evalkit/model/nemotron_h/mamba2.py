@@ -63,7 +63,7 @@ class Mamba2Mixer(nn.Module):
     def forward(self, h: torch.Tensor, batch: ForwardBatch, state) -> torch.Tensor:
         T = h.shape[0]
         n = T if batch.is_decode else batch.num_tokens
-        z, xbc, dt = F.linear(h, self.in_proj)[:n].split(self.split, dim=-1)
+        z, xbc, dt = self.project(h)[:n].split(self.split, dim=-1)
         conv_pool, pool = state.conv[self.layer_idx], state.kda[self.layer_idx]
         xbc = xbc.contiguous()
         bias = {} if self.conv_bias is None else {"bias": self.conv_bias}
@@ -95,10 +95,18 @@ class Mamba2Mixer(nn.Module):
                 intra_chunk_dtype=state.intra_chunk_dtype,
                 **store,
             )
-        g = gated_group_rms_norm(y.reshape(n, self.I), z, self.norm, self.G, self.eps)
+        g = self.gate_and_norm(y.reshape(n, self.I), z)
         if n < T:
             g = F.pad(g, (0, 0, 0, T - n))
         return F.linear(g.to(h.dtype), self.out_proj)
+
+    def project(self, h: torch.Tensor) -> torch.Tensor:
+        """in_proj's rows [z | xBC | dt] (Falcon-H1 scales its input and rows: `falcon_h1.mixer`)."""
+        return F.linear(h, self.in_proj)
+
+    def gate_and_norm(self, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """The gated grouped RMSNorm, gate before norm (Falcon-H1 has its own order)."""
+        return gated_group_rms_norm(y, z, self.norm, self.G, self.eps)
 
     def _ops(self, state, name: str):
         """The SSD op from the engine's kernel provider (a wrapper that only knows KDA is refused)."""

@@ -49,7 +49,8 @@ def _load_mamba2(mixer, r: _Reader, a: str) -> None:
         _put(mixer.conv_bias, r.first(f"{a}.conv1d.bias"), f"{a}.conv1d.bias")
     for name in ("A_log", "dt_bias", "D"):
         _put(getattr(mixer, name), r.first(f"{a}.{name}").reshape(-1), f"{a}.{name}")
-    _put(mixer.norm, r.first(f"{a}.norm.weight"), f"{a}.norm.weight")
+    if mixer.norm is not None:  # Falcon-H1 without mamba_rms_norm has none
+        _put(mixer.norm, r.first(f"{a}.norm.weight"), f"{a}.norm.weight")
     _put(mixer.out_proj, r.first(f"{a}.out_proj.weight"), f"{a}.out_proj.weight")
 
 

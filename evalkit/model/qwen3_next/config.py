@@ -144,14 +144,15 @@ def _text_config(raw: dict[str, Any]) -> dict[str, Any]:
     return text
 
 
-def _rope(text: dict[str, Any], source: str) -> tuple[float, float]:
+def _rope(text: dict[str, Any], source: str, default_factor: float = 0.25) -> tuple[float, float]:
+    """(rope_theta, partial_rotary_factor) of a config; rope scaling is refused (one line)."""
     params = dict(text.get("rope_parameters") or {})
     legacy = text.get("rope_scaling") or {}
     rope_type = params.get("rope_type", legacy.get("rope_type", legacy.get("type", "default")))
     if rope_type != "default":
         raise UnsupportedModelError(f"{source}: rope_type {rope_type!r} is not supported (only 'default')")
     theta = params.get("rope_theta", text.get("rope_theta", 10000.0))
-    factor = params.get("partial_rotary_factor", text.get("partial_rotary_factor", 0.25))
+    factor = params.get("partial_rotary_factor", text.get("partial_rotary_factor", default_factor))
     return float(theta), float(factor)
 
 
