@@ -7,10 +7,10 @@ import subprocess
 import sys
 
 import pytest
+from test_store import manifest, sample
 
 from evalkit.errors import InputError
 from evalkit.store import SAMPLES, SAMPLES_GZ, RunWriter, compress_samples, load_run
-from test_store import manifest, sample
 
 
 def _run(path, n=12):
