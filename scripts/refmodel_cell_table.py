@@ -13,16 +13,17 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from evalkit.store import samples_path
+from evalkit.store.jsonl import iter_jsonl
+
 
 def cell_stats(run: Path) -> dict[tuple[str, int], dict[str, float]]:
     """(task, length) -> n, exact match and mean item score as the run's summary.json has them (its
     first metric), plus the median generated tokens, which only the samples record."""
     summary = json.loads((run / "summary.json").read_text())
     generated: dict[tuple[str, int], list[int]] = defaultdict(list)
-    for line in open(run / "samples.jsonl"):
-        if line.strip():
-            r = json.loads(line)
-            generated[(r["task"], r["length"])].append(r.get("n_generated") or 0)
+    for _, r in iter_jsonl(samples_path(run)):  # samples.jsonl, or its committed .gz
+        generated[(r["task"], r["length"])].append(r.get("n_generated") or 0)
     out = {}
     for task, metrics in summary.items():
         cells = next(iter(metrics.values()))

@@ -77,19 +77,10 @@ def test_plot_dir_writes_inside_the_dir(tmp_path, capsys):
     assert file.read_bytes()[:4] == b"\x89PNG"
 
 
-def test_text_forest_marks_estimate_ci_zero_and_margin():
-    rows = [
-        {
-            "task": "t",
-            "metric": "m",
-            "length": None,
-            "diff": -0.02,
-            "diff_ci_low": -0.04,
-            "diff_ci_high": 0.01,
-            "margin": 0.03,
-            "verdict": "inconclusive",
-        }
-    ]
+def test_text_forest_marks_estimate_ci_zero_and_margin(big):
+    # a report's row (every cell field) with the plotted ones set
+    plotted = {"task": "t", "metric": "m", "length": None, "diff": -0.02, "diff_ci_low": -0.04}
+    rows = [{**big[2]["rows"][0], **plotted, "diff_ci_high": 0.01, "margin": 0.03, "verdict": "inconclusive"}]
     header, line, legend = text_forest(rows)
     axis = line[3 : 3 + 41]
     assert axis.index("[") < axis.index("*") < axis.index("|") < axis.index("]")

@@ -25,8 +25,10 @@ def test_the_committed_reports_rows_read_back_into_cells():
     for row in rows:
         cell = CompareCell.from_dict(row)
         assert cell.baseline_only == 21 and cell.candidate_only == 18 and cell.n == 1319
-        # the cell's fields are the row's keys but the verdict the report adds beside them
-        assert cell.to_dict() == {k: v for k, v in row.items() if k not in ("verdict", "verdict_text")}
+        # the cell's fields are the row's keys, the verdict the report judged included
+        assert cell.to_dict() == row and cell.verdict == row["verdict"]
+        unjudged = dataclasses.replace(cell, verdict=None, verdict_text=None).to_dict()
+        assert unjudged == {k: v for k, v in row.items() if k not in ("verdict", "verdict_text")}
 
 
 def test_a_report_built_now_gives_the_committed_cells():

@@ -176,17 +176,17 @@ def test_ruler_style_lm_eval_files_become_length_rows(tmp_path):
 def test_plot_survives_saturated_rows(tmp_path):
     """At 100% (or 0%) a Wilson limit equals the estimate up to rounding; the error bar must not
     go negative (a saturated reference-model run crashed `--plot`)."""
+    from evalkit.compare.pairing import Pair
     from evalkit.compare.plot_accuracy import render_accuracy_plot
+    from evalkit.compare.rows import compute_row
 
+    saturated = [Pair(str(i), 2048, True, True) for i in range(12)]
     row = {
-        "task": "passkey",
-        "metric": "string_match_all",
-        "length": 2048,
-        "acc_baseline": 1.0,
-        "acc_candidate": 1.0,
-        "wilson_baseline": (0.7575, 1.0 - 1e-16),
+        **compute_row("passkey", "string_match_all", 2048, saturated, margin=0.01),
+        "wilson_baseline": (0.7575, 1.0 - 1e-16),  # the upper limit a rounding below the 100% estimate
         "wilson_candidate": (0.7575, 1.0 - 1e-16),
     }
+    assert row["acc_baseline"] == row["acc_candidate"] == 1.0
     report = {
         "rows": [row, {**row, "length": 8192}],
         "baseline": {"label": "fp32"},

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import sample_oracle
 
 from evalkit.compare.cell import CompareCell
 from evalkit.compare.markdown import render_markdown
@@ -176,7 +177,7 @@ FINFO = {
 
 
 def _samples(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines() if line]
+    return [json.loads(line) for line in sample_oracle.lines(run)]
 
 
 @pytest.mark.parametrize("sweep", ["sweep", "control"])
@@ -202,7 +203,7 @@ def test_committed_control_overflow_is_counted_by_compare():
     """The positive control (v projections x 2**16): its fp16 arm is flagged overflow on every
     sample, and compare counts them though the answers alone show no difference."""
     out = HEADROOM_CPU / "control"
-    if not (out / "fp16" / "samples.jsonl").exists():
+    if not (out / "fp16" / "manifest.json").exists():
         pytest.skip("not generated")
     from evalkit.store import load_run
 

@@ -216,7 +216,7 @@ def test_committed_h200_runs_of_model_v1_are_of_its_weights(model_v1):
     tok, _, dec = model_v1
     stop = {tok.eos_token_id, tok.convert_tokens_to_ids(IM_END)}
     committed = {}
-    for line in open(V1_RESULTS / "runs" / "h200-fp32" / "samples.jsonl"):
+    for line in sample_oracle.lines(V1_RESULTS / "runs" / "h200-fp32"):
         r = json.loads(line)
         committed[(r["task"], r["length"], r["doc_id"])] = r
     pairs = []
@@ -236,7 +236,7 @@ def _tally_samples(runs: list[Path]) -> dict[tuple[str, int], tuple[int, int]]:
     for run in runs:
         right: dict[tuple[str, int], int] = {}
         n: dict[tuple[str, int], int] = {}
-        for line in open(run / "samples.jsonl"):
+        for line in sample_oracle.lines(run):
             r = json.loads(line)
             key = (r["task"], r["length"])
             n[key] = n.get(key, 0) + 1

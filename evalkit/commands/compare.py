@@ -26,6 +26,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "samples_<task>_*.jsonl file, or a directory of them",
     )
     parser.add_argument("candidate", help="candidate run (same forms as BASELINE)")
+    _add_output_arguments(parser)
+    _add_judgement_arguments(parser)
+    _add_figure_and_label_arguments(parser)
+    _add_pairing_arguments(parser)
+    parser.add_argument("--out", metavar="FILE", help="write the report to FILE instead of stdout")
+    _add_other_run_arguments(parser)
+
+
+def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """What is written, in which form, and how large a brief may be."""
     parser.add_argument(
         "--format",
         choices=("table", "md", "json"),
@@ -47,6 +57,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=60_000,
         help="size cap of the --brief report and of the $GITHUB_STEP_SUMMARY text (default 60000)",
     )
+
+
+def _add_judgement_arguments(parser: argparse.ArgumentParser) -> None:
+    """How a cell is judged: the plan, or the margins, the floor and the gate."""
     parser.add_argument(
         "--plan",
         metavar="PLAN.yaml",
@@ -89,6 +103,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="which verdicts --fail-on reads: the exact-match rows (default), the paired gold "
         "log-probability cells, or both",
     )
+
+
+def _add_figure_and_label_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--plot",
         metavar="FILE.png|DIR",
@@ -97,6 +114,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--label-baseline", metavar="NAME", help="name of the baseline arm in the report")
     parser.add_argument("--label-candidate", metavar="NAME", help="name of the candidate arm in the report")
+
+
+def _add_pairing_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which runs and questions may be paired."""
     parser.add_argument(
         "--allow-partial",
         action="store_true",
@@ -110,7 +131,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--intersection", action="store_true", help="compare only the questions (and tasks) both runs have"
     )
-    parser.add_argument("--out", metavar="FILE", help="write the report to FILE instead of stdout")
+
+
+def _add_other_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Runs that differ besides the state, and drift runs appended to the report."""
     parser.add_argument(
         "--allow-numerics-difference",
         action="store_true",
@@ -152,37 +176,13 @@ def _write(path: str, text: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from evalkit.compare import build_report, render_json, render_markdown, render_plot
+    from evalkit.compare import build_report, render_json, render_markdown
     from evalkit.compare.brief import render_brief
     from evalkit.compare.gate import exit_code
-    from evalkit.compare.margins import parse_margins
     from evalkit.compare.numerics import ALLOW_FLAG, numerics_differences
 
-    plan = None
-    if args.plan:
-        from evalkit.compare.plan_file import load_plan
-
-        given = [
-            name
-            for name, value in (
-                ("--margin", args.margin),
-                ("--logprob-margin", args.logprob_margin),
-                ("--fail-on", args.fail_on),
-                ("--gate-on", None if args.gate_on == "exact_match" else args.gate_on),
-            )
-            if value is not None
-        ]
-        if given:
-            raise InputError(
-                f"{', '.join(given)}: the plan sets the margins and the gate; drop them or the --plan"
-            )
-        plan = load_plan(args.plan)
-    margins = parse_margins(args.margin if args.margin is not None else "0.01")
-    logprob_margin = 0.01 if args.logprob_margin is None else args.logprob_margin
-    if args.max_chars < 2_000:
-        raise InputError(f"--max-chars must be at least 2000, got {args.max_chars}")
-    if not (math.isfinite(logprob_margin) and logprob_margin > 0):
-        raise InputError(f"--logprob-margin must be a positive number of nats, got {logprob_margin}")
+    plan = _plan(args)
+    margins, logprob_margin = _margins(args)
     baseline = _load(args.baseline, "baseline", args.allow_partial)
     candidate = _load(args.candidate, "candidate", args.allow_partial)
     replicate = _load(args.replicate, "replicate", args.allow_partial) if args.replicate else None
@@ -205,15 +205,7 @@ def main(args: argparse.Namespace) -> int:
         gate_on=args.gate_on,
         plan=plan,
     )
-    if _same_place(args.baseline, args.candidate):
-        text = "baseline and candidate are the same run: every difference is 0 by construction"
-        _warn(text)
-        report["notes"].append(text)
-    if numerics:
-        report["notes"].append(f"{ALLOW_FLAG}: the runs differ besides the state: {'; '.join(numerics)}")
-    for side, run in (("baseline", baseline), ("candidate", candidate)):
-        if not run.finished:
-            report["notes"].append(f"--allow-partial: the {side} run has not finished")
+    _add_notes(report, args, (baseline, candidate), numerics)
     drift_runs = [_drift_run(path) for path in args.drift]
     if drift_runs:
         from evalkit.drift.report import drift_brief
@@ -225,6 +217,70 @@ def main(args: argparse.Namespace) -> int:
         from evalkit.drift.report import drift_markdown
 
         markdown += "".join("\n" + drift_markdown(path, images=False) for path in drift_runs)
+    _write_outputs(args, report, markdown, as_json)
+    gate = report["gate"]
+    if gate["status"] == "fail":
+        name = f"the plan {args.plan}" if plan is not None else f"gate --fail-on {gate['fail_on']}"
+        _warn(f"{name} failed on {', '.join(gate['failing'])}")
+    return exit_code(gate)
+
+
+def _plan(args: argparse.Namespace):
+    """The pre-registered plan, which sets the margins and the gate (so they may not be given too)."""
+    if not args.plan:
+        return None
+    from evalkit.compare.plan_file import load_plan
+
+    given = [
+        name
+        for name, value in (
+            ("--margin", args.margin),
+            ("--logprob-margin", args.logprob_margin),
+            ("--fail-on", args.fail_on),
+            ("--gate-on", None if args.gate_on == "exact_match" else args.gate_on),
+        )
+        if value is not None
+    ]
+    if given:
+        raise InputError(
+            f"{', '.join(given)}: the plan sets the margins and the gate; drop them or the --plan"
+        )
+    return load_plan(args.plan)
+
+
+def _margins(args: argparse.Namespace):
+    """The exact-match margins and the log-probability margin (checked, with --max-chars)."""
+    from evalkit.compare.margins import parse_margins
+
+    margins = parse_margins(args.margin if args.margin is not None else "0.01")
+    logprob_margin = 0.01 if args.logprob_margin is None else args.logprob_margin
+    if args.max_chars < 2_000:
+        raise InputError(f"--max-chars must be at least 2000, got {args.max_chars}")
+    if not (math.isfinite(logprob_margin) and logprob_margin > 0):
+        raise InputError(f"--logprob-margin must be a positive number of nats, got {logprob_margin}")
+    return margins, logprob_margin
+
+
+def _add_notes(report: dict, args: argparse.Namespace, runs: tuple, numerics: list[str]) -> None:
+    """The report's notes on what the command allowed: the same run twice, numerics, partial runs."""
+    from evalkit.compare.numerics import ALLOW_FLAG
+
+    if _same_place(args.baseline, args.candidate):
+        text = "baseline and candidate are the same run: every difference is 0 by construction"
+        _warn(text)
+        report["notes"].append(text)
+    if numerics:
+        report["notes"].append(f"{ALLOW_FLAG}: the runs differ besides the state: {'; '.join(numerics)}")
+    for side, run in zip(("baseline", "candidate"), runs):
+        if not run.finished:
+            report["notes"].append(f"--allow-partial: the {side} run has not finished")
+
+
+def _write_outputs(args: argparse.Namespace, report: dict, markdown: str, as_json: str) -> None:
+    """The plot, --md, --json, the CI step summary, then the report itself (stdout or --out)."""
+    from evalkit.compare import render_plot
+    from evalkit.compare.brief import render_brief
+
     if args.plot:
         for written in render_plot(report, args.plot):
             print(f"wrote {written}", file=sys.stderr)
@@ -253,11 +309,6 @@ def main(args: argparse.Namespace) -> int:
         print(f"wrote {args.out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
-    gate = report["gate"]
-    if gate["status"] == "fail":
-        name = f"the plan {args.plan}" if plan is not None else f"gate --fail-on {gate['fail_on']}"
-        _warn(f"{name} failed on {', '.join(gate['failing'])}")
-    return exit_code(gate)
 
 
 def _default_format(args: argparse.Namespace) -> str:

@@ -44,7 +44,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="YAML file of options: keys are the long options below (tasks: [gsm8k, passkey]); "
         "options on the command line win",
     )
-    src = parser.add_argument_group("what to evaluate")
+    _add_source_arguments(parser.add_argument_group("what to evaluate"))
+    _add_question_arguments(parser.add_argument_group("questions"))
+    _add_output_arguments(parser.add_argument_group("output"))
+    _add_remote_arguments(parser.add_argument_group("remote (--server)"))
+    _add_local_arguments(parser.add_argument_group("local engine"))
+
+
+def _add_source_arguments(src: argparse._ArgumentGroup) -> None:
     src.add_argument(
         "--model",
         help="local checkpoint dir or hub id (local run); with --server, the "
@@ -67,7 +74,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tokenizer",
         help="tokenizer for --server runs (long-context tasks size prompts in the model's tokens)",
     )
-    q = parser.add_argument_group("questions")
+    src.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="let Python code shipped with the tokenizer or checkpoint run (off by default; recorded)",
+    )
+
+
+def _add_question_arguments(q: argparse._ArgumentGroup) -> None:
     q.add_argument(
         "--tasks",
         help="comma-separated task names (`evalkit tasks` lists them); "
@@ -117,7 +131,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "of the post-prompt state: no second prefill), off with --server (one more request per "
         "question, from the server's prompt log-probabilities where it offers them)",
     )
-    o = parser.add_argument_group("output")
+
+
+def _add_output_arguments(o: argparse._ArgumentGroup) -> None:
     o.add_argument("--out", help="run directory (default runs/<model>-<arm>); re-running resumes it")
     o.add_argument(
         "--allow-source-change",
@@ -136,7 +152,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="no progress output (default: a bar on a terminal, else a plain line every 30 s)",
     )
-    r = parser.add_argument_group("remote (--server)")
+
+
+def _add_remote_arguments(r: argparse._ArgumentGroup) -> None:
     r.add_argument("--concurrency", type=int, default=16, help="in-flight requests per server (16)")
     r.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, seconds (600)")
     r.add_argument(
@@ -149,12 +167,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--api-key",
         help="key sent as `Authorization: Bearer` to every endpoint (default: OPENAI_API_KEY); never stored",
     )
-    src.add_argument(
-        "--trust-remote-code",
-        action="store_true",
-        help="let Python code shipped with the tokenizer or checkpoint run (off by default; recorded)",
-    )
-    loc = parser.add_argument_group("local engine")
+
+
+def _add_local_arguments(loc: argparse._ArgumentGroup) -> None:
     add_kernels_argument(loc)
     loc.add_argument("--max-num-seqs", type=int, help="most sequences decoded together")
     loc.add_argument(
@@ -234,10 +249,7 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from evalkit.redact import redact_command
     from evalkit.runner import RunSpec, run_evaluation
-    from evalkit.runner import setup as su
-    from evalkit.runner.table import render_summary
 
     _check(args)
     plan = None
@@ -246,8 +258,44 @@ def main(args: argparse.Namespace) -> int:
 
         plan = load_plan(args.plan)  # before any model loads: an edited plan is refused here
     servers = _split(args.server)
+    setup = _setup(args, servers)
+    tasks, lengths = _tasks_and_lengths(args, setup)
+    out = Path(args.out) if args.out else default_out(args.model, servers, args.arm)
+    spec = RunSpec(
+        tasks=tasks,
+        task_options=with_include_path(parse_task_options(args.task_option, tasks), args.include_path),
+        out_dir=out,
+        lengths=lengths,
+        limit=args.limit,
+        seed=args.seed,
+        data_dir=args.data_dir,
+        apply_chat_template=args.apply_chat_template,
+        max_new_tokens=args.max_new_tokens,
+        gold_logprob=(not servers) if args.gold_logprob is None else args.gold_logprob,
+        store_prompts=not args.no_prompts,
+        manifest=_manifest(args, setup, plan),
+        allow_source_change=args.allow_source_change,
+    )
+    try:
+        outcome = run_evaluation(
+            spec,
+            setup.backend,
+            setup.tokenizer,
+            progress=not args.no_progress,
+            after_generate=setup.after_generate,
+        )
+    finally:
+        setup.backend.close()
+    return _report(outcome, setup, out)
+
+
+def _setup(args: argparse.Namespace, servers: list[str]) -> Any:
+    """The backend of the run: the servers' replicas, else the local engine (options of the other
+    kind refused)."""
+    from evalkit.runner import setup as su
+
     if servers:
-        setup = su.remote_setup(
+        return su.remote_setup(
             servers,
             args.model,
             args.tokenizer,
@@ -260,24 +308,29 @@ def main(args: argparse.Namespace) -> int:
             trust_remote_code=args.trust_remote_code,
             api_key=args.api_key,
         )
-    else:
-        for flag in ("tokenizer",):
-            if getattr(args, flag):
-                raise InputError(f"--{flag} is for --server runs (a local model brings its own)")
-        if args.api_key:
-            raise InputError("--api-key is for --server runs")
-        setup = su.local_setup(
-            args.model,
-            args.arm,
-            args.arm_note,
-            args.device,
-            args.max_num_seqs,
-            trust_remote_code=args.trust_remote_code,
-            data_parallel=args.data_parallel,
-            kernels=kernels_from_args(args),
-        )
+    for flag in ("tokenizer",):
+        if getattr(args, flag):
+            raise InputError(f"--{flag} is for --server runs (a local model brings its own)")
+    if args.api_key:
+        raise InputError("--api-key is for --server runs")
+    return su.local_setup(
+        args.model,
+        args.arm,
+        args.arm_note,
+        args.device,
+        args.max_num_seqs,
+        trust_remote_code=args.trust_remote_code,
+        data_parallel=args.data_parallel,
+        kernels=kernels_from_args(args),
+    )
 
-    suite = setup.default_suite  # the reference model's suite fills what the command leaves out
+
+def _tasks_and_lengths(args: argparse.Namespace, setup: Any) -> tuple[list[str], list[int] | None]:
+    """The tasks and lengths asked; the reference model's suite fills what the command leaves out
+    (also `args.limit` and `args.seed`, each option the command gives overriding the suite's)."""
+    from evalkit.runner import setup as su
+
+    suite = setup.default_suite
     tasks = _split([args.tasks]) if args.tasks is not None else (list(suite.tasks) if suite else ["gsm8k"])
     lengths = None
     if args.lengths:
@@ -287,10 +340,16 @@ def main(args: argparse.Namespace) -> int:
     elif suite:
         lengths = list(suite.lengths)
     su.check_lengths(lengths, setup.backend)
-    if suite:  # each option the command gives overrides the suite's, one by one
+    if suite:
         args.limit = args.limit if args.limit is not None else suite.limit
         args.seed = args.seed if args.seed is not None else suite.seed
-    out = Path(args.out) if args.out else default_out(args.model, servers, args.arm)
+    return tasks, lengths
+
+
+def _manifest(args: argparse.Namespace, setup: Any, plan: Any) -> dict[str, Any]:
+    """The run's manifest fields from the command (secrets masked), the backend and the plan."""
+    from evalkit.redact import redact_command
+    from evalkit.runner import setup as su
 
     command = ["evalkit", "run", *sys.argv[2:]] if sys.argv[1:2] == ["run"] else sys.argv
     command = redact_command(command)
@@ -304,31 +363,12 @@ def main(args: argparse.Namespace) -> int:
         manifest["kernels"] = setup.kernels
     if plan is not None:
         manifest["plan"] = plan.identity()
-    spec = RunSpec(
-        tasks=tasks,
-        task_options=with_include_path(parse_task_options(args.task_option, tasks), args.include_path),
-        out_dir=out,
-        lengths=lengths,
-        limit=args.limit,
-        seed=args.seed,
-        data_dir=args.data_dir,
-        apply_chat_template=args.apply_chat_template,
-        max_new_tokens=args.max_new_tokens,
-        gold_logprob=(not servers) if args.gold_logprob is None else args.gold_logprob,
-        store_prompts=not args.no_prompts,
-        manifest=manifest,
-        allow_source_change=args.allow_source_change,
-    )
-    try:
-        outcome = run_evaluation(
-            spec,
-            setup.backend,
-            setup.tokenizer,
-            progress=not args.no_progress,
-            after_generate=setup.after_generate,
-        )
-    finally:
-        setup.backend.close()
+    return manifest
+
+
+def _report(outcome: Any, setup: Any, out: Path) -> int:
+    """The summary table and the closing lines; 1 when every request failed (not a result)."""
+    from evalkit.runner.table import render_summary
 
     print(render_summary(outcome.summary, title=f"{setup.arm['label']}: {out}"))
     if (Path(out) / HEADROOM).exists():  # the local engine's state magnitudes (evalkit.store.headroom)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalkit.compare.cell import cells_of
 from evalkit.compare.forest import text_forest
 from evalkit.compare.logprob import logprob_markdown
 from evalkit.compare.markdown import _ids, _table
@@ -69,8 +70,10 @@ def _matter_table(report: dict[str, Any], rows: list[dict[str, Any]], budget: _B
 def render_brief(report: dict[str, Any], max_chars: int = 60_000) -> str:
     base, cand = report["baseline"]["label"], report["candidate"]["label"]
     rows = report["rows"]
-    matter = sorted((r for r in rows if r["verdict"] in MATTER), key=lambda r: _ORDER[r["verdict"]])
-    others = [r for r in rows if r["verdict"] not in MATTER]
+    pairs = list(zip(rows, cells_of(rows)))
+    matter_pairs = sorted((p for p in pairs if p[1].verdict in MATTER), key=lambda p: _ORDER[p[1].verdict])
+    matter = [row for row, _ in matter_pairs]
+    others = [c for _, c in pairs if c.verdict not in MATTER]
     budget = _Budget(max_chars)
     budget.add(
         [
@@ -84,9 +87,9 @@ def render_brief(report: dict[str, Any], max_chars: int = 60_000) -> str:
         ]
     )
     counts = ", ".join(
-        f"{sum(r['verdict'] == v for r in others)} {v}"
+        f"{sum(c.verdict == v for c in others)} {v}"
         for v in (IDENTICAL, "noninferior")
-        if any(r["verdict"] == v for r in others)
+        if any(c.verdict == v for c in others)
     )
     if matter:
         _matter_table(report, matter, budget)
@@ -101,26 +104,26 @@ def render_brief(report: dict[str, Any], max_chars: int = 60_000) -> str:
     if len(matter) < len(rows):
         detail = ["", "<details><summary>Every row</summary>", "", *_table(report), "", "</details>"]
         budget.add(detail, "the table of every row")
-    sentences = [f"- {where(r)}: {r['verdict_text']}" for r in matter]
+    sentences = [f"- {where(row)}: {c.verdict_text}" for row, c in matter_pairs]
     if sentences:
         budget.add(
             ["", "<details><summary>What each row that matters says</summary>", ""]
             + [*sentences, "", "</details>"],
             "the per-row explanations",
         )
-    for r in matter:
-        if r["baseline_only_ids"] or r["candidate_only_ids"]:
+    for row, c in matter_pairs:
+        if c.baseline_only_ids or c.candidate_only_ids:
             budget.add(
                 [
                     "",
-                    f"<details><summary>Discordant questions, {where(r)}</summary>",
+                    f"<details><summary>Discordant questions, {where(row)}</summary>",
                     "",
-                    f"- baseline-only right: {_ids(r['baseline_only_ids'])}",
-                    f"- candidate-only right: {_ids(r['candidate_only_ids'])}",
+                    f"- baseline-only right: {_ids(c.baseline_only_ids)}",
+                    f"- candidate-only right: {_ids(c.candidate_only_ids)}",
                     "",
                     "</details>",
                 ],
-                f"discordant ids of {where(r)}",
+                f"discordant ids of {where(row)}",
             )
     tail = [""]
     if budget.left_out:

@@ -24,7 +24,7 @@ from evalkit.compare.logprob import _per_token
 from evalkit.compare.pairing import pair_runs
 from evalkit.errors import InputError
 from evalkit.stats._result import Result
-from evalkit.store import load_finished_run
+from evalkit.store import has_samples, load_finished_run
 
 FLOOR = 0.02
 
@@ -55,7 +55,7 @@ def sweep_calibration_cells(sweep_dir: str | Path) -> list[CalibrationCell]:
     base = load_finished_run(root / baseline, "baseline")
     cells = []
     for arm_dir in sorted(p for p in root.iterdir() if p.is_dir() and p.name != baseline):
-        if not (arm_dir / "samples.jsonl").exists():
+        if not has_samples(arm_dir):
             continue
         pairing = pair_runs(base, load_finished_run(arm_dir, arm_dir.name), intersection=True)
         seen = set()

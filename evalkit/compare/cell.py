@@ -1,15 +1,19 @@
 """A compare cell (one task x metric x length of a paired report) as a frozen, typed result.
 
-The report's rows are still dicts for their readers (Markdown, JSON, plots, the gate, the plan);
-this type is where a row is made (`evalkit.compare.rows.compute_row` builds one and hands out its
-`to_dict()`), so the fields, their types and their names have one definition. Readers move to
-attributes one at a time through `CompareCell.from_dict`.
+The report's rows are dicts (its JSON, and the input of the gate and the plan); this type is where
+a row is made (`evalkit.compare.rows.compute_row` builds one and hands out its `to_dict()`), so the
+fields, their types and their names have one definition, and the renderers (Markdown, brief,
+terminal, plots) read a row's attributes through `cells_of`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from typing import Any
+
+# set by the report once the cell is judged (`verdict.row_verdict`); a row without them has none yet
+_JUDGED = ("verdict", "verdict_text")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,12 +53,16 @@ class CompareCell:
     # `evalkit.engine.health`): said apart from wrong answers; 0 in reports written before
     overflow_baseline: int = 0
     overflow_candidate: int = 0
+    verdict: str | None = None  # a `verdict.VERDICTS` value
+    verdict_text: str | None = None  # the verdict in words
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON row: sequences as lists, in field order."""
+        """The JSON row: sequences as lists, in field order; the verdict only once judged."""
         out = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
+            if f.name in _JUDGED and value is None:
+                continue
             out[f.name] = list(value) if isinstance(value, tuple) else value
         return out
 
@@ -66,3 +74,8 @@ class CompareCell:
             value = row[f.name] if f.default is dataclasses.MISSING or f.name in row else f.default
             values[f.name] = tuple(value) if isinstance(value, list) else value
         return cls(**values)
+
+
+def cells_of(rows: Iterable[dict[str, Any] | CompareCell]) -> list[CompareCell]:
+    """The typed cells of a report's rows (cells pass through), for the readers of attributes."""
+    return [r if isinstance(r, CompareCell) else CompareCell.from_dict(r) for r in rows]

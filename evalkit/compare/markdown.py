@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit.compare.benefit import benefit_markdown
+from evalkit.compare.cell import CompareCell, cells_of
 from evalkit.compare.decision import decision_markdown
 from evalkit.compare.effective_length import length_summary_markdown
 from evalkit.compare.item_scores import item_scores_markdown
 from evalkit.compare.logprob import logprob_markdown
 from evalkit.compare.replicate import replicate_markdown
-from evalkit.compare.verdict import LOSS, consistency_note, pp
+from evalkit.compare.verdict import LOSS, consistency_note, pp, where
 
 MAX_IDS = 200  # ids listed per block before "... and N more"
 
@@ -26,26 +27,26 @@ def _p(x: float | None) -> str:
     return "<0.001" if x < 0.001 else f"{x:.3f}"
 
 
-def _ids(ids: list[str]) -> str:
+def _ids(ids: tuple[str, ...]) -> str:
     if not ids:
         return "none"
     shown = ", ".join(ids[:MAX_IDS])
     return shown + (f", ... and {len(ids) - MAX_IDS} more" if len(ids) > MAX_IDS else "")
 
 
-def _mde(row: dict[str, Any]) -> str:
-    if row["mde"] is not None:
-        return pp(row["mde"], False)
-    return "none resolvable" if row["discordance"] > 0 else "–"
+def _mde(cell: CompareCell) -> str:
+    if cell.mde is not None:
+        return pp(cell.mde, False)
+    return "none resolvable" if cell.discordance > 0 else "–"
 
 
-def _ni_header(rows: list[dict[str, Any]]) -> str:
-    margins = {r["margin"] for r in rows}
+def _ni_header(cells: list[CompareCell]) -> str:
+    margins = {c.margin for c in cells}
     return f"NI p (δ={pp(margins.pop(), False)} pp)" if len(margins) == 1 else "NI p [δ pp]"
 
 
-def _ni_cell(row: dict[str, Any], per_row: bool) -> str:
-    return _p(row["noninferiority_p"]) + (f" [{pp(row['margin'], False)}]" if per_row else "")
+def _ni_cell(cell: CompareCell, per_row: bool) -> str:
+    return _p(cell.noninferiority_p) + (f" [{pp(cell.margin, False)}]" if per_row else "")
 
 
 def table_cells(
@@ -54,10 +55,11 @@ def table_cells(
     """The comparison table as header, column alignments and plain-text cells: one source for
     the Markdown table and the terminal table, so the two never disagree."""
     rows = report["rows"] if rows is None else rows
-    per_row_margin = len({r["margin"] for r in rows}) > 1
+    cells = cells_of(rows)
+    per_row_margin = len({c.margin for c in cells}) > 1
     base, cand = report["baseline"]["label"], report["candidate"]["label"]
-    with_len = any(r["length"] is not None for r in rows)
-    holm = len(rows) > 1
+    with_len = any(c.length is not None for c in cells)
+    holm = len(cells) > 1
     head = (
         ["task", "metric"]
         + (["length"] if with_len else [])
@@ -69,7 +71,7 @@ def table_cells(
             "base-only / cand-only",
             "mid-p" + (" (Holm)" if holm else ""),
             "exact p",
-            _ni_header(rows),
+            _ni_header(cells),
             "MDE pp",
             "verdict",
         ]
@@ -81,23 +83,23 @@ def table_cells(
         + ["---", "---:", "---:", "---:", "---:", "---:", "---"]
     )
     body = []
-    for r in rows:
-        midp = _p(r["mcnemar_midp"]) + (f" ({_p(r['mcnemar_midp_holm'])})" if holm else "")
+    for row, c in zip(rows, cells):
+        midp = _p(c.mcnemar_midp) + (f" ({_p(c.mcnemar_midp_holm)})" if holm else "")
         body.append(
-            [r["task"], r["metric"]]
-            + ([str(r["length"] or "–")] if with_len else [])
+            [c.task, c.metric]
+            + ([str(c.length or "–")] if with_len else [])
             + [
-                str(r["n"]),
-                _acc(r["acc_baseline"], r["stderr_baseline"]),
-                _acc(r["acc_candidate"], r["stderr_candidate"]),
-                f"{pp(r['diff'])} [{pp(r['diff_ci_low'])}, {pp(r['diff_ci_high'])}]"
-                + ("†" if consistency_note(r) else ""),
-                f"{r['baseline_only']} / {r['candidate_only']}",
+                str(c.n),
+                _acc(c.acc_baseline, c.stderr_baseline),
+                _acc(c.acc_candidate, c.stderr_candidate),
+                f"{pp(c.diff)} [{pp(c.diff_ci_low)}, {pp(c.diff_ci_high)}]"
+                + ("†" if consistency_note(row) else ""),
+                f"{c.baseline_only} / {c.candidate_only}",
                 midp,
-                _p(r["mcnemar_exact_p"]),
-                _ni_cell(r, per_row_margin),
-                _mde(r),
-                r["verdict"],
+                _p(c.mcnemar_exact_p),
+                _ni_cell(c, per_row_margin),
+                _mde(c),
+                str(c.verdict),
             ]
         )
     return head, align, body
@@ -149,9 +151,9 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines += decision_markdown(report["decision"])
     lines += _table(report)
     lines += ["", f"**Verdict:** {report['verdict']}", ""]
-    for r in report["rows"]:
-        where = f"{r['task']} {r['metric']}" + ("" if r["length"] is None else f" @ {r['length']}")
-        lines.append(f"- {where}: {r['verdict_text']}")
+    rows = report["rows"]
+    for row, c in zip(rows, cells_of(rows)):
+        lines.append(f"- {where(row)}: {c.verdict_text}")
     lines += _trends(report)
     if "length_summary" in report:
         lines += length_summary_markdown(report["length_summary"], base["label"], cand["label"])
@@ -164,16 +166,15 @@ def render_markdown(report: dict[str, Any]) -> str:
     if report["notes"]:
         lines += [""] + [f"> {note}" for note in report["notes"]]
     lines.append("")
-    for r in report["rows"]:
-        if not (r["baseline_only_ids"] or r["candidate_only_ids"]):
+    for row, c in zip(rows, cells_of(rows)):
+        if not (c.baseline_only_ids or c.candidate_only_ids):
             continue
-        where = f"{r['task']} {r['metric']}" + ("" if r["length"] is None else f" @ {r['length']}")
         lines += [
-            f"<details><summary>Discordant questions, {where}: {r['baseline_only']} baseline-only, "
-            f"{r['candidate_only']} candidate-only</summary>",
+            f"<details><summary>Discordant questions, {where(row)}: {c.baseline_only} baseline-only, "
+            f"{c.candidate_only} candidate-only</summary>",
             "",
-            f"- baseline-only right: {_ids(r['baseline_only_ids'])}",
-            f"- candidate-only right: {_ids(r['candidate_only_ids'])}",
+            f"- baseline-only right: {_ids(c.baseline_only_ids)}",
+            f"- candidate-only right: {_ids(c.candidate_only_ids)}",
             "",
             "</details>",
         ]

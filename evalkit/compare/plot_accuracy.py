@@ -6,6 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from evalkit.compare.cell import CompareCell, cells_of
 from evalkit.compare.figure import save_figure
 
 
@@ -15,24 +16,24 @@ def render_accuracy_plot(report: dict[str, Any], path: str | Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for r in report["rows"]:
-        panels[(r["task"], r["metric"])].append(r)
+    panels: dict[tuple[str, str], list[CompareCell]] = defaultdict(list)
+    for c in cells_of(report["rows"]):
+        panels[(c.task, c.metric)].append(c)
     cols = min(3, len(panels))
     nrows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.4 * nrows), squeeze=False)
-    arms = (
-        ("baseline", report["baseline"]["label"], "tab:blue"),
-        ("candidate", report["candidate"]["label"], "tab:orange"),
+    arms = (  # label, colour, (accuracy, Wilson interval) of a cell
+        (report["baseline"]["label"], "tab:blue", lambda c: (c.acc_baseline, c.wilson_baseline)),
+        (report["candidate"]["label"], "tab:orange", lambda c: (c.acc_candidate, c.wilson_candidate)),
     )
-    for ax, ((task, metric), rows) in zip(axes.flat, panels.items()):
-        with_len = rows[0]["length"] is not None
-        for i, (side, label, colour) in enumerate(arms):
-            acc = [100 * r[f"acc_{side}"] for r in rows]
+    for ax, ((task, metric), cells) in zip(axes.flat, panels.items()):
+        with_len = cells[0].length is not None
+        for i, (label, colour, side) in enumerate(arms):
+            acc = [100 * side(c)[0] for c in cells]
             # clamped: at 0% or 100% a Wilson limit equals the estimate up to rounding
-            lo = [max(a - 100 * r[f"wilson_{side}"][0], 0.0) for a, r in zip(acc, rows)]
-            hi = [max(100 * r[f"wilson_{side}"][1] - a, 0.0) for a, r in zip(acc, rows)]
-            x = [r["length"] * (0.97 if i == 0 else 1.03) for r in rows] if with_len else [i]
+            lo = [max(a - 100 * side(c)[1][0], 0.0) for a, c in zip(acc, cells)]
+            hi = [max(100 * side(c)[1][1] - a, 0.0) for a, c in zip(acc, cells)]
+            x = [c.length * (0.97 if i == 0 else 1.03) for c in cells] if with_len else [i]
             ax.errorbar(
                 x, acc, yerr=[lo, hi], fmt="o-" if with_len else "o", color=colour, capsize=4, label=label
             )
@@ -40,7 +41,7 @@ def render_accuracy_plot(report: dict[str, Any], path: str | Path) -> None:
             ax.set_xscale("log", base=2)
             ax.set_xlabel("context length (tokens)")
         else:
-            ax.set_xticks([0, 1], [arms[0][1], arms[1][1]])
+            ax.set_xticks([0, 1], [arms[0][0], arms[1][0]])
             ax.set_xlim(-0.6, 1.6)
         ax.set_title(f"{task} · {metric}", fontsize=10)
         ax.set_ylabel("accuracy % (Wilson 95% CI)")

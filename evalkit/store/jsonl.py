@@ -7,6 +7,7 @@ never computed from a damaged file without the user knowing.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import sys
@@ -30,9 +31,10 @@ def json_error_message(exc: BaseException) -> str:
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (line number, object) for every non-blank line; InputError on any bad line. Read one
-    line at a time: a reader holds one line's bytes, never the whole file's (runs reach GBs)."""
+    line at a time: a reader holds one line's bytes, never the whole file's (runs reach GBs).
+    A `.gz` file is decompressed as it is read (a compressed run's `samples.jsonl.gz`)."""
     try:
-        fh = open(path, "rb")
+        fh = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     with fh:
@@ -40,8 +42,10 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         while True:
             try:
                 raw = fh.readline()
-            except OSError as exc:
+            except OSError as exc:  # gzip's BadGzipFile is one
                 raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+            except EOFError:  # a compressed stream cut short
+                raise InputError(f"{path}: cannot read (compressed data ends early)") from None
             if not raw:
                 return
             number += 1

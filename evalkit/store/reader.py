@@ -11,8 +11,9 @@ from typing import Any
 from evalkit.errors import InputError
 from evalkit.store.jsonl import iter_jsonl, read_json
 from evalkit.store.lmeval import is_lmeval_samples_file, manifest_for, read_samples_file, task_of
+from evalkit.store.samples_file import SAMPLES, SAMPLES_GZ, has_samples, samples_path
 from evalkit.store.schema import SampleError, normalise_sample, sample_key
-from evalkit.store.writer import MANIFEST, SAMPLES
+from evalkit.store.writer import MANIFEST
 
 
 @dataclass
@@ -94,23 +95,23 @@ def check_manifest(manifest: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def _load_run_dir(path: Path, keep_prompts: bool = True) -> RunData:
-    samples_path = path / SAMPLES
-    if not samples_path.exists():
+    samples_file = samples_path(path)
+    if not samples_file.exists():
         raise InputError(f"{path}: no {SAMPLES} (not an evalkit run directory)")
     manifest = (
         check_manifest(read_json(path / MANIFEST), str(path / MANIFEST)) if (path / MANIFEST).exists() else {}
     )
 
     def rows():
-        for number, obj in iter_jsonl(samples_path):
+        for number, obj in iter_jsonl(samples_file):
             if not keep_prompts:
                 obj.pop("prompt", None)  # up to 0.5 MB each; prompt_hash pairs the questions
             try:
-                yield f"{samples_path}:{number}", normalise_sample(obj)
+                yield f"{samples_file}:{number}", normalise_sample(obj)
             except SampleError as exc:
-                raise InputError(f"{samples_path}:{number}: {exc}") from None
+                raise InputError(f"{samples_file}:{number}: {exc}") from None
 
-    samples, origins = _index(rows(), str(samples_path))
+    samples, origins = _index(rows(), str(samples_file))
     return RunData(manifest, samples, str(path), "evalkit", origins)
 
 
@@ -149,14 +150,14 @@ def load_run(path: str | os.PathLike, keep_prompts: bool = True) -> RunData:
     if not p.exists():
         raise InputError(f"{p}: no such file or directory")
     if p.is_file():
-        if p.name == SAMPLES:
+        if p.name in (SAMPLES, SAMPLES_GZ):
             return _load_run_dir(p.parent, keep_prompts)
         if is_lmeval_samples_file(p):
             return _load_lmeval([p], str(p))
         raise InputError(
             f"{p}: neither an evalkit run directory nor an lm-eval samples_<task>_<date>.jsonl file"
         )
-    if (p / SAMPLES).exists() or (p / MANIFEST).exists():
+    if has_samples(p) or (p / MANIFEST).exists():
         return _load_run_dir(p, keep_prompts)
     files = sorted(
         f

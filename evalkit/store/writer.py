@@ -36,11 +36,11 @@ from evalkit.store.manifest import (
     is_code_field,
     now_utc,
 )
+from evalkit.store.samples_file import SAMPLES, SAMPLES_GZ
 from evalkit.store.schema import SampleError, normalise_sample, sample_key
 from evalkit.store.summary import summarise
 
 MANIFEST = "manifest.json"
-SAMPLES = "samples.jsonl"
 SUMMARY = "summary.json"
 HEADROOM = "headroom.json"  # evalkit.store.headroom: state magnitudes per length
 LOCK = ".lock"
@@ -207,6 +207,11 @@ class RunWriter:
         manifest = mask_manifest(manifest)  # no key or URL credential reaches the disk
         manifest_path = path / MANIFEST
         refuse_linked_files(path)
+        if (path / SAMPLES_GZ).exists():
+            raise InputError(
+                f"{path} holds a compressed run ({SAMPLES_GZ}), which is read-only: compare and "
+                f"report it as it is, or gunzip it to resume; or choose another output directory"
+            )
         if manifest_path.exists():
             on_disk = read_json(manifest_path)
             check_manifest_types(on_disk, str(manifest_path))

@@ -217,6 +217,59 @@ def _wy_rows(
 
 
 @triton.jit
+def _wy_rows_if_present(
+    b_t0,
+    b_t1,
+    b_t2,
+    b_t3,
+    NJ: tl.constexpr,
+    k,
+    v,
+    G,
+    beta_raw,
+    W,
+    U,
+    t0,
+    t1,
+    H,
+    i_h,
+    I: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BC: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+):
+    """`_wy_rows` of row block I when the chunk reaches it (a sequence's last chunk may be short)."""
+    if t0 + I * BC < t1:
+        _wy_rows(
+            b_t0,
+            b_t1,
+            b_t2,
+            b_t3,
+            NJ,
+            k,
+            v,
+            G,
+            beta_raw,
+            W,
+            U,
+            t0,
+            t1,
+            H,
+            i_h,
+            I,
+            K,
+            V,
+            BC,
+            BK,
+            BV,
+            DOT_PREC,
+        )
+
+
+@triton.jit
 def solve_wy_kernel(
     k,
     v,
@@ -278,81 +331,15 @@ def solve_wy_kernel(
     _wy_rows(
         b_t00, b_t00, b_t00, b_t00, 1, k, v, G, beta_raw, W, U, t0, t1, H, i_h, 0, K, V, BC, BK, BV, DOT_PREC
     )
-    if t0 + BC < t1:
-        _wy_rows(
-            b_t10,
-            b_t11,
-            b_t11,
-            b_t11,
-            2,
-            k,
-            v,
-            G,
-            beta_raw,
-            W,
-            U,
-            t0,
-            t1,
-            H,
-            i_h,
-            1,
-            K,
-            V,
-            BC,
-            BK,
-            BV,
-            DOT_PREC,
-        )
-    if t0 + 2 * BC < t1:
-        _wy_rows(
-            b_t20,
-            b_t21,
-            b_t22,
-            b_t22,
-            3,
-            k,
-            v,
-            G,
-            beta_raw,
-            W,
-            U,
-            t0,
-            t1,
-            H,
-            i_h,
-            2,
-            K,
-            V,
-            BC,
-            BK,
-            BV,
-            DOT_PREC,
-        )
-    if t0 + 3 * BC < t1:
-        _wy_rows(
-            b_t30,
-            b_t31,
-            b_t32,
-            b_t33,
-            4,
-            k,
-            v,
-            G,
-            beta_raw,
-            W,
-            U,
-            t0,
-            t1,
-            H,
-            i_h,
-            3,
-            K,
-            V,
-            BC,
-            BK,
-            BV,
-            DOT_PREC,
-        )
+    _wy_rows_if_present(
+        b_t10, b_t11, b_t11, b_t11, 2, k, v, G, beta_raw, W, U, t0, t1, H, i_h, 1, K, V, BC, BK, BV, DOT_PREC
+    )
+    _wy_rows_if_present(
+        b_t20, b_t21, b_t22, b_t22, 3, k, v, G, beta_raw, W, U, t0, t1, H, i_h, 2, K, V, BC, BK, BV, DOT_PREC
+    )
+    _wy_rows_if_present(
+        b_t30, b_t31, b_t32, b_t33, 4, k, v, G, beta_raw, W, U, t0, t1, H, i_h, 3, K, V, BC, BK, BV, DOT_PREC
+    )
 
 
 # ----------------------------------------------------------------------------------------- 4

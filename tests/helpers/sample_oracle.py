@@ -4,6 +4,7 @@ compute the tests; nothing of evalkit's stats or compare code is used)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -13,13 +14,21 @@ import numpy as np
 Cell = tuple[str, int]
 
 
+def lines(run: Path) -> list[str]:
+    """The run's samples.jsonl lines, or those of its committed compressed form (gzip's own reader)."""
+    if (run / "samples.jsonl.gz").exists():
+        text = gzip.decompress((run / "samples.jsonl.gz").read_bytes()).decode("utf-8")
+    else:
+        text = (run / "samples.jsonl").read_text(encoding="utf-8")
+    return [line for line in text.splitlines() if line.strip()]
+
+
 def samples(run: Path) -> dict[Cell, dict[int, dict]]:
     """(task, length) -> doc_id -> sample."""
     out: dict[Cell, dict[int, dict]] = defaultdict(dict)
-    for line in open(run / "samples.jsonl"):
-        if line.strip():
-            r = json.loads(line)
-            out[(r["task"], r["length"])][r["doc_id"]] = r
+    for line in lines(run):
+        r = json.loads(line)
+        out[(r["task"], r["length"])][r["doc_id"]] = r
     return out
 
 
