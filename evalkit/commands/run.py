@@ -138,6 +138,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     r = parser.add_argument_group("remote (--server)")
     r.add_argument("--concurrency", type=int, default=16, help="in-flight requests per server (16)")
+    r.add_argument(
+        "--request-order",
+        metavar="given|shuffled:SEED",
+        help="the order requests are sent in: the task's (given, the default) or a seeded permutation; "
+        "with another --concurrency, a replicate of a server run for its numerics floor (compare --floor)",
+    )
     r.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, seconds (600)")
     r.add_argument(
         "--max-retries",
@@ -225,6 +231,12 @@ def _check(args: argparse.Namespace) -> None:
             raise InputError(f"--{flag.replace('_', '-')} must be at least 1")
     if args.concurrency < 1:
         raise InputError("--concurrency must be at least 1")
+    if args.request_order is not None:
+        from evalkit.backends.request_order import parse_request_order
+
+        parse_request_order(args.request_order)
+        if not _split(args.server):
+            raise InputError("--request-order is for --server runs (the local engine is batch-invariant)")
     if args.tasks is not None and not _split([args.tasks]):  # before any model loads
         raise InputError(f"--tasks {args.tasks!r} names no task (`evalkit tasks` lists them)")
     if args.lengths:
@@ -259,6 +271,7 @@ def main(args: argparse.Namespace) -> int:
             args.seed,
             trust_remote_code=args.trust_remote_code,
             api_key=args.api_key,
+            request_order=args.request_order or "given",
         )
     else:
         for flag in ("tokenizer",):
