@@ -215,6 +215,9 @@ def run_ab(spec: AbSpec) -> dict[str, Any]:
             "bounds": list(design.bounds),
             "gate": spec.plan.gate,
             "futility": "non-binding: repeated CI's upper end below -margin",
+            "loss": "exact: the baseline-only count against the sign walk's critical count given "
+            "the discordant counts at the looks, the same spending at the looks' fractions",
+            "interleaving": "per question: the baseline, then the candidate",
         },
         "cells": [
             {**r, "n_used": r["looks"][-1]["n"], "decision": r["looks"][-1]["decision"]}
