@@ -210,3 +210,18 @@ def test_a_stop_between_the_arms_is_finished_first_on_resume(tmp_path, monkeypat
     _fake_answers(monkeypatch, calls)
     run_ab(_spec(tmp_path, 30))
     assert calls[:3] == [("bf16", 3), ("fp32", 4), ("bf16", 4)]
+
+
+def test_a_cell_without_room_never_stops_as_noninferior():
+    design = normal_design((1 / 3, 2 / 3, 1.0))
+    room = judge_look(design, 0, 2, 2, 1000, 0.05)
+    assert room["decision"] == "noninferior"
+    ceiling = judge_look(design, 0, 2, 2, 1000, 0.05, boundary="cannot_gain")
+    assert ceiling["decision"] == "continue" and not ceiling["stops"]
+    end = judge_look(design, 2, 2, 2, 1000, 0.05, boundary="cannot_gain", earlier_discordant=[1, 2])
+    assert end["decision"] == "ceiling_not_evidence" and end["stops"]
+    floor = judge_look(design, 2, 0, 0, 1000, 0.05, boundary="cannot_lose", earlier_discordant=[0, 0])
+    assert floor["decision"] == "cannot_lose"
+    # a loss at the ceiling is still found and stops the cell
+    loss = judge_look(design, 0, 0, 30, 100, 0.05, boundary="cannot_gain")
+    assert loss["decision"] == "loss" and loss["stops"]

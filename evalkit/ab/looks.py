@@ -10,7 +10,11 @@ nominal level, the one-sided tail beyond the look's z bound on either side.
 When the plan gates on the paired log-prob (nats/token), its mean is judged with the same bound:
 a normal-theory repeated CI mean ± bound·SE (information ∝ n), non-inferior when the lower end
 clears −margin, futile when the upper end is below it. The cell's decision follows the plan's
-gate: exact match, log-prob, or both (non-inferior only when both are; futile when either is)."""
+gate: exact match, log-prob, or both (non-inferior only when both are; futile when either is).
+
+A cell whose baseline is at the floor or the ceiling (the plan's limits) has no room: agreement
+there is no evidence of non-inferiority, so it never stops as non-inferior; it runs on (a loss
+can still be found) and ends labelled "cannot lose" or "ceiling: not evidence"."""
 
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ from evalkit.stats.sequential import (
 
 LOSS = "loss"
 DECIDED = ("noninferior", "futile", LOSS)
+NO_ROOM = {"cannot_lose": "cannot_lose", "cannot_gain": "ceiling_not_evidence"}  # boundary -> last word
 
 
 def look_fractions(looks: int) -> list[float]:
@@ -103,9 +108,11 @@ def judge_look(
     logprob_diffs: Sequence[float] | None = None,
     logprob_margin: float = 0.01,
     earlier_discordant: Sequence[int] = (),
+    boundary: str | None = None,
 ) -> dict[str, Any]:
     """earlier_discordant: the cell's discordant counts at looks 1..k (the exact loss bound is
-    conditional on them); empty at the first look."""
+    conditional on them); empty at the first look. boundary: "cannot_lose" (baseline at the
+    floor) or "cannot_gain" (at the ceiling), None with room."""
     if len(earlier_discordant) != k:
         raise ValueError(f"look {k + 1} needs the discordant counts of the {k} looks before it")
     ni = noninferiority_look(design, k, cand_only, base_only, n, margin)
@@ -118,10 +125,13 @@ def judge_look(
     decision = _combine(gate, em_decision, None if lp is None else lp["decision"])
     if gate != "exact_match" and lp is None:
         decision = CONTINUE  # the gated measure is missing: nothing can be concluded on it
+    last = k == len(design.bounds) - 1
+    if boundary is not None and decision == "noninferior":
+        decision = CONTINUE  # no room: agreement here is no evidence of non-inferiority
     if loss:
         decision = LOSS
-    elif decision == CONTINUE and k == len(design.bounds) - 1:
-        decision = INCONCLUSIVE
+    elif decision == CONTINUE and last:
+        decision = INCONCLUSIVE if boundary is None else NO_ROOM[boundary]
     return {
         "look": k + 1,
         "n": n,
@@ -136,8 +146,9 @@ def judge_look(
         "repeated_ci": [ni.rci_low, ni.rci_high],
         "exact_match_decision": ni.decision,
         "logprob": lp,
+        "boundary": boundary,
         "decision": decision,
-        "stops": decision in DECIDED or decision == INCONCLUSIVE,
+        "stops": decision in DECIDED or decision == INCONCLUSIVE or decision in NO_ROOM.values(),
     }
 
 

@@ -49,9 +49,10 @@ def _log(msg: str) -> None:
     print(f"evalkit ab: {msg}", file=sys.stderr, flush=True)
 
 
-def _counts(base_dir: Path, cand_dir: Path, n_k: int) -> tuple[int, int, int, list[float]]:
-    """(candidate-only right, baseline-only right, n) of the cell's first metric, over its first n_k
-    questions only: a resumed run holds later looks' questions too, and look k must not see them."""
+def _counts(base_dir: Path, cand_dir: Path, n_k: int) -> tuple[int, int, int, list[float], float]:
+    """(candidate-only right, baseline-only right, n, log-prob shifts, baseline accuracy) of the
+    cell's first metric, over its first n_k questions only: a resumed run holds later looks'
+    questions too, and look k must not see them."""
     from evalkit.compare.pairing import pair_runs
     from evalkit.store import load_run
     from evalkit.store.schema import doc_sort_key
@@ -68,7 +69,8 @@ def _counts(base_dir: Path, cand_dir: Path, n_k: int) -> tuple[int, int, int, li
         if (b := _per_token(p.baseline_sample or {})) is not None
         and (c := _per_token(p.candidate_sample or {})) is not None
     ]
-    return cand_only, base_only, len(pairs), shifts
+    base_acc = sum(bool(p.baseline) for p in pairs) / len(pairs) if pairs else 0.0
+    return cand_only, base_only, len(pairs), shifts, base_acc
 
 
 def _answered(run_dir: Path) -> int:
@@ -189,7 +191,15 @@ def run_ab(spec: AbSpec) -> dict[str, Any]:
                         _answer(spec, cell, arm, q, model, device, loaded, budget, caches)
                         answered[i] = q
             base_dir, cand_dir = (cell_dir(spec.out_dir, cell) / a.label for a in arms)
-            b, c, n, shifts = _counts(base_dir, cand_dir, n_k)
+            b, c, n, shifts, base_acc = _counts(base_dir, cand_dir, n_k)
+            plan = spec.plan
+            boundary = (
+                "cannot_lose"
+                if base_acc <= plan.floor
+                else "cannot_gain"
+                if base_acc >= plan.ceiling
+                else None
+            )
             look = judge_look(
                 design,
                 k,
@@ -201,6 +211,7 @@ def run_ab(spec: AbSpec) -> dict[str, Any]:
                 logprob_diffs=shifts,
                 logprob_margin=cell.logprob_margin,
                 earlier_discordant=[x["candidate_only"] + x["baseline_only"] for x in record["looks"]],
+                boundary=boundary,
             )
             record["looks"].append(look)
             _log(f"{cell.name} look {k + 1}/{spec.looks} at n = {n}: {look['decision']}")
