@@ -115,6 +115,7 @@ def test_a_cell_at_0_percent_is_no_evidence_and_is_left_out(tmp_path, capsys):
     # the decision is the intersection over the one cell with room, and says what it left out
     assert rc == 0 and decision["outcome"] == "pass" and decision["cells_with_room"] == 1
     assert decision["excluded"]["cannot_lose"] == ["passkey @ 4096"]
+    assert "PASS: the one cell with room is non-inferior" in decision["line"]
     assert "1 cell excluded (cannot lose (floor): passkey @ 4096)" in decision["line"]
 
 

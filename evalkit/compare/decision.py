@@ -243,9 +243,10 @@ def decision_line(decision: dict[str, Any], aa: dict[str, Any] | None = None) ->
     room = [c for c in cells if not c["excluded"]]
     excluded = _excluded_clause(cells)
     if decision["outcome"] == PASS:
-        body = (
-            f"PASS: every one of the {len(room)} cells with room is non-inferior at its pre-registered margin"
+        which = (
+            "the one cell with room" if len(room) == 1 else f"every one of the {len(room)} cells with room"
         )
+        body = f"PASS: {which} is non-inferior at its pre-registered margin"
         body += f"; {excluded}." if excluded else "."
     elif not room:
         body = (

@@ -2,7 +2,8 @@
 `evalkit compare --plan`.
 
 One YAML document: a schema version, the plan's name, α, the target power, the gate (which
-measures every cell must show non-inferior), the multiplicity family, the floor/ceiling limits,
+measures every cell must show non-inferior), the loss claims' family (Holm over a declared size,
+or a fixed sequence with every cell in its testing order), the floor/ceiling limits,
 and per task × length cell the exact-match margin in pp, the paired log-prob margin in
 nats/token and n from an exact power computation. Margins carry their unit in the text
 ("1 pp", "0.01 nats/token") so a number in the wrong unit is refused, not misread.
