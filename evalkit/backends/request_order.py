@@ -19,8 +19,8 @@ def parse_request_order(text: str) -> str:
     """'given' or 'shuffled:SEED' (SEED a non-negative integer), normalised; else one-line InputError."""
     if text == GIVEN:
         return GIVEN
-    kind, sep, seed = text.partition(":")
-    if kind == "shuffled" and sep and seed.isdigit():
+    kind, sep, seed = text.partition(":") if isinstance(text, str) else ("", "", "")
+    if kind == "shuffled" and sep and seed.isascii() and seed.isdigit() and len(seed) <= 18:
         return f"shuffled:{int(seed)}"
     raise InputError(
         f"--request-order must be 'given' or 'shuffled:SEED' (e.g. shuffled:7), got {text!r:.40}"
