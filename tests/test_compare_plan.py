@@ -1,6 +1,7 @@
 """issue 38: `evalkit plan --out` and `evalkit compare --plan` on held-out synthetic runs with
-planted outcomes: per-cell verdicts (intersection-union), floor cells, Holm over the declared
-family on exact p-values, the report's decision line, and bad plans refused with exit 2."""
+planted outcomes: per-cell verdicts (intersection-union over the cells with room), floor and
+ceiling cells as no evidence, Holm over the declared family or a fixed sequence on exact
+p-values, the report's decision line, and bad plans refused with exit 2."""
 
 import json
 
@@ -39,7 +40,10 @@ def _pair(root, cells, plan_identity=None):
     )
 
 
-def _plan_body(cells, *, margin_pp=2, gate="exact_match", family_size=None, name="p"):
+def _plan_body(cells, *, margin_pp=2, gate="exact_match", family_size=None, name="p", order=None):
+    family = {"procedure": "holm", "size": family_size or len(cells), "p_values": "exact"}
+    if order is not None:
+        family.update(procedure="fixed-sequence", order=order)
     return {
         "kind": "evalkit-plan",
         "schema_version": 1,
@@ -49,7 +53,7 @@ def _plan_body(cells, *, margin_pp=2, gate="exact_match", family_size=None, name
         "loss_alpha": 0.05,
         "power": 0.8,
         "gate": gate,
-        "family": {"procedure": "holm", "size": family_size or len(cells), "p_values": "exact"},
+        "family": family,
         "floor_ceiling": {"floor": 0.02, "ceiling": 0.98},
         "cells": [
             {
@@ -97,7 +101,7 @@ def test_a_gain_in_one_cell_cannot_offset_a_loss_in_another(tmp_path, capsys):
     assert "the plan" in err and "niah @ 4096" in err
 
 
-def test_a_cell_at_0_percent_cannot_make_the_plan_pass(tmp_path, capsys):
+def test_a_cell_at_0_percent_is_no_evidence_and_is_left_out(tmp_path, capsys):
     cells = {("gsm8k", None): (700, 3, 3, 294), ("passkey", 4096): (0, 0, 0, 2000)}
     base, cand = _pair(tmp_path / "runs", cells)
     # without the plan, the 0% cell reads as non-inferior agreement
@@ -105,10 +109,39 @@ def test_a_cell_at_0_percent_cannot_make_the_plan_pass(tmp_path, capsys):
     passkey = next(r for r in report["rows"] if r["task"] == "passkey")
     assert passkey["noninferior"] and not report["decision"]["preregistered"]
     rc, report, _ = _compare(capsys, base, cand, "--plan", _plan(tmp_path, cells))
-    verdicts = {c["task"]: c["verdict"] for c in report["decision"]["cells"]}
+    decision = report["decision"]
+    verdicts = {c["task"]: c["verdict"] for c in decision["cells"]}
     assert verdicts == {"gsm8k": "noninferior", "passkey": "cannot_lose"}
-    assert rc == 1 and report["decision"]["outcome"] == "fail"
-    assert "cannot lose (floor): passkey @ 4096" in report["decision"]["line"]
+    # the decision is the intersection over the one cell with room, and says what it left out
+    assert rc == 0 and decision["outcome"] == "pass" and decision["cells_with_room"] == 1
+    assert decision["excluded"]["cannot_lose"] == ["passkey @ 4096"]
+    assert "PASS: the one cell with room is non-inferior" in decision["line"]
+    assert "1 cell excluded (cannot lose (floor): passkey @ 4096)" in decision["line"]
+
+
+def test_a_plan_whose_cells_are_all_at_floor_or_ceiling_cannot_pass(tmp_path, capsys):
+    cells = {("niah", 4096): (995, 0, 0, 5), ("passkey", 4096): (0, 0, 0, 2000)}
+    base, cand = _pair(tmp_path / "runs", cells)
+    rc, report, _ = _compare(capsys, base, cand, "--plan", _plan(tmp_path, cells))
+    decision = report["decision"]
+    # each cell alone would be shown non-inferior at 2 pp: agreement, and n = 1000 / 2000
+    assert all(r["noninferior"] for r in report["rows"])
+    verdicts = {c["task"]: c["verdict"] for c in decision["cells"]}
+    assert verdicts == {"niah": "ceiling_not_evidence", "passkey": "cannot_lose"}
+    assert rc == 1 and decision["outcome"] == "fail" and decision["cells_with_room"] == 0
+    assert "no cell has room (2 cells excluded" in decision["line"]
+    assert sorted(decision["failing"]) == ["niah @ 4096", "passkey @ 4096"]
+
+
+def test_a_loss_at_the_ceiling_still_fails_and_stays_visible(tmp_path, capsys):
+    # baseline 99%; the candidate loses 12 of those questions and gains none: exact p 0.0005
+    cells = {("gsm8k", None): (700, 3, 3, 294), ("niah", 4096): (978, 12, 0, 10)}
+    base, cand = _pair(tmp_path / "runs", cells)
+    rc, report, _ = _compare(capsys, base, cand, "--plan", _plan(tmp_path, cells))
+    niah = next(c for c in report["decision"]["cells"] if c["task"] == "niah")
+    assert niah["boundary"] == "cannot_gain" and niah["verdict"] == "loss" and not niah["excluded"]
+    assert rc == 1 and report["decision"]["failing"] == ["niah @ 4096"]
+    assert "loss: niah @ 4096" in report["decision"]["line"]
 
 
 def test_passing_plan_records_its_name_and_hash_and_leads_the_markdown(tmp_path, capsys):
@@ -120,8 +153,10 @@ def test_passing_plan_records_its_name_and_hash_and_leads_the_markdown(tmp_path,
     assert rc == 0 and report["decision"]["outcome"] == "pass"
     assert report["plan"]["content_hash"] == digest and report["plan"]["name"] == "p"
     niah = next(c for c in report["decision"]["cells"] if c["task"] == "niah")
-    # baseline 99%: labelled "cannot gain", still judged (a loss stays observable at the ceiling)
-    assert niah["boundary"] == "cannot_gain" and niah["passes"]
+    # baseline 99%: no room to gain, so agreement there is no evidence: left out, not passed
+    assert niah["boundary"] == "cannot_gain" and niah["verdict"] == "ceiling_not_evidence"
+    assert niah["excluded"] and not niah["passes"]
+    assert "1 cell excluded (ceiling, not evidence: niah @ 4096)" in report["decision"]["line"]
     rc = main(["compare", str(base), str(cand), "--plan", str(plan)])
     md = capsys.readouterr().out
     first = md.splitlines()[2]
@@ -146,7 +181,7 @@ def test_holm_runs_over_the_declared_family_on_exact_p_values(tmp_path, capsys):
     )
     assert alone["decision"]["cells"][0]["verdict"] == "loss"
     cell = family["decision"]["cells"][0]
-    assert cell["loss_p_exact_holm"] == pytest.approx(min(1.0, 48 * 0.021484375))
+    assert cell["loss_p_exact_adjusted"] == pytest.approx(min(1.0, 48 * 0.021484375))
     assert cell["verdict"] == "not_shown"  # no longer a significant loss, and NI is not shown either
 
 
@@ -283,3 +318,63 @@ def test_the_decision_line_sets_the_candidate_against_the_floor_run(tmp_path, ca
     assert "exceeds the floor on gsm8k" in line
     (row,) = report["aa"]["rows"]
     assert row["exceeds"] and row["pvalue"] < 0.05
+
+
+# exact two-sided p: a (b=3, c=12) 0.0352, b (0, 8) 0.0078, c (2, 6) 0.289, d (0, 10) 0.00195;
+# baselines inside (2%, 98%)
+SEQUENCE = {
+    ("a", None): (300, 12, 3, 150),
+    ("b", None): (300, 8, 0, 150),
+    ("c", None): (300, 6, 2, 150),
+    ("d", None): (300, 10, 0, 150),
+}
+
+
+def test_a_fixed_sequence_plan_tests_losses_in_order_and_stops_at_the_first_non_loss(tmp_path, capsys):
+    base, cand = _pair(tmp_path / "runs", SEQUENCE)
+    order = ["a", "b", "c", "d"]
+    rc, report, _ = _compare(capsys, base, cand, "--plan", _plan(tmp_path, SEQUENCE, order=order))
+    cells = {c["task"]: c for c in report["decision"]["cells"]}
+    # by hand at loss alpha 0.05: a .035 loss, b .0078 loss, c .289 stops; d is not tested
+    assert [cells[k]["verdict"] == "loss" for k in order] == [True, True, False, False]
+    assert [cells[k]["loss_test"] for k in order] == ["tested", "tested", "tested", "not tested"]
+    assert report["decision"]["family"]["stopped_at"] == "c" and rc == 1
+    # Holm over the same four finds d and b, not a (2 x .035 > .05)
+    _, holm, _ = _compare(capsys, base, cand, "--plan", _plan(tmp_path, SEQUENCE, name="h.yaml"))
+    assert {c["task"] for c in holm["decision"]["cells"] if c["verdict"] == "loss"} == {"b", "d"}
+    main(
+        [
+            "compare",
+            str(base),
+            str(cand),
+            "--plan",
+            str(_plan(tmp_path, SEQUENCE, name="m.yaml", order=order)),
+        ]
+    )
+    md = capsys.readouterr().out
+    assert "| not tested |" not in md and "(not tested)" in md and "fixed sequence a → b → c → d" in md
+
+
+@pytest.mark.parametrize(
+    "order, why",
+    [(None, "family.order must list the cells"), (["a", "b"], "must name every cell once")],
+)
+def test_a_fixed_sequence_without_a_full_order_is_refused(tmp_path, capsys, order, why):
+    body = _plan_body(SEQUENCE, order=["a", "b", "c", "d"])
+    if order is None:
+        del body["family"]["order"]
+    else:
+        body["family"]["order"] = order
+    path = tmp_path / "bad.yaml"
+    path.write_text(dump_plan(body), encoding="utf-8")
+    base, cand = _pair(tmp_path / "runs", SEQUENCE)
+    rc, _, err = _compare(capsys, base, cand, "--plan", path)
+    assert rc == 2 and why in err and len(err.strip().splitlines()) == 1
+
+
+def test_plan_cli_writes_a_fixed_sequence_in_the_order_of_the_cells(tmp_path):
+    out = tmp_path / "fs.yaml"
+    args = ["plan", "--discordance", "0.1", "--cell", "niah@4096", "--cell", "gsm8k", "--margin", "0.05"]
+    assert main([*args, "--multiplicity", "fixed-sequence", "--out", str(out)]) == 0
+    plan = load_plan(out)
+    assert plan.family_procedure == "fixed-sequence" and plan.family_order == ("niah @ 4096", "gsm8k")

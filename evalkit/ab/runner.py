@@ -1,9 +1,11 @@
-"""Run a plan's cells in stages with one loaded model: at look k each undecided cell gets its first
-n_k questions in the baseline arm, then in the candidate arm (DIR/<cell>/<arm>/, normal run
-directories, so a re-run resumes them and recomputes the same decisions from the stored samples),
-and stops once a look decides it or at the plan's n for that cell.
+"""Run a plan's cells in stages with one loaded model: at look k each undecided cell is brought up
+to its first n_k questions, and stops once a look decides it or at the plan's n for that cell.
 
-Interleaving is per stage (baseline, then candidate, on the same new questions), not per question.
+The arms are interleaved per question: question q is answered by the baseline, then by the
+candidate, before question q + 1 is asked, so a stop at any point (a decision, Ctrl-C, a crash)
+leaves complete pairs and at most one half-answered question. Each arm's answers live in
+DIR/<cell>/<arm>/, normal run directories: a re-run resumes them (questions already answered are
+not asked again) and recomputes the same decisions from the stored samples.
 """
 
 from __future__ import annotations
@@ -47,9 +49,10 @@ def _log(msg: str) -> None:
     print(f"evalkit ab: {msg}", file=sys.stderr, flush=True)
 
 
-def _counts(base_dir: Path, cand_dir: Path, n_k: int) -> tuple[int, int, int, list[float]]:
-    """(candidate-only right, baseline-only right, n) of the cell's first metric, over its first n_k
-    questions only: a resumed run holds later looks' questions too, and look k must not see them."""
+def _counts(base_dir: Path, cand_dir: Path, n_k: int) -> tuple[int, int, int, list[float], float]:
+    """(candidate-only right, baseline-only right, n, log-prob shifts, baseline accuracy) of the
+    cell's first metric, over its first n_k questions only: a resumed run holds later looks'
+    questions too, and look k must not see them."""
     from evalkit.compare.pairing import pair_runs
     from evalkit.store import load_run
     from evalkit.store.schema import doc_sort_key
@@ -66,7 +69,70 @@ def _counts(base_dir: Path, cand_dir: Path, n_k: int) -> tuple[int, int, int, li
         if (b := _per_token(p.baseline_sample or {})) is not None
         and (c := _per_token(p.candidate_sample or {})) is not None
     ]
-    return cand_only, base_only, len(pairs), shifts
+    base_acc = sum(bool(p.baseline) for p in pairs) / len(pairs) if pairs else 0.0
+    return cand_only, base_only, len(pairs), shifts, base_acc
+
+
+def _answered(run_dir: Path) -> int:
+    """Questions the arm's run directory already holds (0 before its first question)."""
+    from evalkit.store import load_run
+
+    if not (run_dir / "manifest.json").exists():
+        return 0
+    return len({s.get("doc_id") for s in load_run(run_dir).samples})
+
+
+def _answer(
+    spec: AbSpec,
+    cell: PlanCell,
+    arm: Arm,
+    q: int,
+    model: str,
+    device: str,
+    loaded: Any,
+    budget: Any,
+    caches: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    """The arm answers the cell's first q questions (all but the q-th are already in its run)."""
+    from evalkit.runner import RunSpec, run_evaluation
+    from evalkit.runner import setup as su
+
+    request_cache, encode_cache = caches
+    setup = su.local_setup(
+        model,
+        arm,
+        None,
+        device,
+        spec.max_num_seqs,
+        loaded=loaded,
+        prefill_budget=budget,
+        encode_cache=encode_cache,
+    )
+    manifest = su.base_manifest_fields(spec.command or ["evalkit", "ab"])
+    manifest.update(
+        model=setup.model,
+        arm=setup.arm,
+        backend=setup.backend.describe(),
+        seeds={"task_seed": spec.seed},
+        plan=spec.plan.identity(),
+        ab={"looks": spec.looks, "spending": spec.spending, "cell": cell.name, "interleaved": "per question"},
+    )
+    run_spec = RunSpec(
+        tasks=[cell.task],
+        out_dir=cell_dir(spec.out_dir, cell) / arm.label,
+        lengths=None if cell.length is None else [cell.length],
+        limit=q,
+        seed=spec.seed,
+        data_dir=spec.data_dir,
+        max_new_tokens=spec.max_new_tokens,
+        gold_logprob=True,  # the paired log-prob measure a plan may gate on
+        manifest=manifest,
+        request_cache=request_cache,
+    )
+    try:
+        run_evaluation(run_spec, setup.backend, setup.tokenizer, progress=False)
+    finally:
+        setup.backend.engine.close()
 
 
 def check_spec(spec: AbSpec) -> None:
@@ -82,7 +148,6 @@ def check_spec(spec: AbSpec) -> None:
 def run_ab(spec: AbSpec) -> dict[str, Any]:
     """Run every cell until decided or at its planned n; write DIR/ab.json and return it."""
     from evalkit.model.loader import load_model
-    from evalkit.runner import RunSpec, run_evaluation
     from evalkit.runner import setup as su
     from evalkit.stats.sequential import normal_design
     from evalkit.sweep.runner import prefill_budget
@@ -102,8 +167,7 @@ def run_ab(spec: AbSpec) -> dict[str, Any]:
     _log(f"loaded {model} on {device} in {time.perf_counter() - t0:.1f} s")
     arms = (spec.baseline, spec.candidate)
     budget = prefill_budget(list(arms), device)
-    request_cache: dict[str, Any] = {}
-    encode_cache: dict[str, Any] = {}
+    caches: tuple[dict[str, Any], dict[str, Any]] = ({}, {})  # requests, encodings
     cells = {
         c.name: {
             "task": c.task,
@@ -120,44 +184,22 @@ def run_ab(spec: AbSpec) -> dict[str, Any]:
             if record["looks"] and record["looks"][-1]["stops"]:
                 continue
             n_k = record["looks_at"][k]
-            for arm in arms:
-                setup = su.local_setup(
-                    model,
-                    arm,
-                    None,
-                    device,
-                    spec.max_num_seqs,
-                    loaded=loaded,
-                    prefill_budget=budget,
-                    encode_cache=encode_cache,
-                )
-                manifest = su.base_manifest_fields(spec.command or ["evalkit", "ab"])
-                manifest.update(
-                    model=setup.model,
-                    arm=setup.arm,
-                    backend=setup.backend.describe(),
-                    seeds={"task_seed": spec.seed},
-                    plan=spec.plan.identity(),
-                    ab={"looks": spec.looks, "spending": spec.spending, "cell": cell.name},
-                )
-                run_spec = RunSpec(
-                    tasks=[cell.task],
-                    out_dir=cell_dir(spec.out_dir, cell) / arm.label,
-                    lengths=None if cell.length is None else [cell.length],
-                    limit=n_k,
-                    seed=spec.seed,
-                    data_dir=spec.data_dir,
-                    max_new_tokens=spec.max_new_tokens,
-                    gold_logprob=True,  # the paired log-prob measure a plan may gate on
-                    manifest=manifest,
-                    request_cache=request_cache,
-                )
-                try:
-                    run_evaluation(run_spec, setup.backend, setup.tokenizer, progress=spec.progress)
-                finally:
-                    setup.backend.engine.close()
+            answered = [_answered(cell_dir(spec.out_dir, cell) / arm.label) for arm in arms]
+            for q in range(min(answered) + 1, n_k + 1):
+                for i, arm in enumerate(arms):
+                    if answered[i] < q:
+                        _answer(spec, cell, arm, q, model, device, loaded, budget, caches)
+                        answered[i] = q
             base_dir, cand_dir = (cell_dir(spec.out_dir, cell) / a.label for a in arms)
-            b, c, n, shifts = _counts(base_dir, cand_dir, n_k)
+            b, c, n, shifts, base_acc = _counts(base_dir, cand_dir, n_k)
+            plan = spec.plan
+            boundary = (
+                "cannot_lose"
+                if base_acc <= plan.floor
+                else "cannot_gain"
+                if base_acc >= plan.ceiling
+                else None
+            )
             look = judge_look(
                 design,
                 k,
@@ -168,6 +210,8 @@ def run_ab(spec: AbSpec) -> dict[str, Any]:
                 gate=spec.plan.gate,
                 logprob_diffs=shifts,
                 logprob_margin=cell.logprob_margin,
+                earlier_discordant=[x["candidate_only"] + x["baseline_only"] for x in record["looks"]],
+                boundary=boundary,
             )
             record["looks"].append(look)
             _log(f"{cell.name} look {k + 1}/{spec.looks} at n = {n}: {look['decision']}")
@@ -182,6 +226,9 @@ def run_ab(spec: AbSpec) -> dict[str, Any]:
             "bounds": list(design.bounds),
             "gate": spec.plan.gate,
             "futility": "non-binding: repeated CI's upper end below -margin",
+            "loss": "exact: the baseline-only count against the sign walk's critical count given "
+            "the discordant counts at the looks, the same spending at the looks' fractions",
+            "interleaving": "per question: the baseline, then the candidate",
         },
         "cells": [
             {**r, "n_used": r["looks"][-1]["n"], "decision": r["looks"][-1]["decision"]}

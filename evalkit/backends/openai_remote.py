@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 
 from evalkit.backends.base import GenRequest, GenResult, OnResult
+from evalkit.backends.request_order import parse_request_order, request_sequence
 from evalkit.backends.server_config import fetch_json, server_config
 from evalkit.errors import EvalkitError
 from evalkit.redact import mask_text
@@ -135,6 +136,7 @@ class OpenAIBackend:
         *,
         model: str | None = None,
         concurrency: int = 8,
+        request_order: str = "given",
         timeout: float = 600.0,
         max_retries: int = 5,
         seed: int | None = 1234,
@@ -155,6 +157,7 @@ class OpenAIBackend:
             raise EvalkitError("--timeout must be positive")
         self.base_urls = [normalize_base_url(u) for u in base_urls]
         self.concurrency = concurrency
+        self.request_order = parse_request_order(request_order)
         self.timeout = float(timeout)
         self.max_retries = max_retries
         self.seed = seed
@@ -272,6 +275,7 @@ class OpenAIBackend:
                 for i, u in enumerate(self.base_urls)
             },
             "concurrency_per_server": self.concurrency,
+            "request_order": self.request_order,  # given, or shuffled:SEED (a numerics-floor replicate)
             "timeout_s": self.timeout,
             "max_retries": self.max_retries,
             "seed": self.seed,
@@ -416,7 +420,7 @@ class OpenAIBackend:
         if not requests:
             return
         todo: queue.Queue[int] = queue.Queue()
-        for i in range(len(requests)):
+        for i in request_sequence(len(requests), self.request_order):
             todo.put(i)
         done: queue.Queue[tuple[int, GenResult]] = queue.Queue()
         stop = threading.Event()

@@ -1,6 +1,6 @@
 """`evalkit ab --plan plan.yaml --baseline fp32 --candidate fp16 --out DIR`: both arms on the plan's
-cells in stages, each cell stopping at the first group-sequential look that decides it (loss,
-non-inferior, or futile) or at its planned n; re-running resumes. DIR/ab.json has the boundaries,
+cells, interleaved per question, each cell stopping at the first group-sequential look that decides
+it (loss, non-inferior, or futile) or at its planned n; re-running resumes. DIR/ab.json has the boundaries,
 every look and the n used per cell; DIR/<cell>/<arm>/ are normal run directories.
 """
 

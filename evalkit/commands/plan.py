@@ -79,6 +79,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         help="hypotheses in the multiplicity family (e.g. cells x formats compared; default: the cells)",
     )
+    parser.add_argument(
+        "--multiplicity",
+        choices=("holm", "fixed-sequence"),
+        default="holm",
+        help="the loss claims' procedure: Holm over the family (default), or a fixed sequence in the "
+        "order the --cell options are given (each at full alpha; the first non-loss stops it)",
+    )
 
 
 def _fraction(name: str, value: float | None, upper: float = 1.0) -> None:
@@ -144,6 +151,7 @@ def _write_plan(args: argparse.Namespace, report: dict | None, source: str) -> N
         power=args.power,
         gate=args.gate,
         family_size=args.family_size,
+        multiplicity=args.multiplicity,
         effect=args.effect,
         calibration=calibration,
         looks=args.looks,

@@ -156,6 +156,12 @@ def _add_output_arguments(o: argparse._ArgumentGroup) -> None:
 
 def _add_remote_arguments(r: argparse._ArgumentGroup) -> None:
     r.add_argument("--concurrency", type=int, default=16, help="in-flight requests per server (16)")
+    r.add_argument(
+        "--request-order",
+        metavar="given|shuffled:SEED",
+        help="the order requests are sent in: the task's (given, the default) or a seeded permutation; "
+        "with another --concurrency, a replicate of a server run for its numerics floor (compare --floor)",
+    )
     r.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, seconds (600)")
     r.add_argument(
         "--max-retries",
@@ -240,6 +246,12 @@ def _check(args: argparse.Namespace) -> None:
             raise InputError(f"--{flag.replace('_', '-')} must be at least 1")
     if args.concurrency < 1:
         raise InputError("--concurrency must be at least 1")
+    if args.request_order is not None:
+        from evalkit.backends.request_order import parse_request_order
+
+        parse_request_order(args.request_order)
+        if not _split(args.server):
+            raise InputError("--request-order is for --server runs (the local engine is batch-invariant)")
     if args.tasks is not None and not _split([args.tasks]):  # before any model loads
         raise InputError(f"--tasks {args.tasks!r} names no task (`evalkit tasks` lists them)")
     if args.lengths:
@@ -307,6 +319,7 @@ def _setup(args: argparse.Namespace, servers: list[str]) -> Any:
             args.seed,
             trust_remote_code=args.trust_remote_code,
             api_key=args.api_key,
+            request_order=args.request_order or "given",
         )
     for flag in ("tokenizer",):
         if getattr(args, flag):

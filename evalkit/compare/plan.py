@@ -164,6 +164,7 @@ def plan_file_body(
     power: float,
     gate: str,
     family_size: int | None,
+    multiplicity: str = "holm",
     effect: float | None = None,
     calibration: dict[str, Any] | None = None,
     looks: int | None = None,
@@ -221,14 +222,24 @@ def plan_file_body(
         "loss_alpha": pf.LOSS_ALPHA,
         "power": power,
         "gate": gate,
-        "decision_rule": "every cell non-inferior on the gated measures (intersection-union); "
-        "floor cells cannot pass",
-        "family": {"procedure": "holm", "size": family_size or len(out_cells), "p_values": "exact"},
+        "decision_rule": "every cell with room non-inferior on the gated measures (intersection-union); "
+        "floor and ceiling cells are no evidence; a loss anywhere fails",
+        "family": {
+            "procedure": multiplicity,
+            "size": family_size or len(out_cells),
+            "p_values": "exact",
+            # fixed sequence: the loss claims are tested in the order the cells were given
+            **({"order": [_cell_name(t, n) for t, n in cells]} if multiplicity == "fixed-sequence" else {}),
+        },
         "floor_ceiling": {"floor": pf.FLOOR, "ceiling": pf.CEILING},
         "cells": out_cells,
         **({"logprob_calibration": calibration} if calibration is not None else {}),
         **({"sequential": sequential} if sequential is not None else {}),
     }
+
+
+def _cell_name(task: str, length: int | None) -> str:
+    return task + ("" if length is None else f" @ {length}")
 
 
 def pilot_cells(report: Any, source: str) -> dict[tuple[str, int | None], tuple[float, str]]:

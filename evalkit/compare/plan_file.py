@@ -2,7 +2,8 @@
 `evalkit compare --plan`.
 
 One YAML document: a schema version, the plan's name, α, the target power, the gate (which
-measures every cell must show non-inferior), the multiplicity family, the floor/ceiling limits,
+measures every cell must show non-inferior), the loss claims' family (Holm over a declared size,
+or a fixed sequence with every cell in its testing order), the floor/ceiling limits,
 and per task × length cell the exact-match margin in pp, the paired log-prob margin in
 nats/token and n from an exact power computation. Margins carry their unit in the text
 ("1 pp", "0.01 nats/token") so a number in the wrong unit is refused, not misread.
@@ -27,7 +28,7 @@ from evalkit.errors import InputError
 SCHEMA_VERSION = 1
 KIND = "evalkit-plan"
 GATES = ("exact_match", "logprob", "both")
-PROCEDURES = ("holm",)
+PROCEDURES = ("holm", "fixed-sequence")  # the loss claims' family-wise procedure
 EM_UNIT, LOGPROB_UNIT = "pp", "nats/token"
 NI_ALPHA, LOSS_ALPHA = 0.025, 0.05  # one-sided NI per cell; two-sided exact McNemar for a loss
 FLOOR, CEILING = 0.02, 0.98  # baseline accuracy at which a cell cannot lose / cannot gain
@@ -90,6 +91,7 @@ class Plan:
     floor: float
     ceiling: float
     cells: tuple[PlanCell, ...]
+    family_order: tuple[str, ...] = ()  # fixed sequence: every cell's name, in testing order
     calibration: dict[str, Any] | None = None  # the log-prob margin's calibration, when the plan has one
     sequential: dict[str, Any] | None = None  # {"looks", "spending", ...} for `evalkit ab`, when planned
 
@@ -173,6 +175,7 @@ def plan_from_dict(body: Any, source: str) -> Plan:
     size = _field(family, "size", (int,), f"{source}: family")
     if size < len(cells):
         raise InputError(f"{source}: family.size {size} is smaller than the plan's {len(cells)} cells")
+    order = _family_order(family, procedure, cells, source)
     limits = _field(body, "floor_ceiling", (dict,), source)
     floor, ceiling = _fraction(limits, "floor", source), _fraction(limits, "ceiling", source)
     return Plan(
@@ -185,6 +188,7 @@ def plan_from_dict(body: Any, source: str) -> Plan:
         gate=gate,
         family_procedure=procedure,
         family_size=size,
+        family_order=order,
         floor=floor,
         ceiling=ceiling,
         cells=cells,
@@ -193,6 +197,26 @@ def plan_from_dict(body: Any, source: str) -> Plan:
         else None,
         sequential=_sequential(body.get("sequential"), source),
     )
+
+
+def _family_order(
+    family: dict[str, Any], procedure: str, cells: tuple[PlanCell, ...], source: str
+) -> tuple[str, ...]:
+    """The fixed sequence's testing order: every cell named once ('task' or 'task @ length')."""
+    raw = family.get("order")
+    if procedure != "fixed-sequence":
+        if raw is not None:
+            raise InputError(f"{source}: family.order is for procedure fixed-sequence, not {procedure}")
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        raise InputError(f"{source}: family.order must list the cells in testing order (fixed-sequence)")
+    names = [c.name for c in cells]
+    if sorted(raw) != sorted(names) or len(set(raw)) != len(raw):
+        raise InputError(
+            f"{source}: family.order must name every cell once, in testing order: "
+            f"{', '.join(names)}; got {', '.join(raw) or 'none'}"
+        )
+    return tuple(raw)
 
 
 def _sequential(raw: Any, source: str) -> dict[str, Any] | None:

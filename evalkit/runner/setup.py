@@ -192,6 +192,7 @@ def remote_setup(
     seed: int | None,
     trust_remote_code: bool = False,
     api_key: str | None = None,
+    request_order: str = "given",
 ) -> Setup:
     from evalkit.backends.openai_remote import OpenAIBackend
     from evalkit.backends.server_config import differs_from_arm
@@ -200,6 +201,7 @@ def remote_setup(
         servers,
         model=model,
         concurrency=concurrency,
+        request_order=request_order,
         timeout=timeout,
         max_retries=max_retries,
         seed=1234 if seed is None else seed,

@@ -64,6 +64,7 @@ _WHERE = {
         "LookDecision",
         "NormalDesign",
         "SignWalkDesign",
+        "conditional_sign_walk",
         "noninferiority_look",
         "normal_design",
         "normal_design_power",

@@ -82,18 +82,17 @@ def _walk_step(dist: np.ndarray, steps: int, p: float) -> np.ndarray:
     return np.convolve(dist, stats.binom.pmf(np.arange(steps + 1), steps, p))
 
 
-def sign_walk_design(looks: Sequence[int], alpha: float = 0.025, spending: str = "obf") -> SignWalkDesign:
-    """Exact one-sided boundaries at discordant counts `looks` (e.g. 40, 80, 120), one-sided alpha."""
-    _check_looks(looks, "the discordant counts of the looks")
-    if any(int(m) != m for m in looks):
-        raise ValueError(f"looks must be whole discordant counts, got {list(looks)}")
-    looks = tuple(int(m) for m in looks)
+def _walk_bounds(
+    looks: Sequence[int], fractions: Sequence[float], alpha: float, spending: str
+) -> tuple[list[int], list[float]]:
+    """Critical counts and exact cumulative crossing probabilities of the fair sign walk observed at
+    discordant counts `looks` (non-decreasing), spending alpha(fractions[k]) by look k."""
     dist = np.array([1.0])  # sub-distribution of the count on paths not yet stopped
     prev, crossed = 0, 0.0
     critical, spent = [], []
-    for m in looks:
+    for m, t in zip(looks, fractions):
         dist = _walk_step(dist, m - prev, 0.5)
-        budget = spent_alpha(m / looks[-1], alpha, spending) - crossed
+        budget = spent_alpha(t, alpha, spending) - crossed
         tail = np.cumsum(dist[::-1])[::-1]  # tail[r] = P(count >= r, not stopped)
         ok = np.nonzero(tail <= budget * (1 + 1e-12))[0]
         r = int(ok[0]) if ok.size else m + 1
@@ -106,6 +105,41 @@ def sign_walk_design(looks: Sequence[int], alpha: float = 0.025, spending: str =
         critical.append(r)
         spent.append(crossed)
         prev = m
+    return critical, spent
+
+
+def sign_walk_design(looks: Sequence[int], alpha: float = 0.025, spending: str = "obf") -> SignWalkDesign:
+    """Exact one-sided boundaries at discordant counts `looks` (e.g. 40, 80, 120), one-sided alpha."""
+    _check_looks(looks, "the discordant counts of the looks")
+    if any(int(m) != m for m in looks):
+        raise ValueError(f"looks must be whole discordant counts, got {list(looks)}")
+    looks = tuple(int(m) for m in looks)
+    critical, spent = _walk_bounds(looks, [m / looks[-1] for m in looks], alpha, spending)
+    return SignWalkDesign(looks, tuple(critical), alpha, spending, tuple(spent))
+
+
+def conditional_sign_walk(
+    discordant: Sequence[int], fractions: Sequence[float], alpha: float = 0.025, spending: str = "obf"
+) -> SignWalkDesign:
+    """Exact boundaries for looks at pre-set question counts, conditional on the discordant counts
+    seen so far (m_1 <= ... <= m_k, any may repeat or be 0).
+
+    Under H0 each discordant pair favours either arm with probability 1/2 whatever the discordant
+    counts, so, given them, the walk is the fair sign walk: spending alpha(t_k) at the looks'
+    information fractions t_k (pre-set, not data-driven) keeps the exact type I error <= alpha
+    conditionally on every sequence of counts, hence unconditionally. The bounds of earlier looks
+    do not depend on later counts, so each look's bound can be computed when it is reached.
+    """
+    if len(discordant) != len(fractions) or not discordant:
+        raise ValueError("give one discordant count per look, at least one")
+    if any(int(m) != m or m < 0 for m in discordant) or any(
+        b < a for a, b in zip(discordant, discordant[1:])
+    ):
+        raise ValueError(f"discordant counts must be whole, >= 0 and non-decreasing, got {list(discordant)}")
+    if any(not 0.0 < t <= 1.0 for t in fractions) or any(b <= a for a, b in zip(fractions, fractions[1:])):
+        raise ValueError(f"information fractions must increase within (0, 1], got {list(fractions)}")
+    looks = tuple(int(m) for m in discordant)
+    critical, spent = _walk_bounds(looks, fractions, alpha, spending)
     return SignWalkDesign(looks, tuple(critical), alpha, spending, tuple(spent))
 
 
