@@ -26,6 +26,7 @@ from evalkit.refmodel.card import plot_loss, write_card
 from evalkit.refmodel.checkpoint import save_checkpoint
 from evalkit.refmodel.curriculum import Curriculum, lr_at
 from evalkit.refmodel.gdn_on_kda import gdn_route
+from evalkit.refmodel.mamba2_mixer import route_note, verify_route
 from evalkit.refmodel.mixture import gens, tokenizer_corpus
 from evalkit.refmodel.quick_eval import kda_backend, quick_eval
 from evalkit.refmodel.runlog import log
@@ -106,6 +107,9 @@ def train(s: Settings, out: Path, bundle: Path | None = None, helper_script: Pat
         torch.backends.cudnn.allow_tf32 = True
     cfg_vocab = int(math.ceil(vocab / 64) * 64)
     model = build_model(s, cfg_vocab).to(device)
+    ssd_check = verify_route(model, device)  # a Mamba2 model's kernel scan against torch's
+    if ssd_check is not None:
+        log(f"Mamba2 scan check: {json.dumps(ssd_check)}")
     n_params = sum(p.numel() for p in model.parameters())
     log(
         f"model: {DESCRIPTIONS[s.arch]}, {s.layers} layers, hidden {s.hidden}, {s.heads}x{s.head_dim} heads, "
@@ -141,6 +145,8 @@ def train(s: Settings, out: Path, bundle: Path | None = None, helper_script: Pat
                 "transformers": __import__("transformers").__version__,
                 "kda_kernels": kda_backend(),
                 "gdn_chunk": gdn_route(),
+                "ssd_scan": route_note(model),
+                "ssd_check": ssd_check,
                 "device": str(device),
                 "gpu": torch.cuda.get_device_name(0) if device.type == "cuda" else None,
                 "cpus": os.cpu_count(),
