@@ -81,7 +81,10 @@ def verify_route(model: Any, device: Any) -> dict[str, Any] | None:
     ms = mixers(model)
     if not ms or ms[0].ssd_note == TORCH_NOTE:
         return None
-    check = check_route(ms[0].ssd, device)
+    try:
+        check = check_route(ms[0].ssd, device)
+    except Exception as exc:  # noqa: BLE001 - a kernel that cannot run is a failed check
+        check = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     check["route"] = ms[0].ssd_note
     if not check["ok"]:
         use_route(model, ssd_torch, TORCH_NOTE)
