@@ -104,6 +104,16 @@ def test_a_route_that_disagrees_is_replaced_by_torch():
     assert not bad["ok"] and bad["fallback"] == TORCH_NOTE and route_note(model) == TORCH_NOTE
 
 
+def test_the_route_check_in_bf16_passes_a_right_route_and_fails_a_wrong_one():
+    """On a GPU the check runs in bf16 (the training autocast): 16-bit rounding passes, 10% does not."""
+    from evalkit.refmodel.mamba2_ssd import check_route, ssd_torch, ssd_via
+
+    right = check_route(ssd_via(naive_gla), "cpu", torch.bfloat16, T=130)
+    assert right["ok"] and right["dtype"] == "bfloat16" and 0 < right["out_rel"] < 2e-2
+    wrong = check_route(lambda x, *a: 1.1 * ssd_torch(x, *a), "cpu", torch.bfloat16, T=130)
+    assert not wrong["ok"]
+
+
 # -- the training model -------------------------------------------------------------------------------
 
 

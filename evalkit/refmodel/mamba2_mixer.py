@@ -76,13 +76,17 @@ def route_note(model: Any) -> str | None:
 
 
 def verify_route(model: Any, device: Any) -> dict[str, Any] | None:
-    """On a kernel route: `check_route` on `device`; a failing route is replaced by the torch one.
-    Returns the check (None on the torch route: nothing to check)."""
+    """On a kernel route: `check_route` on `device` (bf16 on a GPU, as the training autocast; fp32
+    elsewhere); a failing route is replaced by the torch one. Returns the check (None on the
+    torch route: nothing to check)."""
+    import torch
+
     ms = mixers(model)
     if not ms or ms[0].ssd_note == TORCH_NOTE:
         return None
+    dtype = torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
     try:
-        check = check_route(ms[0].ssd, device)
+        check = check_route(ms[0].ssd, device, dtype)
     except Exception as exc:  # noqa: BLE001 - a kernel that cannot run is a failed check
         check = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     check["route"] = ms[0].ssd_note

@@ -8,7 +8,8 @@ kernel (`chunk_simple_gla`) refuses its gated backward under Triton 3.4-3.7.0 on
 channel, its own backward kernels) computes the same recurrence when every channel of a head gets
 the head's decay, as the GDN twin trains through KDA's kernel (`gdn_on_kda`). The D skip, the gate
 and the norm stay outside the scan. Before training on a GPU, `check_route` compares the kernel
-route's outputs and gradients with the torch route; a route that disagrees is not used."""
+route's outputs and gradients with the torch route in bf16 (the training autocast's dtype, so the
+check compiles the kernels training uses); a route that disagrees is not used."""
 
 from __future__ import annotations
 
@@ -91,27 +92,34 @@ def kernel_route() -> tuple[Callable[..., Any], str] | None:
     return ssd_via(chunk_gla), GLA_NOTE
 
 
-def check_route(route: Callable[..., Any], device: Any, T: int = 300, tol: float = 2e-2) -> dict[str, Any]:
-    """Outputs and input gradients of `route` against `ssd_torch` on random fp32 inputs on `device`
-    (a few heads, a length across chunks): {"ok", "out_rel", "grad_rel"} (max relative errors)."""
+def check_route(
+    route: Callable[..., Any], device: Any, dtype: Any = None, T: int = 300, tol: float | None = None
+) -> dict[str, Any]:
+    """Outputs and input gradients of `route` against `ssd_torch` on random inputs of `dtype`
+    (default fp32) on `device`, a few heads and a length across chunks: {"ok", "out_rel",
+    "grad_rel", "dtype"} (max relative errors; `tol` default 2% in fp32, 5% in 16-bit, far below
+    what a wrong kernel gives and above 16-bit rounding)."""
     import torch
     import torch.nn.functional as F
 
+    dtype = dtype or torch.float32
+    tol = tol if tol is not None else (2e-2 if dtype == torch.float32 else 5e-2)
     gen = torch.Generator(device="cpu").manual_seed(0)
     b, H, P, N = 2, 4, 64, 64
 
     def r(*shape: int, s: float = 1.0) -> torch.Tensor:
-        return (s * torch.randn(*shape, generator=gen)).to(device).requires_grad_(True)
+        return (s * torch.randn(*shape, generator=gen)).to(device, dtype).requires_grad_(True)
 
     x, B, C = r(b, T, H, P), r(b, T, H, N, s=0.3), r(b, T, H, N, s=0.3)
-    dt_raw, A = r(b, T, H), (-torch.rand(H, generator=gen) * 4 - 0.1).to(device)
+    dt_raw = (torch.randn(b, T, H, generator=gen)).to(device).requires_grad_(True)  # fp32, as training
+    A = (-torch.rand(H, generator=gen) * 4 - 0.1).to(device)
     w = torch.randn(b, T, H, P, generator=gen).to(device)
     results = []
     for fn in (ssd_torch, route):
         dt = F.softplus(dt_raw - 2.0)
         y = fn(x, dt, A, B, C)
         grads = torch.autograd.grad((y * w).sum(), (x, B, C, dt_raw))
-        results.append((y.detach(), grads))
+        results.append((y.detach().float(), [g.float() for g in grads]))
     (y0, g0), (y1, g1) = results
 
     def rel(a: torch.Tensor, b_: torch.Tensor) -> float:
@@ -119,4 +127,5 @@ def check_route(route: Callable[..., Any], device: Any, T: int = 300, tol: float
 
     out_rel = rel(y1, y0)
     grad_rel = max(rel(a, b_) for a, b_ in zip(g1, g0))
-    return {"ok": out_rel < tol and grad_rel < tol, "out_rel": out_rel, "grad_rel": grad_rel}
+    ok = out_rel < tol and grad_rel < tol
+    return {"ok": ok, "out_rel": out_rel, "grad_rel": grad_rel, "dtype": str(dtype).removeprefix("torch.")}
