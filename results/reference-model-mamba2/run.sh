@@ -18,6 +18,8 @@
 #   python scripts/train_reference_model.py --arch mamba2 --install-from m2.tar.gz
 # Device (repository root; nothing else):
 #   bash results/reference-model-mamba2/run.sh
+# Two calls on one machine kept warm (more training): TRAIN_MIN=9 PARTS= bash ...run.sh, then
+# TRAIN=0 bash ...run.sh (the second call reuses /tmp/m2w/train and gives the parts the whole call).
 # CPU dry path (a tiny CPU training run, two questions a cell, short prompts; checks the script,
 # measures nothing):
 #   DRY=1 OUT=/tmp/m2dry PY=.venv/bin/python bash results/reference-model-mamba2/run.sh
@@ -43,17 +45,21 @@ fi
 CHUNK_FULL=${CHUNK_FULL:-65536}
 ARMS=${ARMS:-fp32,fp16,bf16,m3-rtz,fp16@chunk=$CHUNK_FULL,bf16@chunk=$CHUNK_FULL,fp16@chunk=$CHUNK_SMALL,bf16@chunk=$CHUNK_SMALL,m5,m4,m3,m2,fp8_e4m3}
 RET_TASKS=${RET_TASKS:-passkey,niah_single_1}
-PARTS=${PARTS:-ret,short,suite,drift}
+PARTS=${PARTS-ret,short,suite,drift}  # set and empty: none
 export PYTHONUNBUFFERED=1
-rm -rf "$W"; mkdir -p "$W" "$OUT_DIR"
+if [ "${TRAIN:-1}" = 1 ]; then rm -rf "$W"; else rm -rf "$W"/{ret,short,suite,drift,pack} "$W"/{ret,short,suite}.*; fi
+mkdir -p "$W" "$OUT_DIR"
 exec > >(tee "$OUT_DIR/call.log") 2>&1
 echo "start $(date +%T); device $DEVICE; arms $ARMS; limit $LIMIT; parts $PARTS"
 left() { echo $(( start + CALL_S - PACK_S - $(date +%s) )); }
 
-# -- train (the trainer keeps $OUT/m2.tar.gz current at every checkpoint) ------------------------
-"$PY" scripts/train_reference_model.py --arch mamba2 --out "$W/train" --bundle "$OUT_DIR/m2.tar.gz" \
-  "${TRAIN_ARGS[@]}" > "$W/train.log" 2>&1
-echo "train rc=$? after $(( $(date +%s) - start )) s"
+# -- train (the trainer keeps $OUT/m2.tar.gz current at every checkpoint); TRAIN=0: the model a
+# previous call trained on this still-warm machine ($W/train), the whole call for the parts ------
+if [ "${TRAIN:-1}" = 1 ]; then
+  "$PY" scripts/train_reference_model.py --arch mamba2 --out "$W/train" --bundle "$OUT_DIR/m2.tar.gz" \
+    "${TRAIN_ARGS[@]}" > "$W/train.log" 2>&1
+  echo "train rc=$? after $(( $(date +%s) - start )) s"
+fi
 grep -E "model:|scan check|kernel warm-up|training done|default suite|eval " "$W/train.log" | tail -n 30
 MODEL=$W/train/model
 [ -f "$MODEL/config.json" ] || { echo "no checkpoint: stopping"; exit 1; }
