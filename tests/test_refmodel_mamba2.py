@@ -230,3 +230,32 @@ def test_evalkit_run_evaluates_the_trained_checkpoint(tiny_run, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and {r["task"] for r in rows} == {"passkey"}
+
+
+# -- the device script --------------------------------------------------------------------------------
+
+RUN_SH = REPO / "results" / "reference-model-mamba2" / "run.sh"
+
+
+def test_device_script_parses_and_runs_the_issue_arms():
+    """bash accepts the script; its default arms on the GPU parse, fp32 first, with the issue's
+    ladder and controls and the full-vs-chunked prefill pairs (one store at the prompt's end
+    against one every 2048 and every 256 tokens)."""
+    from evalkit.arm import parse_arms
+
+    subprocess.run(["bash", "-n", str(RUN_SH)], check=True)
+    text = RUN_SH.read_text()
+    code = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    assert code[0].endswith("source scripts/device_setup.sh")  # the device's first step
+    defaults = [line for line in text.splitlines() if line.startswith(("CHUNK_FULL=", "ARMS="))]
+    shell = "CHUNK_SMALL=256; " + "; ".join(defaults) + '; echo "$ARMS"'
+    arms = parse_arms(subprocess.run(["bash", "-c", shell], capture_output=True, text=True).stdout.strip())
+    labels = [a.label for a in arms]
+    assert labels[0] == "fp32"
+    assert {"fp16", "bf16", "m5", "m4", "m3", "m2", "fp8_e4m3", "m3-rtz"} <= set(labels)
+    chunks = {
+        (a.label.split("@")[0], a.prefill_chunk_size)
+        for a in arms
+        if a.label.split("@")[0] in ("fp16", "bf16")
+    }
+    assert chunks == {(f, n) for f in ("fp16", "bf16") for n in (65536, 2048, 256)}
