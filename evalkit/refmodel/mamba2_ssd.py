@@ -97,8 +97,9 @@ def check_route(
 ) -> dict[str, Any]:
     """Outputs and input gradients of `route` against `ssd_torch` on random inputs of `dtype`
     (default fp32) on `device`, a few heads and a length across chunks: {"ok", "out_rel",
-    "grad_rel", "dtype"} (max relative errors; `tol` default 2% in fp32, 5% in 16-bit, far below
-    what a wrong kernel gives and above 16-bit rounding)."""
+    "grad_rel", "dtype"} (max errors relative to the largest value; `tol` for the outputs, default
+    2% in fp32, 5% in 16-bit, twice that for the gradients, whose decay gradient a kernel forms
+    from differences: far below what a wrong kernel gives, above 16-bit rounding)."""
     import torch
     import torch.nn.functional as F
 
@@ -127,5 +128,5 @@ def check_route(
 
     out_rel = rel(y1, y0)
     grad_rel = max(rel(a, b_) for a, b_ in zip(g1, g0))
-    ok = out_rel < tol and grad_rel < tol
+    ok = out_rel < tol and grad_rel < 2 * tol
     return {"ok": ok, "out_rel": out_rel, "grad_rel": grad_rel, "dtype": str(dtype).removeprefix("torch.")}
