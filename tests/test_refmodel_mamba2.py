@@ -259,3 +259,44 @@ def test_device_script_parses_and_runs_the_issue_arms():
         if a.label.split("@")[0] in ("fp16", "bf16")
     }
     assert chunks == {(f, n) for f in ("fp16", "bf16") for n in (65536, 2048, 256)}
+
+
+# -- the three families side by side ----------------------------------------------------------------
+
+
+def test_side_by_side_without_mamba2_records_is_the_committed_two_model_table(monkeypatch, tmp_path, capsys):
+    from helpers.scripts import load_script
+
+    sbs = load_script("gdn_kda_side_by_side")
+    monkeypatch.setattr(sbs, "MAMBA2", tmp_path / "absent")
+    sbs.main()
+    committed = (REPO / "results" / "reference-model-gdn" / "h200" / "side-by-side.md").read_text()
+    assert capsys.readouterr().out == committed
+
+
+def test_side_by_side_adds_mamba2_rows_and_marks_arms_it_lacks(monkeypatch, tmp_path, capsys):
+    """Stand-in Mamba2 records: the GDN twin's fp16 and m3-rtz reports and its drift study."""
+    import shutil
+
+    from helpers.scripts import load_script
+
+    sbs = load_script("gdn_kda_side_by_side")
+    gdn = REPO / "results" / "reference-model-gdn" / "h200"
+    fake = tmp_path / "h200"
+    (fake / "reports").mkdir(parents=True)
+    for arm in ("fp16", "m3-rtz"):
+        name = f"compare-retrieval-fp32-vs-{arm}.json"
+        shutil.copy(gdn / "reports" / name, fake / "reports" / name)
+    shutil.copytree(gdn / "drift-32k", fake / "drift-32k", ignore=shutil.ignore_patterns("runs"))
+    monkeypatch.setattr(sbs, "MAMBA2", fake)
+    sbs.main()
+    out = capsys.readouterr().out
+    gdn_rows = [line for line in out.splitlines() if "| GDN twin |" in line]
+    m2_rows = [line for line in out.splitlines() if "| Mamba2 |" in line]
+    cells = [line for line in gdn_rows if "@" in line]
+    m2_cells = [line for line in m2_rows if "@" in line]
+    assert len(m2_cells) == len(cells) == 6
+    for g, m in zip(cells, m2_cells):  # the same reports: fp32 and the fp16/m3-rtz columns agree
+        gc, mc = g.split(" | "), m.split(" | ")
+        assert mc[2:4] == gc[2:4] and mc[-1] == gc[-1] and mc[4:-1] == ["–"] * 4
+    assert len([line for line in m2_rows if "@" not in line]) == 4  # drift: 2 modes x fp16/bf16

@@ -2,11 +2,11 @@
 # One call on one H200 (issue 41): train the Mamba2 reference model (scripts/train_reference_model.py
 # --arch mamba2: same sizes, data and loss as the KDA model and its GDN twin), then, on the same
 # questions as the KDA/GDN records, every part bounded by the call's deadline and run side by side:
-#   ret     passkey, niah_single_1 at 8k, 16k, 32k (the cells of results/reference-model{,-gdn}/h200/retrieval)
-#   short   copy_list, kv_recite, kv_recite_long at 2k (the decode-heavy cells of the main job)
-#   suite   the cells the training run's quick evaluation put in the 30-90% band (model/suite.json), if any
-#   drift   `evalkit drift` via scripts/gpu_drift.py: 16 prompts x 32k, fp32 weights, prefill and
-#           decode modes, A/A floor (as results/reference-model{,-gdn}/h200/drift-32k)
+#   retrieval  passkey, niah_single_1 at 8k, 16k, 32k (the cells of results/reference-model{,-gdn}/h200/retrieval)
+#   short      copy_list, kv_recite, kv_recite_long at 2k (the decode-heavy cells of the main job)
+#   suite      the cells the training run's quick evaluation put in the 30-90% band (model/suite.json), if any
+#   drift-32k  `evalkit drift` via scripts/gpu_drift.py: 16 prompts x 32k, fp32 weights, prefill and
+#              decode modes, A/A floor (as results/reference-model{,-gdn}/h200/drift-32k)
 # Arms, in the order they run (a part cut at the deadline keeps the arms it finished):
 #   fp32 (baseline), fp16, bf16, m3-rtz (positive control), then the full-vs-chunked prefill factor:
 #   fp16 and bf16 with one store at the prompt's end (@chunk=$CHUNK_FULL >= every prompt) against a
@@ -38,16 +38,16 @@ if [ "${DRY:-0}" = 1 ]; then
   DRIFT_ARGS=(--device cpu --smoke --prompts 2 --ref-length 512 --ref-chunk 64 --decode-block 64)
 else
   DEVICE=cuda; TRAIN_ARGS=(--minutes "${TRAIN_MIN:-5}")
-  LIMIT=${LIMIT:-50}; RET_LENGTHS=${RET_LENGTHS:-8k,16k,32k}; SHORT_TASKS=${SHORT_TASKS:-copy_list,kv_recite,kv_recite_long}
+  LIMIT=${LIMIT:-100}; RET_LENGTHS=${RET_LENGTHS:-8k,16k,32k}; SHORT_TASKS=${SHORT_TASKS:-copy_list,kv_recite,kv_recite_long}
   SHORT_LENGTHS=${SHORT_LENGTHS:-2k}; CHUNK_SMALL=${CHUNK_SMALL:-256}
   DRIFT_ARGS=(--prompts 16 --ref-length "${DRIFT_LENGTH:-32768}")
 fi
 CHUNK_FULL=${CHUNK_FULL:-65536}
 ARMS=${ARMS:-fp32,fp16,bf16,m3-rtz,fp16@chunk=$CHUNK_FULL,bf16@chunk=$CHUNK_FULL,fp16@chunk=$CHUNK_SMALL,bf16@chunk=$CHUNK_SMALL,m5,m4,m3,m2,fp8_e4m3}
 RET_TASKS=${RET_TASKS:-passkey,niah_single_1}
-PARTS=${PARTS-ret,short,suite,drift}  # set and empty: none
+PARTS=${PARTS-retrieval,short,suite,drift-32k}  # set and empty: none
 export PYTHONUNBUFFERED=1
-if [ "${TRAIN:-1}" = 1 ]; then rm -rf "$W"; else rm -rf "$W"/{ret,short,suite,drift,pack} "$W"/{ret,short,suite}.*; fi
+if [ "${TRAIN:-1}" = 1 ]; then rm -rf "$W"; else rm -rf "$W"/{retrieval,short,suite,drift-32k,pack} "$W"/{retrieval,short,suite,drift-32k}.*; fi
 mkdir -p "$W" "$OUT_DIR"
 exec > >(tee "$OUT_DIR/call.log") 2>&1
 echo "start $(date +%T); device $DEVICE; arms $ARMS; limit $LIMIT; parts $PARTS"
@@ -74,7 +74,7 @@ sweep() {  # name tasks lengths
 }
 has() { [[ ",$PARTS," == *",$1,"* ]]; }
 pids=()  # `wait` alone would also wait for the tee of the log
-if has ret; then sweep ret "$RET_TASKS" "$RET_LENGTHS" & pids+=($!); fi
+if has retrieval; then sweep retrieval "$RET_TASKS" "$RET_LENGTHS" & pids+=($!); fi
 if has short; then sweep short "$SHORT_TASKS" "$SHORT_LENGTHS" & pids+=($!); fi
 if has suite && [ -f "$MODEL/suite.json" ]; then
   read -r SUITE_TASKS SUITE_LENGTHS < <("$PY" -c "import json,sys; s=json.load(open(sys.argv[1])); \
@@ -82,27 +82,27 @@ print(','.join(s['tasks']), ','.join(map(str, s['lengths'])))" "$MODEL/suite.jso
   echo "suite: $SUITE_TASKS at $SUITE_LENGTHS"
   sweep suite "$SUITE_TASKS" "$SUITE_LENGTHS" & pids+=($!)
 fi
-if has drift; then
-  ( "$PY" scripts/gpu_drift.py --out "$W/drift" --parts ref-fp32 --ref-model "$MODEL" "${DRIFT_ARGS[@]}" \
-      --max-minutes "$("$PY" -c "print(max(0.5, ($S - 20) / 60))")" > "$W/drift.log" 2>&1
+if has drift-32k; then
+  ( "$PY" scripts/gpu_drift.py --out "$W/drift-32k" --parts ref-fp32 --ref-model "$MODEL" "${DRIFT_ARGS[@]}" \
+      --max-minutes "$("$PY" -c "print(max(0.5, ($S - 20) / 60))")" > "$W/drift-32k.log" 2>&1
     echo "drift rc=$? after $(( $(date +%s) - start )) s" ) & pids+=($!)
 fi
 [ ${#pids[@]} -eq 0 ] || wait "${pids[@]}"
 
 # -- reports of what finished (a sweep cut at the deadline has no report yet) ----------------------
-for part in ret short suite; do
+for part in retrieval short suite; do
   [ -d "$W/$part" ] || continue
   "$PY" -m evalkit sweep --report-only --arms "$ARMS" --out "$W/$part" > "$W/$part.report.log" 2>&1
   echo "=== $part (report rc=$?)"; grep -E '^\| `|Bits of margin' "$W/$part.report.log" | head -n 40
 done
-[ -d "$W/drift" ] && { echo "=== drift"; tail -n 4 "$W/drift.log"; }
+[ -d "$W/drift-32k" ] && { echo "=== drift-32k"; tail -n 4 "$W/drift-32k.log"; }
 
 # -- pack -----------------------------------------------------------------------------------------
 P=$W/pack/mamba2
 mkdir -p "$P"
-dirs=(); for part in ret short suite; do [ -d "$W/$part" ] && dirs+=("$W/$part"); done
+dirs=(); for part in retrieval short suite; do [ -d "$W/$part" ] && dirs+=("$W/$part"); done
 [ ${#dirs[@]} -gt 0 ] && "$PY" scripts/copy_run_dirs.py --drop-token-arrays "${dirs[@]}" "$P"
-[ -d "$W/drift" ] && cp -r "$W/drift" "$P/"
+[ -d "$W/drift-32k" ] && cp -r "$W/drift-32k" "$P/"
 cp "$W"/*.log "$P/" 2>/dev/null
 tar -czf - -C "$W/pack" mamba2 | split -b 7000000 - "$OUT_DIR/part."
 ls -la "$OUT_DIR"
