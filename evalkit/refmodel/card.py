@@ -35,21 +35,41 @@ def plot_loss(out: Path) -> None:
     plt.close(fig)
 
 
+# per architecture: what the model is, the title's suffix, its heads' name, its MLP
+CARD_WORDS = {
+    "kda": (
+        "**pure-KDA Kimi-Linear** language model (every layer is Kimi Delta Attention, no MLA "
+        "layer, dense MLPs)",
+        "",
+        "KDA",
+        "dense SwiGLU MLP",
+    ),
+    "gdn": (
+        "**pure Gated DeltaNet Qwen3.5** language model (every layer is Gated DeltaNet with one decay "
+        "per head, no attention layer, dense MLPs)",
+        " (Gated DeltaNet twin)",
+        "GDN",
+        "dense SwiGLU MLP",
+    ),
+    "mamba2": (
+        "**pure-Mamba2 NemotronH** language model (blocks alternate a Mamba2 mixer, one decay per "
+        "head and one B/C group per head, and a relu2 MLP; no attention layer)",
+        " (Mamba2)",
+        "Mamba2",
+        "non-gated relu2 MLP",
+    ),
+}
+
+
 def write_card(out: Path, recipe: dict[str, Any], evald: dict[str, Any]) -> None:
     s = recipe["settings"]
     m = recipe.get("model", {})
     tk = recipe.get("tokenizer", {})
     env = recipe.get("environment", {})
-    gdn = s.get("arch") == "gdn"
-    kind = (
-        "**pure Gated DeltaNet Qwen3.5** language model (every layer is Gated DeltaNet with one decay "
-        "per head, no attention layer, dense MLPs)"
-        if gdn
-        else "**pure-KDA Kimi-Linear** language model (every layer is Kimi Delta Attention, no MLA "
-        "layer, dense MLPs)"
-    )
+    arch = s.get("arch", "kda")
+    kind, title, heads, mlp = CARD_WORDS[arch]
     lines = [
-        "# evalkit reference model" + (" (Gated DeltaNet twin)" if gdn else ""),
+        "# evalkit reference model" + title,
         "",
         f"A small {kind}, trained by `scripts/train_reference_model.py` on evalkit's own long-context "
         "task generators, so that every answer depends on the recurrent state.",
@@ -57,9 +77,9 @@ def write_card(out: Path, recipe: dict[str, Any], evald: dict[str, Any]) -> None
         "## Recipe",
         "",
         f"- Command: `{recipe.get('command')}`",
-        f"- Architecture: {s['layers']} layers, hidden {s['hidden']}, {s['heads']} {'GDN' if gdn else 'KDA'} "
+        f"- Architecture: {s['layers']} layers, hidden {s['hidden']}, {s['heads']} {heads} "
         f"heads x head_dim "
-        f"{s['head_dim']} (K = V = {s['head_dim']}), short conv {s['conv_kernel']}, dense SwiGLU MLP "
+        f"{s['head_dim']} (K = V = {s['head_dim']}), short conv {s['conv_kernel']}, {mlp} "
         f"{s['intermediate']}, untied embeddings; {m.get('params', 0) / 1e6:.2f}M parameters, "
         f"checkpoint {recipe.get('checkpoint_bytes', 0) / 2**20:.1f} MiB (bf16 safetensors).",
         f"- Tokenizer: {tk.get('type')}, {tk.get('vocab_size')} tokens, BOS added to plain text, "

@@ -40,7 +40,10 @@ CPU smoke test (torch fallback, toy sizes, < 1 min):
     python scripts/train_reference_model.py --out /tmp/refmodel --device cpu --tiny --minutes 0.3
 The Gated DeltaNet twin (same sizes, data and loss; Qwen3.5 layers with one decay per head):
     python scripts/train_reference_model.py --arch gdn --out /tmp/rm-gdn --bundle $OUT/gdn.tar.gz --minutes 9
-Install a finished run into the package and the results folder (--arch gdn: the GDN twin's folders):
+The Mamba2 reference model (same sizes, data and loss; NemotronH blocks alternating Mamba2 and MLP;
+its scan through FLA's GLA kernel on a GPU, torch on the CPU):
+    python scripts/train_reference_model.py --arch mamba2 --out /tmp/m2 --bundle $OUT/m2.tar.gz --minutes 5
+Install a finished run into the package and the results folder (--arch gdn/mamba2: that model's folders):
     python scripts/train_reference_model.py --install-from DIR_OR_BUNDLE
 
 Outputs under --out: model/ (the checkpoint), recipe.json, loss_curve.csv, loss_curve.png,
@@ -51,11 +54,13 @@ file, rewritten at every checkpoint (the device returns at most 8 files from $OU
 REPO = Path(__file__).resolve().parents[2]
 ASSETS_DIR = REPO / "evalkit" / "assets" / "reference-model"
 RESULTS_DIR = REPO / "results" / "reference-model"  # in the checkout: the lead installs from one
-# the Gated DeltaNet twin (--arch gdn) is a test fixture and a study's model, not shipped: it lives
-# in the checkout's models/ folder, outside the package (the wheel carries the default model only)
+# the Gated DeltaNet twin (--arch gdn) and the Mamba2 model (--arch mamba2) are test fixtures and
+# studies' models, not shipped: they live in the checkout's models/ folder, outside the package
+# (the wheel carries the default model only)
 DEFAULT_DIRS = {
     "kda": (ASSETS_DIR, RESULTS_DIR),
     "gdn": (REPO / "models" / "reference-model-gdn", REPO / "results" / "reference-model-gdn"),
+    "mamba2": (REPO / "models" / "reference-model-mamba2", REPO / "results" / "reference-model-mamba2"),
 }
 
 
@@ -88,7 +93,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Setti
         "--arch",
         choices=ARCHES,
         default="kda",
-        help="kda: Kimi-Linear, per-channel decay; gdn: Qwen3.5 Gated DeltaNet, one decay per head",
+        help="kda: Kimi-Linear, per-channel decay; gdn: Qwen3.5 Gated DeltaNet, one decay per head; "
+        "mamba2: NemotronH with Mamba2 mixers, one decay per head, no delta rule",
     )
     p.add_argument("--layers", type=int, default=None)
     p.add_argument("--hidden", type=int, default=None)

@@ -29,7 +29,7 @@ class Settings:
     tiny: bool = False
     seed: int = TRAIN_SEED_BASE
     # model
-    arch: str = "kda"  # kda | gdn (evalkit.refmodel.architecture)
+    arch: str = "kda"  # kda | gdn | mamba2 (evalkit.refmodel.architecture)
     layers: int = 4
     hidden: int = 256
     heads: int = 4

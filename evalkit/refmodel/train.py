@@ -25,6 +25,7 @@ from evalkit.refmodel.card import plot_loss, write_card
 from evalkit.refmodel.checkpoint import save_checkpoint
 from evalkit.refmodel.curriculum import Curriculum
 from evalkit.refmodel.gdn_on_kda import gdn_route
+from evalkit.refmodel.mamba2_mixer import route_note, verify_route
 from evalkit.refmodel.mixture import gens, tokenizer_corpus
 from evalkit.refmodel.quick_eval import kda_backend, quick_eval
 from evalkit.refmodel.runlog import log
@@ -85,6 +86,9 @@ def train(s: Settings, out: Path, bundle: Path | None = None, helper_script: Pat
         torch.backends.cudnn.allow_tf32 = True
     cfg_vocab = int(math.ceil(vocab / 64) * 64)
     model = build_model(s, cfg_vocab).to(device)
+    ssd_check = verify_route(model, device)  # a Mamba2 model's kernel scan against torch's
+    if ssd_check is not None:
+        log(f"Mamba2 scan check: {json.dumps(ssd_check)}")
     n_params = sum(p.numel() for p in model.parameters())
     log(
         f"model: {DESCRIPTIONS[s.arch]}, {s.layers} layers, hidden {s.hidden}, {s.heads}x{s.head_dim} heads, "
@@ -92,7 +96,7 @@ def train(s: Settings, out: Path, bundle: Path | None = None, helper_script: Pat
         f"device {device}{' ' + torch.cuda.get_device_name(0) if device.type == 'cuda' else ''}; "
         f"{workers} data workers"
     )
-    recipe.update(_recipe_of_setup(s, model, n_params, vocab, len(corpus), calib, device))
+    recipe.update(_recipe_of_setup(s, model, n_params, vocab, len(corpus), calib, device, ssd_check))
     write_recipe()
     opt = _optimizer(s, model, device)
     autocast = training_autocast(device)
@@ -161,7 +165,14 @@ def _tokenizer_and_workers(s: Settings, g: Any) -> tuple[Any, Any, list, Any]:
 
 
 def _recipe_of_setup(
-    s: Settings, model: Any, n_params: int, vocab: int, corpus_texts: int, calib: Any, device: Any
+    s: Settings,
+    model: Any,
+    n_params: int,
+    vocab: int,
+    corpus_texts: int,
+    calib: Any,
+    device: Any,
+    ssd_check: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """The recipe's record of what the run trains: model, tokenizer, seeds, loss, environment."""
     import torch
@@ -193,6 +204,8 @@ def _recipe_of_setup(
             "transformers": __import__("transformers").__version__,
             "kda_kernels": kda_backend(),
             "gdn_chunk": gdn_route(),
+            "ssd_scan": route_note(model),
+            "ssd_check": ssd_check,
             "device": str(device),
             "gpu": torch.cuda.get_device_name(0) if device.type == "cuda" else None,
             "cpus": os.cpu_count(),

@@ -1,0 +1,302 @@
+"""The Mamba2 reference model's recipe (`--arch mamba2`): its training scan against a float64
+token-by-token recurrence, the GPU route's mapping onto FLA's GLA kernel (a float64 GLA recurrence
+stands in for `chunk_gla`), the training forward against transformers' own NemotronH mixer, and a
+tiny CPU training run whose checkpoint evalkit's engine loads, computes the same logits as the
+training forward (the engine is the oracle for the trainer's math), and evaluates via `evalkit run`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+from helpers.scripts import SCRIPT
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def naive_ssd(x, dt, A, B, C):
+    """h_t = exp(dt_t A) h_{t-1} + dt_t x_t B_t^T, y_t = h_t C_t, per head, in float64."""
+    x, dt, A, B, C = (t.double() for t in (x, dt, A, B, C))
+    b, T, H, P = x.shape
+    h = torch.zeros(b, H, P, B.shape[-1], dtype=torch.float64)
+    out = []
+    for t in range(T):
+        h = (
+            h * torch.exp(dt[:, t] * A)[..., None, None]
+            + (dt[:, t, :, None] * x[:, t])[..., None] * B[:, t, :, None]
+        )
+        out.append(torch.einsum("bhpn,bhn->bhp", h, C[:, t]))
+    return torch.stack(out, 1)
+
+
+def naive_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=False):
+    """FLA's GLA recurrence in float64 (per-key-channel decay): S = Diag(exp g) S + k v^T, o = S^T q."""
+    q, k, v, g = (t.double() for t in (q, k, v, g))
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    b, T, H, K = q.shape
+    S = torch.zeros(b, H, K, v.shape[-1], dtype=torch.float64)
+    out = []
+    for t in range(T):
+        S = S * g[:, t].exp()[..., None] + k[:, t][..., None] * v[:, t][..., None, :]
+        out.append(torch.einsum("bhk,bhkv->bhv", q[:, t] * scale, S))
+    return torch.stack(out, 1).float(), (S if output_final_state else None)
+
+
+def ssd_inputs(T=150, b=2, H=3, P=8, N=6, seed=0):
+    import torch.nn.functional as F
+
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(b, T, H, P, generator=gen)
+    dt = F.softplus(torch.randn(b, T, H, generator=gen) - 1.0)
+    A = -torch.rand(H, generator=gen) * 3 - 0.05
+    B, C = (0.5 * torch.randn(b, T, H, N, generator=gen) for _ in range(2))
+    return x, dt, A, B, C
+
+
+def rel(a, ref) -> float:
+    a, ref = a.double(), ref.double()
+    return float((a - ref).abs().max() / ref.abs().max())
+
+
+# -- the scan ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("T", [1, 64, 150])
+def test_torch_scan_equals_the_recurrence(T):
+    from evalkit.refmodel.mamba2_ssd import ssd_torch
+
+    args = ssd_inputs(T=T)
+    assert rel(ssd_torch(*args), naive_ssd(*args)) < 1e-5
+
+
+def test_gla_route_computes_the_same_scan_and_a_wrong_gate_is_caught():
+    from evalkit.refmodel.mamba2_ssd import ssd_torch, ssd_via
+
+    args = ssd_inputs(T=90)
+    want = naive_ssd(*args)
+    assert rel(ssd_via(naive_gla)(*args), want) < 1e-5
+
+    def decay_on_one_channel(q, k, v, g, **kw):
+        return naive_gla(q, k, v, g * (torch.arange(g.shape[-1]) == 0), **kw)
+
+    assert rel(ssd_via(decay_on_one_channel)(*args), want) > 1e-2
+    assert rel(ssd_torch(*args), want) < 1e-5
+
+
+def test_a_route_that_disagrees_is_replaced_by_torch():
+    from evalkit.refmodel.mamba2_mixer import route_note, use_route, verify_route
+    from evalkit.refmodel.mamba2_ssd import TORCH_NOTE, ssd_torch, ssd_via
+
+    model = tiny_model()
+    assert verify_route(model, "cpu") is None  # the torch route: nothing to check
+    use_route(model, ssd_via(naive_gla), "gla stand-in")
+    ok = verify_route(model, "cpu")
+    assert ok["ok"] and ok["out_rel"] < 1e-5 and route_note(model) == "gla stand-in"
+    use_route(model, lambda x, *a: 1.1 * ssd_torch(x, *a), "off by 10%")
+    bad = verify_route(model, "cpu")
+    assert not bad["ok"] and bad["fallback"] == TORCH_NOTE and route_note(model) == TORCH_NOTE
+
+
+def test_the_route_check_in_bf16_passes_a_right_route_and_fails_a_wrong_one():
+    """On a GPU the check runs in bf16 (the training autocast): 16-bit rounding passes, 10% does not."""
+    from evalkit.refmodel.mamba2_ssd import check_route, ssd_torch, ssd_via
+
+    right = check_route(ssd_via(naive_gla), "cpu", torch.bfloat16, T=130)
+    assert right["ok"] and right["dtype"] == "bfloat16" and 0 < right["out_rel"] < 2e-2
+    wrong = check_route(lambda x, *a: 1.1 * ssd_torch(x, *a), "cpu", torch.bfloat16, T=130)
+    assert not wrong["ok"]
+
+
+# -- the training model -------------------------------------------------------------------------------
+
+
+def tiny_settings(**kw):
+    from evalkit.refmodel.settings import Settings
+
+    return Settings.tiny_preset(tiny=True, arch="mamba2", device="cpu", **kw)
+
+
+def tiny_model():
+    from evalkit.refmodel.architecture import build_model
+
+    torch.manual_seed(0)
+    model = build_model(tiny_settings(), 128).eval()
+    with torch.no_grad():  # an SSM branch that matters next to D x (mamba2.md §9)
+        for name, p in model.named_parameters():
+            if "in_proj" in name:
+                p.normal_(0.0, 0.3)
+            elif p.dim() == 1:
+                p.add_(0.3 * torch.randn(p.shape))
+    return model
+
+
+def test_config_is_all_mamba2_nemotron_h_at_the_reference_sizes():
+    from evalkit.model.nemotron_h import parse_nemotron_h_config
+
+    s = tiny_settings()
+    model = tiny_model()
+    arch = parse_nemotron_h_config(model.config.to_dict())
+    assert arch.layer_types == ["linear_attention", "mlp"] * s.layers
+    assert arch.recurrent_state_shape == (s.heads, s.head_dim, s.head_dim)
+    assert (arch.n_groups, arch.hidden_size, arch.intermediate_size) == (s.heads, s.hidden, s.intermediate)
+
+
+def test_training_forward_equals_transformers_own_mixer():
+    from transformers.models.nemotron_h.modeling_nemotron_h import NemotronHMamba2Mixer
+
+    model = tiny_model()
+    ids = torch.randint(0, 128, (2, 150), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        got = model(input_ids=ids, use_cache=False).logits
+    for m in model.modules():
+        if isinstance(m, NemotronHMamba2Mixer):
+            assert type(m).__name__ == "TrainingMamba2Mixer"
+            m.__class__ = NemotronHMamba2Mixer
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = model(input_ids=ids, use_cache=False).logits
+    assert want.abs().max() > 0.3
+    assert rel(got, want) < 1e-5
+
+
+def test_training_gradients_reach_every_parameter():
+    model = tiny_model().train()
+    ids = torch.randint(0, 128, (2, 70), generator=torch.Generator().manual_seed(2))
+    model(input_ids=ids, use_cache=False).logits.logsumexp(-1).mean().backward()
+    missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    assert not missing
+
+
+# -- a tiny training run, then the engine ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("mamba2")
+    argv = [sys.executable, str(SCRIPT), "--arch", "mamba2", "--out", str(out), "--device", "cpu"]
+    argv += ["--tiny", "--minutes", "0.3"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return out
+
+
+def test_tiny_run_records_a_mamba2_recipe(tiny_run):
+    recipe = json.loads((tiny_run / "recipe.json").read_text())
+    assert recipe["status"] == "finished" and recipe["steps"] > 0
+    assert recipe["settings"]["arch"] == "mamba2"
+    assert recipe["environment"]["ssd_scan"].startswith("SSD in fp32 torch")
+    cfg = json.loads((tiny_run / "model" / "config.json").read_text())
+    assert cfg["model_type"] == "nemotron_h" and set(cfg["layers_block_type"]) == {"linear_attention", "mlp"}
+    assert "(Mamba2)" in (tiny_run / "MODEL_CARD.md").read_text().splitlines()[0]
+
+
+def test_engine_logits_equal_the_training_forward_on_the_trained_weights(tiny_run):
+    from transformers import AutoModelForCausalLM
+
+    from evalkit.engine import LLMEngine
+    from evalkit.refmodel.mamba2_mixer import use_route
+    from evalkit.refmodel.mamba2_ssd import TORCH_NOTE, ssd_torch
+    from tests.helpers.drive import drive_logits
+
+    model_dir = tiny_run / "model"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hf = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    assert use_route(hf, ssd_torch, TORCH_NOTE) == tiny_settings().layers
+    engine = LLMEngine(str(model_dir), device="cpu", state_dtype="fp32", max_num_seqs=2)
+    tokens = torch.randint(3, engine.arch.vocab_size, (1, 200), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        train_logits = hf(tokens, use_cache=False).logits[0]
+    assert train_logits.std() > 0.05
+    assert rel(drive_logits(engine, tokens[0].tolist(), [200], 0), train_logits) <= 1e-4
+    # the engine's chunked prefill and cached steps too
+    assert rel(drive_logits(engine, tokens[0].tolist(), [90, 70], 40), train_logits) <= 1e-4
+
+
+def test_evalkit_run_evaluates_the_trained_checkpoint(tiny_run, tmp_path):
+    out = tmp_path / "run"
+    argv = ["run", "--model", str(tiny_run / "model"), "--arm", "fp32", "--tasks", "passkey"]
+    argv += ["--lengths", "512", "--limit", "2", "--device", "cpu", "--out", str(out), "--no-progress"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalkit", *argv], capture_output=True, text=True, timeout=600, cwd=REPO
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and {r["task"] for r in rows} == {"passkey"}
+
+
+# -- the device script --------------------------------------------------------------------------------
+
+RUN_SH = REPO / "results" / "reference-model-mamba2" / "run.sh"
+
+
+def test_device_script_parses_and_runs_the_issue_arms():
+    """bash accepts the script; its default arms on the GPU parse, fp32 first, with the issue's
+    ladder and controls and the full-vs-chunked prefill pairs (one store at the prompt's end
+    against one every 2048 and every 256 tokens)."""
+    from evalkit.arm import parse_arms
+
+    subprocess.run(["bash", "-n", str(RUN_SH)], check=True)
+    text = RUN_SH.read_text()
+    code = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    assert code[0].endswith("source scripts/device_setup.sh")  # the device's first step
+    defaults = [line for line in text.splitlines() if line.startswith(("CHUNK_FULL=", "ARMS="))]
+    shell = "CHUNK_SMALL=256; " + "; ".join(defaults) + '; echo "$ARMS"'
+    arms = parse_arms(subprocess.run(["bash", "-c", shell], capture_output=True, text=True).stdout.strip())
+    labels = [a.label for a in arms]
+    assert labels[0] == "fp32"
+    assert {"fp16", "bf16", "m5", "m4", "m3", "m2", "fp8_e4m3", "m3-rtz"} <= set(labels)
+    chunks = {
+        (a.label.split("@")[0], a.prefill_chunk_size)
+        for a in arms
+        if a.label.split("@")[0] in ("fp16", "bf16")
+    }
+    assert chunks == {(f, n) for f in ("fp16", "bf16") for n in (65536, 2048, 256)}
+
+
+# -- the three families side by side ----------------------------------------------------------------
+
+
+def test_side_by_side_without_mamba2_records_is_the_committed_two_model_table(monkeypatch, tmp_path, capsys):
+    from helpers.scripts import load_script
+
+    sbs = load_script("gdn_kda_side_by_side")
+    monkeypatch.setattr(sbs, "MAMBA2", tmp_path / "absent")
+    sbs.main()
+    committed = (REPO / "results" / "reference-model-gdn" / "h200" / "side-by-side.md").read_text()
+    assert capsys.readouterr().out == committed
+
+
+def test_side_by_side_adds_mamba2_rows_and_marks_arms_it_lacks(monkeypatch, tmp_path, capsys):
+    """Stand-in Mamba2 records: the GDN twin's fp16 and m3-rtz reports and its drift study."""
+    import shutil
+
+    from helpers.scripts import load_script
+
+    sbs = load_script("gdn_kda_side_by_side")
+    gdn = REPO / "results" / "reference-model-gdn" / "h200"
+    fake = tmp_path / "h200"
+    (fake / "reports").mkdir(parents=True)
+    for arm in ("fp16", "m3-rtz"):
+        name = f"compare-retrieval-fp32-vs-{arm}.json"
+        shutil.copy(gdn / "reports" / name, fake / "reports" / name)
+    shutil.copytree(gdn / "drift-32k", fake / "drift-32k", ignore=shutil.ignore_patterns("runs"))
+    monkeypatch.setattr(sbs, "MAMBA2", fake)
+    sbs.main()
+    out = capsys.readouterr().out
+    gdn_rows = [line for line in out.splitlines() if "| GDN twin |" in line]
+    m2_rows = [line for line in out.splitlines() if "| Mamba2 |" in line]
+    cells = [line for line in gdn_rows if "@" in line]
+    m2_cells = [line for line in m2_rows if "@" in line]
+    assert len(m2_cells) == len(cells) == 6
+    for g, m in zip(cells, m2_cells):  # the same reports: fp32 and the fp16/m3-rtz columns agree
+        gc, mc = g.split(" | "), m.split(" | ")
+        assert mc[2:4] == gc[2:4] and mc[-1] == gc[-1] and mc[4:-1] == ["–"] * 4
+    assert len([line for line in m2_rows if "@" not in line]) == 4  # drift: 2 modes x fp16/bf16
