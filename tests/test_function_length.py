@@ -18,7 +18,6 @@ ALLOWED = {
     "evalkit/drift/study.py:_run_study_locked": "drift's: the drift work (drift on the run store) removes it",
     "evalkit/commands/drift.py:add_arguments": "drift's: the drift work (same flags) splits it",
     "evalkit/commands/drift.py:main": "drift's: the drift work splits it",
-    "evalkit/ab/runner.py:run_ab": "ab's: rewritten by the ab work (questions interleaved per pair)",
 }
 
 
