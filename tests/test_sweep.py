@@ -140,6 +140,24 @@ def test_bits_of_margin_walks_the_ladder_down_to_the_first_failure():
     assert got["32768"]["fewest_bits"] is None and got["32768"]["fp16_spare"] is None
 
 
+def test_a_sweep_with_no_arm_on_the_ladder_has_no_bits_of_margin():
+    """fp32 against store-point and rounding controls only (no fp16/bf16/mN at the baseline's
+    store points): nothing to walk, an empty result and a report line saying so, not an error."""
+    from evalkit.sweep.margin import bits_of_margin
+    from evalkit.sweep.report import render_markdown
+
+    arms = {a: parse_arm(a) for a in ("fp32", "fp16@chunk=64", "bf16-rtz")}
+    verdicts = {
+        (a, 2048): {"n": 40, "baseline_right": 20, "baseline_only": 1, "candidate_only": 0}
+        for a in ("fp16@chunk=64", "bf16-rtz")
+    }
+    got = bits_of_margin(verdicts, arms, "fp32", 0.05)
+    assert got == {}
+    assert "no arm on the precision ladder" in render_markdown(
+        {"baseline": "fp32", "margin": 0.05, "arms": [], "cells": [], "lengths": [], "bits_of_margin": got}
+    )
+
+
 def test_length_verdicts_pool_the_tasks_one_metric_each():
     from evalkit.stats import noninferiority_test
     from evalkit.sweep.cells import length_verdicts

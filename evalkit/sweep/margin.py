@@ -6,7 +6,8 @@ intra-chunk dtype; stochastic rounding, truncation and fp8 are controls, not run
 from the most bits, the answer at a length is the last rung before the first one that is not
 non-inferior at delta, the length's tasks pooled (so a lucky pass below a failure does not count). It is set
 against fp16's 10 and bf16's 7 explicit bits: "fp16 has 10 - N bits to spare". A length where the
-baseline gets every pooled question wrong has no room for a loss, and shows no bits at all.
+baseline gets every pooled question wrong has no room for a loss, and shows no bits at all; a sweep
+with no arm on the ladder has no bits of margin.
 """
 
 from __future__ import annotations
@@ -41,8 +42,11 @@ def bits_of_margin(
         (a.mantissa_bits, label): [{"length": n, **v} for (arm, n), v in verdicts.items() if arm == label]
         for label, a in ladder.items()
     }
+    rows = {k: v for k, v in rows.items() if v}
     out: dict[str, Any] = {}
-    for length, b in walk({k: v for k, v in rows.items() if v}, margin=margin).items():
+    if not rows:  # no arm on the ladder (e.g. fp32 against store-point arms only): nothing to walk
+        return out
+    for length, b in walk(rows, margin=margin).items():
         out["all" if length is None else str(length)] = {
             "fewest_bits": b.bits,
             "arm": b.arm,

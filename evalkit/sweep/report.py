@@ -66,6 +66,10 @@ def render_markdown(summary: dict[str, Any]) -> str:
         "bf16 (7) spare |",
         "|---|---:|---:|---|---:|---:|",
     ]
+    if not summary["bits_of_margin"]:
+        lines.append(
+            "| – | no arm on the precision ladder (fp16, bf16, mN at the baseline's store points) | | | | |"
+        )
     for length, b in summary["bits_of_margin"].items():
         few = "not shown" if b["fewest_bits"] is None else str(b["fewest_bits"])
         if b.get("no_room"):
