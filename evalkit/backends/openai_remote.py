@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from evalkit.backends.base import GenRequest, GenResult, OnResult
+from evalkit.backends.base import COUPLED, UNCOUPLED, GenRequest, GenResult, OnResult
 from evalkit.backends.server_config import fetch_json, server_config
 from evalkit.errors import EvalkitError
 from evalkit.redact import mask_text
@@ -276,6 +276,14 @@ class OpenAIBackend:
             "temperature": 0.0,
         }
 
+    def sampling_coupling(self) -> str:
+        """Coupled when every replica is `evalkit serve` (its /version says so): its sampler keys
+        the randomness by the request's seed as the local engine does. Another server may honour
+        the seed, but not with the same random numbers for both arms."""
+        versions = self.describe()["server_versions"].values()
+        ours = all(isinstance(v, dict) and str(v.get("version", "")).startswith("evalkit ") for v in versions)
+        return COUPLED if ours else UNCOUPLED
+
     def run_info(self) -> dict[str, Any]:
         """What was learned while generating: fingerprints, reported models, retry counts."""
         with self._stats_lock:
@@ -300,6 +308,12 @@ class OpenAIBackend:
         if req.stop:
             common["stop"] = list(req.stop)
         extra: dict[str, Any] = {}
+        if req.sampling is not None:  # one sample of a sampled run: its own seed (evalkit.runner.sampling)
+            common.update(temperature=req.sampling.temperature, seed=req.sampling.seed)
+            if req.sampling.top_p < 1.0:
+                common["top_p"] = req.sampling.top_p
+            if req.sampling.top_k > 0:
+                extra["top_k"] = req.sampling.top_k  # vLLM's and evalkit serve's extension
         if req.ignore_eos:
             extra["ignore_eos"] = True
         if req.min_tokens:

@@ -117,6 +117,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "of the post-prompt state: no second prefill), off with --server (one more request per "
         "question, from the server's prompt log-probabilities where it offers them)",
     )
+    smp = parser.add_argument_group("sampling (default: greedy)")
+    smp.add_argument(
+        "--temperature",
+        type=float,
+        help="sample at this temperature (> 0) with coupled randomness: both arms of a comparison "
+        "draw the same random numbers per question, sample and position (part of the run's identity)",
+    )
+    smp.add_argument("--top-p", type=float, help="nucleus truncation with --temperature (default 1: off)")
+    smp.add_argument("--top-k", type=int, help="top-k truncation with --temperature (default 0: off)")
+    smp.add_argument(
+        "--samples-per-question",
+        type=int,
+        metavar="K",
+        help="K samples of every question with --temperature (default 1); compare analyses them "
+        "clustered by question",
+    )
+    smp.add_argument(
+        "--sampling-seed",
+        type=int,
+        metavar="S",
+        help="seed of the coupled randomness with --temperature (default 0); both arms must share it",
+    )
     o = parser.add_argument_group("output")
     o.add_argument("--out", help="run directory (default runs/<model>-<arm>); re-running resumes it")
     o.add_argument(
@@ -218,6 +240,30 @@ def with_include_path(
     return options
 
 
+def sampling_from_args(args: argparse.Namespace) -> Any:
+    """A `SamplingSpec` when --temperature > 0, else None (greedy); a sampling option without a
+    temperature is refused rather than ignored."""
+    from evalkit.runner.sampling import SamplingSpec
+
+    given = [
+        f"--{n.replace('_', '-')}"
+        for n in ("top_p", "top_k", "samples_per_question", "sampling_seed")
+        if getattr(args, n, None) is not None
+    ]
+    t = getattr(args, "temperature", None)
+    if t is None or t == 0:
+        if given:
+            raise InputError(f"{', '.join(given)} need(s) --temperature > 0 (a greedy run draws no samples)")
+        return None
+    return SamplingSpec(
+        temperature=t,
+        top_p=1.0 if args.top_p is None else args.top_p,
+        top_k=args.top_k or 0,
+        samples=1 if args.samples_per_question is None else args.samples_per_question,
+        seed=args.sampling_seed or 0,
+    )
+
+
 def _check(args: argparse.Namespace) -> None:
     for flag in ("limit", "max_num_seqs", "max_new_tokens"):
         v = getattr(args, flag)
@@ -240,6 +286,7 @@ def main(args: argparse.Namespace) -> int:
     from evalkit.runner.table import render_summary
 
     _check(args)
+    sampling = sampling_from_args(args)
     plan = None
     if getattr(args, "plan", None):
         from evalkit.compare.plan_file import load_plan
@@ -302,6 +349,8 @@ def main(args: argparse.Namespace) -> int:
     )
     if setup.kernels is not None:
         manifest["kernels"] = setup.kernels
+    if sampling is not None and servers:  # each request carries its own seed and temperature
+        manifest["backend"].update(temperature=sampling.temperature, seed="per request (see sampling)")
     if plan is not None:
         manifest["plan"] = plan.identity()
     spec = RunSpec(
@@ -318,6 +367,7 @@ def main(args: argparse.Namespace) -> int:
         store_prompts=not args.no_prompts,
         manifest=manifest,
         allow_source_change=args.allow_source_change,
+        sampling=sampling,
     )
     try:
         outcome = run_evaluation(
