@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit.compare.benefit import benefit_markdown
+from evalkit.compare.clustered import clustered_markdown
 from evalkit.compare.decision import decision_markdown
 from evalkit.compare.effective_length import length_summary_markdown
 from evalkit.compare.item_scores import item_scores_markdown
@@ -152,6 +153,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     for r in report["rows"]:
         where = f"{r['task']} {r['metric']}" + ("" if r["length"] is None else f" @ {r['length']}")
         lines.append(f"- {where}: {r['verdict_text']}")
+    lines += clustered_markdown(report)
     lines += _trends(report)
     if "length_summary" in report:
         lines += length_summary_markdown(report["length_summary"], base["label"], cand["label"])
