@@ -1,0 +1,179 @@
+"""Sampled runs end to end on the CPU with the embedded reference model (issue 38, item 7):
+`evalkit run --temperature 0.7 --samples-per-question 3` keys samples by (question, j); the
+randomness is coupled (the same seed gives the same samples in another run and through
+`evalkit serve`, another seed other samples); a killed run resumes per sample; the sampling is
+the run's identity; compare pairs by (question, sample) and reports the clustered analysis."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from evalkit.cli import main as cli
+from evalkit.reference_model import default_model_path, has_reference_model
+
+pytestmark = pytest.mark.skipif(not has_reference_model(), reason="the reference model's weights are absent")
+
+REPO = Path(__file__).resolve().parents[1]
+QUESTIONS = ["--tasks", "kv_recite", "--lengths", "512", "--limit", "4", "--max-new-tokens", "48"]
+SAMPLED = ["--temperature", "0.7", "--samples-per-question", "3"]
+
+
+def _run(out, arm="fp32", *extra):
+    args = ["run", "--arm", arm, "--device", "cpu", "--no-progress", "--out", str(out), *QUESTIONS]
+    return cli([*args, *SAMPLED, *extra])
+
+
+def _samples(run):
+    lines = (Path(run) / "samples.jsonl").read_text().splitlines()
+    return {(s["doc_id"], s["sample"]): s for s in map(json.loads, lines)}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sampled")
+    for name, arm, extra in [
+        ("a", "fp32", []),
+        ("a2", "fp32", []),
+        ("h", "fp16", []),
+        ("s5", "fp32", ["--sampling-seed", "5"]),
+    ]:
+        assert _run(root / name, arm, *extra) == 0
+    return root
+
+
+def test_samples_are_keyed_by_question_and_sample_and_the_manifest_says_how(runs):
+    got = _samples(runs / "a")
+    assert sorted(got) == [(d, j) for d in range(4) for j in range(3)]
+    manifest = json.loads((runs / "a" / "manifest.json").read_text())
+    assert manifest["sampling"] == {
+        "temperature": 0.7, "top_p": 1.0, "top_k": 0, "samples_per_question": 3, "seed": 0,
+        "coupling": "coupled",
+    }  # fmt: skip
+
+
+def test_the_randomness_is_coupled(runs):
+    a, again, fp16, other = (_samples(runs / n) for n in ("a", "a2", "h", "s5"))
+    assert all(a[k]["generated_ids"] == again[k]["generated_ids"] for k in a)  # same seed: same samples
+    assert any(a[k]["generated_ids"] != other[k]["generated_ids"] for k in a)  # another seed: others
+    # fp16 state, same random numbers: the samples pair up token for token where the logits agree
+    same = sum(a[k]["generated_ids"] == fp16[k]["generated_ids"] for k in a)
+    assert same >= len(a) // 2
+
+
+def test_a_killed_run_resumes_per_sample(runs, tmp_path):
+    out = tmp_path / "killed"
+    assert _run(out) == 0
+    lines = (out / "samples.jsonl").read_text().splitlines()
+    (out / "samples.jsonl").write_text("\n".join(lines[:5]) + "\n")  # as if killed after 5 samples
+    assert _run(out) == 0
+    resumed, full = _samples(out), _samples(runs / "a")
+    assert len((out / "samples.jsonl").read_text().splitlines()) == 12
+    assert {k: s["generated_ids"] for k, s in resumed.items()} == {
+        k: s["generated_ids"] for k, s in full.items()
+    }
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [(["--temperature", "0.9"], "sampling.temperature"),
+     (["--samples-per-question", "2"], "sampling.samples_per_question"),
+     (["--sampling-seed", "1"], "sampling.seed")],
+)  # fmt: skip
+def test_changing_the_sampling_on_resume_is_refused_in_one_line(runs, tmp_path, capsys, change, field):
+    out = tmp_path / "run"
+    (out).mkdir()
+    for name in ("manifest.json", "samples.jsonl"):
+        (out / name).write_text((runs / "a" / name).read_text())
+    args = ["run", "--arm", "fp32", "--device", "cpu", "--no-progress", "--out", str(out), *QUESTIONS]
+    rest = dict(zip(SAMPLED[::2], SAMPLED[1::2]))
+    rest.update(dict(zip(change[::2], change[1::2])))
+    capsys.readouterr()
+    assert cli([*args, *[x for kv in rest.items() for x in kv]]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and field in err
+
+
+def test_sampling_options_without_a_temperature_are_refused(capsys, tmp_path):
+    assert cli(["run", "--arm", "fp32", "--out", str(tmp_path / "x"), "--samples-per-question", "3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--temperature" in err
+
+
+def test_compare_reports_the_clustered_analysis(runs, tmp_path, capsys):
+    capsys.readouterr()
+    assert cli(["compare", str(runs / "a"), str(runs / "h"), "--format", "json"]) in (0, 1)
+    report = json.loads(capsys.readouterr().out)
+    assert report["sampling"]["coupling"] == "coupled"
+    (row,) = report["clustered"]
+    assert (row["n_clusters"], row["k_min"], row["k_max"], row["n_pairs"]) == (4, 3, 3, 12)
+    assert row["margin"] == 0.01 and row["ni_pvalue"] is not None
+    assert cli(["compare", str(runs / "a"), str(runs / "h"), "--format", "md"]) in (0, 1)
+    md = capsys.readouterr().out
+    assert "Sampled runs, clustered by question" in md and "k = 3 samples per question" in md
+    assert cli(["compare", str(runs / "a"), str(runs / "s5"), "--format", "md"]) in (0, 1)
+    assert "uncoupled — different sampling seeds (0 vs 5)" in capsys.readouterr().out
+
+
+def test_greedy_stays_as_it_was_and_is_not_paired_with_sampled(runs, tmp_path, capsys):
+    greedy = tmp_path / "greedy"
+    args = ["run", "--arm", "fp32", "--device", "cpu", "--no-progress", "--out", str(greedy), *QUESTIONS]
+    assert cli(args) == 0
+    lines = [json.loads(x) for x in (greedy / "samples.jsonl").read_text().splitlines()]
+    assert len(lines) == 4 and all("sample" not in s for s in lines)
+    assert "sampling" not in json.loads((greedy / "manifest.json").read_text())
+    capsys.readouterr()
+    assert cli(["compare", str(greedy), str(runs / "a")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "greedy" in err
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """`evalkit serve` of the reference model (fp32) in a subprocess; yields its URL."""
+    port_file = tmp_path_factory.mktemp("serve") / "port"
+    cmd = [sys.executable, "-m", "evalkit", "serve", "--arm", "fp32", "--device", "cpu", "--port", "0",
+           "--port-file", str(port_file)]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    deadline = time.monotonic() + 180
+    while not port_file.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"evalkit serve did not start: {proc.stdout.read()[-2000:]}")
+        time.sleep(0.1)
+    try:
+        yield f"http://127.0.0.1:{port_file.read_text()}"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_served_arm_sends_the_seed_and_is_coupled_with_the_local_one(runs, served, tmp_path):
+    out = tmp_path / "remote"
+    model = str(default_model_path())
+    args = [
+        "run",
+        "--server",
+        served,
+        "--model",
+        model,
+        "--arm",
+        "serve-fp32",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
+    assert cli([*args, *QUESTIONS, *SAMPLED]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["sampling"]["coupling"] == "coupled"
+    remote, local = _samples(out), _samples(runs / "a")
+    assert {k: s["response"] for k, s in remote.items()} == {k: s["response"] for k, s in local.items()}
