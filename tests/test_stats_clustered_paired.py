@@ -11,7 +11,7 @@ import statsmodels.api as sm
 from scipy import stats
 from statsmodels.stats.contingency_tables import mcnemar
 
-from evalkit.stats import clustered_paired
+from evalkit.stats import clustered_paired, noninferiority_test, tango_ci
 
 
 def _data(rng, g, k, pa=0.6, pb=0.5):
@@ -91,10 +91,18 @@ def test_type_one_error_holds_under_within_question_correlation():
     assert naive / reps > 0.1  # treating the 160 samples as independent pairs does not hold α
 
 
+def test_no_spread_between_questions_counts_each_question_once():
+    """Coupled arms that agree on every sample: SE 0, so the interval is Tango's on G pairs (never
+    a zero width) and NI the Tango/Nam test on them."""
+    same = [True, False, True, True] * 10
+    r = clustered_paired(same, same, np.repeat(np.arange(10), 4), margin=0.1)
+    assert (r.estimate, r.pvalue, r.stderr) == (0.0, 1.0, 0.0) and "no spread" in r.note
+    oracle = tango_ci(0, 0, 10)
+    assert (r.ci_low, r.ci_high) == (oracle.ci_low, oracle.ci_high) and r.ci_high > 0.1
+    assert r.ni_pvalue == noninferiority_test(0, 0, 10, margin=0.1).pvalue and not r.noninferior
+
+
 def test_edge_cases():
-    r = clustered_paired([True, False, True, True], [True, False, True, True], [1, 1, 2, 2], margin=0.1)
-    assert (r.estimate, r.pvalue, r.stderr) == (0.0, 1.0, 0.0) and r.note
-    assert r.noninferior is True
     assert clustered_paired([1, 0], [0, 1], ["x", "y"]).margin is None
     with pytest.raises(ValueError, match="two questions"):
         clustered_paired([1, 0], [0, 1], ["x", "x"])

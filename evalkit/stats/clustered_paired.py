@@ -13,6 +13,8 @@ unit of independence:
 - Test of Δ = 0: Durkalski et al. 2003 (Stat Med 22:2417), X² = (Σ D_i)² / Σ D_i² ~ χ²₁,
   which with k = 1 is exactly McNemar's asymptotic test (b − c)²/(b + c).
 - Non-inferiority at a margin δ: t = (Δ + δ)/SE, one-sided on G − 1 degrees of freedom.
+- Where the differences do not vary between questions (SE 0: coupled arms that agree on every
+  sample), the interval and NI count each question once (Tango on G pairs), never a zero width.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import numpy as np
 from scipy import stats
 
 from evalkit.stats._result import Result
+from evalkit.stats.noninferiority import noninferiority_test
+from evalkit.stats.paired_ci import tango_ci
 
 
 @dataclass(frozen=True)
@@ -92,14 +96,26 @@ def clustered_paired(
     x2 = float(big_d.sum()) ** 2 / denom if denom > 0 else 0.0
     p = float(stats.chi2.sf(x2, 1)) if denom > 0 else 1.0
     note = "" if denom > 0 else "no question has a net difference between the arms: p = 1"
+    ci = (est - t * se, est + t * se)
+    # no spread of the difference between questions (e.g. coupled arms that agree on every
+    # sample): a zero SE says nothing about questions not asked, so fall back to counting each
+    # question once, as one pair that went A's way, B's way or neither (Tango on G pairs)
+    b_q, c_q = int(np.sum(big_d > 0)), int(np.sum(big_d < 0))
+    if se == 0:
+        tango = tango_ci(b_q, c_q, g, confidence)
+        ci = (tango.ci_low, tango.ci_high)
+        note = (note + "; " if note else "") + (
+            "no spread between questions (cluster-robust SE 0): CI and NI count each question "
+            "as one pair (Tango)"
+        )
     ni: dict[str, object] = {}
     if margin is not None:
         if se > 0:
             z = (est + margin) / se
             p_ni = float(stats.t.sf(z, g - 1))
-        else:  # every question differs by exactly Δ per sample: no spread to test against
-            z = math.inf if est > -margin else -math.inf
-            p_ni = 0.0 if est > -margin else 1.0
+        else:
+            res = noninferiority_test(b_q, c_q, g, margin=margin, alpha=ni_alpha)
+            z, p_ni = res.statistic, res.pvalue
         ni = dict(
             margin=margin, ni_statistic=z, ni_pvalue=p_ni, ni_alpha=ni_alpha, noninferior=p_ni < ni_alpha
         )
@@ -112,8 +128,8 @@ def clustered_paired(
         acc_b=float(xb.mean()),
         estimate=est,
         stderr=se,
-        ci_low=est - t * se,
-        ci_high=est + t * se,
+        ci_low=ci[0],
+        ci_high=ci[1],
         confidence=confidence,
         df=g - 1,
         statistic=x2,
