@@ -109,7 +109,7 @@ def test_sampling_options_without_a_temperature_are_refused(capsys, tmp_path):
 def test_compare_reports_the_clustered_analysis(runs, tmp_path, capsys):
     capsys.readouterr()
     assert cli(["compare", str(runs / "a"), str(runs / "h"), "--format", "json"]) in (0, 1)
-    report = json.loads(capsys.readouterr().out)
+    report = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)  # strict JSON: no nan
     assert report["sampling"]["coupling"] == "coupled"
     (row,) = report["clustered"]
     assert (row["n_clusters"], row["k_min"], row["k_max"], row["n_pairs"]) == (4, 3, 3, 12)
@@ -177,3 +177,24 @@ def test_a_served_arm_sends_the_seed_and_is_coupled_with_the_local_one(runs, ser
     assert manifest["sampling"]["coupling"] == "coupled"
     remote, local = _samples(out), _samples(runs / "a")
     assert {k: s["response"] for k, s in remote.items()} == {k: s["response"] for k, s in local.items()}
+
+
+def test_another_server_gets_each_samples_seed_and_is_stated_uncoupled():
+    """A server that is not `evalkit serve` gets the temperature, truncation and the sample's own
+    seed in the body; the run says its randomness is uncoupled (pairing by question only)."""
+    from helpers.faulty_server import FaultyServer
+
+    from evalkit.backends.base import UNCOUPLED, GenRequest
+    from evalkit.backends.openai_remote import OpenAIBackend
+    from evalkit.runner.execute import coupling
+    from evalkit.runner.sampling import SamplingSpec
+
+    spec = SamplingSpec(temperature=0.7, top_p=0.9, top_k=20, samples=2, seed=3)
+    one, two = spec.request("t", [5], None, 0), spec.request("t", [5], None, 1)
+    assert one.seed != two.seed and one == spec.request("t", [5], None, 0) and 0 <= one.seed < 2**63
+    with FaultyServer(lambda k, a: "ok") as srv:
+        backend = OpenAIBackend([srv.url], model="faulty-model", concurrency=1, max_retries=0)
+        backend.generate([GenRequest(prompt="Q: 1", max_new_tokens=4, sampling=one)], lambda i, r: None)
+        body = srv.bodies[-1]
+        assert coupling(backend) == UNCOUPLED
+    assert (body["temperature"], body["top_p"], body["top_k"], body["seed"]) == (0.7, 0.9, 20, one.seed)

@@ -9,6 +9,7 @@ sampler in both arms) is stated, since an uncoupled pair of runs pairs by questi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -83,7 +84,12 @@ def clustered_rows(
         except ValueError as exc:  # one question: no spread between questions to estimate
             entry["note"] = str(exc)
         else:
-            entry.update(res.to_dict())
+            entry.update(  # JSON has no nan: a design effect without a naive SE is null
+                {
+                    k: None if isinstance(v, float) and not math.isfinite(v) else v
+                    for k, v in res.to_dict().items()
+                }
+            )
         out.append(entry)
     return out
 
@@ -121,16 +127,18 @@ def clustered_markdown(report: dict[str, Any]) -> list[str]:
             continue
         k = str(r["k_max"]) if r["k_min"] == r["k_max"] else f"{r['k_min']}–{r['k_max']}"
         ni = "—" if r["ni_pvalue"] is None else f"{r['ni_pvalue']:.3g} ({100 * r['margin']:.3g} pp)"
+        deff = "–" if r["design_effect"] is None else f"{r['design_effect']:.2f}"
         lines.append(
             head + f"| {r['n_clusters']} | {k} | {r['acc_b']:.3f} | {r['acc_a']:.3f} "
             f"| {100 * r['estimate']:+.2f} pp [{100 * r['ci_low']:+.2f}, {100 * r['ci_high']:+.2f}] "
-            f"| {r['pvalue']:.3g} | {ni} | {r['design_effect']:.2f} |"
+            f"| {r['pvalue']:.3g} | {ni} | {deff} |"
         )
     lines += [
         "",
         "<sub>Per question the k paired samples form a cluster: Δ = pooled difference, t interval on "
         "questions − 1 df with the cluster-robust (ratio-estimator) SE; Durkalski's clustered McNemar "
-        "χ²; NI: one-sided t of Δ ≤ −δ. The table above counts every sample as an independent pair "
-        "(its p-values and verdicts do not account for the clustering).</sub>",
+        "χ²; NI: one-sided t of Δ ≤ −δ (where no question's difference varies: Tango on the questions); "
+        "design effect: the clustered variance over the naive one. The table above counts every "
+        "sample as an independent pair (its p-values and verdicts do not account for the clustering).</sub>",
     ]
     return lines

@@ -88,7 +88,9 @@ def build_report(
     for row in rows:
         row["verdict"], row["verdict_text"] = row_verdict(row)
     lp_margins = None if plan is None else {c.key: c.logprob_margin for c in plan.cells}
-    logprob = logprob_report(pairing.rows, logprob_margin, lp_margins)
+    # a sampled run measures the reference answer once per question, with its sample 0
+    first = {key: [p for p in pairs if not p.sample] for key, pairs in pairing.rows.items()}
+    logprob = logprob_report(first, logprob_margin, lp_margins)
     aa = replicate_report(
         baseline,
         replicate,
