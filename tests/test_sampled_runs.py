@@ -198,3 +198,13 @@ def test_another_server_gets_each_samples_seed_and_is_stated_uncoupled():
         body = srv.bodies[-1]
         assert coupling(backend) == UNCOUPLED
     assert (body["temperature"], body["top_p"], body["top_k"], body["seed"]) == (0.7, 0.9, 20, one.seed)
+
+
+def test_the_clustered_ni_uses_the_plans_margin(runs, tmp_path, capsys):
+    plan = tmp_path / "plan.yaml"
+    args = ["plan", "--discordance", "0.1", "--cell", "kv_recite@512", "--margin", "0.05", "--out", str(plan)]
+    assert cli(args) == 0
+    capsys.readouterr()
+    cli(["compare", str(runs / "a"), str(runs / "h"), "--plan", str(plan), "--format", "json"])
+    (row,) = json.loads(capsys.readouterr().out)["clustered"]
+    assert (row["margin"], row["ni_alpha"]) == (0.05, 0.025)
