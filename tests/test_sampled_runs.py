@@ -208,3 +208,15 @@ def test_the_clustered_ni_uses_the_plans_margin(runs, tmp_path, capsys):
     cli(["compare", str(runs / "a"), str(runs / "h"), "--plan", str(plan), "--format", "json"])
     (row,) = json.loads(capsys.readouterr().out)["clustered"]
     assert (row["margin"], row["ni_alpha"]) == (0.05, 0.025)
+
+
+def test_the_sample_index_is_part_of_the_key_and_checked():
+    from evalkit.store.schema import SampleError, normalise_sample, question_key, sample_key
+
+    line = {"task": "t", "doc_id": 3, "length": None, "prompt_hash": "h", "target": "", "response": "",
+            "correct": {"m": True}, "error": None}  # fmt: skip
+    assert sample_key(line) == question_key("t", 3, None) == ("t", "3", None)  # greedy: as before
+    assert sample_key({**line, "sample": 2}) == ("t", "3", None, 2)
+    for bad in (-1, "1", True):
+        with pytest.raises(SampleError, match="sample"):
+            normalise_sample({**line, "sample": bad})

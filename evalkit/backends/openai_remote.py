@@ -2,7 +2,9 @@
 
 Why it is built this way:
 - Greedy (temperature 0) with a fixed `seed`, so one server and a fleet of replicas give the
-  same answers: questions are sharded across `--server` URLs from one shared queue.
+  same answers: questions are sharded across `--server` URLs from one shared queue. A sampled
+  run's request carries its own temperature and seed (`GenRequest.sampling`), so any replica
+  that honours seeds draws the same sample.
 - A remote failure must never become a wrong answer. Transient failures (429, 5xx, timeouts,
   dropped connections, malformed JSON) are retried with exponential backoff and jitter, each
   retry on the next replica; after the last retry the request comes back with `error` set and
