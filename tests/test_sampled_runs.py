@@ -220,3 +220,24 @@ def test_the_sample_index_is_part_of_the_key_and_checked():
     for bad in (-1, "1", True):
         with pytest.raises(SampleError, match="sample"):
             normalise_sample({**line, "sample": bad})
+
+
+def test_the_clustered_verdict_follows_durkalski_and_the_clustered_ni():
+    import numpy as np
+
+    from evalkit.compare.clustered import clustered_verdict
+    from evalkit.stats import clustered_paired
+
+    ids = np.repeat(np.arange(30), 3)
+    right = np.ones(90, dtype=bool)
+    worse = right.copy()
+    worse[::3] = False  # the candidate loses one sample of every question
+    loss = clustered_paired(worse, right, ids, margin=0.01)
+    assert clustered_verdict(loss, 30) == "loss"
+    assert clustered_verdict(clustered_paired(right, worse, ids, margin=0.01), 30) == "gain"
+    same = clustered_paired(right, right, ids, margin=0.01)
+    assert clustered_verdict(same, 0) == "identical"
+    rng = np.random.default_rng(0)
+    a, b = rng.random(90) < 0.5, rng.random(90) < 0.5
+    noisy = clustered_paired(a, b, ids, margin=0.01)
+    assert noisy.pvalue > 0.05 and clustered_verdict(noisy, int(np.sum(a != b))) == "inconclusive"

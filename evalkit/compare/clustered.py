@@ -15,6 +15,7 @@ from typing import Any
 
 from evalkit import stats as st
 from evalkit.compare.pairing import Pair
+from evalkit.compare.verdict import ALPHA, GAIN, IDENTICAL, INCONCLUSIVE, LOSS, MINOR_LOSS, NONINFERIOR
 from evalkit.errors import MismatchError
 from evalkit.store import RunData
 
@@ -65,6 +66,18 @@ def sampling_report(baseline: RunData, candidate: RunData) -> dict[str, Any] | N
     }
 
 
+def clustered_verdict(res: Any, discordant: int) -> str:
+    """The row verdict's vocabulary (`evalkit.compare.verdict`) from the clustered analysis:
+    significance from Durkalski's p (two-sided 0.05), "not worse" from its NI test."""
+    if discordant == 0:
+        return IDENTICAL
+    if res.pvalue < ALPHA and res.estimate < 0:
+        return MINOR_LOSS if res.noninferior else LOSS
+    if res.pvalue < ALPHA and res.estimate > 0:
+        return GAIN
+    return NONINFERIOR if res.noninferior else INCONCLUSIVE
+
+
 def clustered_rows(
     rows: dict[tuple, list[Pair]], margin_of: Callable[[str, int | None], float], ni_alpha: float
 ) -> list[dict[str, Any]]:
@@ -84,6 +97,8 @@ def clustered_rows(
         except ValueError as exc:  # one question: no spread between questions to estimate
             entry["note"] = str(exc)
         else:
+            discordant = sum(p.baseline != p.candidate for p in pairs)
+            entry["verdict"] = clustered_verdict(res, discordant)
             entry.update(  # JSON has no nan: a design effect without a naive SE is null
                 {
                     k: None if isinstance(v, float) and not math.isfinite(v) else v
@@ -103,7 +118,8 @@ def clustered_line(r: dict[str, Any]) -> str:
     ni = "" if r["ni_pvalue"] is None else f", NI p = {r['ni_pvalue']:.3g} at {100 * r['margin']:.3g} pp"
     return (
         f"clustered, {where}: {r['n_clusters']} questions x k = {k}, Δ {100 * r['estimate']:+.2f} pp "
-        f"[{100 * r['ci_low']:+.2f}, {100 * r['ci_high']:+.2f}], Durkalski p = {r['pvalue']:.3g}{ni}"
+        f"[{100 * r['ci_low']:+.2f}, {100 * r['ci_high']:+.2f}], Durkalski p = {r['pvalue']:.3g}{ni}: "
+        f"{r['verdict']}"
     )
 
 
@@ -117,13 +133,13 @@ def clustered_markdown(report: dict[str, Any]) -> list[str]:
         "**Sampled runs, clustered by question** — " + sampling["line"],
         "",
         "| task | metric | length | questions | k | base acc | cand acc | Δ (95% CI, cluster-robust) "
-        "| Durkalski p | NI p (δ) | design effect |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| Durkalski p | NI p (δ) | design effect | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         head = f"| {r['task']} | {r['metric']} | {r['length'] if r['length'] is not None else '—'} "
         if "estimate" not in r:
-            lines.append(head + f"| {r.get('note', '')} |  |  |  |  |  |  |  |")
+            lines.append(head + f"| {r.get('note', '')} |  |  |  |  |  |  |  |  |")
             continue
         k = str(r["k_max"]) if r["k_min"] == r["k_max"] else f"{r['k_min']}–{r['k_max']}"
         ni = "—" if r["ni_pvalue"] is None else f"{r['ni_pvalue']:.3g} ({100 * r['margin']:.3g} pp)"
@@ -131,14 +147,15 @@ def clustered_markdown(report: dict[str, Any]) -> list[str]:
         lines.append(
             head + f"| {r['n_clusters']} | {k} | {r['acc_b']:.3f} | {r['acc_a']:.3f} "
             f"| {100 * r['estimate']:+.2f} pp [{100 * r['ci_low']:+.2f}, {100 * r['ci_high']:+.2f}] "
-            f"| {r['pvalue']:.3g} | {ni} | {deff} |"
+            f"| {r['pvalue']:.3g} | {ni} | {deff} | {r['verdict']} |"
         )
     lines += [
         "",
         "<sub>Per question the k paired samples form a cluster: Δ = pooled difference, t interval on "
         "questions − 1 df with the cluster-robust (ratio-estimator) SE; Durkalski's clustered McNemar "
         "χ²; NI: one-sided t of Δ ≤ −δ (where no question's difference varies: Tango on the questions); "
-        "design effect: the clustered variance over the naive one. The table above counts every "
-        "sample as an independent pair (its p-values and verdicts do not account for the clustering).</sub>",
+        "design effect: the clustered variance over the naive one; verdict: the rows' vocabulary from "
+        "Durkalski's p and this NI test. The table above counts every sample as an independent pair "
+        "(its p-values, verdicts and the gate do not account for the clustering).</sub>",
     ]
     return lines
