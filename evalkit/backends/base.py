@@ -17,6 +17,21 @@ from typing import Any, Protocol
 
 from evalkit.tasks.base import Prompt
 
+# what a sampled run's manifest says of its randomness (`Backend.sampling_coupling`)
+COUPLED = "coupled"
+UNCOUPLED = "uncoupled — per-request seed sent, pairing is by question only"
+
+
+@dataclass(frozen=True)
+class RequestSampling:
+    """A sampled request (temperature > 0): the seed keys the coupled randomness of this one
+    generation (a question's sample j), the same in both arms; None on a request means greedy."""
+
+    temperature: float
+    top_p: float = 1.0
+    top_k: int = 0  # 0: no top-k truncation
+    seed: int = 0  # in [0, 2**63): every OpenAI-compatible server takes it
+
 
 @dataclass
 class GenRequest:
@@ -29,6 +44,7 @@ class GenRequest:
     # the token ids of a text `prompt` in the backend's own tokenizer (`TaskRequest.prompt_ids`), so
     # that a local engine need not tokenize it again; a server gets the text. None: not known
     prompt_ids: Any = field(default=None, repr=False)
+    sampling: RequestSampling | None = None  # None: greedy
 
 
 @dataclass

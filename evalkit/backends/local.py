@@ -36,6 +36,15 @@ def make_params(
     )
 
 
+def sampling_fields(r: GenRequest) -> dict[str, Any]:
+    """The engine's sampling fields of a request: none (greedy), or its temperature, truncation
+    and seed (sample index 0: the seed already tells a question's samples apart)."""
+    s = r.sampling
+    if s is None:
+        return {}
+    return {"temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k, "seed": s.seed}
+
+
 def to_result(out: Any) -> GenResult:
     timings = {k: float(v) for k, v in (getattr(out, "timings", None) or {}).items()}
     return GenResult(
@@ -185,6 +194,7 @@ class LocalBackend:
             stop=r.stop,
             ignore_eos=r.ignore_eos,
             min_tokens=r.min_tokens,
+            **sampling_fields(r),
         )
         ids = self._encode(r.prompt, r.prompt_ids)
         partial[i] = {}

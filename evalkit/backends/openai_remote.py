@@ -2,7 +2,9 @@
 
 Why it is built this way:
 - Greedy (temperature 0) with a fixed `seed`, so one server and a fleet of replicas give the
-  same answers: questions are sharded across `--server` URLs from one shared queue.
+  same answers: questions are sharded across `--server` URLs from one shared queue. A sampled
+  run's request carries its own temperature and seed (`GenRequest.sampling`), so any replica
+  that honours seeds draws the same sample.
 - A remote failure must never become a wrong answer. Transient failures (429, 5xx, timeouts,
   dropped connections, malformed JSON) are retried with exponential backoff and jitter, each
   retry on the next replica; after the last retry the request comes back with `error` set and
@@ -26,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from evalkit.backends.base import GenRequest, GenResult, OnResult
+from evalkit.backends.base import COUPLED, UNCOUPLED, GenRequest, GenResult, OnResult
 from evalkit.backends.request_order import parse_request_order, request_sequence
 from evalkit.backends.server_config import fetch_json, server_config
 from evalkit.errors import EvalkitError
@@ -282,6 +284,14 @@ class OpenAIBackend:
             "temperature": 0.0,
         }
 
+    def sampling_coupling(self) -> str:
+        """Coupled when every replica is `evalkit serve` (its /version says so): its sampler keys
+        the randomness by the request's seed as the local engine does. Another server may honour
+        the seed, but not with the same random numbers for both arms."""
+        versions = self.describe()["server_versions"].values()
+        ours = all(isinstance(v, dict) and str(v.get("version", "")).startswith("evalkit ") for v in versions)
+        return COUPLED if ours else UNCOUPLED
+
     def run_info(self) -> dict[str, Any]:
         """What was learned while generating: fingerprints, reported models, retry counts."""
         with self._stats_lock:
@@ -306,6 +316,12 @@ class OpenAIBackend:
         if req.stop:
             common["stop"] = list(req.stop)
         extra: dict[str, Any] = {}
+        if req.sampling is not None:  # one sample of a sampled run: its own seed (evalkit.runner.sampling)
+            common.update(temperature=req.sampling.temperature, seed=req.sampling.seed)
+            if req.sampling.top_p < 1.0:
+                common["top_p"] = req.sampling.top_p
+            if req.sampling.top_k > 0:
+                extra["top_k"] = req.sampling.top_k  # vLLM's and evalkit serve's extension
         if req.ignore_eos:
             extra["ignore_eos"] = True
         if req.min_tokens:

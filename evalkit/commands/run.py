@@ -46,6 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     _add_source_arguments(parser.add_argument_group("what to evaluate"))
     _add_question_arguments(parser.add_argument_group("questions"))
+    _add_sampling_arguments(parser.add_argument_group("sampling (default: greedy)"))
     _add_output_arguments(parser.add_argument_group("output"))
     _add_remote_arguments(parser.add_argument_group("remote (--server)"))
     _add_local_arguments(parser.add_argument_group("local engine"))
@@ -130,6 +131,30 @@ def _add_question_arguments(q: argparse._ArgumentGroup) -> None:
         "measure of `compare`). Default on for a local run (teacher-forced in decode mode from a copy "
         "of the post-prompt state: no second prefill), off with --server (one more request per "
         "question, from the server's prompt log-probabilities where it offers them)",
+    )
+
+
+def _add_sampling_arguments(smp: argparse._ArgumentGroup) -> None:
+    smp.add_argument(
+        "--temperature",
+        type=float,
+        help="sample at this temperature (> 0) with coupled randomness: both arms of a comparison "
+        "draw the same random numbers per question, sample and position (part of the run's identity)",
+    )
+    smp.add_argument("--top-p", type=float, help="nucleus truncation with --temperature (default 1: off)")
+    smp.add_argument("--top-k", type=int, help="top-k truncation with --temperature (default 0: off)")
+    smp.add_argument(
+        "--samples-per-question",
+        type=int,
+        metavar="K",
+        help="K samples of every question with --temperature (default 1); compare analyses them "
+        "clustered by question",
+    )
+    smp.add_argument(
+        "--sampling-seed",
+        type=int,
+        metavar="S",
+        help="seed of the coupled randomness with --temperature (default 0); both arms must share it",
     )
 
 
@@ -239,6 +264,30 @@ def with_include_path(
     return options
 
 
+def sampling_from_args(args: argparse.Namespace) -> Any:
+    """A `SamplingSpec` when --temperature > 0, else None (greedy); a sampling option without a
+    temperature is refused rather than ignored."""
+    from evalkit.runner.sampling import SamplingSpec
+
+    given = [
+        f"--{n.replace('_', '-')}"
+        for n in ("top_p", "top_k", "samples_per_question", "sampling_seed")
+        if getattr(args, n, None) is not None
+    ]
+    t = getattr(args, "temperature", None)
+    if t is None or t == 0:
+        if given:
+            raise InputError(f"{', '.join(given)} need(s) --temperature > 0 (a greedy run draws no samples)")
+        return None
+    return SamplingSpec(
+        temperature=t,
+        top_p=1.0 if args.top_p is None else args.top_p,
+        top_k=args.top_k or 0,
+        samples=1 if args.samples_per_question is None else args.samples_per_question,
+        seed=args.sampling_seed or 0,
+    )
+
+
 def _check(args: argparse.Namespace) -> None:
     for flag in ("limit", "max_num_seqs", "max_new_tokens"):
         v = getattr(args, flag)
@@ -264,6 +313,7 @@ def main(args: argparse.Namespace) -> int:
     from evalkit.runner import RunSpec, run_evaluation
 
     _check(args)
+    sampling = sampling_from_args(args)
     plan = None
     if getattr(args, "plan", None):
         from evalkit.compare.plan_file import load_plan
@@ -285,8 +335,9 @@ def main(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens,
         gold_logprob=(not servers) if args.gold_logprob is None else args.gold_logprob,
         store_prompts=not args.no_prompts,
-        manifest=_manifest(args, setup, plan),
+        manifest=_manifest(args, setup, plan, sampling, servers),
         allow_source_change=args.allow_source_change,
+        sampling=sampling,
     )
     try:
         outcome = run_evaluation(
@@ -359,8 +410,11 @@ def _tasks_and_lengths(args: argparse.Namespace, setup: Any) -> tuple[list[str],
     return tasks, lengths
 
 
-def _manifest(args: argparse.Namespace, setup: Any, plan: Any) -> dict[str, Any]:
-    """The run's manifest fields from the command (secrets masked), the backend and the plan."""
+def _manifest(
+    args: argparse.Namespace, setup: Any, plan: Any, sampling: Any, servers: list[str]
+) -> dict[str, Any]:
+    """The run's manifest fields from the command (secrets masked), the backend, the sampling and
+    the plan."""
     from evalkit.redact import redact_command
     from evalkit.runner import setup as su
 
@@ -374,6 +428,8 @@ def _manifest(args: argparse.Namespace, setup: Any, plan: Any) -> dict[str, Any]
     )
     if setup.kernels is not None:
         manifest["kernels"] = setup.kernels
+    if sampling is not None and servers:  # each request carries its own seed and temperature
+        manifest["backend"].update(temperature=sampling.temperature, seed="per request (see sampling)")
     if plan is not None:
         manifest["plan"] = plan.identity()
     return manifest

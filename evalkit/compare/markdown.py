@@ -7,6 +7,7 @@ from typing import Any
 
 from evalkit.compare.benefit import benefit_markdown
 from evalkit.compare.cell import CompareCell, cells_of
+from evalkit.compare.clustered import clustered_markdown
 from evalkit.compare.decision import decision_markdown
 from evalkit.compare.effective_length import length_summary_markdown
 from evalkit.compare.item_scores import item_scores_markdown
@@ -154,6 +155,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     rows = report["rows"]
     for row, c in zip(rows, cells_of(rows)):
         lines.append(f"- {where(row)}: {c.verdict_text}")
+    lines += clustered_markdown(report)
     lines += _trends(report)
     if "length_summary" in report:
         lines += length_summary_markdown(report["length_summary"], base["label"], cand["label"])

@@ -1,4 +1,5 @@
-"""Pair two runs question by question, refusing (one clear line) anything that makes pairing unsound.
+"""Pair two runs question by question (sampled runs: by question and sample index), refusing (one
+clear line) anything that makes pairing unsound.
 
 Refused: runs of different tasks, a task whose config hash differs, questions on one side only
 (unless `intersection`), a paired question asked with a different prompt (unless
@@ -29,6 +30,7 @@ class Pair:
     candidate: bool
     baseline_sample: dict[str, Any] | None = field(default=None, repr=False)
     candidate_sample: dict[str, Any] | None = field(default=None, repr=False)
+    sample: int | None = None  # sample j of the question in sampled runs (evalkit run --temperature)
 
 
 @dataclass
@@ -43,8 +45,8 @@ class Pairing:
 
 
 def _fmt_key(key: tuple) -> str:
-    task, doc, length = key
-    return f"{task}/{doc}" + ("" if length is None else f"@{length}")
+    task, doc, length, *sample = key
+    return f"{task}/{doc}" + ("" if length is None else f"@{length}") + "".join(f"#{j}" for j in sample)
 
 
 def _examples(keys: list[tuple]) -> str:
@@ -53,8 +55,8 @@ def _examples(keys: list[tuple]) -> str:
 
 
 def _sort_key(key: tuple) -> tuple:
-    task, doc, length = key
-    return task, doc_sort_key(doc), length or 0
+    task, doc, length, *sample = key  # (question, sample j) in sampled runs
+    return task, doc_sort_key(doc), length or 0, *sample
 
 
 def _task_hash(run: RunData, task: str) -> str | None:
@@ -140,7 +142,7 @@ def pair_runs(
     aliases = {task: align_metric_names(*sides) for task, sides in names.items()}
     for key in sorted(shared, key=_sort_key):
         b, c = bmap[key], cmap[key]
-        task, doc, length = key
+        task, doc, length, *sample = key
         if b["error"] is not None or c["error"] is not None:
             errors[task] += 1
             continue
@@ -151,7 +153,8 @@ def pair_runs(
         only_metric["candidate"].update(f"{task}:{m}" for m in c_correct if m not in b_correct)
         for metric, right in b_correct.items():
             if metric in c_correct:
-                rows[(task, metric, length)].append(Pair(doc, length, right, c_correct[metric], b, c))
+                j = sample[0] if sample else None
+                rows[(task, metric, length)].append(Pair(doc, length, right, c_correct[metric], b, c, j))
     for side, names in only_metric.items():
         if names:
             notes.append(f"metric(s) scored only in the {side} run, not compared: {', '.join(sorted(names))}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit.compare.benefit import benefit_report
+from evalkit.compare.clustered import clustered_rows, sampling_report
 from evalkit.compare.decision import NOT_PREREGISTERED, check_plan_matches, decide
 from evalkit.compare.effective_length import length_summary
 from evalkit.compare.gate import evaluate_gate
@@ -65,6 +66,7 @@ def build_report(
 ) -> dict[str, Any]:
     """With a `plan`, its margins, α and gate replace `margin`, `logprob_margin` and `fail_on`."""
     margins = margin if isinstance(margin, Margins) else parse_margins(margin)
+    sampling = sampling_report(baseline, candidate)  # None: two greedy runs
     pairing = pair_runs(
         baseline, candidate, intersection=intersection, allow_prompt_mismatch=allow_prompt_mismatch
     )
@@ -86,7 +88,9 @@ def build_report(
     for row in rows:
         row["verdict"], row["verdict_text"] = row_verdict(row)
     lp_margins = None if plan is None else {c.key: c.logprob_margin for c in plan.cells}
-    logprob = logprob_report(pairing.rows, logprob_margin, lp_margins)
+    # a sampled run measures the reference answer once per question, with its sample 0
+    first = {key: [p for p in pairs if not p.sample] for key, pairs in pairing.rows.items()}
+    logprob = logprob_report(first, logprob_margin, lp_margins)
     aa = replicate_report(
         baseline,
         replicate,
@@ -105,6 +109,14 @@ def build_report(
             "status": decision["outcome"],
             "failing": decision["failing"],
         }
+    sampled: dict[str, Any] = {}
+    if sampling is not None:
+        sampled = {"sampling": sampling, "clustered": clustered_rows(pairing.rows, cell_margin, ni_alpha)}
+        pairing.notes += [
+            sampling["line"],
+            f"the rows count each of the k = {sampling['samples_per_question']} samples of a question "
+            "as an independent pair; the clustered analysis (by question) is the one that holds",
+        ]
     base, cand = describe(baseline), describe(candidate)
     short = short_labels(baseline, candidate)
     base["label"] = labels[0] or short[0]
@@ -139,4 +151,5 @@ def build_report(
         "benefit": benefit_report(baseline.manifest, candidate.manifest),
         "item_scores": item_scores_report(pairing.rows),
         "aa": aa,
+        **sampled,
     }

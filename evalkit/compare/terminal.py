@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from evalkit.compare.clustered import clustered_line
 from evalkit.compare.markdown import table_cells
 from evalkit.compare.verdict import LOSS
 
@@ -28,4 +29,6 @@ def render_terminal(report: dict[str, Any], *, width: int | None = None, color: 
     console.print(report["verdict"], highlight=False, markup=False)
     for note in report["notes"]:
         console.print(f"note: {note}", highlight=False, markup=False)
+    for row in report.get("clustered") or []:  # sampled runs (evalkit.compare.clustered)
+        console.print(clustered_line(row), highlight=False, markup=False)
     return buf.getvalue()

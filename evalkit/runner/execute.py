@@ -17,6 +17,7 @@ from evalkit.runner.latency import LatencyLog
 from evalkit.runner.plan import Plan, WorkItem, build_plan
 from evalkit.runner.progress import RunProgress, estimate_prompt_tokens, progress_mode
 from evalkit.runner.prompt_ids import same_tokenizer
+from evalkit.runner.sampling import COUPLED, UNCOUPLED, SamplingSpec
 from evalkit.runner.stream import PlanFeed, start_build
 from evalkit.store.schema import Sample
 
@@ -41,6 +42,7 @@ class RunSpec:
     stream: bool = True
     manifest: dict[str, Any] = field(default_factory=dict)  # model, arm, command, ...
     allow_source_change: bool = False  # resume a run made by other code (recorded in the manifest)
+    sampling: SamplingSpec | None = None  # None: greedy (one sample per question)
 
 
 @dataclass
@@ -95,6 +97,15 @@ def gen_request(req: Any, cap: int | None, gold: bool = False, ids: bool = False
     )
 
 
+def coupling(backend: Any) -> str:
+    """Whether two arms of this backend given the same seeds draw coupled samples: the local
+    engine's sampler does; a server says so itself (`sampling_coupling`), else it is unknown."""
+    says = getattr(backend, "sampling_coupling", None)
+    if says is not None:
+        return says()
+    return COUPLED if getattr(backend, "name", None) == "local" else UNCOUPLED
+
+
 def _base_sample(item: WorkItem, doc: Any, result: GenResult, prompt_hash: str) -> Sample:
     return Sample(
         task=item.task.name,
@@ -112,6 +123,7 @@ def _base_sample(item: WorkItem, doc: Any, result: GenResult, prompt_hash: str) 
         generated_ids=result.token_ids,
         state_max_abs=result.state_max_abs,
         state_nonfinite=result.state_nonfinite,
+        sample=item.sample,
         extra={
             **(result.gold.sample_fields() if result.gold is not None else {}),
             **({"meta": item.request.meta} if item.request.meta else {}),
@@ -182,6 +194,8 @@ def run_evaluation(
     manifest["limit"] = spec.limit
     manifest["apply_chat_template"] = spec.apply_chat_template
     manifest["gold_logprob"] = spec.gold_logprob
+    if spec.sampling is not None:  # greedy manifests stay as they were
+        manifest["sampling"] = spec.sampling.describe(coupling(backend))
 
     from evalkit.tasks.data import recording_sources, source_identity
 
@@ -229,7 +243,8 @@ def run_evaluation(
         writer = RunWriter.open(
             spec.out_dir, manifest, resume=True, allow_source_change=spec.allow_source_change
         )
-        plan: Plan = build_plan(tasks, requests_by_task, set(writer.done_keys))
+        k = spec.sampling.samples if spec.sampling is not None else None
+        plan: Plan = build_plan(tasks, requests_by_task, set(writer.done_keys), k)
         feed_builds = [(build, outlines) for _, build, outlines, _ in streamed]
         bar, counts, latency = _ask(spec, plan, feed_builds, backend, tokenizer, writer, manifest, progress)
         if spec.request_cache is not None:  # the next arm asks the same questions
@@ -288,9 +303,16 @@ def _ask(
     latency = LatencyLog()
 
     def make(k: int) -> GenRequest:  # when request k is handed out: its prompt is built by then
-        req = plan.items[k].request
+        item = plan.items[k]
+        req = item.request
         hashes[k] = prompt_hash(req.prompt)
-        return gen_request(req, spec.max_new_tokens, spec.gold_logprob, ids)
+        # the reference answer's log-probability is one per question: measured with sample 0
+        gold = spec.gold_logprob and not item.sample
+        out = gen_request(req, spec.max_new_tokens, gold, ids)
+        if spec.sampling is not None:
+            docs = [d.doc_id for d in req.docs]
+            out.sampling = spec.sampling.request(item.task.name, docs, req.length, item.sample or 0)
+        return out
 
     def on_result(i: int, result: GenResult) -> None:
         samples = samples_for(plan.items[i], result, hashes[i])

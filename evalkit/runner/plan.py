@@ -14,6 +14,7 @@ class WorkItem:
     task: Any  # the Task object (scores the response)
     request: Any  # its TaskRequest
     missing: set[str]  # str(doc_id) of the docs of this request not yet stored
+    sample: int | None = None  # sample j of a sampled run (k per question); None: greedy
 
 
 @dataclass
@@ -23,16 +24,20 @@ class Plan:
     done_docs: int
 
 
-def build_plan(tasks: list[Any], requests_by_task: dict[str, list[Any]], done_keys: set) -> Plan:
-    """Keep a request while any of its docs is missing; refuse duplicate keys within a task."""
+def build_plan(
+    tasks: list[Any], requests_by_task: dict[str, list[Any]], done_keys: set, samples: int | None = None
+) -> Plan:
+    """Keep a request while any of its docs is missing; refuse duplicate keys within a task. With
+    `samples` (a sampled run's k), every request is asked k times, sample j keyed by j."""
     items: list[WorkItem] = []
     total = done = 0
+    indices: list[int | None] = [None] if samples is None else list(range(samples))
     for task in tasks:
         seen: set[SampleKey] = set()
-        for req in requests_by_task[task.name]:
+        for req, j in ((r, j) for r in requests_by_task[task.name] for j in indices):
             missing = set()
             for doc in req.docs:
-                key = question_key(task.name, doc.doc_id, req.length)
+                key = question_key(task.name, doc.doc_id, req.length, j)
                 if key in seen:
                     raise InputError(
                         f"task {task.name} produced doc {doc.doc_id} (length {req.length}) twice"
@@ -44,5 +49,5 @@ def build_plan(tasks: list[Any], requests_by_task: dict[str, list[Any]], done_ke
                 else:
                     missing.add(str(doc.doc_id))
             if missing:
-                items.append(WorkItem(task, req, missing))
+                items.append(WorkItem(task, req, missing, j))
     return Plan(items, total, done)

@@ -204,6 +204,15 @@ def identity_fields(manifest: dict[str, Any]) -> dict[str, Any]:
     if isinstance(kernels, dict):
         for key in sorted(kernels, key=lambda k: (k == "label", k)):
             out[f"kernels.{key}"] = kernels[key]
+    # a sampled run's temperature, truncation, samples per question and seed (absent: greedy);
+    # its `coupling` follows from the backend and is not identity
+    sampling = manifest.get("sampling")
+    if isinstance(sampling, dict):
+        for key in sorted(sampling):
+            if key != "coupling":
+                out[f"sampling.{key}"] = sampling[key]
+    else:
+        out["sampling"] = _MISSING if sampling is None else sampling
     # the pre-registered plan a run was started under (`run --plan`): a resume under an edited plan is refused
     out["plan.content_hash"] = _get(manifest, "plan.content_hash")
     arm = manifest.get("arm") or {}

@@ -18,6 +18,7 @@ OPTIONAL_FIELDS = (
     "timings",
     "state_max_abs",
     "state_nonfinite",
+    "sample",
 )
 
 
@@ -50,12 +51,14 @@ class Sample:
     # absent for backends that cannot see the state (servers)
     state_max_abs: list[float | None] | None = None
     state_nonfinite: int | None = None
+    sample: int | None = None  # the sample index j of a sampled run (k per question); None: greedy
 
     def to_record(self) -> dict[str, Any]:
         record: dict[str, Any] = {
             "task": self.task,
             "doc_id": self.doc_id,
             "length": self.length,
+            **({"sample": self.sample} if self.sample is not None else {}),
             "prompt_hash": self.prompt_hash,
             **({"prompt": self.prompt} if self.prompt is not None else {}),
             "target": self.target,
@@ -91,18 +94,20 @@ def doc_sort_key(doc: str) -> tuple[int, int, str]:
     return 1, 0, doc
 
 
-SampleKey = tuple[str, str, int | None]
+SampleKey = tuple  # (task, doc_id, length), or (task, doc_id, length, sample) in a sampled run
 
 
-def question_key(task: str, doc_id: Any, length: int | None) -> SampleKey:
+def question_key(task: str, doc_id: Any, length: int | None, sample: int | None = None) -> SampleKey:
     """(task, str(doc_id), length): the identity of one question (at one context length); the
-    store pairs and resumes samples on it, the runner plans with it."""
-    return str(task), str(doc_id), None if length is None else int(length)
+    store pairs and resumes samples on it, the runner plans with it. A sampled run's sample j of
+    the question adds j: (task, str(doc_id), length, j); greedy keys keep their three parts."""
+    key = (str(task), str(doc_id), None if length is None else int(length))
+    return key if sample is None else (*key, int(sample))
 
 
 def sample_key(sample: dict[str, Any]) -> SampleKey:
     """The `question_key` of a stored sample."""
-    return question_key(sample["task"], sample["doc_id"], sample.get("length"))
+    return question_key(sample["task"], sample["doc_id"], sample.get("length"), sample.get("sample"))
 
 
 def _as_bool(name: str, value: Any) -> bool:
@@ -152,6 +157,9 @@ def normalise_sample(sample: Any) -> dict[str, Any]:
             raise SampleError(f"field 'length' must be a positive integer or null, got {length!r}")
         length = int(length)
     out["length"] = length
+    j = out.get("sample")
+    if j is not None and (isinstance(j, bool) or not isinstance(j, int) or j < 0):
+        raise SampleError(f"field 'sample' must be a sample index >= 0 or absent, got {j!r}")
     score = out.get("score")
     if score is not None:
         if not isinstance(score, dict) or not all(
