@@ -200,14 +200,42 @@ def test_another_server_gets_each_samples_seed_and_is_stated_uncoupled():
     assert (body["temperature"], body["top_p"], body["top_k"], body["seed"]) == (0.7, 0.9, 20, one.seed)
 
 
-def test_the_clustered_ni_uses_the_plans_margin(runs, tmp_path, capsys):
+def test_the_clustered_ni_uses_the_margin_and_a_plan_is_refused_for_k_above_one(runs, tmp_path, capsys):
+    """The clustered NI is at the compare's margin; a plan's decision (exact tests on one answer per
+    question) is refused for k = 3 samples per question in one line, exit 2."""
+    cli(["compare", str(runs / "a"), str(runs / "h"), "--margin", "0.05", "--format", "json"])
+    (row,) = json.loads(capsys.readouterr().out)["clustered"]
+    assert (row["margin"], row["ni_alpha"]) == (0.05, 0.025)
     plan = tmp_path / "plan.yaml"
     args = ["plan", "--discordance", "0.1", "--cell", "kv_recite@512", "--margin", "0.05", "--out", str(plan)]
     assert cli(args) == 0
     capsys.readouterr()
-    cli(["compare", str(runs / "a"), str(runs / "h"), "--plan", str(plan), "--format", "json"])
-    (row,) = json.loads(capsys.readouterr().out)["clustered"]
-    assert (row["margin"], row["ni_alpha"]) == (0.05, 0.025)
+    assert cli(["compare", str(runs / "a"), str(runs / "h"), "--plan", str(plan)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--samples-per-question 1" in err[0]
+
+
+def test_with_k_above_one_the_rows_verdicts_and_the_gate_come_from_the_clustered_analysis():
+    """A per-sample row that reads "loss" (the k correlated samples counted as independent pairs)
+    takes its clustered analysis's verdict, so the gate passes or fails on the clustered one."""
+    from evalkit.compare.clustered import apply_clustered_verdicts
+    from evalkit.compare.gate import evaluate_gate
+    from evalkit.compare.verdict import INCONCLUSIVE, LOSS
+
+    row = {"task": "t", "metric": "m", "length": None, "verdict": LOSS, "noninferior": False,
+           "verdict_text": "loss"}  # fmt: skip
+    clustered = {"task": "t", "metric": "m", "length": None, "verdict": INCONCLUSIVE, "noninferior": False,
+                 "estimate": -0.1, "ci_low": -0.3, "ci_high": 0.1, "pvalue": 0.2, "ni_pvalue": 0.4,
+                 "margin": 0.05, "n_clusters": 10, "k_min": 3, "k_max": 3}  # fmt: skip
+    rows = [dict(row)]
+    assert evaluate_gate(rows, "loss")["status"] == "fail"
+    apply_clustered_verdicts(rows, [clustered])
+    assert rows[0]["verdict"] == INCONCLUSIVE and "Durkalski" in rows[0]["verdict_text"]
+    assert evaluate_gate(rows, "loss")["status"] == "pass"
+    assert evaluate_gate(rows, "inconclusive")["status"] == "fail"
+    one_question = [dict(row)]
+    apply_clustered_verdicts(one_question, [{"task": "t", "metric": "m", "length": None, "note": "one"}])
+    assert one_question[0]["verdict"] == INCONCLUSIVE
 
 
 def test_the_sample_index_is_part_of_the_key_and_checked():

@@ -109,6 +109,22 @@ def clustered_rows(
     return out
 
 
+def apply_clustered_verdicts(rows: list[dict[str, Any]], clustered: list[dict[str, Any]]) -> None:
+    """With k > 1 samples per question the per-sample rows treat correlated samples as independent
+    pairs (anti-conservative), so each row's verdict, "not worse" and sentence are replaced by its
+    clustered analysis's: the gate, the outcome and the overall verdict then read the clustered
+    ones. A row whose clustered analysis could not run (one question) is inconclusive."""
+    by_key = {(c["task"], c["metric"], c["length"]): c for c in clustered}
+    for row in rows:
+        c = by_key[(row["task"], row["metric"], row["length"])]
+        if "estimate" not in c:
+            row["verdict"], row["noninferior"] = INCONCLUSIVE, False
+            row["verdict_text"] = f"{INCONCLUSIVE} (clustered: {c.get('note', 'not computed')})"
+            continue
+        row["verdict"], row["noninferior"] = c["verdict"], bool(c["noninferior"])
+        row["verdict_text"] = clustered_line(c).split(": ", 1)[1]  # the row names its own cell
+
+
 def clustered_line(r: dict[str, Any]) -> str:
     """One row's clustered analysis in words (the terminal's form)."""
     where = f"{r['task']} {r['metric']}" + ("" if r["length"] is None else f" @ {r['length']}")
@@ -156,6 +172,7 @@ def clustered_markdown(report: dict[str, Any]) -> list[str]:
         "χ²; NI: one-sided t of Δ ≤ −δ (where no question's difference varies: Tango on the questions); "
         "design effect: the clustered variance over the naive one; verdict: the rows' vocabulary from "
         "Durkalski's p and this NI test. The table above counts every sample as an independent pair "
-        "(its p-values, verdicts and the gate do not account for the clustering).</sub>",
+        "(its counts and p-values are descriptive); with k > 1 the rows' verdicts and the gate are "
+        "these clustered ones.</sub>",
     ]
     return lines

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit.compare.benefit import benefit_report
-from evalkit.compare.clustered import clustered_rows, sampling_report
+from evalkit.compare.clustered import apply_clustered_verdicts, clustered_rows, sampling_report
 from evalkit.compare.decision import NOT_PREREGISTERED, check_plan_matches, decide
 from evalkit.compare.effective_length import length_summary
 from evalkit.compare.gate import evaluate_gate
@@ -24,6 +24,7 @@ from evalkit.compare.replicate import replicate_report
 from evalkit.compare.rows import add_holm, compute_row, overflow_notes
 from evalkit.compare.trend import length_trends
 from evalkit.compare.verdict import VERDICTS, overall_outcome, overall_verdict, row_verdict
+from evalkit.errors import InputError
 from evalkit.store import RunData
 
 SCHEMA_VERSION = 2
@@ -48,6 +49,36 @@ JSON_KEYS = (
     "mde",
     "verdict",
 )
+
+
+def _sampled_part(
+    sampling: dict[str, Any] | None,
+    pairing: Any,
+    rows: list[dict[str, Any]],
+    cell_margin: Any,
+    ni_alpha: float,
+    plan: Plan | None,
+) -> dict[str, Any]:
+    """Sampled runs: the clustered analysis per row; with k > 1 it also gives the rows' verdicts
+    (the per-sample tests count correlated samples as independent pairs)."""
+    if sampling is None:
+        return {}
+    clustered = clustered_rows(pairing.rows, cell_margin, ni_alpha)
+    k = sampling["samples_per_question"] or 1
+    pairing.notes.append(sampling["line"])
+    if k > 1:
+        if plan is not None:
+            raise InputError(
+                f"--plan on sampled runs with k = {k} samples per question: a plan's decision is made on "
+                "exact paired tests of one answer per question; compare without --plan (the clustered "
+                "verdicts) or run with --samples-per-question 1"
+            )
+        apply_clustered_verdicts(rows, clustered)
+        pairing.notes.append(
+            f"the k = {k} samples of a question are correlated: each row's verdict (and the gate) comes "
+            "from the clustered analysis by question; the per-sample counts and p-values are descriptive"
+        )
+    return {"sampling": sampling, "clustered": clustered}
 
 
 def build_report(
@@ -87,6 +118,7 @@ def build_report(
     add_holm(rows)
     for row in rows:
         row["verdict"], row["verdict_text"] = row_verdict(row)
+    sampled = _sampled_part(sampling, pairing, rows, cell_margin, ni_alpha, plan)
     lp_margins = None if plan is None else {c.key: c.logprob_margin for c in plan.cells}
     # a sampled run measures the reference answer once per question, with its sample 0
     first = {key: [p for p in pairs if not p.sample] for key, pairs in pairing.rows.items()}
@@ -109,14 +141,6 @@ def build_report(
             "status": decision["outcome"],
             "failing": decision["failing"],
         }
-    sampled: dict[str, Any] = {}
-    if sampling is not None:
-        sampled = {"sampling": sampling, "clustered": clustered_rows(pairing.rows, cell_margin, ni_alpha)}
-        pairing.notes += [
-            sampling["line"],
-            f"the rows count each of the k = {sampling['samples_per_question']} samples of a question "
-            "as an independent pair; the clustered analysis (by question) is the one that holds",
-        ]
     base, cand = describe(baseline), describe(candidate)
     short = short_labels(baseline, candidate)
     base["label"] = labels[0] or short[0]
