@@ -311,6 +311,7 @@ def print_summary(summary: dict, out: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from evalkit.drift.result import DriftSummary
     from evalkit.drift.study_report import _ci, _slope
 
     console = Console()
@@ -332,21 +333,21 @@ def print_summary(summary: dict, out: Path) -> None:
     ):
         t.add_column(col)
     t.add_column("KL exponent (main fit)")
-    for mode, st in summary["study"].items():
-        for arm, a in st["arms"].items():
-            fl = ((a.get("floor") or {}).get("kl_last_bucket")) or {}
-            ratio = "–" if fl.get("ratio") is None else f"{fl['ratio']:.3g}"
-            if fl.get("ratio") is None and fl.get("den_zero"):
+    for mode, st in DriftSummary.from_dict(summary).study.items():
+        for arm, a in st.arms.items():
+            fl = a.floor.kl_last_bucket if a.floor else None
+            ratio = "–" if fl is None or fl.ratio is None else f"{fl.ratio:.3g}"
+            if fl is not None and fl.ratio is None and fl.den_zero:
                 ratio = "floor = 0"
             t.add_row(
                 mode,
                 arm,
-                str(st["n_prompts"]),
-                _ci(a["mean_kl"]),
+                str(st.n_prompts),
+                _ci(a.mean_kl),
                 ratio,
-                _ci(a["top1_agreement"], ".2f", 100),
-                _ci(a["state_rel_err_end"]),
-                _slope(a["growth"]["kl"]["main"]),
+                _ci(a.top1_agreement, ".2f", 100),
+                _ci(a.state_rel_err_end),
+                _slope(a.growth["kl"]["main"]),
             )
     console.print(t)
     for v in summary.get("verdicts") or []:

@@ -42,7 +42,7 @@ def refit_study(run_dir: str | Path, *, plots: bool = True) -> dict:
         if not ms.prompt_rows:
             continue
         ms.stopped_by_budget = len({r["prompt"] for r in ms.prompt_rows}) < len(saved["prompt_sha256"])
-        summary["study"][mode] = summarize_mode(ms, arms, cfg.floor, cfg.fit_starts)
+        summary["study"][mode] = summarize_mode(ms, arms, cfg.floor, cfg.fit_starts).to_dict()
     summary["verdicts"] = verdicts(summary)
     ident = checkpoint.Identity(saved["config"], saved["model"], saved["prompt_sha256"])
 

@@ -206,12 +206,12 @@ def _run_study_locked(
             ms.bucket_rows += b
             ms.state_rows += s
             ms.prompt_rows += r
-            summary["study"][mode] = summarize_mode(ms, arms, cfg.floor, cfg.fit_starts)
+            summary["study"][mode] = summarize_mode(ms, arms, cfg.floor, cfg.fit_starts).to_dict()
             write_study_files(out, summary, states, ident, cfg.fit_starts)
             if on_prompt:
                 on_prompt(mode, i)
         if ms.prompt_rows:  # the budget flag, or a resumed mode with nothing left to run
-            summary["study"][mode] = summarize_mode(ms, arms, cfg.floor, cfg.fit_starts)
+            summary["study"][mode] = summarize_mode(ms, arms, cfg.floor, cfg.fit_starts).to_dict()
             write_study_files(out, summary, states, ident, cfg.fit_starts)
     if cfg.generate > 0:
         try:

@@ -18,6 +18,15 @@ import numpy as np
 from evalkit.drift.across import mean_ci, ols_slope, rate_slope, ratio_ci, summarize_slopes
 from evalkit.drift.fit_points import FitPoint, fit_points
 from evalkit.drift.floor import AA_ARM
+from evalkit.drift.result import (
+    CI_FIGURES,
+    DriftArmSummary,
+    DriftFloor,
+    DriftModeSummary,
+    FloorRatio,
+    LastBucketRatio,
+    MeanCI,
+)
 from evalkit.drift.teacher_forced import TOKEN_METRICS, TeacherForcedResult
 
 FIT_STARTS = (1024, 4096, 16384)  # sensitivity rows: fits from these positions on, where they fit
@@ -149,69 +158,67 @@ def fit_ranges(
     return out
 
 
-def summarize_mode(ms: ModeState, arms: list[str], floor: bool, starts=FIT_STARTS) -> dict:
+def summarize_mode(ms: ModeState, arms: list[str], floor: bool, starts=FIT_STARTS) -> DriftModeSummary:
     """The across-prompt summary of one mode (see the module doc of `evalkit.drift.across`)."""
     ranges = fit_ranges(ms.length, ms.mode, ms.chunk_size, starts)
     prompts = sorted({r["prompt"] for r in ms.prompt_rows})
-    out: dict[str, Any] = {
-        "length": ms.length,
-        "chunk_size": ms.chunk_size,
-        "n_prompts": len(prompts),
-        "stopped_by_budget": ms.stopped_by_budget,
-        "fit_ranges": {k: list(v) for k, v in ranges.items()},
-        "seconds_per_prompt": mean_ci(ms.seconds),
-        "arms": {},
-    }
     rows = {(r["arm"], r["prompt"]): r for r in ms.prompt_rows}
     points = prompt_points(ms)
     slopes = prompt_slopes(ms, ranges, points)
-    last_bucket = _last_point_kl(points)
+    last_kl = _last_point_kl(points)
+    out = {}
     for arm in arms:
         keys = [(arm, p) for p in prompts if (arm, p) in rows]
         mine = [rows[k] for k in keys]
-        a: dict[str, Any] = {
-            k: mean_ci([r[k] for r in mine])
-            for k in (
-                "mean_kl",
-                "p99_kl",
-                "top1_agreement",
-                "mean_abs_dnll",
-                "ln_ppl_ratio",
-                "state_rel_err_end",
-            )
-        }
-        a["max_kl"] = max((r["max_kl"] for r in mine if r["max_kl"] is not None), default=None)
-        a["state_max_abs"] = max(
-            (r["state_max_abs"] for r in mine if r["state_max_abs"] is not None), default=None
-        )
-        a["nonfinite"] = sum(r["nonfinite"] for r in mine)
-        a["n_over_fp16"] = sum(r["n_over_fp16"] for r in mine)
-        a["growth"] = {
+        growth = {
             metric: {
                 key: summarize_slopes(
                     metric,
                     [(slopes[k][f"slope:{metric}:{key}"], slopes[k][f"why:{metric}:{key}"]) for k in keys],
                     lo,
                     hi,
-                ).to_dict()
+                )
                 for key, (lo, hi) in ranges.items()
             }
             for metric in GROWTH_METRICS
         }
-        if floor and arm != AA_ARM and AA_ARM in arms:
-            end = last_bucket.get(arm, {})
-            den = last_bucket.get(AA_ARM, {})
-            common = sorted(set(end) & set(den))
-            at_end = ratio_ci([end[p] for p in common], [den[p] for p in common])
-            at_end["arm_mean"] = mean_ci([end[p] for p in common])["mean"]
-            at_end["floor_mean"] = mean_ci([den[p] for p in common])["mean"]
-            overall = ratio_ci(
-                [rows[(arm, p)]["mean_kl"] for p in prompts], [rows[(AA_ARM, p)]["mean_kl"] for p in prompts]
-            )
-            a["floor"] = {"kl_last_bucket": at_end, "kl_overall": overall}
-        out["arms"][arm] = a
-    out["last_bucket"] = _last_point_range(points)
-    return out
+        has_floor = floor and arm != AA_ARM and AA_ARM in arms
+        out[arm] = DriftArmSummary(
+            **{k: MeanCI(**mean_ci([r[k] for r in mine])) for k in CI_FIGURES},
+            max_kl=max((r["max_kl"] for r in mine if r["max_kl"] is not None), default=None),
+            state_max_abs=max(
+                (r["state_max_abs"] for r in mine if r["state_max_abs"] is not None), default=None
+            ),
+            nonfinite=sum(r["nonfinite"] for r in mine),
+            n_over_fp16=sum(r["n_over_fp16"] for r in mine),
+            growth=growth,
+            floor=_floor(arm, prompts, rows, last_kl) if has_floor else None,
+        )
+    return DriftModeSummary(
+        length=ms.length,
+        chunk_size=ms.chunk_size,
+        n_prompts=len(prompts),
+        stopped_by_budget=ms.stopped_by_budget,
+        fit_ranges={k: list(v) for k, v in ranges.items()},
+        seconds_per_prompt=MeanCI(**mean_ci(ms.seconds)),
+        arms=out,
+        last_bucket=_last_point_range(points),
+    )
+
+
+def _floor(arm: str, prompts: list[int], rows: dict, last_kl: dict[str, dict[int, float]]) -> DriftFloor:
+    """The arm's KL over the A/A floor's: in the last bucket (paired by prompt) and overall."""
+    end, den = last_kl.get(arm, {}), last_kl.get(AA_ARM, {})
+    common = sorted(set(end) & set(den))
+    at_end = LastBucketRatio(
+        **ratio_ci([end[p] for p in common], [den[p] for p in common]),
+        arm_mean=mean_ci([end[p] for p in common])["mean"],
+        floor_mean=mean_ci([den[p] for p in common])["mean"],
+    )
+    overall = ratio_ci(
+        [rows[(arm, p)]["mean_kl"] for p in prompts], [rows[(AA_ARM, p)]["mean_kl"] for p in prompts]
+    )
+    return DriftFloor(at_end, FloorRatio(**overall))
 
 
 def _last_kl_points(points: dict[tuple[str, int, str], list[FitPoint]]) -> dict[tuple[str, int], FitPoint]:
