@@ -23,6 +23,19 @@ from evalkit.errors import InputError
 def refit_study(run_dir: str | Path, *, plots: bool = True) -> dict:
     """Rewrite the run directory's summary from its checkpoint; return the new summary."""
     out = Path(run_dir)
+    summary, states, ident, cfg = refitted(out)
+
+    def rewrite() -> None:
+        write_study_files(out, summary, states, ident, cfg.fit_starts)
+
+    rewrite()
+    write_reports(out, summary, rewrite, plots)
+    return summary
+
+
+def refitted(out: Path) -> tuple[dict, dict[str, ModeState], checkpoint.Identity, StudyConfig]:
+    """The summary the study in `out` has when summarised today from its checkpoint (nothing is
+    written), with the modes' rows, the checkpoint's identity and the study's configuration."""
     saved = checkpoint.read(out)
     try:
         summary = json.loads((out / "summary.json").read_text())
@@ -44,11 +57,4 @@ def refit_study(run_dir: str | Path, *, plots: bool = True) -> dict:
         ms.stopped_by_budget = len({r["prompt"] for r in ms.prompt_rows}) < len(saved["prompt_sha256"])
         summary["study"][mode] = summarize_mode(ms, arms, cfg.floor, cfg.fit_starts).to_dict()
     summary["verdicts"] = verdicts(summary)
-    ident = checkpoint.Identity(saved["config"], saved["model"], saved["prompt_sha256"])
-
-    def rewrite() -> None:
-        write_study_files(out, summary, states, ident, cfg.fit_starts)
-
-    rewrite()
-    write_reports(out, summary, rewrite, plots)
-    return summary
+    return summary, states, checkpoint.Identity(saved["config"], saved["model"], saved["prompt_sha256"]), cfg
