@@ -138,8 +138,9 @@ def _run_study_locked(
     resume: bool,
     deadline: float | None,
 ) -> dict:
-    from evalkit.drift.driver import manifest, now
+    from evalkit.drift.driver import manifest
     from evalkit.drift.verdict import verdicts
+    from evalkit.store.manifest import now_utc
 
     budgets = budgets or {}
     L = len(prompts[0].ids)
@@ -170,7 +171,7 @@ def _run_study_locked(
         _free_running(study, show_progress, budgets.get("generate"))
     study.summary["verdicts"] = verdicts(study.summary)
     study.write()
-    man["finished_at"] = now()
+    man["finished_at"] = now_utc()
     rundir.write_json(out / "manifest.json", man)
     write_reports(out, study.summary, study.write, plots)
     return study.summary
