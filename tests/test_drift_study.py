@@ -142,7 +142,7 @@ def test_prompts_are_cut_to_a_common_length():
 
 def test_on_the_engine_identical_fp32_is_zero_and_the_floor_is_positive(tiny_hybrid_ckpt):
     """The engine's dense layers on other batch shapes: a floor far below fp16's but not 0."""
-    from evalkit.drift.engine_adapter import EngineDriftModel
+    from evalkit.backends.local_probe import EngineDriftModel
 
     model = EngineDriftModel.load(str(tiny_hybrid_ckpt), device="cpu", max_len=256, chunk_size=64)
     toks = torch.tensor(random_prompts(model.vocab_size, 160, 1, seed=3)[0].ids)

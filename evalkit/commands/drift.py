@@ -216,9 +216,9 @@ def main(args: argparse.Namespace) -> int:
         return 0
     import torch
 
+    from evalkit.backends.local_probe import EngineDriftModel
     from evalkit.drift import inputs
     from evalkit.drift import prompts as P
-    from evalkit.drift.engine_adapter import EngineDriftModel
     from evalkit.drift.study import StudyConfig, run_study
     from evalkit.kernels.errors import KernelError
 

@@ -118,8 +118,8 @@ def build_model(
     part: Part, *, device: str, ref_path: str | None, smoke: bool, fused_decode: bool, log, kernels=None
 ):
     """(DriftModel, prompts) for a part (`kernels`: its `KernelChoice`, default every default)."""
+    from evalkit.backends.local_probe import EngineDriftModel
     from evalkit.drift import prompts as P
-    from evalkit.drift.engine_adapter import EngineDriftModel
 
     L = part.length
     if part.kind == "ref":

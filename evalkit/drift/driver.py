@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
+from evalkit.backends.probe import DriftModel
 from evalkit.drift import rundir
 from evalkit.drift.generate import compare_generations, generate_greedy
-from evalkit.drift.session import DriftModel
 from evalkit.store.manifest import base_manifest, now_utc
 
 

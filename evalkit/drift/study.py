@@ -19,11 +19,11 @@ from typing import Any
 
 import torch
 
+from evalkit.backends.probe import DriftModel
 from evalkit.drift import checkpoint, rundir
 from evalkit.drift.driver import tokens_sha256
 from evalkit.drift.floor import AA_ARM, AA_HOW, session_opener
 from evalkit.drift.prompts import Prompt
-from evalkit.drift.session import DriftModel
 from evalkit.drift.study_summary import (
     FIT_STARTS,
     ModeState,
