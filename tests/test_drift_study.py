@@ -91,10 +91,12 @@ def test_the_floor_dominating_is_a_caveat():
     from evalkit.drift.verdict import verdicts
 
     g = {"main": {"start": 64, "stop": 4096, "verdict": "grows", "mean": 0.3, "ci_low": 0.2, "ci_high": 0.4}}
-    g["main"].update(n_prompts=16, n_zero=0, n_insufficient=0)
-    flat_state = {"main": {**g["main"], "verdict": "insufficient"}}
+    g["main"].update(metric="kl", n_prompts=16, n_zero=0, n_insufficient=0, sd=0.2)
+    flat_state = {"main": {**g["main"], "metric": "state_rel_fro", "verdict": "insufficient"}}
+    overall = {"n": 16, "ratio": 1.1, "ci_low": 1.0, "ci_high": 1.2, "den_zero": 0}
     floor = {
-        "kl_last_bucket": {"ratio": 1.2, "ci_low": 1.0, "ci_high": 1.4, "floor_mean": 1e-5, "den_zero": 0}
+        "kl_last_bucket": {**overall, "ratio": 1.2, "ci_low": 1.0, "ci_high": 1.4, "floor_mean": 1e-5},
+        "kl_overall": overall,
     }
     s = {
         "study": {
