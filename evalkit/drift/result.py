@@ -72,6 +72,32 @@ class DriftFloor(Result):
         return cls(LastBucketRatio.from_dict(d["kl_last_bucket"]), FloorRatio.from_dict(d["kl_overall"]))
 
 
+@dataclass(frozen=True)
+class DriftPromptResult(Result):
+    """One arm on one prompt in one mode: the scalars its traces give (a row of prompt_results.csv,
+    before the growth slopes, which are fitted from the bucket rows whenever a summary is made)."""
+
+    prompt: int
+    mode: str
+    arm: str
+    mean_kl: float | None
+    p99_kl: float | None  # exact, over the prompt's positions
+    max_kl: float | None
+    top1_agreement: float | None
+    mean_abs_dnll: float | None
+    ln_ppl_ratio: float | None
+    state_rel_err_end: float | None  # mean over layers at the last checkpoint
+    state_max_abs: float | None
+    nonfinite: int
+    n_over_fp16: int
+    seconds: float
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DriftPromptResult:
+        """From a checkpoint's row (older checkpoints also hold slopes: left out here)."""
+        return cls(**_pick(cls, d))
+
+
 CI_FIGURES = ("mean_kl", "p99_kl", "top1_agreement", "mean_abs_dnll", "ln_ppl_ratio", "state_rel_err_end")
 
 
