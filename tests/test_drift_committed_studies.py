@@ -78,7 +78,7 @@ def test_a_stored_study_summary_loads_typed_and_writes_back_unchanged(run):
 @pytest.mark.parametrize("run", CHECKPOINTED, ids=_ids(CHECKPOINTED))
 def test_a_checkpointed_study_summarises_from_its_rows_to_its_stored_numbers(run):
     stored = json.loads((run / "summary.json").read_text())
-    summary, _, _, _ = refitted(run)
+    summary, _, _ = refitted(run)
     assert_same_numbers(_json(summary["study"]), stored["study"])
     assert summary["verdicts"] == stored["verdicts"]
     rendered = study_markdown({**load_run(run), "summary": _json(summary)})
@@ -104,7 +104,7 @@ def test_the_comparison_fails_when_one_measured_row_changes(tmp_path):
     rows[i] = {**rows[i], "mean": rows[i]["mean"] * 1.5}
     (run / "checkpoint.json").write_text(json.dumps(ck))
     stored = json.loads((run / "summary.json").read_text())
-    summary, _, _, _ = refitted(run)
+    summary, _, _ = refitted(run)
     with pytest.raises(AssertionError):
         assert_same_numbers(_json(summary["study"]), stored["study"])
 
@@ -119,3 +119,22 @@ def test_the_report_fails_when_a_stored_figure_changes():
     same = study_markdown({**load_run(run), "summary": stored})
     assert same == (run / "summary.md").read_text()
     assert study_markdown({**load_run(run), "summary": changed}) != same
+
+
+def test_a_resumed_old_study_carries_its_checkpoint_json_over_into_the_log(tmp_path):
+    """`--resume` on a study written before checkpoint.jsonl: the log starts with its rows, the old
+    file goes, and reading the log gives back exactly what the old file held."""
+    import shutil
+
+    from evalkit.drift import checkpoint
+
+    run = tmp_path / "run"
+    shutil.copytree(CHECKPOINTED[0], run)
+    old = checkpoint.read(run)
+    ident = checkpoint.Identity(old["config"], old["model"], old["prompt_sha256"])
+    checkpoint.begin(run, ident, checkpoint.load(run, ident), resume=True)
+    assert not (run / checkpoint.LEGACY).exists()
+    new = checkpoint.read(run)
+    assert new["modes"] == old["modes"] and new["prompt_sha256"] == old["prompt_sha256"]
+    summary, _, _ = refitted(run)
+    assert_same_numbers(_json(summary["study"]), json.loads((run / "summary.json").read_text())["study"])

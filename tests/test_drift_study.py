@@ -254,14 +254,15 @@ def test_a_saved_study_refits_to_the_summary_its_run_wrote(study, tmp_path, caps
     assert "slope:kl:main" in (copy / "prompt_results.csv").read_text().splitlines()[0]
     assert cli_main(["drift", "--report-only", str(copy), "--no-plots"]) == 0
     assert "drift vs the fp32 arm" in capsys.readouterr().out
-    (copy / "checkpoint.json").write_text('{"version": 1, "modes": {')  # cut short by a kill
+    with open(copy / "checkpoint.jsonl", "a") as f:
+        f.write('{"mode": "prefill", "bucket_rows": [')  # cut short by a kill
     assert cli_main(["drift", "--report-only", str(copy)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "cannot be read" in err[0]
-    (copy / "checkpoint.json").unlink()
+    assert len(err) == 1 and "truncated last line" in err[0]
+    (copy / "checkpoint.jsonl").unlink()
     assert cli_main(["drift", "--report-only", str(copy)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "checkpoint.json" in err[0]
+    assert len(err) == 1 and "checkpoint.jsonl" in err[0]
 
 
 def test_a_second_study_into_a_directory_being_written_is_refused(tmp_path):

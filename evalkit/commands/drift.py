@@ -143,7 +143,7 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--report-only",
         metavar="RUN_DIR",
-        help="refit a saved drift study from its checkpoint.json with this version's analysis "
+        help="refit a saved drift study from its checkpoint with this version's analysis "
         "(summary, verdicts, CSVs, plots; no model, no GPU); the measured rows are kept",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")

@@ -304,7 +304,7 @@ def refit_campaign(folder: Path, how: str) -> dict:
     body = json.loads((folder / "summary.json").read_text())
     for part in body["parts"]:
         run = folder / "runs" / part["part"]
-        if (run / "checkpoint.json").is_file():
+        if any((run / name).is_file() for name in ("checkpoint.jsonl", "checkpoint.json")):
             part["results"] = study_brief(refit_study(run))
     body["meta"]["refit"] = how
     (folder / "summary.json").write_text(json.dumps(body, indent=1, default=str))

@@ -110,12 +110,11 @@ class _Study:
     prompts: list[Prompt]
     cfg: StudyConfig
     out: Path
-    ident: checkpoint.Identity
     summary: dict[str, Any]
     states: dict[str, ModeState] = field(default_factory=dict)
 
     def write(self) -> None:
-        write_study_files(self.out, self.summary, self.states, self.ident, self.cfg.fit_starts)
+        write_study_files(self.out, self.summary, self.states, self.cfg.fit_starts)
 
     def summarize(self, mode: str) -> None:
         ms, cfg = self.states[mode], self.cfg
@@ -154,6 +153,7 @@ def _run_study_locked(
         prompt_sha256=[p["sha256"] for p in prompt_info],
     )
     saved = checkpoint.load(out, ident) if resume else {}
+    checkpoint.begin(out, ident, saved, resume)
     drift = {
         **asdict(cfg),
         "floor_arm": AA_ARM if cfg.floor else None,
@@ -162,7 +162,7 @@ def _run_study_locked(
     man = {**manifest(model, drift, command), **(manifest_extra or {})}
     rundir.write_json(out / "manifest.json", man)
     rundir.write_json(out / "prompts.json", prompt_info)
-    study = _Study(model, prompts, cfg, out, ident, _new_summary(model, prompts, cfg))
+    study = _Study(model, prompts, cfg, out, _new_summary(model, prompts, cfg))
     opener = session_opener(model)
     for mode in cfg.modes:
         stop_at = time.perf_counter() + budgets[mode] if mode in budgets else None
@@ -252,6 +252,7 @@ def _run_mode(
                 bar.close()
         ms.seconds.append(time.perf_counter() - t0)
         b, s, r = per_prompt_rows(res, i)
+        checkpoint.append(study.out, mode, (b, s, r), ms.seconds[-1])
         ms.bucket_rows += b
         ms.state_rows += s
         ms.prompt_rows += r
@@ -308,11 +309,10 @@ def write_study_files(
     out: Path,
     summary: dict,
     states: dict[str, ModeState],
-    ident: checkpoint.Identity,
     fit_starts: tuple[int, ...] = FIT_STARTS,
 ) -> None:
-    """The checkpoint and every file of the run directory a reader opens, from the modes' rows."""
-    checkpoint.save(out, ident, states)
+    """Every file of the run directory a reader opens, from the modes' rows (the checkpoint has
+    them already: `checkpoint.append` after each prompt)."""
     buckets, st, pb, ps, pr = [], [], [], [], []
     for ms in states.values():
         buckets += across_bucket_rows(ms)
