@@ -18,11 +18,14 @@ from evalkit.drift.study import StudyConfig, write_reports, write_study_files
 from evalkit.drift.study_summary import ModeState, summarize_mode
 from evalkit.drift.verdict import verdicts
 from evalkit.errors import InputError
+from evalkit.store.jsonl import repair_torn_tail
 
 
 def refit_study(run_dir: str | Path, *, plots: bool = True) -> dict:
     """Rewrite the run directory's summary from its checkpoint; return the new summary."""
     out = Path(run_dir)
+    # a writer, as a resume is: a line torn by a kill (a snapshot taken mid-append) is dropped
+    repair_torn_tail(out / checkpoint.NAME)
     summary, states, cfg = refitted(out)
 
     def rewrite() -> None:
