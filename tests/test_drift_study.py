@@ -211,6 +211,8 @@ def test_a_stopped_study_resumes_to_the_uninterrupted_summary(study, tmp_path):
     kw = dict(show_progress=False, plots=False, resume=True, on_prompt=on_prompt)
     resumed = run_study(TOY, prompts, cfg, out, **kw)
     assert ran == [("prefill", 2), ("prefill", 3), ("decode", 2), ("decode", 3)]
+    (resume,) = json.loads((out / "manifest.json").read_text())["resumes"]  # recorded as the run store does
+    assert resume["prompts_on_disk"] == {"prefill": 2, "decode": 2}
     assert _without_timings(resumed) == _without_timings(full)
     for name in ("buckets.json", "states.json"):
         assert json.loads((out / name).read_text()) == json.loads((full_out / name).read_text()), name

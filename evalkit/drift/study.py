@@ -139,6 +139,7 @@ def _run_study_locked(
 ) -> dict:
     from evalkit.drift.driver import manifest
     from evalkit.drift.verdict import verdicts
+    from evalkit.store.jsonl import read_json
     from evalkit.store.manifest import now_utc
 
     budgets = budgets or {}
@@ -160,6 +161,14 @@ def _run_study_locked(
         "input": {"n_prompts": len(prompts), "length": L},
     }
     man = {**manifest(model, drift, command), **(manifest_extra or {})}
+    if resume and saved:  # as the run store records a resume: when, by what command, what was on disk
+        old = read_json(out / "manifest.json") if (out / "manifest.json").is_file() else {}
+        man["started_at"] = old.get("started_at", man["started_at"])
+        done = {m: len({r["prompt"] for r in rows["prompt_rows"]}) for m, rows in saved.items()}
+        man["resumes"] = [
+            *old.get("resumes", []),
+            {"at": now_utc(), "command": man["command"], "prompts_on_disk": done},
+        ]
     rundir.write_json(out / "manifest.json", man)
     rundir.write_json(out / "prompts.json", prompt_info)
     study = _Study(model, prompts, cfg, out, _new_summary(model, prompts, cfg))
