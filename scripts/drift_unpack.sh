@@ -19,7 +19,7 @@ rm -rf "$DEST/runs"
 cp -r "$TMP/runs" "$DEST/"
 if [ -f "$TMP/note.md" ]; then
   cp "$TMP/note.md" "$TMP/summary.json" "$DEST/"
-else  # a snapshot of a killed call: its files may be mid-write, the checkpoint is whole
+else  # a snapshot of a killed call: its files may be mid-write; the refit drops a torn checkpoint line
   echo "from the snapshot of a killed call ($SRC): refitting from the checkpoints"
   python3 scripts/drift_refit.py "$DEST" >/dev/null
 fi

@@ -21,7 +21,7 @@ Run (repository root, on the lent H200):
     python scripts/gpu_drift.py --out /tmp/x --estimate ...   # the plan and its predicted seconds, no GPU
 A study longer than one call (the 48B-dims parts at 128k: ~42 minutes measured for bf16 weights,
 the fp32 part not yet measured) runs in several (scripts/drift_resume_call.sh): each call with the
-same options plus --resume, its --out holding the last call's runs/<part>/ (checkpoint.json:
+same options plus --resume, its --out holding the last call's runs/<part>/ (checkpoint.jsonl:
 finished prompts are not run again; the summary is the one an uninterrupted run would write).
 CPU check of the script (tiny widths, not a result):
     python scripts/gpu_drift.py --out /tmp/gd --device cpu --smoke --ref-model CKPT --prompts 2 \

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from evalkit.backends.local_probe import EngineDriftModel
 from evalkit.cli import main as cli_main
-from evalkit.drift.engine_adapter import EngineDriftModel
 from evalkit.drift.teacher_forced import run_teacher_forced
 
 L, CHUNK = 256, 32

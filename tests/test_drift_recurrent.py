@@ -82,7 +82,7 @@ def _engine(ckpt: str) -> dict:
     """Through the engine: block decode with the one-launch kernel vs with kda_decode per token."""
     import torch
 
-    from evalkit.drift.engine_adapter import EngineDriftModel
+    from evalkit.backends.local_probe import EngineDriftModel
 
     dm = EngineDriftModel.load(ckpt, device="cpu", max_len=128, chunk_size=16)
     toks = torch.randint(0, dm.vocab_size, (32,), generator=torch.Generator().manual_seed(0))

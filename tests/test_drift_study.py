@@ -91,10 +91,12 @@ def test_the_floor_dominating_is_a_caveat():
     from evalkit.drift.verdict import verdicts
 
     g = {"main": {"start": 64, "stop": 4096, "verdict": "grows", "mean": 0.3, "ci_low": 0.2, "ci_high": 0.4}}
-    g["main"].update(n_prompts=16, n_zero=0, n_insufficient=0)
-    flat_state = {"main": {**g["main"], "verdict": "insufficient"}}
+    g["main"].update(metric="kl", n_prompts=16, n_zero=0, n_insufficient=0, sd=0.2)
+    flat_state = {"main": {**g["main"], "metric": "state_rel_fro", "verdict": "insufficient"}}
+    overall = {"n": 16, "ratio": 1.1, "ci_low": 1.0, "ci_high": 1.2, "den_zero": 0}
     floor = {
-        "kl_last_bucket": {"ratio": 1.2, "ci_low": 1.0, "ci_high": 1.4, "floor_mean": 1e-5, "den_zero": 0}
+        "kl_last_bucket": {**overall, "ratio": 1.2, "ci_low": 1.0, "ci_high": 1.4, "floor_mean": 1e-5},
+        "kl_overall": overall,
     }
     s = {
         "study": {
@@ -142,7 +144,7 @@ def test_prompts_are_cut_to_a_common_length():
 
 def test_on_the_engine_identical_fp32_is_zero_and_the_floor_is_positive(tiny_hybrid_ckpt):
     """The engine's dense layers on other batch shapes: a floor far below fp16's but not 0."""
-    from evalkit.drift.engine_adapter import EngineDriftModel
+    from evalkit.backends.local_probe import EngineDriftModel
 
     model = EngineDriftModel.load(str(tiny_hybrid_ckpt), device="cpu", max_len=256, chunk_size=64)
     toks = torch.tensor(random_prompts(model.vocab_size, 160, 1, seed=3)[0].ids)
@@ -209,6 +211,8 @@ def test_a_stopped_study_resumes_to_the_uninterrupted_summary(study, tmp_path):
     kw = dict(show_progress=False, plots=False, resume=True, on_prompt=on_prompt)
     resumed = run_study(TOY, prompts, cfg, out, **kw)
     assert ran == [("prefill", 2), ("prefill", 3), ("decode", 2), ("decode", 3)]
+    (resume,) = json.loads((out / "manifest.json").read_text())["resumes"]  # recorded as the run store does
+    assert resume["prompts_on_disk"] == {"prefill": 2, "decode": 2}
     assert _without_timings(resumed) == _without_timings(full)
     for name in ("buckets.json", "states.json"):
         assert json.loads((out / name).read_text()) == json.loads((full_out / name).read_text()), name
@@ -237,7 +241,8 @@ def test_a_saved_study_refits_to_the_summary_its_run_wrote(study, tmp_path, caps
     import shutil
 
     from evalkit.cli import main as cli_main
-    from evalkit.drift.refit import refit_study
+    from evalkit.drift.refit import refit_study, refitted
+    from evalkit.errors import InputError
 
     out, s = study
     copy = tmp_path / "run"
@@ -252,14 +257,17 @@ def test_a_saved_study_refits_to_the_summary_its_run_wrote(study, tmp_path, caps
     assert "slope:kl:main" in (copy / "prompt_results.csv").read_text().splitlines()[0]
     assert cli_main(["drift", "--report-only", str(copy), "--no-plots"]) == 0
     assert "drift vs the fp32 arm" in capsys.readouterr().out
-    (copy / "checkpoint.json").write_text('{"version": 1, "modes": {')  # cut short by a kill
+    with open(copy / "checkpoint.jsonl", "a") as f:
+        f.write('{"mode": "prefill", "bucket_rows": [')  # cut short by a kill
+    with pytest.raises(InputError, match="truncated last line"):  # a reader refuses it
+        refitted(copy)
+    assert cli_main(["drift", "--report-only", str(copy), "--no-plots"]) == 0  # a refit drops it
+    assert "dropped a truncated last line" in capsys.readouterr().err
+    assert json.loads((copy / "summary.json").read_text())["verdicts"] == s["verdicts"]
+    (copy / "checkpoint.jsonl").unlink()
     assert cli_main(["drift", "--report-only", str(copy)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "cannot be read" in err[0]
-    (copy / "checkpoint.json").unlink()
-    assert cli_main(["drift", "--report-only", str(copy)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "checkpoint.json" in err[0]
+    assert len(err) == 1 and "checkpoint.jsonl" in err[0]
 
 
 def test_a_second_study_into_a_directory_being_written_is_refused(tmp_path):

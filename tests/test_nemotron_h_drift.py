@@ -9,7 +9,7 @@ import pytest
 import torch
 from helpers.checkpoint_cache import checkpoint_cache_root
 
-from evalkit.drift.engine_adapter import EngineDriftModel
+from evalkit.backends.local_probe import EngineDriftModel
 
 
 @pytest.fixture(scope="module")

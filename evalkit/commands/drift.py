@@ -80,6 +80,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"@chunk, else {DEFAULT_PREFILL_CHUNK} as every arm; the same as `@chunk=N` on every arm)",
     )
     add_kernels_argument(parser)
+    _add_input_arguments(parser)
+    _add_run_arguments(parser)
+
+
+def _add_input_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the prompts come from, how long they are, and free running from the first."""
     src = parser.add_mutually_exclusive_group()
     src.add_argument("--input", metavar="FILE", help="a text file, or a .json list of token ids")
     src.add_argument("--gsm8k-text", action="store_true", help="GSM8K train text, one start item per prompt")
@@ -106,6 +112,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seed", type=int, default=0, help="seed of --task / --random-tokens (prompt i: seed + i) (0)"
     )
     parser.add_argument("--data-dir", help="folder holding GSM8K train.jsonl (also EVALKIT_DATA)")
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The run directory (resume, refit), the device and decode implementation, the outputs."""
     parser.add_argument("--out", help="run directory (default runs/drift-<time>)")
     parser.add_argument("--overwrite", action="store_true", help="replace a drift run already in --out")
     parser.add_argument(
@@ -133,7 +143,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--report-only",
         metavar="RUN_DIR",
-        help="refit a saved drift study from its checkpoint.json with this version's analysis "
+        help="refit a saved drift study from its checkpoint with this version's analysis "
         "(summary, verdicts, CSVs, plots; no model, no GPU); the measured rows are kept",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -214,72 +224,16 @@ def main(args: argparse.Namespace) -> int:
         summary = refit_study(args.report_only, plots=not args.no_plots)
         print_summary(summary, Path(args.report_only))
         return 0
-    import torch
-
-    from evalkit.drift import inputs
-    from evalkit.drift import prompts as P
-    from evalkit.drift.engine_adapter import EngineDriftModel
     from evalkit.drift.study import StudyConfig, run_study
-    from evalkit.kernels.errors import KernelError
 
     arms, args.chunk_size = _arms(args.arms, args.chunk_size)
-    length = _length(args.length)
-    for name in ("chunk_size", "decode_block", "prompt_length"):
-        if getattr(args, name) < 1:
-            raise InputError(f"--{name.replace('_', '-')} must be >= 1")
-    if args.generate < 0:
-        raise InputError("--generate must be >= 0")
-    n_prompts = args.prompts if args.prompts is not None else (1 if args.input else 16)
-    if n_prompts < 1:
-        raise InputError("--prompts must be >= 1")
-    if args.input and n_prompts > 1:
-        raise InputError(
-            "--input is one prompt; use --task, --gsm8k-text or --random-tokens for --prompts > 1"
-        )
+    length, n_prompts = _checked_sizes(args)
     path = _model_path(args.model)
     out = Path(args.out) if args.out else Path("runs") / f"drift-{time.strftime('%Y%m%d-%H%M%S')}"
     if (out / "summary.json").exists() and not (args.overwrite or args.resume):
         raise InputError(f"{out} already holds a drift run; pass another --out (or --overwrite)")
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    max_len = max(length, min(length, args.prompt_length) + args.generate) + 1
-    kernels = kernels_from_args(args)
-    if args.weights_dtype:  # the older spelling of --kernels weights=
-        kernels = parse_kernels(f"weights={args.weights_dtype}", base=kernels)
-    dtype = kernels.torch_weight_dtype()
-    try:
-        model = EngineDriftModel.load(
-            path,
-            device=device,
-            dtype=dtype,
-            max_len=max_len,
-            chunk_size=args.chunk_size,
-            decode_impl=args.decode_impl,
-            kernels=kernels,
-        )
-    except (EvalkitError, KernelError):
-        raise
-    except (OSError, ValueError) as exc:  # a missing or malformed checkpoint
-        raise InputError(f"cannot load model {path}: {exc}") from None
-    if args.input:
-        ids, info = inputs.from_file(args.input, model.tokenize, length)
-        prompts = [P.Prompt(ids, info)]
-    elif args.random_tokens:
-        prompts = P.random_prompts(model.vocab_size, length, n_prompts, args.seed)
-    elif args.gsm8k_text:
-        prompts = P.gsm8k_prompts(model.tokenize, length, n_prompts, args.seed, args.data_dir)
-    else:
-        task = args.task or "kv_retrieval"
-        prompts = P.task_prompts(
-            task,
-            model.tokenizer,
-            model.tokenize,
-            length,
-            n_prompts,
-            args.seed,
-            args.data_dir,
-            show_progress=not args.no_progress,
-        )
-    prompts = P.common_length(prompts)
+    model = _load_model(args, path, length)
+    prompts = _prompts(args, model, length, n_prompts)
     cfg = StudyConfig(
         arms=arms,
         modes=["prefill", "decode"] if args.mode == "both" else [args.mode],
@@ -307,10 +261,86 @@ def main(args: argparse.Namespace) -> int:
     return 1 if summary.get("errors") else 0
 
 
+def _checked_sizes(args: argparse.Namespace) -> tuple[int, int]:
+    """(length, number of prompts), refusing sizes that cannot run."""
+    length = _length(args.length)
+    for name in ("chunk_size", "decode_block", "prompt_length"):
+        if getattr(args, name) < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be >= 1")
+    if args.generate < 0:
+        raise InputError("--generate must be >= 0")
+    n_prompts = args.prompts if args.prompts is not None else (1 if args.input else 16)
+    if n_prompts < 1:
+        raise InputError("--prompts must be >= 1")
+    if args.input and n_prompts > 1:
+        raise InputError(
+            "--input is one prompt; use --task, --gsm8k-text or --random-tokens for --prompts > 1"
+        )
+    return length, n_prompts
+
+
+def _load_model(args: argparse.Namespace, path: str, length: int):
+    """The model behind the backends' state probe (`evalkit.backends.local_probe`)."""
+    import torch
+
+    from evalkit.backends.local_probe import EngineDriftModel
+    from evalkit.kernels.errors import KernelError
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    max_len = max(length, min(length, args.prompt_length) + args.generate) + 1
+    kernels = kernels_from_args(args)
+    if args.weights_dtype:  # the older spelling of --kernels weights=
+        kernels = parse_kernels(f"weights={args.weights_dtype}", base=kernels)
+    dtype = kernels.torch_weight_dtype()
+    try:
+        model = EngineDriftModel.load(
+            path,
+            device=device,
+            dtype=dtype,
+            max_len=max_len,
+            chunk_size=args.chunk_size,
+            decode_impl=args.decode_impl,
+            kernels=kernels,
+        )
+    except (EvalkitError, KernelError):
+        raise
+    except (OSError, ValueError) as exc:  # a missing or malformed checkpoint
+        raise InputError(f"cannot load model {path}: {exc}") from None
+    return model
+
+
+def _prompts(args: argparse.Namespace, model, length: int, n_prompts: int) -> list:
+    """The study's prompts, all cut to one length."""
+    from evalkit.drift import inputs
+    from evalkit.drift import prompts as P
+
+    if args.input:
+        ids, info = inputs.from_file(args.input, model.tokenize, length)
+        prompts = [P.Prompt(ids, info)]
+    elif args.random_tokens:
+        prompts = P.random_prompts(model.vocab_size, length, n_prompts, args.seed)
+    elif args.gsm8k_text:
+        prompts = P.gsm8k_prompts(model.tokenize, length, n_prompts, args.seed, args.data_dir)
+    else:
+        task = args.task or "kv_retrieval"
+        prompts = P.task_prompts(
+            task,
+            model.tokenizer,
+            model.tokenize,
+            length,
+            n_prompts,
+            args.seed,
+            args.data_dir,
+            show_progress=not args.no_progress,
+        )
+    return P.common_length(prompts)
+
+
 def print_summary(summary: dict, out: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from evalkit.drift.result import DriftSummary
     from evalkit.drift.study_report import _ci, _slope
 
     console = Console()
@@ -332,21 +362,21 @@ def print_summary(summary: dict, out: Path) -> None:
     ):
         t.add_column(col)
     t.add_column("KL exponent (main fit)")
-    for mode, st in summary["study"].items():
-        for arm, a in st["arms"].items():
-            fl = ((a.get("floor") or {}).get("kl_last_bucket")) or {}
-            ratio = "–" if fl.get("ratio") is None else f"{fl['ratio']:.3g}"
-            if fl.get("ratio") is None and fl.get("den_zero"):
+    for mode, st in DriftSummary.from_dict(summary).study.items():
+        for arm, a in st.arms.items():
+            fl = a.floor.kl_last_bucket if a.floor else None
+            ratio = "–" if fl is None or fl.ratio is None else f"{fl.ratio:.3g}"
+            if fl is not None and fl.ratio is None and fl.den_zero:
                 ratio = "floor = 0"
             t.add_row(
                 mode,
                 arm,
-                str(st["n_prompts"]),
-                _ci(a["mean_kl"]),
+                str(st.n_prompts),
+                _ci(a.mean_kl),
                 ratio,
-                _ci(a["top1_agreement"], ".2f", 100),
-                _ci(a["state_rel_err_end"]),
-                _slope(a["growth"]["kl"]["main"]),
+                _ci(a.top1_agreement, ".2f", 100),
+                _ci(a.state_rel_err_end),
+                _slope(a.growth["kl"]["main"]),
             )
     console.print(t)
     for v in summary.get("verdicts") or []:

@@ -11,12 +11,15 @@ Modules, one idea each:
 - `state_metrics`: relative Frobenius error and max |value| of each KDA layer's stored state.
 - `free_running`: first divergent token, agreement after it, health flags.
 - `growth`: one trajectory's slope of log(error) on log(position) (WLS; Poisson for flips).
-- `teacher_forced`, `generate`: the lockstep drivers over an `ArmSession` (see `session`).
+- `teacher_forced`, `generate`: the lockstep drivers over an `ArmSession`, the backend seam's
+  state probe (`evalkit.backends.probe`; the local engine's: `evalkit.backends.local_probe`).
 - `prompts`, `floor`: the N independent prompts; the A/A arm (fp32 computed another way).
 - `across`: statistics across prompts (t-CIs, per-prompt slopes summarised, floor ratios).
 - `study`: N prompts × modes × arms, written after every prompt; `study_summary`: one mode across
   prompts; `verdict`: pasteable sentences.
 - `driver`: manifest, errors, progress, free running; `campaign`: the GPU studies' parts and costs.
 - `link`, `link_stats`: per-question divergence of two `evalkit run` arms against flips.
+- `result`: the typed summary (`DriftSummary` and its parts, `to_dict()` for summary.json);
+  `checkpoint`, `refit`: resume and refit from the per-prompt rows.
 - `rundir`, `plots`, `report`, `study_report`: the run directory, PNGs and the Markdown summary.
 """

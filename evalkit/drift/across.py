@@ -83,7 +83,7 @@ def rate_slope(position, events, n, start: float, stop: float | None = None) -> 
     return (f.slope, "") if f.slope is not None else (None, f.verdict)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SlopeSummary:
     """One metric's growth exponent across prompts over one fitting range."""
 

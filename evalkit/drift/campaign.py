@@ -118,8 +118,8 @@ def build_model(
     part: Part, *, device: str, ref_path: str | None, smoke: bool, fused_decode: bool, log, kernels=None
 ):
     """(DriftModel, prompts) for a part (`kernels`: its `KernelChoice`, default every default)."""
+    from evalkit.backends.local_probe import EngineDriftModel
     from evalkit.drift import prompts as P
-    from evalkit.drift.engine_adapter import EngineDriftModel
 
     L = part.length
     if part.kind == "ref":
@@ -304,7 +304,7 @@ def refit_campaign(folder: Path, how: str) -> dict:
     body = json.loads((folder / "summary.json").read_text())
     for part in body["parts"]:
         run = folder / "runs" / part["part"]
-        if (run / "checkpoint.json").is_file():
+        if any((run / name).is_file() for name in ("checkpoint.jsonl", "checkpoint.json")):
             part["results"] = study_brief(refit_study(run))
     body["meta"]["refit"] = how
     (folder / "summary.json").write_text(json.dumps(body, indent=1, default=str))

@@ -4,7 +4,6 @@ phase (each arm greedily generates from the first prompt). `study.run_study` is 
 from __future__ import annotations
 
 import hashlib
-import platform
 import sys
 import time
 from pathlib import Path
@@ -12,9 +11,10 @@ from typing import Any
 
 import torch
 
+from evalkit.backends.probe import DriftModel
 from evalkit.drift import rundir
 from evalkit.drift.generate import compare_generations, generate_greedy
-from evalkit.drift.session import DriftModel
+from evalkit.store.manifest import base_manifest, now_utc
 
 
 def tokens_sha256(tokens: torch.Tensor) -> str:
@@ -22,39 +22,14 @@ def tokens_sha256(tokens: torch.Tensor) -> str:
 
 
 def manifest(model: DriftModel, drift: dict[str, Any], command: list[str] | None) -> dict:
-    """The fields every evalkit run records, plus the model and the drift configuration."""
+    """The run store's manifest (`store.manifest.base_manifest`), plus the model and drift's configuration."""
     command = list(command) if command else ["evalkit", "drift", *sys.argv[1:]]
-    try:
-        from evalkit.store.manifest import base_manifest
-
-        m = dict(base_manifest(command))
-    except Exception:  # noqa: BLE001 - the drift run must not depend on the store being present
-        from evalkit import __version__
-
-        m = {
-            "evalkit_version": __version__,
-            "command": command,
-            "hardware": {
-                "machine": platform.machine(),
-                "python": platform.python_version(),
-                "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-            },
-            "libraries": {"torch": torch.__version__},
-        }
+    m = dict(base_manifest(command))
     m["kind"] = "drift"
     m["model"] = model.describe()
     m["drift"] = drift
-    m["started_at"] = m.get("started_at") or now()
+    m["started_at"] = m.get("started_at") or now_utc()
     return m
-
-
-def now() -> str:
-    try:
-        from evalkit.store.manifest import now_utc
-
-        return now_utc()
-    except ImportError:
-        return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
 
 
 def free_running(

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import torch
 
-from evalkit.drift.session import ArmSession, DriftModel
+from evalkit.backends.probe import ArmSession, DriftModel
 
 AA_ARM = "fp32-aa"  # the label of the A/A arm in every table
 AA_OFFSET = 24  # the cut sits this many tokens before the block's middle

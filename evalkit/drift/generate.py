@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from evalkit.backends.probe import DriftModel
 from evalkit.drift.free_running import agreement_after, first_divergence, health_flags, repeated_loop
 from evalkit.drift.positions import checkpoints
-from evalkit.drift.session import DriftModel
 from evalkit.drift.state_metrics import FP16_MAX
 
 

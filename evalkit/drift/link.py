@@ -128,7 +128,7 @@ def _questions(base, cand, metric: str | None) -> list[dict]:
 
 
 def run_link(args: argparse.Namespace) -> int:
-    from evalkit.drift.engine_adapter import EngineDriftModel
+    from evalkit.backends.local_probe import EngineDriftModel
     from evalkit.prompt_ids import encode_prompt
     from evalkit.store.reader import load_run
 

@@ -25,17 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import InputError
-
-FILES = (
-    "manifest.json",
-    "summary.json",
-    "buckets.csv",
-    "buckets.json",
-    "states.csv",
-    "states.json",
-    "free_running.json",
-    "summary.md",
-)
+from evalkit.store.jsonl import write_json_atomic
 
 
 def _clean(x: Any) -> Any:
@@ -52,13 +42,8 @@ def _clean(x: Any) -> Any:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(_clean(obj), f, indent=1, ensure_ascii=False)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
+    """The run store's atomic JSON write, of the JSON-safe `obj`."""
+    write_json_atomic(path, _clean(obj))
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:

@@ -19,11 +19,11 @@ from typing import Any
 
 import torch
 
+from evalkit.backends.probe import DriftModel
 from evalkit.drift import checkpoint, rundir
 from evalkit.drift.driver import tokens_sha256
 from evalkit.drift.floor import AA_ARM, AA_HOW, session_opener
 from evalkit.drift.prompts import Prompt
-from evalkit.drift.session import DriftModel
 from evalkit.drift.study_summary import (
     FIT_STARTS,
     ModeState,
@@ -102,6 +102,26 @@ def run_study(
         )
 
 
+@dataclass
+class _Study:
+    """One study being written: what every mode's prompt loop reads and updates."""
+
+    model: DriftModel
+    prompts: list[Prompt]
+    cfg: StudyConfig
+    out: Path
+    summary: dict[str, Any]
+    states: dict[str, ModeState] = field(default_factory=dict)
+
+    def write(self) -> None:
+        write_study_files(self.out, self.summary, self.states, self.cfg.fit_starts)
+
+    def summarize(self, mode: str) -> None:
+        ms, cfg = self.states[mode], self.cfg
+        self.summary["study"][mode] = summarize_mode(ms, cfg.all_arms(), cfg.floor, cfg.fit_starts).to_dict()
+        self.write()
+
+
 def _run_study_locked(
     model: DriftModel,
     prompts: list[Prompt],
@@ -117,7 +137,10 @@ def _run_study_locked(
     resume: bool,
     deadline: float | None,
 ) -> dict:
-    from evalkit.drift.driver import free_running, manifest, now, progress_bar, record_error
+    from evalkit.drift.driver import manifest
+    from evalkit.drift.verdict import verdicts
+    from evalkit.store.jsonl import read_json
+    from evalkit.store.manifest import now_utc
 
     budgets = budgets or {}
     L = len(prompts[0].ids)
@@ -125,26 +148,48 @@ def _run_study_locked(
         {**p.info, "index": i, "length": len(p.ids), "sha256": tokens_sha256(torch.tensor(p.ids))}
         for i, p in enumerate(prompts)
     ]
-    arms = cfg.all_arms()
     ident = checkpoint.Identity(  # not the title or the number of prompts: a resumed study may take more
         config={**{k: v for k, v in asdict(cfg).items() if k != "title"}, "length": L},
         model=model.describe(),
         prompt_sha256=[p["sha256"] for p in prompt_info],
     )
     saved = checkpoint.load(out, ident) if resume else {}
-    man = manifest(
-        model,
-        {
-            **asdict(cfg),
-            "floor_arm": AA_ARM if cfg.floor else None,
-            "input": {"n_prompts": len(prompts), "length": L},
-        },
-        command,
-    )
-    man.update(manifest_extra or {})
+    checkpoint.begin(out, ident, saved, resume)
+    drift = {
+        **asdict(cfg),
+        "floor_arm": AA_ARM if cfg.floor else None,
+        "input": {"n_prompts": len(prompts), "length": L},
+    }
+    man = {**manifest(model, drift, command), **(manifest_extra or {})}
+    if resume and saved:  # as the run store records a resume: when, by what command, what was on disk
+        old = read_json(out / "manifest.json") if (out / "manifest.json").is_file() else {}
+        man["started_at"] = old.get("started_at", man["started_at"])
+        done = {m: len({r["prompt"] for r in rows["prompt_rows"]}) for m, rows in saved.items()}
+        man["resumes"] = [
+            *old.get("resumes", []),
+            {"at": now_utc(), "command": man["command"], "prompts_on_disk": done},
+        ]
     rundir.write_json(out / "manifest.json", man)
     rundir.write_json(out / "prompts.json", prompt_info)
-    summary: dict[str, Any] = {
+    study = _Study(model, prompts, cfg, out, _new_summary(model, prompts, cfg))
+    opener = session_opener(model)
+    for mode in cfg.modes:
+        stop_at = time.perf_counter() + budgets[mode] if mode in budgets else None
+        _run_mode(study, mode, saved.get(mode), opener, (stop_at, deadline), show_progress, on_prompt)
+    if cfg.generate > 0:
+        _free_running(study, show_progress, budgets.get("generate"))
+    study.summary["verdicts"] = verdicts(study.summary)
+    study.write()
+    man["finished_at"] = now_utc()
+    rundir.write_json(out / "manifest.json", man)
+    write_reports(out, study.summary, study.write, plots)
+    return study.summary
+
+
+def _new_summary(model: DriftModel, prompts: list[Prompt], cfg: StudyConfig) -> dict[str, Any]:
+    """summary.json before any prompt: the configuration, and no figures yet."""
+    L, n = len(prompts[0].ids), len(prompts)
+    return {
         "kind": "drift",
         "version": 2,
         "title": cfg.title,
@@ -156,91 +201,100 @@ def _run_study_locked(
             "modes": cfg.modes,
             "chunk_size": cfg.chunk_size,
             "decode_block": cfg.decode_block,
-            "n_prompts": len(prompts),
-            "input": {"length": L, "source": prompts[0].info.get("source", "?"), "n_prompts": len(prompts)},
+            "n_prompts": n,
+            "input": {"length": L, "source": prompts[0].info.get("source", "?"), "n_prompts": n},
         },
         "study": {},
         "free_running": None,
         "errors": [],
     }
-    states: dict[str, ModeState] = {}
-    opener = session_opener(model)
-    for mode in cfg.modes:
-        ms = states[mode] = ModeState(mode, L, cfg.chunk_size if mode == "prefill" else None)
-        done = checkpoint.restore(ms, saved.get(mode))
-        stop_at = time.perf_counter() + budgets[mode] if mode in budgets else None
-        for i, p in enumerate(prompts):
-            if i in done:
-                continue
-            ends = time.perf_counter() + ms.seconds[-1] if ms.seconds else None
-            if ends is not None and any(t is not None and ends > t for t in (stop_at, deadline)):
-                ms.stopped_by_budget = True
-                break
-            bar = progress_bar(show_progress, L, f"drift {mode} prompt {i + 1}/{len(prompts)}")
-            t0 = time.perf_counter()
-            try:
-                res = run_teacher_forced(
-                    model,
-                    torch.tensor(p.ids),
-                    arms,
-                    mode,
-                    chunk_size=cfg.chunk_size,
-                    decode_block=cfg.decode_block,
-                    per_octave=cfg.per_octave,
-                    max_bytes=cfg.max_bytes,
-                    progress=(lambda n, _L, b=bar: b.update(n)) if bar else None,
-                    open_session=opener,
-                )
-            except Exception as exc:  # noqa: BLE001 - keep the other mode (e.g. out of memory in one)
-                from evalkit.errors import is_user_error
 
-                if is_user_error(exc):
-                    raise
-                record_error(summary, f"teacher-forced {mode}, prompt {i}", exc)
-                break
-            finally:
-                if bar:
-                    bar.close()
-            ms.seconds.append(time.perf_counter() - t0)
-            b, s, r = per_prompt_rows(res, i)
-            ms.bucket_rows += b
-            ms.state_rows += s
-            ms.prompt_rows += r
-            summary["study"][mode] = summarize_mode(ms, arms, cfg.floor, cfg.fit_starts)
-            write_study_files(out, summary, states, ident, cfg.fit_starts)
-            if on_prompt:
-                on_prompt(mode, i)
-        if ms.prompt_rows:  # the budget flag, or a resumed mode with nothing left to run
-            summary["study"][mode] = summarize_mode(ms, arms, cfg.floor, cfg.fit_starts)
-            write_study_files(out, summary, states, ident, cfg.fit_starts)
-    if cfg.generate > 0:
+
+def _run_mode(
+    study: _Study,
+    mode: str,
+    saved: dict | None,
+    opener: Callable,
+    stops: tuple[float | None, float | None],
+    show_progress: bool,
+    on_prompt: Callable[[str, int], None] | None,
+) -> None:
+    """One mode over the prompts (those a resumed study finished are skipped); the summary and
+    the run directory are rewritten after every prompt. A mode takes no prompt that would end
+    past its budget or the deadline (`stops`), estimated by the last prompt's duration."""
+    from evalkit.drift.driver import progress_bar, record_error
+    from evalkit.errors import is_user_error
+
+    cfg, prompts = study.cfg, study.prompts
+    L = len(prompts[0].ids)
+    ms = study.states[mode] = ModeState(mode, L, cfg.chunk_size if mode == "prefill" else None)
+    done = checkpoint.restore(ms, saved)
+    for i, p in enumerate(prompts):
+        if i in done:
+            continue
+        ends = time.perf_counter() + ms.seconds[-1] if ms.seconds else None
+        if ends is not None and any(t is not None and ends > t for t in stops):
+            ms.stopped_by_budget = True
+            break
+        bar = progress_bar(show_progress, L, f"drift {mode} prompt {i + 1}/{len(prompts)}")
+        t0 = time.perf_counter()
         try:
-            free_running(
-                model,
-                torch.tensor(prompts[0].ids),
-                cfg.arms,
-                generate=cfg.generate,
-                prompt_length=cfg.prompt_length,
+            res = run_teacher_forced(
+                study.model,
+                torch.tensor(p.ids),
+                cfg.all_arms(),
+                mode,
                 chunk_size=cfg.chunk_size,
-                out=out,
-                summary=summary,
-                show_progress=show_progress,
-                budget=budgets.get("generate"),
+                decode_block=cfg.decode_block,
+                per_octave=cfg.per_octave,
+                max_bytes=cfg.max_bytes,
+                progress=(lambda n, _L, b=bar: b.update(n)) if bar else None,
+                open_session=opener,
             )
-        except Exception as exc:  # noqa: BLE001
-            from evalkit.errors import is_user_error
-
+        except Exception as exc:  # noqa: BLE001 - keep the other mode (e.g. out of memory in one)
             if is_user_error(exc):
                 raise
-            record_error(summary, "free running", exc)
-    from evalkit.drift.verdict import verdicts
+            record_error(study.summary, f"teacher-forced {mode}, prompt {i}", exc)
+            break
+        finally:
+            if bar:
+                bar.close()
+        ms.seconds.append(time.perf_counter() - t0)
+        b, s, r = per_prompt_rows(res, i)
+        checkpoint.append(study.out, mode, (b, s, r), ms.seconds[-1])
+        ms.bucket_rows += b
+        ms.state_rows += s
+        ms.prompt_rows += r
+        study.summarize(mode)
+        if on_prompt:
+            on_prompt(mode, i)
+    if ms.prompt_rows:  # the budget flag, or a resumed mode with nothing left to run
+        study.summarize(mode)
 
-    summary["verdicts"] = verdicts(summary)
-    write_study_files(out, summary, states, ident, cfg.fit_starts)
-    man["finished_at"] = now()
-    rundir.write_json(out / "manifest.json", man)
-    write_reports(out, summary, lambda: write_study_files(out, summary, states, ident, cfg.fit_starts), plots)
-    return summary
+
+def _free_running(study: _Study, show_progress: bool, budget: float | None) -> None:
+    """Greedy generation from the first prompt by every arm; a failure is recorded, not raised."""
+    from evalkit.drift.driver import free_running, record_error
+    from evalkit.errors import is_user_error
+
+    cfg = study.cfg
+    try:
+        free_running(
+            study.model,
+            torch.tensor(study.prompts[0].ids),
+            cfg.arms,
+            generate=cfg.generate,
+            prompt_length=cfg.prompt_length,
+            chunk_size=cfg.chunk_size,
+            out=study.out,
+            summary=study.summary,
+            show_progress=show_progress,
+            budget=budget,
+        )
+    except Exception as exc:  # noqa: BLE001
+        if is_user_error(exc):
+            raise
+        record_error(study.summary, "free running", exc)
 
 
 def write_reports(out: Path, summary: dict, rewrite: Callable[[], None], plots: bool = True) -> None:
@@ -264,11 +318,10 @@ def write_study_files(
     out: Path,
     summary: dict,
     states: dict[str, ModeState],
-    ident: checkpoint.Identity,
     fit_starts: tuple[int, ...] = FIT_STARTS,
 ) -> None:
-    """The checkpoint and every file of the run directory a reader opens, from the modes' rows."""
-    checkpoint.save(out, ident, states)
+    """Every file of the run directory a reader opens, from the modes' rows (the checkpoint has
+    them already: `checkpoint.append` after each prompt)."""
     buckets, st, pb, ps, pr = [], [], [], [], []
     for ms in states.values():
         buckets += across_bucket_rows(ms)

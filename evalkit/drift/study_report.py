@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evalkit.drift.across import SlopeSummary
 from evalkit.drift.modes import mode_description
 from evalkit.drift.positions import format_position
+from evalkit.drift.result import DriftArmSummary, DriftModeSummary, DriftSummary, MeanCI
 from evalkit.drift.verdict import SENSITIVITY_LABEL, verdict_lines
 
 
@@ -18,30 +20,40 @@ def _g(x, fmt: str = ".3g") -> str:
     return "–" if x is None else format(x, fmt)
 
 
-def _ci(c: dict, fmt: str = ".3g", scale: float = 1.0) -> str:
-    if not c or c.get("mean") is None:
+def _ci(c: MeanCI, fmt: str = ".3g", scale: float = 1.0) -> str:
+    if c.mean is None:
         return "–"
-    m = format(c["mean"] * scale, fmt)
-    if c.get("ci_low") is None:
+    m = format(c.mean * scale, fmt)
+    if c.ci_low is None:
         return m
-    return f"{m} [{format(c['ci_low'] * scale, fmt)}, {format(c['ci_high'] * scale, fmt)}]"
+    return f"{m} [{format(c.ci_low * scale, fmt)}, {format(c.ci_high * scale, fmt)}]"
 
 
-def _slope(g: dict) -> str:
-    if g["verdict"] == "zero":
+def _slope(g: SlopeSummary) -> str:
+    if g.verdict == "zero":
         return "exactly 0"
-    if g["mean"] is None:
+    if g.mean is None:
         return "–"
-    ci = "" if g["ci_low"] is None else f" [{g['ci_low']:.2f}, {g['ci_high']:.2f}]"
-    left = g["n_zero"] + g["n_insufficient"]
-    return f"{g['mean']:.2f}{ci}" + (f" ({left} left out)" if left else "")
+    ci = "" if g.ci_low is None else f" [{g.ci_low:.2f}, {g.ci_high:.2f}]"
+    left = g.n_zero + g.n_insufficient
+    return f"{g.mean:.2f}{ci}" + (f" ({left} left out)" if left else "")
+
+
+def _floor_ratio(a: DriftArmSummary) -> str:
+    fl = a.floor.kl_last_bucket if a.floor else None
+    if fl is None:
+        return "–"
+    if fl.ratio is not None:
+        return f"{fl.ratio:.3g}" + (f" [{fl.ci_low:.3g}, {fl.ci_high:.3g}]" if fl.ci_low else "")
+    return "floor = 0" if fl.den_zero else "–"
 
 
 def study_markdown(run: dict, *, heading_level: int = 3, images: bool = True) -> str:
-    s = run["summary"]
-    cfg = s.get("config", {})
+    raw = run["summary"]
+    s = DriftSummary.from_dict(raw)
+    cfg = s.config
     h = "#" * heading_level
-    title = s.get("title") or cfg.get("model", {}).get("path", "model")
+    title = s.title or cfg.get("model", {}).get("path", "model")
     lines = [f"{h} State-precision drift study: {title}", ""]
     prompts = run.get("prompts") or []
     src = cfg.get("input", {}).get("source", "?")
@@ -56,63 +68,11 @@ def study_markdown(run: dict, *, heading_level: int = 3, images: bool = True) ->
     lines.append("")
     lines.append(f"{h}# Verdicts")
     lines.append("")
-    lines += verdict_lines(s)
+    lines += verdict_lines(raw)
     lines.append("")
-    for mode, st in (s.get("study") or {}).items():
-        how = mode_description(mode, st.get("chunk_size"))
-        lines.append(f"{h}# Teacher-forced, {mode}: {how}; {st['n_prompts']} prompts")
-        lines.append("")
-        if st.get("stopped_by_budget"):
-            lines.append(
-                f"**Stopped by its time budget after {st['n_prompts']} of {cfg.get('n_prompts')} prompts.**"
-            )
-            lines.append("")
-        lb = st.get("last_bucket") or [None, None]
-        at = f"{format_position(lb[0])}–{format_position(lb[1])}" if lb[0] else "end"
-        lines.append(
-            f"| arm | mean KL | p99 KL | max KL | KL ÷ A/A floor ({at}) | top-1 agreement % "
-            "| mean \\|ΔNLL\\| | ln PPL ratio | state rel. error at end | max \\|state\\| | non-finite |"
-        )
-        lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
-        for arm, a in st["arms"].items():
-            fl = (a.get("floor") or {}).get("kl_last_bucket") or {}
-            ratio = "–"
-            if fl.get("ratio") is not None:
-                ratio = f"{fl['ratio']:.3g}" + (
-                    f" [{fl['ci_low']:.3g}, {fl['ci_high']:.3g}]" if fl.get("ci_low") else ""
-                )
-            elif fl.get("den_zero"):
-                ratio = "floor = 0"
-            lines.append(
-                f"| {arm} | {_ci(a['mean_kl'])} | {_ci(a.get('p99_kl') or {})} | {_g(a.get('max_kl'))} "
-                f"| {ratio} "
-                f"| {_ci(a['top1_agreement'], '.2f', 100)} "
-                f"| {_ci(a['mean_abs_dnll'])} | {_ci(a['ln_ppl_ratio'], '+.2e')} "
-                f"| {_ci(a['state_rel_err_end'])} "
-                f"| {_g(a.get('state_max_abs'))} | {a.get('nonfinite', 0)} |"
-            )
-        lines.append("")
-        keys = list(st.get("fit_ranges", {}))
-        heads = [
-            f"{'main' if k == 'main' else SENSITIVITY_LABEL.get(k, k)} "
-            f"[{format_position(st['fit_ranges'][k][0])}, {format_position(st['fit_ranges'][k][1])}]"
-            for k in keys
-        ]
-        lines.append(
-            "Growth exponents (per-prompt OLS of log bucket mean on log position; Poisson for top-1 flips; "
-            "mean [95% t-CI] across prompts):"
-        )
-        lines.append("")
-        lines.append("| arm | metric | " + " | ".join(heads) + " |")
-        lines.append("|---|---|" + "---|" * len(heads))
-        for arm, a in st["arms"].items():
-            for metric, rows in a["growth"].items():
-                lines.append(f"| {arm} | {metric} | " + " | ".join(_slope(rows[k]) for k in keys) + " |")
-        lines.append("")
-        sp = st.get("seconds_per_prompt") or {}
-        lines.append(f"Cost: {_g(sp.get('mean'), '.1f')} s per prompt (all arms), {st['n_prompts']} prompts.")
-        lines.append("")
-    fr = s.get("free_running")
+    for mode, st in s.study.items():
+        lines += _mode_lines(h, mode, st, cfg.get("n_prompts"))
+    fr = s.free_running
     if fr:
         lines.append(f"{h}# Free-running (first prompt): greedy {fr.get('n_tokens')} tokens")
         lines.append("")
@@ -122,7 +82,7 @@ def study_markdown(run: dict, *, heading_level: int = 3, images: bool = True) ->
                 f"- {arm}: first divergent token {div}; flags {', '.join(a.get('flags', [])) or 'none'}"
             )
         lines.append("")
-    for err in s.get("errors") or []:
+    for err in s.errors:
         lines.append(f"**Failed: {err['error']}** (traceback in summary.json)")
         lines.append("")
     if images:
@@ -138,41 +98,80 @@ def study_markdown(run: dict, *, heading_level: int = 3, images: bool = True) ->
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _mode_lines(h: str, mode: str, st: DriftModeSummary, n_requested: int | None) -> list[str]:
+    """One mode's section: the per-arm table, the growth exponents and the cost."""
+    how = mode_description(mode, st.chunk_size)
+    lines = [f"{h}# Teacher-forced, {mode}: {how}; {st.n_prompts} prompts", ""]
+    if st.stopped_by_budget:
+        lines += [f"**Stopped by its time budget after {st.n_prompts} of {n_requested} prompts.**", ""]
+    lb = st.last_bucket or [None, None]
+    at = f"{format_position(lb[0])}–{format_position(lb[1])}" if lb[0] else "end"
+    lines.append(
+        f"| arm | mean KL | p99 KL | max KL | KL ÷ A/A floor ({at}) | top-1 agreement % "
+        "| mean \\|ΔNLL\\| | ln PPL ratio | state rel. error at end | max \\|state\\| | non-finite |"
+    )
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    for arm, a in st.arms.items():
+        lines.append(
+            f"| {arm} | {_ci(a.mean_kl)} | {_ci(a.p99_kl)} | {_g(a.max_kl)} | {_floor_ratio(a)} "
+            f"| {_ci(a.top1_agreement, '.2f', 100)} "
+            f"| {_ci(a.mean_abs_dnll)} | {_ci(a.ln_ppl_ratio, '+.2e')} "
+            f"| {_ci(a.state_rel_err_end)} "
+            f"| {_g(a.state_max_abs)} | {a.nonfinite} |"
+        )
+    lines.append("")
+    keys = list(st.fit_ranges)
+    heads = [
+        f"{'main' if k == 'main' else SENSITIVITY_LABEL.get(k, k)} "
+        f"[{format_position(st.fit_ranges[k][0])}, {format_position(st.fit_ranges[k][1])}]"
+        for k in keys
+    ]
+    lines.append(
+        "Growth exponents (per-prompt OLS of log bucket mean on log position; Poisson for top-1 flips; "
+        "mean [95% t-CI] across prompts):"
+    )
+    lines.append("")
+    lines.append("| arm | metric | " + " | ".join(heads) + " |")
+    lines.append("|---|---|" + "---|" * len(heads))
+    for arm, a in st.arms.items():
+        for metric, rows in a.growth.items():
+            lines.append(f"| {arm} | {metric} | " + " | ".join(_slope(rows[k]) for k in keys) + " |")
+    lines.append("")
+    lines.append(
+        f"Cost: {_g(st.seconds_per_prompt.mean, '.1f')} s per prompt (all arms), {st.n_prompts} prompts."
+    )
+    lines.append("")
+    return lines
+
+
 def study_brief(summary: dict) -> dict:
     """Headline numbers per mode and arm (what `compare --format json` and the GPU note quote)."""
-    out: dict = {"n_prompts": summary.get("config", {}).get("n_prompts"), "verdicts": summary.get("verdicts")}
-    for mode, st in (summary.get("study") or {}).items():
+    s = DriftSummary.from_dict(summary)
+    out: dict = {"n_prompts": s.config.get("n_prompts"), "verdicts": summary.get("verdicts")}
+    for mode, st in s.study.items():
         out[mode] = {
-            "length": st["length"],
-            "n_prompts": st["n_prompts"],
-            "stopped_by_budget": st.get("stopped_by_budget", False),
-            "chunk_size": st.get("chunk_size"),
-            "seconds_per_prompt": (st.get("seconds_per_prompt") or {}).get("mean"),
+            "length": st.length,
+            "n_prompts": st.n_prompts,
+            "stopped_by_budget": st.stopped_by_budget,
+            "chunk_size": st.chunk_size,
+            "seconds_per_prompt": st.seconds_per_prompt.mean,
             "arms": {
                 arm: {
-                    "mean_kl": a["mean_kl"],
-                    "top1_agreement": a["top1_agreement"],
-                    "state_rel_err_end": a["state_rel_err_end"],
-                    "floor": a.get("floor"),
-                    "kl_exponent": {
-                        k: {
-                            x: g[x]
-                            for x in ("mean", "ci_low", "ci_high", "start", "stop", "n_prompts", "verdict")
-                        }
-                        for k, g in a["growth"]["kl"].items()
-                    },
-                    "state_exponent": {
-                        k: {
-                            x: g[x]
-                            for x in ("mean", "ci_low", "ci_high", "start", "stop", "n_prompts", "verdict")
-                        }
-                        for k, g in a["growth"]["state_rel_fro"].items()
-                    },
-                    "nonfinite": a.get("nonfinite"),
+                    "mean_kl": a.mean_kl.to_dict(),
+                    "top1_agreement": a.top1_agreement.to_dict(),
+                    "state_rel_err_end": a.state_rel_err_end.to_dict(),
+                    "floor": a.floor.to_dict() if a.floor else None,
+                    "kl_exponent": {k: _exponent(g) for k, g in a.growth["kl"].items()},
+                    "state_exponent": {k: _exponent(g) for k, g in a.growth["state_rel_fro"].items()},
+                    "nonfinite": a.nonfinite,
                 }
-                for arm, a in st["arms"].items()
+                for arm, a in st.arms.items()
             },
         }
-    if summary.get("errors"):
-        out["errors"] = [e["error"] for e in summary["errors"]]
+    if s.errors:
+        out["errors"] = [e["error"] for e in s.errors]
     return out
+
+
+def _exponent(g: SlopeSummary) -> dict:
+    return {x: getattr(g, x) for x in ("mean", "ci_low", "ci_high", "start", "stop", "n_prompts", "verdict")}

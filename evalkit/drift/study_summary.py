@@ -18,6 +18,16 @@ import numpy as np
 from evalkit.drift.across import mean_ci, ols_slope, rate_slope, ratio_ci, summarize_slopes
 from evalkit.drift.fit_points import FitPoint, fit_points
 from evalkit.drift.floor import AA_ARM
+from evalkit.drift.result import (
+    CI_FIGURES,
+    DriftArmSummary,
+    DriftFloor,
+    DriftModeSummary,
+    DriftPromptResult,
+    FloorRatio,
+    LastBucketRatio,
+    MeanCI,
+)
 from evalkit.drift.teacher_forced import TOKEN_METRICS, TeacherForcedResult
 
 FIT_STARTS = (1024, 4096, 16384)  # sensitivity rows: fits from these positions on, where they fit
@@ -64,22 +74,25 @@ def per_prompt_rows(res: TeacherForcedResult, prompt: int) -> tuple:
             states.append({"prompt": prompt, "mode": res.mode, "arm": arm, **r})
             by_pos[r["position"]].append(r["rel_fro"])
         state_mean = [float(np.mean(by_pos[p])) for p in sorted(by_pos)]
-        row: dict[str, Any] = {"prompt": prompt, "mode": res.mode, "arm": arm}
-        kl = tr.buckets["kl"]
-        row["mean_kl"] = float(kl.total.sum() / kl.count.sum()) if kl.count.sum() else None
-        row["p99_kl"] = kl.quantile(0.99, np.arange(len(kl.count))) if kl.count.sum() else None  # exact
-        row["max_kl"] = float(kl.maximum.max()) if kl.count.sum() else None
-        top = tr.buckets["top1_disagree"]
-        row["top1_agreement"] = 1.0 - float(top.total.sum() / top.count.sum()) if top.count.sum() else None
-        dn = tr.buckets["abs_dnll"]
-        row["mean_abs_dnll"] = float(dn.total.sum() / dn.count.sum()) if dn.count.sum() else None
-        row["ln_ppl_ratio"] = tr.sum_dnll / tr.n_nll if tr.n_nll else None
-        row["state_rel_err_end"] = state_mean[-1] if state_mean else None
-        row["state_max_abs"] = max((r["max_abs"] for r in tr.states), default=None)
-        row["nonfinite"] = tr.nonfinite_logits + sum(r["n_nonfinite"] for r in tr.states)
-        row["n_over_fp16"] = sum(r["n_over_fp16"] for r in tr.states)
-        row["seconds"] = tr.seconds
-        scalars.append(row)
+        kl, top, dn = (tr.buckets[m] for m in ("kl", "top1_disagree", "abs_dnll"))
+        has_kl = bool(kl.count.sum())
+        row = DriftPromptResult(
+            prompt=prompt,
+            mode=res.mode,
+            arm=arm,
+            mean_kl=float(kl.total.sum() / kl.count.sum()) if has_kl else None,
+            p99_kl=kl.quantile(0.99, np.arange(len(kl.count))) if has_kl else None,  # exact
+            max_kl=float(kl.maximum.max()) if has_kl else None,
+            top1_agreement=1.0 - float(top.total.sum() / top.count.sum()) if top.count.sum() else None,
+            mean_abs_dnll=float(dn.total.sum() / dn.count.sum()) if dn.count.sum() else None,
+            ln_ppl_ratio=tr.sum_dnll / tr.n_nll if tr.n_nll else None,
+            state_rel_err_end=state_mean[-1] if state_mean else None,
+            state_max_abs=max((r["max_abs"] for r in tr.states), default=None),
+            nonfinite=tr.nonfinite_logits + sum(r["n_nonfinite"] for r in tr.states),
+            n_over_fp16=sum(r["n_over_fp16"] for r in tr.states),
+            seconds=tr.seconds,
+        )
+        scalars.append(row.to_dict())
     return buckets, states, scalars
 
 
@@ -149,69 +162,70 @@ def fit_ranges(
     return out
 
 
-def summarize_mode(ms: ModeState, arms: list[str], floor: bool, starts=FIT_STARTS) -> dict:
+def summarize_mode(ms: ModeState, arms: list[str], floor: bool, starts=FIT_STARTS) -> DriftModeSummary:
     """The across-prompt summary of one mode (see the module doc of `evalkit.drift.across`)."""
     ranges = fit_ranges(ms.length, ms.mode, ms.chunk_size, starts)
     prompts = sorted({r["prompt"] for r in ms.prompt_rows})
-    out: dict[str, Any] = {
-        "length": ms.length,
-        "chunk_size": ms.chunk_size,
-        "n_prompts": len(prompts),
-        "stopped_by_budget": ms.stopped_by_budget,
-        "fit_ranges": {k: list(v) for k, v in ranges.items()},
-        "seconds_per_prompt": mean_ci(ms.seconds),
-        "arms": {},
-    }
-    rows = {(r["arm"], r["prompt"]): r for r in ms.prompt_rows}
+    rows = {(r["arm"], r["prompt"]): DriftPromptResult.from_dict(r) for r in ms.prompt_rows}
     points = prompt_points(ms)
     slopes = prompt_slopes(ms, ranges, points)
-    last_bucket = _last_point_kl(points)
+    last_kl = _last_point_kl(points)
+    out = {}
     for arm in arms:
         keys = [(arm, p) for p in prompts if (arm, p) in rows]
         mine = [rows[k] for k in keys]
-        a: dict[str, Any] = {
-            k: mean_ci([r[k] for r in mine])
-            for k in (
-                "mean_kl",
-                "p99_kl",
-                "top1_agreement",
-                "mean_abs_dnll",
-                "ln_ppl_ratio",
-                "state_rel_err_end",
-            )
-        }
-        a["max_kl"] = max((r["max_kl"] for r in mine if r["max_kl"] is not None), default=None)
-        a["state_max_abs"] = max(
-            (r["state_max_abs"] for r in mine if r["state_max_abs"] is not None), default=None
-        )
-        a["nonfinite"] = sum(r["nonfinite"] for r in mine)
-        a["n_over_fp16"] = sum(r["n_over_fp16"] for r in mine)
-        a["growth"] = {
+        growth = {
             metric: {
                 key: summarize_slopes(
                     metric,
                     [(slopes[k][f"slope:{metric}:{key}"], slopes[k][f"why:{metric}:{key}"]) for k in keys],
                     lo,
                     hi,
-                ).to_dict()
+                )
                 for key, (lo, hi) in ranges.items()
             }
             for metric in GROWTH_METRICS
         }
-        if floor and arm != AA_ARM and AA_ARM in arms:
-            end = last_bucket.get(arm, {})
-            den = last_bucket.get(AA_ARM, {})
-            common = sorted(set(end) & set(den))
-            at_end = ratio_ci([end[p] for p in common], [den[p] for p in common])
-            at_end["arm_mean"] = mean_ci([end[p] for p in common])["mean"]
-            at_end["floor_mean"] = mean_ci([den[p] for p in common])["mean"]
-            overall = ratio_ci(
-                [rows[(arm, p)]["mean_kl"] for p in prompts], [rows[(AA_ARM, p)]["mean_kl"] for p in prompts]
-            )
-            a["floor"] = {"kl_last_bucket": at_end, "kl_overall": overall}
-        out["arms"][arm] = a
-    out["last_bucket"] = _last_point_range(points)
-    return out
+        has_floor = floor and arm != AA_ARM and AA_ARM in arms
+        out[arm] = DriftArmSummary(
+            **{k: MeanCI(**mean_ci([getattr(r, k) for r in mine])) for k in CI_FIGURES},
+            max_kl=max((r.max_kl for r in mine if r.max_kl is not None), default=None),
+            state_max_abs=max((r.state_max_abs for r in mine if r.state_max_abs is not None), default=None),
+            nonfinite=sum(r.nonfinite for r in mine),
+            n_over_fp16=sum(r.n_over_fp16 for r in mine),
+            growth=growth,
+            floor=_floor(arm, prompts, rows, last_kl) if has_floor else None,
+        )
+    return DriftModeSummary(
+        length=ms.length,
+        chunk_size=ms.chunk_size,
+        n_prompts=len(prompts),
+        stopped_by_budget=ms.stopped_by_budget,
+        fit_ranges={k: list(v) for k, v in ranges.items()},
+        seconds_per_prompt=MeanCI(**mean_ci(ms.seconds)),
+        arms=out,
+        last_bucket=_last_point_range(points),
+    )
+
+
+def _floor(
+    arm: str,
+    prompts: list[int],
+    rows: dict[tuple[str, int], DriftPromptResult],
+    last_kl: dict[str, dict[int, float]],
+) -> DriftFloor:
+    """The arm's KL over the A/A floor's: in the last bucket (paired by prompt) and overall."""
+    end, den = last_kl.get(arm, {}), last_kl.get(AA_ARM, {})
+    common = sorted(set(end) & set(den))
+    at_end = LastBucketRatio(
+        **ratio_ci([end[p] for p in common], [den[p] for p in common]),
+        arm_mean=mean_ci([end[p] for p in common])["mean"],
+        floor_mean=mean_ci([den[p] for p in common])["mean"],
+    )
+    overall = ratio_ci(
+        [rows[(arm, p)].mean_kl for p in prompts], [rows[(AA_ARM, p)].mean_kl for p in prompts]
+    )
+    return DriftFloor(at_end, FloorRatio(**overall))
 
 
 def _last_kl_points(points: dict[tuple[str, int, str], list[FitPoint]]) -> dict[tuple[str, int], FitPoint]:

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from evalkit.backends.probe import ArmSession, DriftModel
 from evalkit.drift.accumulate import BucketStats
 from evalkit.drift.modes import MODES
 from evalkit.drift.positions import checkpoints
-from evalkit.drift.session import ArmSession, DriftModel
 from evalkit.drift.state_metrics import compare_states
 from evalkit.drift.token_metrics import token_metrics
 

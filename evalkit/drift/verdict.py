@@ -11,9 +11,10 @@ stopped by its time budget, fewer prompts than a CI deserves.
 
 from __future__ import annotations
 
-from evalkit.drift.across import FLAT_BELOW
+from evalkit.drift.across import FLAT_BELOW, SlopeSummary
 from evalkit.drift.floor import AA_ARM
 from evalkit.drift.positions import format_position
+from evalkit.drift.result import DriftArmSummary, DriftFloor, DriftModeSummary, DriftSummary
 
 FLOOR_DOMINATES = 3.0  # arm KL below this many times the A/A floor: the floor, not the state, is measured
 FEW_PROMPTS = 8
@@ -36,44 +37,44 @@ def _label(metric: str, arm: str) -> str:
     }[metric]
 
 
-def growth_sentence(metric: str, arm: str, g: dict, n_prompts: int) -> str:
+def growth_sentence(metric: str, arm: str, g: SlopeSummary, n_prompts: int) -> str:
     lab = _label(metric, arm)
-    rng = f"[{format_position(g['start'])}, {format_position(g['stop'])}]"
-    if g["verdict"] == "zero":
+    rng = f"[{format_position(g.start)}, {format_position(g.stop)}]"
+    if g.verdict == "zero":
         return f"{lab} is exactly 0 over {rng} in all {n_prompts} prompts"
-    if g["mean"] is None:
+    if g.mean is None:
         return f"{lab} has too few non-zero buckets over {rng} for an exponent"
-    ci = "one prompt, no CI" if g["ci_low"] is None else f"95% CI {g['ci_low']:.2f} to {g['ci_high']:.2f}"
-    verb = VERB.get(g["verdict"], "goes as")
-    return f"{lab} {verb} L^{g['mean']:.2f} ({ci}) over {rng} across {g['n_prompts']} prompts"
+    ci = "one prompt, no CI" if g.ci_low is None else f"95% CI {g.ci_low:.2f} to {g.ci_high:.2f}"
+    verb = VERB.get(g.verdict, "goes as")
+    return f"{lab} {verb} L^{g.mean:.2f} ({ci}) over {rng} across {g.n_prompts} prompts"
 
 
 def _floor_text(
-    floor: dict | None, at: str, weights_dtype: str | None = None, bucket: list[int] | None = None
+    floor: DriftFloor | None, at: str, weights_dtype: str | None = None, bucket: list[int] | None = None
 ) -> tuple[str, list[str]]:
     if not floor:
         return "", []
-    f = floor["kl_last_bucket"]
-    if f.get("floor_mean") == 0 or (f["ratio"] is None and f.get("den_zero")):
+    f = floor.kl_last_bucket
+    if f.floor_mean == 0 or (f.ratio is None and f.den_zero):
         return (
             f", the A/A floor is exactly 0 at {at} (identical arithmetic: all of it is the state's storage)",
             [],
         )
-    if f["ratio"] is None:
+    if f.ratio is None:
         return "", []
     where = f"positions {format_position(bucket[0])}–{format_position(bucket[1])}" if bucket else ""
-    ci = "" if f["ci_low"] is None else f"95% CI {f['ci_low']:.3g}× to {f['ci_high']:.3g}×"
+    ci = "" if f.ci_low is None else f"95% CI {f.ci_low:.3g}× to {f.ci_high:.3g}×"
     inside = "; ".join(x for x in (where, ci) if x)
-    text = f", {f['ratio']:.3g}× the A/A floor at {at}" + (f" ({inside})" if inside else "")
+    text = f", {f.ratio:.3g}× the A/A floor at {at}" + (f" ({inside})" if inside else "")
     caveats = []
-    if f["ratio"] >= FLOOR_DOMINATES and f["ci_low"] is not None and f["ci_low"] < FLOOR_DOMINATES:
+    if f.ratio >= FLOOR_DOMINATES and f.ci_low is not None and f.ci_low < FLOOR_DOMINATES:
         caveats.append(
-            f"the ratio to the A/A floor at {at} is uncertain (95% CI down to {f['ci_low']:.3g}×): "
+            f"the ratio to the A/A floor at {at} is uncertain (95% CI down to {f.ci_low:.3g}×): "
             "that the floor dominates cannot be excluded"
         )
-    if f["ratio"] < FLOOR_DOMINATES:
+    if f.ratio < FLOOR_DOMINATES:
         lead = (
-            f"the A/A floor dominates: at {at} the arm's KL is only {f['ratio']:.3g}× that of fp32 "
+            f"the A/A floor dominates: at {at} the arm's KL is only {f.ratio:.3g}× that of fp32 "
             "against fp32 computed another way, so this curve mostly measures arithmetic noise"
         )
         if weights_dtype in ("float32", "fp32"):
@@ -92,69 +93,63 @@ def _floor_text(
 
 def verdicts(summary: dict) -> list[dict]:
     """One verdict per mode × arm (the A/A arm and an exact fp32 arm describe the floor instead)."""
+    s = DriftSummary.from_dict(summary)
+    weights_dtype = (s.config.get("model") or {}).get("dtype")
     out = []
-    weights_dtype = ((summary.get("config") or {}).get("model") or {}).get("dtype")
-    for mode, st in (summary.get("study") or {}).items():
-        at = format_position(st["length"])
-        n = st["n_prompts"]
-        for arm, a in st["arms"].items():
-            if arm == AA_ARM:
-                g = a["growth"]["kl"]["main"]
-                out.append(
-                    {
-                        "mode": mode,
-                        "arm": arm,
-                        "text": f"{mode} mode, A/A floor: "
-                        + growth_sentence("kl", "fp32 computed another way", g, n)
-                        + f"; mean KL {_g(a['mean_kl']['mean'])}.",
-                        "caveats": [],
-                    }
-                )
-                continue
-            g = a["growth"]["kl"]["main"]
-            floor_text, caveats = _floor_text(a.get("floor"), at, weights_dtype, st.get("last_bucket"))
-            text = f"{mode} mode: " + growth_sentence("kl", arm, g, n) + floor_text + "."
-            gs = a["growth"]["state_rel_fro"]["main"]
-            if gs["verdict"] != "insufficient":
-                text += (
-                    " "
-                    + growth_sentence("state_rel_fro", arm, gs, n)[0].upper()
-                    + growth_sentence("state_rel_fro", arm, gs, n)[1:]
-                    + "."
-                )
-            sens = []
-            for key, row in a["growth"]["kl"].items():
-                if key == "main" or row["mean"] is None:
-                    continue
-                lab = SENSITIVITY_LABEL.get(key, key)
-                ci = "" if row["ci_low"] is None else f" [{row['ci_low']:.2f}, {row['ci_high']:.2f}]"
-                sens.append(f"{lab} L^{row['mean']:.2f}{ci}")
-                if (  # a difference below FLAT_BELOW is not one a reader acts on, however tight
-                    g["mean"] is not None
-                    and row["ci_low"] is not None
-                    and not (row["ci_low"] <= g["mean"] <= row["ci_high"])
-                    and abs(row["mean"] - g["mean"]) >= FLAT_BELOW
-                ):
-                    caveats.append(
-                        f"the exponent depends on the fitting range: {lab} onward it is L^{row['mean']:.2f} "
-                        f"({row['ci_low']:.2f} to {row['ci_high']:.2f}), which excludes the main fit's "
-                        f"{g['mean']:.2f}"
-                    )
-            if sens:
-                text += " Sensitivity (fit start): " + "; ".join(sens) + "."
-            if g["n_zero"] or g["n_insufficient"]:
-                caveats.append(
-                    f"{g['n_zero'] + g['n_insufficient']} of {n} prompts gave no exponent "
-                    f"({g['n_zero']} exactly 0, {g['n_insufficient']} too few non-zero buckets)"
-                )
-            if n < FEW_PROMPTS:
-                caveats.append(
-                    f"only {n} prompts: the between-prompt CI is wide and its normality assumption matters"
-                )
-            if st.get("stopped_by_budget"):
-                caveats.append(f"stopped by its time budget after {n} prompts")
+    for mode, st in s.study.items():
+        for arm, a in st.arms.items():
+            text, caveats = _arm_verdict(mode, arm, a, st, weights_dtype)
             out.append({"mode": mode, "arm": arm, "text": text, "caveats": caveats})
     return out
+
+
+def _arm_verdict(
+    mode: str, arm: str, a: DriftArmSummary, st: DriftModeSummary, weights_dtype: str | None
+) -> tuple[str, list[str]]:
+    """The sentence and caveats of one arm in one mode."""
+    n, g = st.n_prompts, a.growth["kl"]["main"]
+    if arm == AA_ARM:
+        sentence = growth_sentence("kl", "fp32 computed another way", g, n)
+        return f"{mode} mode, A/A floor: {sentence}; mean KL {_g(a.mean_kl.mean)}.", []
+    at = format_position(st.length)
+    floor_text, caveats = _floor_text(a.floor, at, weights_dtype, st.last_bucket)
+    text = f"{mode} mode: " + growth_sentence("kl", arm, g, n) + floor_text + "."
+    gs = a.growth["state_rel_fro"]["main"]
+    if gs.verdict != "insufficient":
+        sentence = growth_sentence("state_rel_fro", arm, gs, n)
+        text += " " + sentence[0].upper() + sentence[1:] + "."
+    sens = []
+    for key, row in a.growth["kl"].items():
+        if key == "main" or row.mean is None:
+            continue
+        lab = SENSITIVITY_LABEL.get(key, key)
+        ci = "" if row.ci_low is None else f" [{row.ci_low:.2f}, {row.ci_high:.2f}]"
+        sens.append(f"{lab} L^{row.mean:.2f}{ci}")
+        if (  # a difference below FLAT_BELOW is not one a reader acts on, however tight
+            g.mean is not None
+            and row.ci_low is not None
+            and not (row.ci_low <= g.mean <= row.ci_high)
+            and abs(row.mean - g.mean) >= FLAT_BELOW
+        ):
+            caveats.append(
+                f"the exponent depends on the fitting range: {lab} onward it is L^{row.mean:.2f} "
+                f"({row.ci_low:.2f} to {row.ci_high:.2f}), which excludes the main fit's "
+                f"{g.mean:.2f}"
+            )
+    if sens:
+        text += " Sensitivity (fit start): " + "; ".join(sens) + "."
+    if g.n_zero or g.n_insufficient:
+        caveats.append(
+            f"{g.n_zero + g.n_insufficient} of {n} prompts gave no exponent "
+            f"({g.n_zero} exactly 0, {g.n_insufficient} too few non-zero buckets)"
+        )
+    if n < FEW_PROMPTS:
+        caveats.append(
+            f"only {n} prompts: the between-prompt CI is wide and its normality assumption matters"
+        )
+    if st.stopped_by_budget:
+        caveats.append(f"stopped by its time budget after {n} prompts")
+    return text, caveats
 
 
 def _g(x) -> str:

@@ -1,4 +1,4 @@
-"""The drift drivers' `DriftModel` over evalkit's engine (`evalkit.engine.ModelRunner`).
+"""The local engine's state probe (`backends.probe.DriftModel`) over `evalkit.engine.ModelRunner`.
 
 One session = one sequence with its own `StatePools` (KDA state pool in the arm's dtype, conv
 state and MLA cache) and its own `ModelRunner`, all over the same loaded weights, so the fp32
@@ -174,7 +174,7 @@ def per_token_recurrence(pools, fused: bool = True):
 
 
 class EngineSession:
-    """One sequence in one state dtype (see `evalkit.drift.session.ArmSession`)."""
+    """One sequence in one state dtype (see `evalkit.backends.probe.ArmSession`)."""
 
     def __init__(self, owner: EngineDriftModel, state_dtype: str):
         from evalkit.arm import Arm, parse_arm
@@ -248,7 +248,7 @@ class EngineSession:
 
 
 class EngineDriftModel:
-    """A loaded Kimi-Linear model opened for drift (see `evalkit.drift.session.DriftModel`)."""
+    """A loaded Kimi-Linear model opened for drift (see `evalkit.backends.probe.DriftModel`)."""
 
     def __init__(
         self,

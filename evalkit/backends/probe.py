@@ -1,7 +1,10 @@
-"""What the drift drivers need from a model: one sequence at a time, in one state dtype.
+"""The backend seam's state probe: one sequence at a time, in one state dtype, with every
+position's logits and the stored recurrent state readable between calls.
 
-The engine adapter (`evalkit.drift.engine_adapter`) implements these over evalkit's own model;
-the drivers never see the engine, so they can be tested on any recurrent model that does.
+`evalkit run` needs text back (`backends.base.Backend`); `evalkit drift` needs to look inside:
+logits per position and each layer's state after a chunk. The local engine implements both
+(`backends.local`, `backends.local_probe`); drift sees only these protocols, so its drivers are
+tested on any recurrent model that implements them.
 """
 
 from __future__ import annotations
