@@ -225,6 +225,9 @@ def _check(args: argparse.Namespace) -> None:
             raise InputError(f"--{flag.replace('_', '-')} must be at least 1")
     if args.concurrency < 1:
         raise InputError("--concurrency must be at least 1")
+    for folder in args.include_path or []:  # lm-eval would skip a missing one without a word
+        if not Path(folder).expanduser().is_dir():
+            raise InputError(f"--include-path {folder}: not a folder")
     if args.tasks is not None and not _split([args.tasks]):  # before any model loads
         raise InputError(f"--tasks {args.tasks!r} names no task (`evalkit tasks` lists them)")
     if args.lengths:

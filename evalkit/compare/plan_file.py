@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import InputError
+from evalkit.user_files import regular_file
 
 SCHEMA_VERSION = 1
 KIND = "evalkit-plan"
@@ -215,7 +216,7 @@ def load_plan(path: str | Path) -> Plan:
 
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = regular_file(path, "the plan").read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"{source}: cannot read the plan ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
