@@ -81,6 +81,21 @@ def test_a_fifo_plan_is_refused(fifo):
         _quick(lambda: load_plan(fifo))
 
 
+@pytest.mark.parametrize("command", ["ab", "compare", "run"])
+def test_a_plan_nested_too_deeply_is_one_line(tmp_path, capsys, command):
+    from helpers.runs import write_cells
+
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("[" * 50_000 + "]" * 50_000 + "\n")
+    base, cand = write_cells(tmp_path, {("gsm8k", None): (1, 2, 6)})
+    argv = {
+        "ab": ["ab", "--plan", str(plan), "--candidate", "fp16", "--out", str(tmp_path / "ab")],
+        "compare": ["compare", str(base), str(cand), "--plan", str(plan)],
+        "run": ["run", "--arm", "fp32", "--plan", str(plan), "--out", str(tmp_path / "run")],
+    }[command]
+    assert "plan.yaml: not a plan (nested too deeply)" in _one_line(capsys, cli(argv), command)
+
+
 def test_a_run_whose_records_are_fifos_is_refused(tmp_path, fifo):
     from evalkit.store.jsonl import iter_jsonl, read_json
 
@@ -218,3 +233,12 @@ def test_a_missing_include_path_is_one_line(tmp_path, capsys):
     argv += ["--include-path", str(tmp_path / "nowhere")]
     line = _one_line(capsys, cli(argv + ["--out", str(tmp_path / "run")]), "run")
     assert "--include-path" in line and "not a folder" in line
+
+
+@pytest.mark.parametrize("target", ["folder", "missing/x.json"])
+def test_verify_kernels_json_into_a_folder_is_refused_before_the_launches(tmp_path, capsys, target):
+    (tmp_path / "folder").mkdir()
+    argv = ["verify-kernels", "--device", "cpu", "--launches", "1", "--json", str(tmp_path / target)]
+    t0 = time.monotonic()
+    assert "not a file in an existing folder" in _one_line(capsys, cli(argv), "verify-kernels")
+    assert time.monotonic() - t0 < 5.0  # refused before any kernel ran

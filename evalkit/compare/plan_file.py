@@ -225,6 +225,8 @@ def load_plan(path: str | Path) -> Plan:
         body = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise InputError(f"{source}: not YAML ({str(exc).splitlines()[0]})") from None
+    except RecursionError:  # valid YAML of 50,000 nested lists: deeper than the parser recurses
+        raise InputError(f"{source}: not a plan (nested too deeply)") from None
     return plan_from_dict(body, source)
 
 
