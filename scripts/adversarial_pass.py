@@ -662,7 +662,7 @@ def run_dir_probes() -> list[Probe]:
         ["--max-chars", "0"],
         ["--json", "adir"],
         ["--md", "afile/x.md"],
-        ["--out", "fifo"],
+        ["--out", "/dev/stdout"],
         ["--plot", "afile/x.png"],
         ["--label-baseline", "a\nb"],
         ["--label-candidate", "\x1b[31mred"],
@@ -787,7 +787,7 @@ def other_command_probes() -> list[Probe]:
         ["link", "afile", "adir"],
         ["link", "base-fp16", "base-fp32"],
         ["--task", "nosuch"],
-        ["--title", "\x00"],
+        ["--title", "\u202e" + "t" * 100_000, "--length", "256", "--generate", "4", "--prompt-length", "64"],
     ):
         P.append(
             Probe(
@@ -871,7 +871,6 @@ def other_command_probes() -> list[Probe]:
     for extra in (
         ["--arm", "fp16", "--port", "-1"],
         ["--arm", "fp16", "--port", "70000"],
-        ["--arm", "fp16", "--host", ""],
         ["--arm", "fp16", "--host", "::::"],
         ["--arm", "fp16", "--max-num-seqs", "0"],
         ["--arm", "fp16", "--max-body-mb", "0"],
@@ -879,7 +878,6 @@ def other_command_probes() -> list[Probe]:
         ["--arm", "fp16", "--shutdown-timeout", "-1"],
         ["--arm", "fp16", "--port-file", "adir"],
         ["--arm", ""],
-        ["--arm", "fp16", "--served-model-name", ""],
         ["--arm", "fp16", "--api-key", ""],
         ["--arm", "fp16", "--host", "256.1.1.1"],
     ):
@@ -919,7 +917,7 @@ def signal_probe(work: Path, sig: int, dp: bool, name: str) -> Outcome:
         str(out),
         "--device",
         "cpu",
-    ] + (["--data-parallel", "2", "--max-num-seqs", "1"] if dp else [])
+    ] + (["--data-parallel", "2"] if dp else [])
     t0 = time.time()
     problems = []
     p = subprocess.Popen(
@@ -955,7 +953,7 @@ def signal_probe(work: Path, sig: int, dp: bool, name: str) -> Outcome:
     if rc != 0:
         problems.append(f"resume exit {rc}: {text2[-300:]}")
     ids = (
-        [json.loads(line)["id"] for line in samples.read_text().splitlines() if line.strip()]
+        [_key(json.loads(line)) for line in samples.read_text().splitlines() if line.strip()]
         if samples.exists()
         else []
     )
@@ -970,6 +968,10 @@ def signal_probe(work: Path, sig: int, dp: bool, name: str) -> Outcome:
         problems,
         (text + "\n--- resume ---\n" + text2)[-600:],
     )
+
+
+def _key(sample: dict) -> tuple:
+    return sample["task"], sample["doc_id"], sample.get("length")
 
 
 def _children(pid: int) -> list[int]:
@@ -1688,6 +1690,18 @@ def main(argv: list[str] | None = None) -> int:
     kinds = set(args.kinds.split(",")) if args.kinds else None
     probes = cli_probes() + config_probes() + run_dir_probes() + other_command_probes()
     outcomes: list[Outcome] = []
+
+    def record(o: Outcome) -> None:  # printed and saved as it comes: a pass stopped midway keeps its part
+        outcomes.append(o)
+        print(
+            f"{'ok  ' if o.ok else 'FAIL'} {o.kind:14} {o.name[:70]:70} rc={o.rc} {o.seconds:5.1f}s "
+            + "; ".join(o.problems)[:300],
+            flush=True,
+        )
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps([asdict(x) for x in outcomes], indent=1) + "\n")
+
     for probe in probes:
         if (kinds and probe.kind not in kinds) or (args.only and args.only not in probe.name):
             continue
@@ -1695,16 +1709,10 @@ def main(argv: list[str] | None = None) -> int:
             if probe.setup:
                 probe.setup(work)
         except OSError as exc:  # the probe's own fixture failed: say so, go on
-            outcomes.append(Outcome(probe.name, probe.kind, False, None, 0.0, [f"setup failed: {exc}"]))
+            record(Outcome(probe.name, probe.kind, False, None, 0.0, [f"setup failed: {exc}"]))
             continue
         rc, out, seconds = evalkit(probe.argv, work, probe.env, probe.timeout, probe.stdin)
-        o = judge(probe, work, rc, out, seconds)
-        outcomes.append(o)
-        print(
-            f"{'ok  ' if o.ok else 'FAIL'} {o.kind:14} {o.name[:70]:70} rc={o.rc} {o.seconds:5.1f}s "
-            + "; ".join(o.problems)[:300],
-            flush=True,
-        )
+        record(judge(probe, work, rc, out, seconds))
     if not args.only and (not kinds or "signals" in kinds):
         for sig, dp, name in [
             (signal.SIGINT, False, "SIGINT"),
@@ -1714,26 +1722,12 @@ def main(argv: list[str] | None = None) -> int:
             (signal.SIGTERM, True, "SIGTERM-dp2"),
             (signal.SIGKILL, True, "SIGKILL-dp2"),
         ]:
-            o = signal_probe(work, sig, dp, name)
-            outcomes.append(o)
-            print(
-                f"{'ok  ' if o.ok else 'FAIL'} {o.kind:14} {o.name:70} rc={o.rc} {o.seconds:5.1f}s "
-                + "; ".join(o.problems)[:300],
-                flush=True,
-            )
+            record(signal_probe(work, sig, dp, name))
     if not args.only and (not kinds or "serve" in kinds):
         for o in serve_probes(work):
-            outcomes.append(o)
-            print(
-                f"{'ok  ' if o.ok else 'FAIL'} {o.kind:14} {o.name:70} rc={o.rc} {o.seconds:5.1f}s "
-                + "; ".join(o.problems)[:300],
-                flush=True,
-            )
+            record(o)
     failed = [o for o in outcomes if not o.ok]
     print(f"{len(outcomes)} probes, {len(failed)} failed")
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps([asdict(o) for o in outcomes], indent=1) + "\n")
     return 1 if failed else 0
 
 

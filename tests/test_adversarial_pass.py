@@ -242,3 +242,20 @@ def test_verify_kernels_json_into_a_folder_is_refused_before_the_launches(tmp_pa
     t0 = time.monotonic()
     assert "not a file in an existing folder" in _one_line(capsys, cli(argv), "verify-kernels")
     assert time.monotonic() - t0 < 5.0  # refused before any kernel ran
+
+
+def test_one_sequence_slot_with_gold_logprobs_is_refused_not_spun_on(tmp_path, tiny_pure_kda_ckpt):
+    """A question scored with its gold answer holds two state slots; --max-num-seqs 1 never
+    admitted it and the engine looped for ever (a subprocess, so a regression times out)."""
+    import subprocess
+    import sys
+
+    from evalkit.tasks.data import BUNDLED_DIR
+
+    argv = [sys.executable, "-m", "evalkit", "run", "--model", str(tiny_pure_kda_ckpt), "--arm", "fp32"]
+    argv += ["--tasks", "gsm8k", "--limit", "1", "--max-new-tokens", "2", "--max-num-seqs", "1"]
+    argv += ["--data-dir", str(BUNDLED_DIR), "--device", "cpu", "--no-progress", "--out", str(tmp_path / "r")]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and "leaves no slot for the gold answer" in lines[-1], p.stderr
+    assert "Traceback" not in p.stderr
