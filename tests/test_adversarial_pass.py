@@ -259,3 +259,19 @@ def test_one_sequence_slot_with_gold_logprobs_is_refused_not_spun_on(tmp_path, t
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and "leaves no slot for the gold answer" in lines[-1], p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_a_chat_image_part_is_a_400_not_silently_dropped():
+    from evalkit.serve.protocol import ChatRequest
+
+    image = {"type": "image_url", "image_url": {"url": "http://x/cat.png"}}
+    body = {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}, image]}],
+    }
+    with pytest.raises(
+        ValueError, match="content part of type 'image_url': this model takes text parts only"
+    ):
+        ChatRequest.model_validate(body)
+    text_only = {"model": "tiny", "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]}
+    assert ChatRequest.model_validate(text_only).messages[0].text() == "Hi"
