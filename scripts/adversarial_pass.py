@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -1493,10 +1494,11 @@ def serve_probes(work: Path) -> list[Outcome]:
         ("config", ["--config", "secret-input3.yaml"], None),
     ]:
         write(work / "secret-input3.yaml", f"api-key: {SECRET}\n")
+        shutil.rmtree(work / f"o-remote-{name}", ignore_errors=True)  # a fresh run, not a resume
         probe = Probe(
             f"serve:remote-run-key[{name}]",
             "secrets",
-            remote + extra + ["--out", f"o-remote-{len(results)}"],
+            remote + extra + ["--out", f"o-remote-{name}"],
             (0,),
             env=env,
             timeout=120,
