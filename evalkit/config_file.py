@@ -34,6 +34,11 @@ def _config_path(argv: list[str]) -> str | None:
 def _load(path: str) -> dict[str, Any]:
     import yaml
 
+    from evalkit.user_files import why_unreadable
+
+    reason = why_unreadable(path)
+    if reason is not None:
+        raise ValueError(reason)
     try:
         data = yaml.safe_load(Path(path).expanduser().read_text(encoding="utf-8"))
     except OSError as exc:

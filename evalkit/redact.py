@@ -21,6 +21,9 @@ SECRET_FLAGS = ("--api-key",)
 
 # scheme://userinfo@ : the userinfo (user, user:password, or a bare token) is masked whole
 _URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^/\s@?#]+)@")
+# a URL's query (`?api_key=K&x=1`): the values of secret-named parameters (and `key`) are masked
+_URL_QUERY = re.compile(r"(?P<url>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s?#]*)\?(?P<query>[^\s#]*)")
+_QUERY_PARAM = re.compile(r"(?P<name>[^&;=]+)=(?P<value>[^&;]*)")
 
 
 def is_secret_name(name: str) -> bool:
@@ -29,10 +32,23 @@ def is_secret_name(name: str) -> bool:
 
 
 def mask_text(text: str) -> str:
-    """`text` with the credentials of every URL in it replaced by *** (`http://***@host`)."""
-    if "@" not in text:
-        return text
-    return _URL_USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
+    """`text` with the credentials of every URL in it replaced by *** (`http://***@host`,
+    `http://host/v1?api_key=***`)."""
+    if "@" in text:
+        text = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
+    if "://" in text and "?" in text:
+        text = _URL_QUERY.sub(lambda m: f"{m['url']}?{_QUERY_PARAM.sub(_mask_param, m['query'])}", text)
+    return text
+
+
+def _mask_param(m: re.Match[str]) -> str:
+    secret = is_secret_name(m["name"]) or m["name"].strip().lower() in ("key", "access_token")
+    return f"{m['name']}={MASK}" if secret and m["value"] else m[0]
+
+
+def is_secret_flag(flag: str) -> bool:
+    """True for a secret flag or a prefix argparse accepts for it (`--api`, `--api-k`)."""
+    return len(flag) > 2 and flag.startswith("--") and any(s.startswith(flag) for s in SECRET_FLAGS)
 
 
 def mask_secrets(value: Any) -> Any:
@@ -73,9 +89,9 @@ def redact_command(argv: list[str]) -> list[str]:
         flag = arg.split("=", 1)[0]
         if hide_next:
             out.append(MASK)
-        elif flag in SECRET_FLAGS and "=" in arg:
+        elif is_secret_flag(flag) and "=" in arg:
             out.append(f"{flag}={MASK}")
         else:
             out.append(mask_text(arg))
-        hide_next = not hide_next and arg in SECRET_FLAGS
+        hide_next = not hide_next and is_secret_flag(arg)
     return out

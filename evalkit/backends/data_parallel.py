@@ -26,6 +26,9 @@ from evalkit.errors import InputError
 POLL_S = 1.0  # how often the parent checks that its workers are alive while it waits
 STOP_GRACE_S = 2.0  # an interrupted run's workers get this long after SIGTERM before SIGKILL
 START_TIMEOUT_S = 3600.0  # loading a large checkpoint takes minutes; a hung start must not hang forever
+# engine processes of one run: each holds two queues' pipes and locks, and a million of them ran the
+# parent out of file descriptors (more than one per core or GPU only slows a run anyway)
+MAX_ENGINES = 128
 
 
 AUTO = "auto"
@@ -67,6 +70,8 @@ def parse_devices(device: str | None, data_parallel: int | str | None) -> list[s
         data_parallel = auto_engines(devices[0])
     if data_parallel < 1:
         raise InputError("--data-parallel must be at least 1")
+    if data_parallel > MAX_ENGINES:
+        raise InputError(f"--data-parallel {data_parallel}: at most {MAX_ENGINES} engine processes")
     if len(devices) > 1:
         if len(devices) != data_parallel:
             raise InputError(f"--data-parallel {data_parallel} but --device names {len(devices)} devices")

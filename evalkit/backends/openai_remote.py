@@ -18,6 +18,7 @@ Why it is built this way:
 from __future__ import annotations
 
 import copy
+import math
 import queue
 import random
 import threading
@@ -35,6 +36,8 @@ from evalkit.errors import EvalkitError
 from evalkit.redact import mask_text
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+# retries per request: past this, backoffs capped at 30 s would hold a dead server's run for days
+MAX_RETRIES = 100
 
 
 def normalize_base_url(url: str) -> str:
@@ -55,6 +58,8 @@ def normalize_base_url(url: str) -> str:
         raise EvalkitError(f"--server {mask_text(url)!r} is not a URL ({mask_text(str(exc))})") from None
     if parsed.scheme not in ("http", "https") or not parsed.host:
         raise EvalkitError(f"--server {mask_text(url)!r} is not an http(s) URL with a host")
+    if parsed.query or parsed.fragment:  # the endpoints are appended to its path; a key goes in --api-key
+        raise EvalkitError(f"--server {mask_text(url)!r}: a base URL has no query or fragment (?...)")
     return url
 
 
@@ -153,10 +158,10 @@ class OpenAIBackend:
             raise EvalkitError("no --server URL given")
         if concurrency < 1:
             raise EvalkitError("--concurrency must be at least 1")
-        if max_retries < 0:
-            raise EvalkitError("--max-retries must be 0 or more")
-        if timeout <= 0:
-            raise EvalkitError("--timeout must be positive")
+        if not 0 <= max_retries <= MAX_RETRIES:
+            raise EvalkitError(f"--max-retries must be 0 to {MAX_RETRIES}")
+        if not (math.isfinite(timeout) and timeout > 0):
+            raise EvalkitError("--timeout must be a positive number of seconds")
         self.base_urls = [normalize_base_url(u) for u in base_urls]
         self.concurrency = concurrency
         self.request_order = parse_request_order(request_order)

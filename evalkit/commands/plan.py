@@ -96,12 +96,13 @@ def _fraction(name: str, value: float | None, upper: float = 1.0) -> None:
 def _pilot_report(paths: list[str], allow_partial: bool) -> tuple[dict, str]:
     if len(paths) == 1:
         from evalkit.store.jsonl import MALFORMED_JSON, json_error_message
+        from evalkit.user_files import regular_file
 
         path = Path(paths[0])
         if path.is_dir():
             raise InputError(f"{path}: a directory; give a comparison JSON, or BASELINE CANDIDATE runs")
         try:
-            return json.loads(path.read_text(encoding="utf-8")), str(path)
+            return json.loads(regular_file(path).read_text(encoding="utf-8")), str(path)
         except OSError as exc:
             raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
         except MALFORMED_JSON as exc:

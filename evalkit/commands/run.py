@@ -301,6 +301,9 @@ def _check(args: argparse.Namespace) -> None:
         parse_request_order(args.request_order)
         if not _split(args.server):
             raise InputError("--request-order is for --server runs (the local engine is batch-invariant)")
+    for folder in args.include_path or []:  # lm-eval would skip a missing one without a word
+        if not Path(folder).expanduser().is_dir():
+            raise InputError(f"--include-path {folder}: not a folder")
     if args.tasks is not None and not _split([args.tasks]):  # before any model loads
         raise InputError(f"--tasks {args.tasks!r} names no task (`evalkit tasks` lists them)")
     if args.lengths:

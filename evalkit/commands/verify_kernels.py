@@ -206,6 +206,8 @@ def main(args: argparse.Namespace) -> int:
 
     from evalkit.errors import InputError
 
+    if args.json and (os.path.isdir(args.json) or not os.path.isdir(os.path.dirname(args.json) or ".")):
+        raise InputError(f"--json {args.json}: not a file in an existing folder")  # before the launches
     device = args.device
     if device is None:
         import torch
@@ -272,7 +274,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"  the check caught {caught} of {wrong.checked} wrong launches")
 
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
+        try:
+            with open(args.json, "w") as f:
+                json.dump(result, f, indent=2)
+        except OSError as exc:
+            raise InputError(f"cannot write {args.json}: {exc.strerror or exc}") from None
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import InputError
+from evalkit.user_files import regular_file
 
 SCHEMA_VERSION = 1
 KIND = "evalkit-plan"
@@ -239,7 +240,7 @@ def load_plan(path: str | Path) -> Plan:
 
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = regular_file(path, "the plan").read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"{source}: cannot read the plan ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
@@ -248,6 +249,8 @@ def load_plan(path: str | Path) -> Plan:
         body = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise InputError(f"{source}: not YAML ({str(exc).splitlines()[0]})") from None
+    except RecursionError:  # valid YAML of 50,000 nested lists: deeper than the parser recurses
+        raise InputError(f"{source}: not a plan (nested too deeply)") from None
     return plan_from_dict(body, source)
 
 

@@ -4,12 +4,12 @@ random ids (for random-weight models, which have no tokenizer and no notion of t
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from evalkit.errors import InputError
+from evalkit.user_files import regular_file
 
 from .task_text import plain_task_requests, plain_text, scalar_meta
 
@@ -24,9 +24,7 @@ def _fit(ids: list[int], length: int | None, what: str) -> list[int]:
 
 def from_file(path: str, tokenize, length: int | None) -> tuple[list[int], dict[str, Any]]:
     """A text file (tokenized), or a .json list of token ids."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"--input {path}: no such file")
+    p = regular_file(path, "--input")
     if p.suffix == ".json":
         try:
             ids = [int(x) for x in json.loads(p.read_text())]

@@ -135,6 +135,11 @@ class EngineConfig:
                 f"--kernels {chosen}: a choice of the Triton prefill kernel (GPU); the CPU runs its "
                 "float32 form (kda_prefill=stream,prefill_dots=fp32)"
             )
+        if c.prefill_chunk_size > max(c.max_model_len, DEFAULT_PREFILL_CHUNK):
+            raise InputError(
+                f"the arm's chunk ({c.prefill_chunk_size} tokens) is longer than the model's context "
+                f"({c.max_model_len} tokens)"
+            )
         if c.prefill_chunk_size > c.max_num_batched_tokens:
             raise InputError(
                 f"the arm's chunk (prefill_chunk_size {c.prefill_chunk_size}) must not exceed "

@@ -72,6 +72,11 @@ class Scheduler:
 
     def _admit(self, seq: Sequence) -> bool:
         slots = 1 if seq.fork_answer is None else 2  # a fork's slot is reserved up front
+        if slots > self.config.max_num_seqs:  # it could never be admitted: the engine would spin for ever
+            raise InputError(
+                f"max_num_seqs {self.config.max_num_seqs} leaves no slot for the gold answer's copy of "
+                "the state (2 per question): use --max-num-seqs 2 or more, or --no-gold-logprob"
+            )
         if self.num_running + slots > self.config.max_num_seqs or self.state.free_slots < slots:
             return False
         need = self.state.blocks_needed(seq.max_len)

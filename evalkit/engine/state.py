@@ -10,12 +10,13 @@ ignores the old contents through `has_initial_state`)."""
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 
 from evalkit import kernels
 from evalkit.arm import Arm, parse_arm
-from evalkit.errors import EvalkitError
+from evalkit.errors import EvalkitError, InputError
 from evalkit.kernels import resolve_state_dtype
 from evalkit.kernels.formats import StateFormat
 
@@ -29,6 +30,29 @@ def _recurrent_dims(arch) -> tuple[tuple[int, ...], int, int]:
     H, K, W = arch.linear_num_heads, arch.linear_head_dim, arch.linear_conv_kernel_dim
     shape = getattr(arch, "recurrent_state_shape", (H, K, K))
     return tuple(shape), getattr(arch, "conv_dim", 3 * H * K), W
+
+
+def _device_bytes(device: torch.device) -> int | None:
+    """The device's total memory (host RAM for the CPU), or None where it cannot be told."""
+    try:
+        if device.type == "cuda":
+            return torch.cuda.get_device_properties(device).total_memory
+        if device.type == "cpu":
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (OSError, ValueError, RuntimeError):
+        pass
+    return None
+
+
+def _check_fits(need: int, device: torch.device, num_slots: int) -> None:
+    """One line instead of an allocator's traceback (or the OOM killer) for a pool larger than
+    the whole device, e.g. --max-num-seqs 1000000000."""
+    have = _device_bytes(device)
+    if have is not None and need > have:
+        raise InputError(
+            f"{num_slots} state slots need {need / 2**30:.3g} GiB, more than the {device.type}'s "
+            f"{have / 2**30:.3g} GiB; lower --max-num-seqs"
+        )
 
 
 class OutOfSlots(EvalkitError):
@@ -74,6 +98,7 @@ class StatePools:
         self.intra_chunk_dtype = None if intra is None else resolve_state_dtype(intra)
         shape, C, W = _recurrent_dims(arch)
         S = num_slots + 1
+        _check_fits(S * self.bytes_per_slot(arch, self.state_dtype, model_dtype), self.device, num_slots)
         self.kda = {
             i: torch.zeros(S, *shape, dtype=self.state_dtype, device=self.device) for i in arch.kda_layers
         }

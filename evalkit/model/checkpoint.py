@@ -16,6 +16,8 @@ from typing import Any
 import torch
 
 from evalkit.errors import InputError
+from evalkit.store.jsonl import MALFORMED_JSON, json_error_message
+from evalkit.user_files import regular_file
 
 from .families import Arch, parse_any_config
 
@@ -51,9 +53,9 @@ def resolve_model_path(model: str | os.PathLike) -> Path:
 def read_config(path: Path) -> tuple[dict[str, Any], Arch]:
     """The raw config dict and the parsed architecture (refuses unsupported model types)."""
     try:
-        raw = json.loads((path / "config.json").read_text())
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path / 'config.json'} is not valid JSON: {exc}") from None
+        raw = json.loads(regular_file(path / "config.json").read_text())
+    except MALFORMED_JSON as exc:
+        raise InputError(f"{path / 'config.json'} is not valid JSON: {json_error_message(exc)}") from None
     return raw, parse_any_config(raw, source=str(path / "config.json"))
 
 

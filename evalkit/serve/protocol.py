@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from evalkit.engine.sampling import MAX_LOGPROBS
 
@@ -62,6 +62,16 @@ class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
     role: str
     content: Union[str, list[dict[str, Any]], None] = None
+
+    @field_validator("content")
+    @classmethod
+    def _text_parts_only(cls, content: Any) -> Any:
+        """An image or audio part is refused: dropping it would answer as if the model had seen it."""
+        for part in content if isinstance(content, list) else []:
+            kind = part.get("type", "text")
+            if kind != "text":
+                raise ValueError(f"content part of type {str(kind)[:40]!r}: this model takes text parts only")
+        return content
 
     def text(self) -> str:
         if isinstance(self.content, list):  # [{"type": "text", "text": ...}]

@@ -16,17 +16,19 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import InputError
+from evalkit.user_files import regular_file
 
-# what json.loads raises on bad input: bad syntax, bad UTF-8, and nesting deeper than the parser's
-# recursion (a line of 100,000 "[" is valid JSON that Python cannot read)
-MALFORMED_JSON = (json.JSONDecodeError, UnicodeDecodeError, RecursionError)
+# what json.loads raises on bad input: bad syntax, bad UTF-8 (both ValueErrors, as is an integer
+# past Python's 4,300-digit limit), and nesting deeper than the parser's recursion (a line of
+# 100,000 "[" is valid JSON that Python cannot read)
+MALFORMED_JSON = (ValueError, RecursionError)
 
 
 def json_error_message(exc: BaseException) -> str:
     """One line for one of MALFORMED_JSON."""
     if isinstance(exc, RecursionError):
         return "nested too deeply"
-    return str(getattr(exc, "msg", exc))
+    return str(getattr(exc, "msg", exc)).splitlines()[0]
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -34,7 +36,7 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     line at a time: a reader holds one line's bytes, never the whole file's (runs reach GBs).
     A `.gz` file is decompressed as it is read (a compressed run's `samples.jsonl.gz`)."""
     try:
-        fh = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+        fh = gzip.open(regular_file(path), "rb") if path.suffix == ".gz" else open(regular_file(path), "rb")
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     with fh:
@@ -140,7 +142,7 @@ def write_json_atomic(path: Path, obj: Any) -> None:
 
 def read_json(path: Path) -> dict[str, Any]:
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        obj = json.loads(regular_file(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except MALFORMED_JSON as exc:

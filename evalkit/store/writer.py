@@ -39,6 +39,7 @@ from evalkit.store.manifest import (
 from evalkit.store.samples_file import SAMPLES, SAMPLES_GZ
 from evalkit.store.schema import SampleError, normalise_sample, sample_key
 from evalkit.store.summary import summarise
+from evalkit.user_files import regular_file
 
 MANIFEST = "manifest.json"
 SUMMARY = "summary.json"
@@ -69,10 +70,13 @@ def link_refused(file: Path) -> InputError:
 
 
 def refuse_linked_files(path: Path) -> None:
-    """InputError if any file the writer reads, rewrites or appends to is a symbolic link."""
+    """InputError if any file the writer reads, rewrites or appends to is a symbolic link, or is
+    there but not a regular file (reading a FIFO would block the resume for ever)."""
     for name in (MANIFEST, SAMPLES, SUMMARY, ERRORS, LOCK):
         if (path / name).is_symlink():
             raise link_refused(path / name)
+        if os.path.lexists(path / name):
+            regular_file(path / name)
 
 
 def lock_run_dir(path: Path) -> int:
