@@ -133,16 +133,16 @@ def build_tiny_granite_hybrid_checkpoint(
     return build_once(Path(path), stamp, build)
 
 
-def build_tiny_nemotron_h_checkpoint(
-    path: str | os.PathLike, seed: int = 0, vocab_size: int = 512, **overrides
+def _build_cached(
+    path: str | os.PathLike, family: str, config_of, model_of, seed: int, vocab_size: int, overrides: dict
 ) -> Path:
-    """Write (or reuse, when the same arguments built it before) a tiny checkpoint at `path`."""
+    """Write (or reuse, when the same arguments built it before) a tiny `family` checkpoint:
+    `config_of(vocab_size, tok, **overrides)` then `model_of(config)` under `seed`."""
     import torch
 
-    path = Path(path)
     stamp = {
         "v": _BUILDER_VERSION,
-        "family": "nemotron_h",
+        "family": family,
         "seed": seed,
         "vocab_size": vocab_size,
         "overrides": {k: repr(v) for k, v in sorted(overrides.items())},
@@ -150,11 +150,20 @@ def build_tiny_nemotron_h_checkpoint(
 
     def build(folder: Path) -> None:
         tok = build_tokenizer(folder, vocab_size)
-        cfg = tiny_nemotron_h_config(vocab_size, tok, **overrides)
+        cfg = config_of(vocab_size, tok, **overrides)
         torch.manual_seed(seed)
-        tiny_nemotron_h_model(cfg).save_pretrained(str(folder))
+        model_of(cfg).save_pretrained(str(folder))
 
-    return build_once(path, stamp, build)
+    return build_once(Path(path), stamp, build)
+
+
+def build_tiny_nemotron_h_checkpoint(
+    path: str | os.PathLike, seed: int = 0, vocab_size: int = 512, **overrides
+) -> Path:
+    """Write (or reuse, when the same arguments built it before) a tiny checkpoint at `path`."""
+    return _build_cached(
+        path, "nemotron_h", tiny_nemotron_h_config, tiny_nemotron_h_model, seed, vocab_size, overrides
+    )
 
 
 def tiny_bamba_config(vocab_size: int, tok, **overrides):
@@ -189,24 +198,10 @@ def build_tiny_bamba_checkpoint(
     path: str | os.PathLike, seed: int = 0, vocab_size: int = 512, **overrides
 ) -> Path:
     """Write (or reuse, when the same arguments built it before) a tiny Bamba checkpoint."""
-    import torch
     from transformers import BambaForCausalLM
 
-    stamp = {
-        "v": _BUILDER_VERSION,
-        "family": "bamba",
-        "seed": seed,
-        "vocab_size": vocab_size,
-        "overrides": {k: repr(v) for k, v in sorted(overrides.items())},
-    }
-
-    def build(folder: Path) -> None:
-        tok = build_tokenizer(folder, vocab_size)
-        cfg = tiny_bamba_config(vocab_size, tok, **overrides)
-        torch.manual_seed(seed)
-        _perturbed(BambaForCausalLM(cfg)).save_pretrained(str(folder))
-
-    return build_once(Path(path), stamp, build)
+    model_of = lambda cfg: _perturbed(BambaForCausalLM(cfg))  # noqa: E731
+    return _build_cached(path, "bamba", tiny_bamba_config, model_of, seed, vocab_size, overrides)
 
 
 def tiny_falcon_h1_config(vocab_size: int, tok, **overrides):
@@ -251,21 +246,7 @@ def build_tiny_falcon_h1_checkpoint(
     path: str | os.PathLike, seed: int = 0, vocab_size: int = 512, **overrides
 ) -> Path:
     """Write (or reuse, when the same arguments built it before) a tiny Falcon-H1 checkpoint."""
-    import torch
     from transformers import FalconH1ForCausalLM
 
-    stamp = {
-        "v": _BUILDER_VERSION,
-        "family": "falcon_h1",
-        "seed": seed,
-        "vocab_size": vocab_size,
-        "overrides": {k: repr(v) for k, v in sorted(overrides.items())},
-    }
-
-    def build(folder: Path) -> None:
-        tok = build_tokenizer(folder, vocab_size)
-        cfg = tiny_falcon_h1_config(vocab_size, tok, **overrides)
-        torch.manual_seed(seed)
-        _perturbed(FalconH1ForCausalLM(cfg)).save_pretrained(str(folder))
-
-    return build_once(Path(path), stamp, build)
+    model_of = lambda cfg: _perturbed(FalconH1ForCausalLM(cfg))  # noqa: E731
+    return _build_cached(path, "falcon_h1", tiny_falcon_h1_config, model_of, seed, vocab_size, overrides)
