@@ -15,7 +15,16 @@ from typing import Any
 
 from evalkit import stats as st
 from evalkit.compare.pairing import Pair
-from evalkit.compare.verdict import ALPHA, GAIN, IDENTICAL, INCONCLUSIVE, LOSS, MINOR_LOSS, NONINFERIOR
+from evalkit.compare.verdict import (
+    ALPHA,
+    GAIN,
+    IDENTICAL,
+    INCONCLUSIVE,
+    LOSS,
+    MINOR_LOSS,
+    NONINFERIOR,
+    where,
+)
 from evalkit.errors import MismatchError
 from evalkit.store import RunData
 
@@ -122,21 +131,25 @@ def apply_clustered_verdicts(rows: list[dict[str, Any]], clustered: list[dict[st
             row["verdict_text"] = f"{INCONCLUSIVE} (clustered: {c.get('note', 'not computed')})"
             continue
         row["verdict"], row["noninferior"] = c["verdict"], bool(c["noninferior"])
-        row["verdict_text"] = clustered_line(c).split(": ", 1)[1]  # the row names its own cell
+        row["verdict_text"] = _clustered_sentence(c)
+
+
+def _clustered_sentence(r: dict[str, Any]) -> str:
+    """One row's clustered analysis in words, without naming the row."""
+    if "estimate" not in r:
+        return r.get("note", "")
+    k = str(r["k_max"]) if r["k_min"] == r["k_max"] else f"{r['k_min']}-{r['k_max']}"
+    ni = "" if r["ni_pvalue"] is None else f", NI p = {r['ni_pvalue']:.3g} at {100 * r['margin']:.3g} pp"
+    return (
+        f"{r['n_clusters']} questions x k = {k}, Δ {100 * r['estimate']:+.2f} pp "
+        f"[{100 * r['ci_low']:+.2f}, {100 * r['ci_high']:+.2f}], Durkalski p = {r['pvalue']:.3g}{ni}: "
+        f"{r['verdict']}"
+    )
 
 
 def clustered_line(r: dict[str, Any]) -> str:
     """One row's clustered analysis in words (the terminal's form)."""
-    where = f"{r['task']} {r['metric']}" + ("" if r["length"] is None else f" @ {r['length']}")
-    if "estimate" not in r:
-        return f"clustered, {where}: {r.get('note', '')}"
-    k = str(r["k_max"]) if r["k_min"] == r["k_max"] else f"{r['k_min']}-{r['k_max']}"
-    ni = "" if r["ni_pvalue"] is None else f", NI p = {r['ni_pvalue']:.3g} at {100 * r['margin']:.3g} pp"
-    return (
-        f"clustered, {where}: {r['n_clusters']} questions x k = {k}, Δ {100 * r['estimate']:+.2f} pp "
-        f"[{100 * r['ci_low']:+.2f}, {100 * r['ci_high']:+.2f}], Durkalski p = {r['pvalue']:.3g}{ni}: "
-        f"{r['verdict']}"
-    )
+    return f"clustered, {where(r)}: {_clustered_sentence(r)}"
 
 
 def clustered_markdown(report: dict[str, Any]) -> list[str]:
