@@ -12,10 +12,15 @@ import pytest
 import torch
 from helpers.checkpoint_cache import checkpoint_cache_root
 
-from evalkit.engine import LLMEngine, SamplingParams
+from evalkit.engine import LLMEngine
 from evalkit.model.config import UnsupportedModelError
 from evalkit.model.families import parse_any_config
 from tests.helpers.drive import TOKENS, drive_logits
+from tests.helpers.hybrid_parity import (
+    assert_batch_invariant,
+    assert_format_is_the_rounded_fp32_state,
+    assert_greedy_matches_transformers,
+)
 from tests.helpers.loading import unused_tensors
 from tests.helpers.numerics import rel_err
 
@@ -66,36 +71,18 @@ def test_the_rotary_width_matters(setup):
 
 def test_greedy_generation_identical(setup):
     hf, engine, _, _ = setup
-    tok = engine.tokenizer
-    prompts = [tok.encode(t) for t in ["Natalia sold clips to 48 of her friends in April,", "Weng earns $12"]]
-    outs = engine.generate(prompts, SamplingParams(max_new_tokens=24), use_tqdm=False)
-    eos = tok.eos_token_id
-    for prompt, out in zip(prompts, outs):
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            want = hf.generate(
-                torch.tensor([prompt]), max_new_tokens=24, do_sample=False, eos_token_id=eos, pad_token_id=eos
-            )[0, len(prompt) :].tolist()
-        assert out.token_ids == want
+    assert_greedy_matches_transformers(hf, engine)
 
 
 @pytest.mark.parametrize("arm", ["bf16", "fp8_e4m3-sr"])
 def test_formats_equal_fp32_with_the_state_rounded_where_the_pool_stores(setup, arm):
     _, fp32, _, _ = setup
-    eng = LLMEngine(fp32.loaded, device="cpu", state_dtype=arm, max_num_seqs=2)
-    got = drive_logits(eng, TOKENS, [70, 30], 20)
-    assert torch.equal(got, drive_logits(fp32, TOKENS, [70, 30], 20, round_to=arm))
-    assert not torch.equal(got, drive_logits(fp32, TOKENS, [70, 30], 20))
+    assert_format_is_the_rounded_fp32_state(fp32, arm)
 
 
 def test_batch_invariant(setup):
     _, fp32, _, _ = setup
-    eng = LLMEngine(fp32.loaded, device="cpu", state_dtype="bf16", max_num_seqs=4)
-    alone = eng.loglikelihood([(TOKENS[:50], TOKENS[50:80])])[0]
-    batch = eng.loglikelihood(
-        [(TOKENS[10:90], TOKENS[90:100]), (TOKENS[:50], TOKENS[50:80]), (TOKENS[3:40], TOKENS[40:60])]
-    )
-    assert batch[1] == alone
+    assert_batch_invariant(fp32)
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,11 @@ from helpers.checkpoint_cache import checkpoint_cache_root
 from evalkit.engine import LLMEngine, SamplingParams
 from evalkit.kernels import parse_format
 from tests.helpers.drive import TOKENS, drive_logits
+from tests.helpers.hybrid_parity import (
+    assert_batch_invariant,
+    assert_format_is_the_rounded_fp32_state,
+    assert_greedy_matches_transformers,
+)
 from tests.helpers.numerics import rel_err
 
 REL_TOL = 1e-4
@@ -69,31 +74,16 @@ def test_several_prefill_chunks_then_steps_match(setup):
 
 def test_greedy_generation_identical(setup):
     hf, engine, _, _ = setup
-    tok = engine.tokenizer
     texts = ["Natalia sold clips to 48 of her friends in April,", "Weng earns $12 an hour for babysitting."]
-    prompts = [tok.encode(t) for t in texts]
-    outs = engine.generate(prompts, SamplingParams(max_new_tokens=24), use_tqdm=False)
-    eos = tok.eos_token_id
-    for prompt, out in zip(prompts, outs):
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            want = hf.generate(
-                torch.tensor([prompt]), max_new_tokens=24, do_sample=False, eos_token_id=eos, pad_token_id=eos
-            )[0, len(prompt) :].tolist()
-        assert out.token_ids == want
+    assert_greedy_matches_transformers(hf, engine, texts)
 
 
 @pytest.mark.parametrize("arm", ["fp16", "bf16", "bf16-rtz", "fp8_e4m3", "m5-sr:2", "fp16-sr"])
 def test_every_format_equals_fp32_with_the_state_rounded_where_the_pool_stores(setup, arm):
     _, fp32, _, _ = setup
-    eng = LLMEngine(fp32.loaded, device="cpu", state_dtype=arm, max_num_seqs=2)
+    eng = assert_format_is_the_rounded_fp32_state(fp32, arm)
     fmt = parse_format(arm)
     assert all(p.dtype == fmt.pool_dtype for p in eng.state.kda.values())
-    got = drive_logits(eng, TOKENS, [70, 30], 20)
-    simulated = drive_logits(fp32, TOKENS, [70, 30], 20, round_to=arm)
-    plain = drive_logits(fp32, TOKENS, [70, 30], 20)
-    assert torch.equal(got, simulated)
-    assert not torch.equal(got, plain), "the format should move the logits at all"
 
 
 def test_twin_check_routes_the_ssd_launches(setup):
@@ -177,9 +167,4 @@ def test_batch_invariant(setup):
     """A request's scores do not depend on what shares its batch (the MoE's per-expert GEMMs
     included), so arms compare like with like."""
     _, fp32, _, _ = setup
-    eng = LLMEngine(fp32.loaded, device="cpu", state_dtype="bf16", max_num_seqs=4)
-    alone = eng.loglikelihood([(TOKENS[:50], TOKENS[50:80])])[0]
-    batch = eng.loglikelihood(
-        [(TOKENS[10:90], TOKENS[90:100]), (TOKENS[:50], TOKENS[50:80]), (TOKENS[3:40], TOKENS[40:60])]
-    )
-    assert batch[1] == alone
+    assert_batch_invariant(fp32)
