@@ -63,6 +63,12 @@ def normalize_base_url(url: str) -> str:
     return url
 
 
+def server_root(base_url: str) -> str:
+    """`http://host:port/v1` -> `http://host:port`: where a server's own endpoints (`/version`,
+    `/get_server_info`, the prefix-cache flushes) live, beside the OpenAI API."""
+    return base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
+
+
 def truncate_at_stop(text: str, stop: list[str]) -> tuple[str, bool]:
     """Cut `text` at the earliest stop string (servers that ignore `stop` leave junk behind)."""
     cut = len(text)
@@ -239,11 +245,11 @@ class OpenAIBackend:
         raise EvalkitError(f"{where} serves {', '.join(served)}; pass --model with one of them")
 
     def _server_version(self, i: int) -> Any:
-        return fetch_json(self.base_urls[i][: -len("/v1")] + "/version", self._headers)
+        return fetch_json(server_root(self.base_urls[i]) + "/version", self._headers)
 
     def _server_info(self, i: int) -> Any:
         """SGLang's `/get_server_info` (its server arguments); None elsewhere."""
-        return fetch_json(self.base_urls[i][: -len("/v1")] + "/get_server_info", self._headers)
+        return fetch_json(server_root(self.base_urls[i]) + "/get_server_info", self._headers)
 
     def _model_card(self, i: int) -> Any:
         for card in self._models_info[i]["data"]:

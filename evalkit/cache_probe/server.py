@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from evalkit.backends.openai_remote import server_root
 from evalkit.errors import EvalkitError
 
 # endpoints that empty a server's prefix cache, in the order tried: vLLM (its dev-mode
@@ -24,18 +25,13 @@ class Reply:
     logprobs: tuple[float, ...] | None
 
 
-def root_of(base_url: str) -> str:
-    """`http://host:port/v1` -> `http://host:port` (the flush endpoints are not under /v1)."""
-    return base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
-
-
 class ProbeServer:
     """One server: greedy completions through the openai client (its own retries of transient
     failures), the cache flushed through the first endpoint that answers 200."""
 
     def __init__(self, client: Any, base_url: str, model: str, *, headers: dict[str, str], seed: int | None):
         self.client = client
-        self.root = root_of(base_url)
+        self.root = server_root(base_url)
         self.model = model
         self.headers = headers
         self.seed = seed
