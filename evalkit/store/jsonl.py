@@ -36,7 +36,8 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     line at a time: a reader holds one line's bytes, never the whole file's (runs reach GBs).
     A `.gz` file is decompressed as it is read (a compressed run's `samples.jsonl.gz`)."""
     try:
-        fh = gzip.open(regular_file(path), "rb") if path.suffix == ".gz" else open(regular_file(path), "rb")
+        src = regular_file(path)
+        fh = gzip.open(src, "rb") if path.suffix == ".gz" else open(src, "rb")
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     with fh:
