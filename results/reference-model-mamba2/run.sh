@@ -19,7 +19,8 @@
 # Device (repository root; nothing else):
 #   bash results/reference-model-mamba2/run.sh
 # Two calls on one machine kept warm (more training): TRAIN_MIN=9 PARTS= bash ...run.sh, then
-# TRAIN=0 bash ...run.sh (the second call reuses /tmp/m2w/train and gives the parts the whole call).
+# TRAIN=0 bash ...run.sh (the second call reuses /tmp/m2w/train and gives the parts the whole call;
+# on a fresh machine M2_BUNDLE=path/to/m2.tar.gz, carried, stands in for it).
 # CPU dry path (a tiny CPU training run, two questions a cell, short prompts; checks the script,
 # measures nothing):
 #   DRY=1 OUT=/tmp/m2dry PY=.venv/bin/python bash results/reference-model-mamba2/run.sh
@@ -49,6 +50,10 @@ PARTS=${PARTS-retrieval,short,suite,drift-32k}  # set and empty: none
 export PYTHONUNBUFFERED=1
 if [ "${TRAIN:-1}" = 1 ]; then rm -rf "$W"; else rm -rf "$W"/{retrieval,short,suite,drift-32k,pack} "$W"/{retrieval,short,suite,drift-32k}.*; fi
 mkdir -p "$W" "$OUT_DIR"
+# TRAIN=0 on a fresh machine: M2_BUNDLE (the first call's m2.tar.gz, carried) holds the model
+if [ "${TRAIN:-1}" != 1 ] && [ ! -f "$W/train/model/config.json" ] && [ -f "${M2_BUNDLE:-}" ]; then
+  mkdir -p "$W/train" && tar -xzf "$M2_BUNDLE" -C "$W/train"
+fi
 exec > >(tee "$OUT_DIR/call.log") 2>&1
 echo "start $(date +%T); device $DEVICE; arms $ARMS; limit $LIMIT; parts $PARTS"
 left() { echo $(( start + CALL_S - PACK_S - $(date +%s) )); }
