@@ -123,7 +123,7 @@ class _Stop(Exception):
 
 def _fake_answers(monkeypatch, calls, stop_after=None, write_before_stop=False):
     """Replace the model with planted answers: the baseline is always right, the candidate never
-    (a loss); each call appends question q to the arm's run directory, as a real run does."""
+    (a loss); each call appends the questions up to q to the arm's run directory, as a real run does."""
     from evalkit.ab import runner
     from evalkit.store import RunWriter
     from tests.helpers.runs import manifest, planted_sample
@@ -133,10 +133,12 @@ def _fake_answers(monkeypatch, calls, stop_after=None, write_before_stop=False):
         stop = stop_after is not None and len(calls) == stop_after
         if stop and not write_before_stop:
             raise _Stop
+        start = runner._answered(runner.cell_dir(spec.out_dir, cell) / arm.label)
         w = RunWriter.open(
             runner.cell_dir(spec.out_dir, cell) / arm.label, manifest(arm.label, [cell.task]), durable=False
         )
-        w.append(planted_sample(cell.task, q - 1, cell.length, arm.label == "fp32", "em"))
+        for doc in range(start, q):
+            w.append(planted_sample(cell.task, doc, cell.length, arm.label == "fp32", "em"))
         w.finish()
         if stop:
             raise _Stop
@@ -146,7 +148,7 @@ def _fake_answers(monkeypatch, calls, stop_after=None, write_before_stop=False):
     monkeypatch.setattr("evalkit.sweep.runner.prefill_budget", lambda *a, **k: None)
 
 
-def _spec(tmp_path, n):
+def _spec(tmp_path, n, block=1):
     from evalkit.ab.runner import AbSpec
     from evalkit.arm import parse_arm
     from evalkit.compare.plan_file import load_plan
@@ -159,6 +161,7 @@ def _spec(tmp_path, n):
         model="planted",
         looks=3,
         device="cpu",
+        block=block,
         progress=False,
     )
 
@@ -210,6 +213,31 @@ def test_a_stop_between_the_arms_is_finished_first_on_resume(tmp_path, monkeypat
     _fake_answers(monkeypatch, calls)
     run_ab(_spec(tmp_path, 30))
     assert calls[:3] == [("bf16", 3), ("fp32", 4), ("bf16", 4)]
+
+
+def test_blocks_alternate_the_arms_and_never_cross_a_look(tmp_path, monkeypatch):
+    from evalkit.ab.runner import run_ab
+
+    calls = []
+    _fake_answers(monkeypatch, calls, stop_after=3)  # interrupted asking the baseline's second block
+    with pytest.raises(_Stop):
+        run_ab(_spec(tmp_path, 30, block=4))
+    assert calls == [("fp32", 4), ("bf16", 4), ("fp32", 8)]
+    calls.clear()
+    _fake_answers(monkeypatch, calls)
+    summary = run_ab(_spec(tmp_path, 30, block=4))
+    # the first look at 10 ends a block early; the decision and n are those of block 1 (above)
+    assert calls[:4] == [("fp32", 8), ("bf16", 8), ("fp32", 10), ("bf16", 10)]
+    assert calls[4:6] == [("fp32", 14), ("bf16", 14)] and calls[-1] == ("bf16", 20)
+    looked = summary["cells"][0]
+    assert [x["n"] for x in looked["looks"]] == [10, 20] and looked["decision"] == "loss"
+    assert summary["design"]["interleaving"].startswith("per block of 4 questions")
+
+
+def test_a_block_below_one_is_refused(tmp_path, capsys):
+    rc = cli(["ab", "--plan", str(_plan(tmp_path, 4)), "--candidate", "bf16", "--block", "0"]
+             + ["--out", str(tmp_path / "x")])  # fmt: skip
+    assert rc == 2 and "--block must be at least 1" in capsys.readouterr().err
 
 
 def test_a_cell_without_room_never_stops_as_noninferior():

@@ -3,7 +3,11 @@ to its first n_k questions, and stops once a look decides it or at the plan's n 
 
 The arms are interleaved per question: question q is answered by the baseline, then by the
 candidate, before question q + 1 is asked, so a stop at any point (a decision, Ctrl-C, a crash)
-leaves complete pairs and at most one half-answered question. Each arm's answers live in
+leaves complete pairs and at most one half-answered question. `block` B > 1 interleaves blocks of
+B questions instead (the baseline answers questions q..q+B-1 together, then the candidate): a GPU
+decodes them as one batch, the looks fall where they did (a block never crosses a look's n), and
+a stop leaves at most one half-answered block; batch-invariant decoding makes the answers the
+same as with B = 1. Each arm keeps one engine for the whole run. Each arm's answers live in
 DIR/<cell>/<arm>/, normal run directories: a re-run resumes them (questions already answered are
 not asked again) and recomputes the same decisions from the stored samples.
 """
@@ -37,8 +41,27 @@ class AbSpec:
     max_new_tokens: int | None = None
     device: str | None = None
     max_num_seqs: int | None = None
+    block: int = 1
     progress: bool = True
     command: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Context:
+    """What every question of the run shares: the loaded model, the arms' engines, the caches."""
+
+    model: str
+    device: str
+    loaded: Any
+    budget: Any
+    setups: dict[str, Any] = field(default_factory=dict)
+    request_cache: dict[str, Any] = field(default_factory=dict)
+    encode_cache: dict[str, Any] = field(default_factory=dict)
+
+    def close(self) -> None:
+        for setup in self.setups.values():
+            setup.backend.engine.close()
+        self.setups.clear()
 
 
 def cell_dir(out_dir: Path, cell: PlanCell) -> Path:
@@ -82,32 +105,34 @@ def _answered(run_dir: Path) -> int:
     return len({s.get("doc_id") for s in load_run(run_dir).samples})
 
 
-def _answer(
-    spec: AbSpec,
-    cell: PlanCell,
-    arm: Arm,
-    q: int,
-    model: str,
-    device: str,
-    loaded: Any,
-    budget: Any,
-    caches: tuple[dict[str, Any], dict[str, Any]],
-) -> None:
-    """The arm answers the cell's first q questions (all but the q-th are already in its run)."""
+def _interleaving(block: int) -> str:
+    return "per question" if block == 1 else f"per block of {block} questions"
+
+
+def _arm_setup(spec: AbSpec, arm: Arm, context: _Context) -> Any:
+    """The arm's engine, built on its first question and kept until the run ends."""
+    from evalkit.runner import setup as su
+
+    if arm.label not in context.setups:
+        context.setups[arm.label] = su.local_setup(
+            context.model,
+            arm,
+            None,
+            context.device,
+            spec.max_num_seqs,
+            loaded=context.loaded,
+            prefill_budget=context.budget,
+            encode_cache=context.encode_cache,
+        )
+    return context.setups[arm.label]
+
+
+def _answer(spec: AbSpec, cell: PlanCell, arm: Arm, q: int, context: _Context) -> None:
+    """The arm answers the cell's first q questions (those it has not answered yet)."""
     from evalkit.runner import RunSpec, run_evaluation
     from evalkit.runner import setup as su
 
-    request_cache, encode_cache = caches
-    setup = su.local_setup(
-        model,
-        arm,
-        None,
-        device,
-        spec.max_num_seqs,
-        loaded=loaded,
-        prefill_budget=budget,
-        encode_cache=encode_cache,
-    )
+    setup = _arm_setup(spec, arm, context)
     manifest = su.base_manifest_fields(spec.command or ["evalkit", "ab"])
     manifest.update(
         model=setup.model,
@@ -115,7 +140,12 @@ def _answer(
         backend=setup.backend.describe(),
         seeds={"task_seed": spec.seed},
         plan=spec.plan.identity(),
-        ab={"looks": spec.looks, "spending": spec.spending, "cell": cell.name, "interleaved": "per question"},
+        ab={
+            "looks": spec.looks,
+            "spending": spec.spending,
+            "cell": cell.name,
+            "interleaved": _interleaving(spec.block),
+        },
     )
     run_spec = RunSpec(
         tasks=[cell.task],
@@ -127,22 +157,63 @@ def _answer(
         max_new_tokens=spec.max_new_tokens,
         gold_logprob=True,  # the paired log-prob measure a plan may gate on
         manifest=manifest,
-        request_cache=request_cache,
+        request_cache=context.request_cache,
     )
-    try:
-        run_evaluation(run_spec, setup.backend, setup.tokenizer, progress=False)
-    finally:
-        setup.backend.engine.close()
+    run_evaluation(run_spec, setup.backend, setup.tokenizer, progress=False)
 
 
 def check_spec(spec: AbSpec) -> None:
     if spec.looks < 1:
         raise InputError("--looks must be at least 1")
+    if spec.block < 1:
+        raise InputError("--block must be at least 1")
     missing = [c.name for c in spec.plan.cells if c.n is None]
     if missing:
         raise InputError(f"{spec.plan.path}: cells without a planned n: {', '.join(missing)}")
     if spec.baseline.label == spec.candidate.label:
         raise InputError("the baseline and the candidate are the same arm")
+
+
+def _fill_to(spec: AbSpec, cell: PlanCell, n_k: int, context: _Context) -> None:
+    """Both arms answer the cell's first n_k questions, alternating per block of spec.block
+    questions; an arm a stop left behind catches up first."""
+    arms = (spec.baseline, spec.candidate)
+    answered = [_answered(cell_dir(spec.out_dir, cell) / arm.label) for arm in arms]
+    q = min(answered)
+    while q < n_k:
+        q = min(q + spec.block, n_k)
+        for i, arm in enumerate(arms):
+            if answered[i] < q:
+                _answer(spec, cell, arm, q, context)
+                answered[i] = q
+
+
+def _look(spec: AbSpec, design: Any, cell: PlanCell, k: int, record: dict[str, Any]) -> None:
+    """Judge look k of the cell on its first looks_at[k] pairs; append it to the cell's record."""
+    n_k = record["looks_at"][k]
+    base_dir, cand_dir = (cell_dir(spec.out_dir, cell) / a.label for a in (spec.baseline, spec.candidate))
+    b, c, n, shifts, base_acc = _counts(base_dir, cand_dir, n_k)
+    plan = spec.plan
+    boundary = None
+    if base_acc <= plan.floor:
+        boundary = "cannot_lose"
+    elif base_acc >= plan.ceiling:
+        boundary = "cannot_gain"
+    look = judge_look(
+        design,
+        k,
+        b,
+        c,
+        n,
+        cell.em_margin,
+        gate=plan.gate,
+        logprob_diffs=shifts,
+        logprob_margin=cell.logprob_margin,
+        earlier_discordant=[x["candidate_only"] + x["baseline_only"] for x in record["looks"]],
+        boundary=boundary,
+    )
+    record["looks"].append(look)
+    _log(f"{cell.name} look {k + 1}/{spec.looks} at n = {n}: {look['decision']}")
 
 
 def run_ab(spec: AbSpec) -> dict[str, Any]:
@@ -166,8 +237,7 @@ def run_ab(spec: AbSpec) -> dict[str, Any]:
     loaded = load_model(model, device=device)
     _log(f"loaded {model} on {device} in {time.perf_counter() - t0:.1f} s")
     arms = (spec.baseline, spec.candidate)
-    budget = prefill_budget(list(arms), device)
-    caches: tuple[dict[str, Any], dict[str, Any]] = ({}, {})  # requests, encodings
+    context = _Context(model, device, loaded, prefill_budget(list(arms), device))
     cells = {
         c.name: {
             "task": c.task,
@@ -178,43 +248,15 @@ def run_ab(spec: AbSpec) -> dict[str, Any]:
         }
         for c in spec.plan.cells
     }
-    for k in range(spec.looks):
-        for cell in spec.plan.cells:
-            record = cells[cell.name]
-            if record["looks"] and record["looks"][-1]["stops"]:
-                continue
-            n_k = record["looks_at"][k]
-            answered = [_answered(cell_dir(spec.out_dir, cell) / arm.label) for arm in arms]
-            for q in range(min(answered) + 1, n_k + 1):
-                for i, arm in enumerate(arms):
-                    if answered[i] < q:
-                        _answer(spec, cell, arm, q, model, device, loaded, budget, caches)
-                        answered[i] = q
-            base_dir, cand_dir = (cell_dir(spec.out_dir, cell) / a.label for a in arms)
-            b, c, n, shifts, base_acc = _counts(base_dir, cand_dir, n_k)
-            plan = spec.plan
-            boundary = (
-                "cannot_lose"
-                if base_acc <= plan.floor
-                else "cannot_gain"
-                if base_acc >= plan.ceiling
-                else None
-            )
-            look = judge_look(
-                design,
-                k,
-                b,
-                c,
-                n,
-                cell.em_margin,
-                gate=spec.plan.gate,
-                logprob_diffs=shifts,
-                logprob_margin=cell.logprob_margin,
-                earlier_discordant=[x["candidate_only"] + x["baseline_only"] for x in record["looks"]],
-                boundary=boundary,
-            )
-            record["looks"].append(look)
-            _log(f"{cell.name} look {k + 1}/{spec.looks} at n = {n}: {look['decision']}")
+    try:
+        for k in range(spec.looks):
+            for cell in spec.plan.cells:
+                record = cells[cell.name]
+                if not (record["looks"] and record["looks"][-1]["stops"]):
+                    _fill_to(spec, cell, record["looks_at"][k], context)
+                    _look(spec, design, cell, k, record)
+    finally:
+        context.close()
     summary = {
         "plan": spec.plan.identity(),
         "baseline": spec.baseline.label,
@@ -228,7 +270,7 @@ def run_ab(spec: AbSpec) -> dict[str, Any]:
             "futility": "non-binding: repeated CI's upper end below -margin",
             "loss": "exact: the baseline-only count against the sign walk's critical count given "
             "the discordant counts at the looks, the same spending at the looks' fractions",
-            "interleaving": "per question: the baseline, then the candidate",
+            "interleaving": _interleaving(spec.block) + ": the baseline, then the candidate",
         },
         "cells": [
             {**r, "n_used": r["looks"][-1]["n"], "decision": r["looks"][-1]["decision"]}

@@ -1,7 +1,8 @@
 """`evalkit ab --plan plan.yaml --baseline fp32 --candidate fp16 --out DIR`: both arms on the plan's
-cells, interleaved per question, each cell stopping at the first group-sequential look that decides
-it (loss, non-inferior, or futile) or at its planned n; re-running resumes. DIR/ab.json has the boundaries,
-every look and the n used per cell; DIR/<cell>/<arm>/ are normal run directories.
+cells, interleaved per question (or per `--block` of questions), each cell stopping at the first
+group-sequential look that decides it (loss, non-inferior, or futile) or at its planned n;
+re-running resumes. DIR/ab.json has the boundaries, every look and the n used per cell;
+DIR/<cell>/<arm>/ are normal run directories.
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-new-tokens", type=int, help="cap every task's generation length")
     parser.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda if available)")
     parser.add_argument("--max-num-seqs", type=int, help="most sequences decoded together")
+    parser.add_argument(
+        "--block",
+        type=int,
+        default=1,
+        help="questions per arm turn (default 1: strictly per question); a GPU decodes a block as "
+        "one batch, and batch-invariant decoding gives the same answers",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -67,6 +75,7 @@ def main(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens,
         device=args.device,
         max_num_seqs=args.max_num_seqs,
+        block=args.block,
         progress=not args.no_progress,
         command=command,
     )
