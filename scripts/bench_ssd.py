@@ -263,7 +263,8 @@ def _engine_arm(loaded, arm: str, prompts: list, tokens: dict) -> dict:
     n, L = len(prompts), len(prompts[0])
     kw = dict(device=DEV, state_dtype=arm, max_model_len=L + ENGINE["new_tokens"] + 64, max_num_seqs=n)
     if DEV == "cuda":
-        kw.update(max_num_batched_tokens=16384, decode_width=n)
+        # the KV cache sized to the workload (not the rest of memory), so peak_mem_gib is what it needs
+        kw.update(max_num_batched_tokens=16384, decode_width=n, kv_cache_tokens=kw["max_model_len"] * n)
     eng = LLMEngine(loaded, **kw)
     eng.generate(prompts[:2], SamplingParams(max_new_tokens=3, ignore_eos=True), use_tqdm=False)  # compile
     eng.stats.update(prefill_tokens=0, prefill_s=0.0, decode_tokens=0, decode_s=0.0, max_batch=0)
