@@ -18,7 +18,7 @@ Sections (each in try/except; JSON + Markdown rewritten after every section):
      untimed; "fla_incl_prep" times the preparation too)
   5. engine (with --engine-config CONFIG.json, a NemotronH release's config; optionally cut to its
      first --engine-layers blocks): random weights at that size (evalkit.model.nemotron_h.random_init),
-     every arm (fp32, fp16, bf16) on the same prompts: prefill / decode throughput, peak memory,
+     every arm of --engine-arms (default fp32, fp16, bf16; also e.g. fp8_e4m3, m3-rtz) on the same prompts: prefill / decode throughput, peak memory,
      greedy token agreement with the fp32 arm, health flags
 Medians of repeats (triton.testing.do_bench, return_mode="median"); ratios are FLA time / ours.
 `--smoke` runs every section on the CPU (Triton interpreter, tiny shapes, no FLA): it tests the
@@ -225,15 +225,12 @@ SMOKE_CONFIG = {"model_type": "nemotron_h", "vocab_size": 512, "hidden_size": 64
                 "layers_block_type": ["linear_attention", "moe", "full_attention", "linear_attention", "mlp"]}  # fmt: skip
 
 
-def sec_engine(config_path: str | None, num_layers: int | None) -> dict:
-    """Every arm of the engine over the same random NemotronH-size model and prompts."""
-    import gc
+def _engine_model(config_path: str | None, num_layers: int | None):
+    """The random NemotronH model at a release's size (or the tiny smoke config), its arch and config."""
     import time
 
     import torch
 
-    from evalkit.engine import LLMEngine, SamplingParams
-    from evalkit.model import LoadedModel
     from evalkit.model.families import parse_any_config
     from evalkit.model.nemotron_h.random_init import random_nemotron_h_model
 
@@ -246,58 +243,88 @@ def sec_engine(config_path: str | None, num_layers: int | None) -> dict:
     dtype = torch.bfloat16 if DEV == "cuda" else torch.float32
     t = time.perf_counter()
     lm = random_nemotron_h_model(arch, DEV, dtype, seed=0)
-    out = {"config": raw, "init_s": round(time.perf_counter() - t, 1),
-           "params_b": round(sum(p.numel() for p in lm.parameters()) / 1e9, 3), "arms": {}}  # fmt: skip
     if DEV == "cuda":
-        out["weights_gib"] = round(torch.cuda.memory_allocated() / 2**30, 2)
+        torch.cuda.synchronize()
+    info = {"config": raw, "init_s": round(time.perf_counter() - t, 1),
+            "params_b": round(sum(p.numel() for p in lm.parameters()) / 1e9, 3), "arms": {}}  # fmt: skip
+    if DEV == "cuda":
+        info["weights_gib"] = round(torch.cuda.memory_allocated() / 2**30, 2)
+    return lm, arch, raw, info
+
+
+def _engine_arm(loaded, arm: str, prompts: list, tokens: dict) -> dict:
+    """One arm over the prompts (after a 2-prompt warm-up that compiles its kernels): its row."""
+    import time
+
+    import torch
+
+    from evalkit.engine import LLMEngine, SamplingParams
+
+    n, L = len(prompts), len(prompts[0])
+    kw = dict(device=DEV, state_dtype=arm, max_model_len=L + ENGINE["new_tokens"] + 64, max_num_seqs=n)
+    if DEV == "cuda":
+        # the KV cache sized to the workload (not the rest of memory), so peak_mem_gib is what it needs
+        kw.update(max_num_batched_tokens=16384, decode_width=n, kv_cache_tokens=kw["max_model_len"] * n)
+    eng = LLMEngine(loaded, **kw)
+    eng.generate(prompts[:2], SamplingParams(max_new_tokens=3, ignore_eos=True), use_tqdm=False)  # compile
+    eng.stats.update(prefill_tokens=0, prefill_s=0.0, decode_tokens=0, decode_s=0.0, max_batch=0)
+    if DEV == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    t = time.perf_counter()
+    outs = eng.generate(
+        prompts, SamplingParams(max_new_tokens=ENGINE["new_tokens"], ignore_eos=True), use_tqdm=False
+    )
+    if DEV == "cuda":
+        torch.cuda.synchronize()
+    st = eng.stats
+    row = {"wall_s": round(time.perf_counter() - t, 2),
+           "prefill_tok_s": round(st["prefill_tokens"] / max(st["prefill_s"], 1e-9)),
+           "decode_tok_s": round(st["decode_tokens"] / max(st["decode_s"], 1e-9)),
+           "max_batch": st["max_batch"], "state_pool_gib": round(eng.state.memory_bytes() / 2**30, 2),
+           "cuda_graphs": eng.runner.use_graphs, "graph_error": eng.runner.graph_error,
+           "flags": sorted({f for o in outs for f in o.flags})}  # fmt: skip
+    if DEV == "cuda":
+        row["peak_mem_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    tokens[arm] = [o.token_ids for o in outs]
+    if arm != "fp32" and "fp32" in tokens:
+        pairs = list(zip(tokens[arm], tokens["fp32"]))
+        agree = [sum(x == y for x, y in zip(a, b)) / max(len(b), 1) for a, b in pairs]
+        row["identical_generations_vs_fp32"] = f"{sum(a == b for a, b in pairs)}/{len(pairs)}"
+        row["mean_token_agreement_vs_fp32"] = round(sum(agree) / len(agree), 4)
+    return row
+
+
+def sec_engine(config_path: str | None, num_layers: int | None, arms: list[str], res: dict, save) -> dict:
+    """Every arm of `arms` on the same random NemotronH-size model and prompts. The section's dict
+    lives in `res` from the start and `save()` runs after each arm, so a run cut by its timeout keeps
+    the arms that finished; an arm that fails is recorded and the next one runs."""
+    import gc
+
+    import torch
+
+    from evalkit.model import LoadedModel
+
+    lm, arch, raw, out = _engine_model(config_path, num_layers)
+    out["workload"] = dict(ENGINE)
+    res["sections"]["engine"] = out
     bk.log("engine model", {k_: v_ for k_, v_ in out.items() if k_ != "config"})
+    save()
     loaded = LoadedModel(lm, arch, None, Path("random-nemotron-h"), raw)
     g = torch.Generator().manual_seed(1)
     n, L = ENGINE["prompts"], ENGINE["prompt_len"]
     prompts = [torch.randint(3, arch.vocab_size, (L,), generator=g).tolist() for _ in range(n)]
-    sp = SamplingParams(max_new_tokens=ENGINE["new_tokens"], ignore_eos=True)
-    tokens = {}
-    for arm in POOLS:
-        kw = dict(device=DEV, state_dtype=arm, max_model_len=L + ENGINE["new_tokens"] + 64, max_num_seqs=n)
-        if DEV == "cuda":
-            kw.update(max_num_batched_tokens=16384, decode_width=n)
-        eng = LLMEngine(loaded, **kw)
-        eng.generate(
-            prompts[:2], SamplingParams(max_new_tokens=3, ignore_eos=True), use_tqdm=False
-        )  # compile
-        eng.stats.update(prefill_tokens=0, prefill_s=0.0, decode_tokens=0, decode_s=0.0, max_batch=0)
-        if DEV == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-        t = time.perf_counter()
-        outs = eng.generate(prompts, sp, use_tqdm=False)
-        if DEV == "cuda":
-            torch.cuda.synchronize()
-        st = eng.stats
-        row = {"wall_s": round(time.perf_counter() - t, 2),
-               "prefill_tok_s": round(st["prefill_tokens"] / max(st["prefill_s"], 1e-9)),
-               "decode_tok_s": round(st["decode_tokens"] / max(st["decode_s"], 1e-9)),
-               "max_batch": st["max_batch"], "state_pool_gib": round(eng.state.memory_bytes() / 2**30, 2),
-               "cuda_graphs": eng.runner.use_graphs, "graph_error": eng.runner.graph_error,
-               "flags": sorted({f for o in outs for f in o.flags})}  # fmt: skip
-        if DEV == "cuda":
-            row["peak_mem_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
-        tokens[arm] = [o.token_ids for o in outs]
-        if arm != "fp32":
-            same = [a == b for a, b in zip(tokens[arm], tokens["fp32"])]
-            agree = [
-                sum(x == y for x, y in zip(a, b)) / max(len(b), 1)
-                for a, b in zip(tokens[arm], tokens["fp32"])
-            ]
-            row["identical_generations_vs_fp32"] = f"{sum(same)}/{len(same)}"
-            row["mean_token_agreement_vs_fp32"] = round(sum(agree) / len(agree), 4)
-        out["arms"][arm] = row
+    tokens: dict = {}
+    for arm in arms:
+        try:
+            out["arms"][arm] = row = _engine_arm(loaded, arm, prompts, tokens)
+        except Exception as exc:  # one arm's failure (e.g. out of memory) must not lose the others
+            out["arms"][arm] = row = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
         bk.log("engine", arm, row)
-        del eng
+        save()
         gc.collect()
         if DEV == "cuda":
             torch.cuda.empty_cache()
-    out["workload"] = dict(ENGINE)
     return out
 
 
@@ -333,6 +360,9 @@ def markdown(res: dict) -> str:
                   "| arm | prefill tok/s | decode tok/s | peak GiB | identical vs fp32 | token agreement | flags |",
                   "|---|---:|---:|---:|---|---:|---|"]  # fmt: skip
         for arm, r in e["arms"].items():
+            if "error" in r:
+                lines.append(f"| {arm} | error: {r['error'].splitlines()[0]} | | | | | |")
+                continue
             lines.append(f"| {arm} | {r['prefill_tok_s']} | {r['decode_tok_s']} | {r.get('peak_mem_gib', '–')} | "
                          f"{r.get('identical_generations_vs_fp32', '–')} | {r.get('mean_token_agreement_vs_fp32', '–')} | {r['flags']} |")  # fmt: skip
         lines.append("")
@@ -350,6 +380,27 @@ class Bench(bk.Bench):
         (self.out / "bench_ssd.md").write_text(markdown(self.res))
 
 
+def engine_options(arms_text: str, workload: str | None) -> tuple[list[str], list[int] | None]:
+    """The engine's arm labels (parsed by evalkit.arm, fp32 first: agreement is measured against it)
+    and its workload (three positive ints or None); ValueError with a one-line reason otherwise."""
+    from evalkit.arm import parse_arms
+
+    try:
+        arms = [a.label for a in parse_arms(arms_text)]
+    except Exception as exc:
+        raise ValueError(f"--engine-arms: {exc}") from None
+    if arms[0] != "fp32":
+        raise ValueError(
+            f"--engine-arms must start with fp32 (the reference of agreement), got {arms_text!r}"
+        )
+    if workload is None:
+        return arms, None
+    parts = workload.split(",")
+    if len(parts) != 3 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(f"--engine-workload wants PROMPTS,LEN,NEW (three positive ints), got {workload!r}")
+    return arms, [int(p) for p in parts]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="directory for bench_ssd.json / bench_ssd.md")
@@ -363,10 +414,21 @@ def main() -> int:
     ap.add_argument(
         "--engine-layers", type=int, default=None, help="cut the engine model to its first N blocks"
     )
+    ap.add_argument("--engine-arms", default=",".join(POOLS),
+                    help="comma-separated arms of the engine section, fp32 first (evalkit.arm syntax)")  # fmt: skip
+    ap.add_argument("--engine-workload", default=None, metavar="PROMPTS,LEN,NEW",
+                    help=f"engine prompts, prompt length and new tokens (default {','.join(map(str, ENGINE.values()))})")  # fmt: skip
     ap.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes: test the script only")
     args = ap.parse_args()
     if args.smoke:
         smoke_mode()
+    try:
+        arms, workload = engine_options(args.engine_arms, args.engine_workload)
+    except ValueError as exc:
+        print(f"bench_ssd: {exc}", file=sys.stderr)
+        return 2
+    if workload:
+        ENGINE.update(zip(("prompts", "prompt_len", "new_tokens"), workload))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
@@ -376,7 +438,9 @@ def main() -> int:
     plan = [("environment", bk.environment), ("correctness", sec_correctness), ("copy", bk.sec_copy),
             ("decode", lambda: sec_decode(b.res)), ("prefill", sec_prefill)]  # fmt: skip
     if args.engine_config or args.smoke:
-        plan.append(("engine", lambda: sec_engine(args.engine_config, args.engine_layers)))
+        plan.append(
+            ("engine", lambda: sec_engine(args.engine_config, args.engine_layers, arms, b.res, b.save))
+        )
     for name, fn in plan:
         if name not in skip:
             b.section(name, fn)
