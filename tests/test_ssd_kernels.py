@@ -313,3 +313,20 @@ def test_triton_small_tile_rounds_per_chunk_not_per_block(triton_ops):
     y32 = _small_tile_run(reference, "fp32", 32, torch.bfloat16)[0]
     y16 = _small_tile_run(reference, "fp32", 16, torch.bfloat16)[0]
     assert (y - y32).abs().mean() * 10 < (y - y16).abs().mean()
+
+
+def test_triton_empty_sequence_keeps_its_state(triton_ops):
+    """A zero-length sequence in the batch stores its incoming state unchanged (a new one: zeros)."""
+    args = ssd_inputs(5, H, P, G, N, generator=_gen(12))
+    pool = torch.randn(4, H, P, N, generator=_gen(13)).half()
+    start, pool64 = pool.clone(), pool.double()
+    one = (
+        torch.tensor([1, 3, 2], dtype=torch.int32),
+        torch.tensor([0, 0, 0, 5]),
+        torch.tensor([True, False, True]),
+    )
+    y = triton_ops.ssd_prefill(*args, pool, *one, chunk_size=16)
+    y64 = reference.ssd_prefill(*args, pool64, *one, chunk_size=16, fmt="fp16")
+    assert float((y.double() - y64).abs().max() / y64.abs().max()) < 1e-5
+    assert torch.equal(pool[1], start[1]) and not pool[3].any()
+    torch.testing.assert_close(pool.double(), pool64, rtol=0, atol=1e-3)
