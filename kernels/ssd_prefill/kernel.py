@@ -155,6 +155,7 @@ def ssd_prefill_kernel(
             b_cb = tl.dot(b_C, tl.trans(b_B), b_cb, input_precision="tf32x3")
             b_cs = tl.dot(b_C, tl.trans(b_s), b_cs, input_precision="tf32x3")
             b_s = b_s * tl.exp(c_last) + tl.dot(b_xw, b_B, input_precision="tf32x3")
+            tl.debug_barrier()  # every thread has read the block's old state before any writes it
             elem = i_h * P * N + o_s
             _state_out(b_s, pool_h + o_s, work_h + o_s, m_s, c0 + BT >= eos, (c0 + BT - bos) % CHUNK == 0,
                        elem, pos, sr_key, STORAGE, MANT_BITS, ROUNDING, INTRA)  # fmt: skip
