@@ -321,20 +321,23 @@ def ssd_decode_build(state: str, *, model="bf16", H=128, G=8, P=64, N=128) -> Bu
     return compile_kernel(ssd_decode_kernel, sig, const, num_warps=w.NUM_WARPS)
 
 
-def ssd_prefill_build(state: str, *, model="bf16", H=128, G=8, P=64, N=128, chunk=64, intra="") -> Build:
-    """The Mamba2 SSD prefill for a `state` pool at NemotronH's head dims, as its wrapper builds it."""
+def ssd_prefill_build(
+    state: str, *, model="bf16", H=128, G=8, P=64, N=128, chunk=64, intra="", tile=None
+) -> Build:
+    """The Mamba2 SSD prefill for a `state` pool at NemotronH's head dims, as its wrapper builds it;
+    `tile` (a wrapper `Tile`) overrides the wrapper's."""
     from .ssd_prefill import wrapper as w
     from .ssd_prefill.kernel import ssd_prefill_kernel
 
     m = "*" + model
     sig = {"x": m, "dt_raw": m, "b_in": m, "c_in": m, "a_log": m, "dt_bias": m, "d_skip": m,
-           "pool": _pool_ptr(state), "slots": "*i32", "positions": "*i64", "cu_seqlens": "*i32",
-           "has_initial_state": "*i32", "y": m, "sr_key": "i32"}  # fmt: skip
-    bp = max(w.MIN_DOT, min(w.BP, triton.next_power_of_2(P)))
-    bn = max(w.MIN_DOT, triton.next_power_of_2(N))
-    const = {"H": H, "G": G, "P": P, "N": N, "BT": chunk, "BP": bp, "BN": bn, **_format_constexprs(state),
+           "pool": _pool_ptr(state), "work": "*fp32", "slots": "*i32", "positions": "*i64",
+           "cu_seqlens": "*i32", "has_initial_state": "*i32", "y": m, "sr_key": "i32"}  # fmt: skip
+    t = tile or w.TILE
+    const = {"H": H, "G": G, "P": P, "N": N, "CHUNK": chunk, "BT": min(t.bt, chunk), "BP": w.state_rows(t, P),
+             "BN": w.state_cols(t, N), **_format_constexprs(state),
              "INTRA": intra}  # fmt: skip
-    return compile_kernel(ssd_prefill_kernel, sig, const, num_warps=w.NUM_WARPS)
+    return compile_kernel(ssd_prefill_kernel, sig, const, num_warps=t.num_warps, num_stages=t.num_stages)
 
 
 def mla_prefill_build(model="bf16", *, D=192, DV=128, tile=None, prec=None) -> Build:

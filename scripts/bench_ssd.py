@@ -15,7 +15,8 @@ Sections (each in try/except; JSON + Markdown rewritten after every section):
      B/C expanded to heads and the gate computed outside, as FLA needs them); state bandwidth
      2*B*H*P*N*bytes / time, as a fraction of copy bandwidth
   4. prefill: B=1, T in {4k, 32k, 128k}: ours vs FLA chunk_simple_gla (its inputs prepared outside,
-     untimed; "fla_incl_prep" times the preparation too)
+     untimed; "fla_incl_prep" times the preparation too); each --prefill-tile BT,BP,BN,WARPS,STAGES
+     is timed as "ours_<tile>" (and checked in section 1 as "prefill_fp32_<tile>")
   5. engine (with --engine-config CONFIG.json, a NemotronH release's config; optionally cut to its
      first --engine-layers blocks): random weights at that size (evalkit.model.nemotron_h.random_init),
      every arm of --engine-arms (default fp32, fp16, bf16; also e.g. fp8_e4m3, m3-rtz) on the same prompts: prefill / decode throughput, peak memory,
@@ -46,6 +47,7 @@ CHUNK = 64
 ENGINE = {"prompts": 64, "prompt_len": 2048, "new_tokens": 256}
 DEV = "cuda"
 SMOKE = False
+EXTRA_TILES: list = []  # --prefill-tile: prefill tiles timed (and checked) beside the wrapper's own
 
 
 def smoke_mode() -> None:
@@ -112,6 +114,7 @@ def sec_correctness() -> dict:
         idx = slots.long().cpu()
         out[f"prefill_{name}"] = {"out_rel_err": bk.rel_err(y, y_ref),
                                   "pool_rel_err": bk.rel_err(pool.cpu()[idx], pool_ref[idx])}  # fmt: skip
+    out.update(_extra_tiles_correctness(x, cu, init, gen))
     try:  # FLA on the first sequence (fp32 inputs, zero initial state) vs the same reference
         chunk, fused = fla_fns()
         first = tuple(t[:200] if t.dim() > 1 else t for t in x)
@@ -176,6 +179,42 @@ def sec_decode(res: dict) -> dict:
     return {"H": H, "P": P, "N": N, "G": G, "model_dtype": "bf16", "rows": rows}
 
 
+def tile_label(t) -> str:
+    return f"bt{t.bt}_bp{t.bp}_bn{t.bn}_w{t.num_warps}_s{t.num_stages}"
+
+
+def parse_tile(text: str):
+    from evalkit.kernels.ssd_prefill.wrapper import Tile
+
+    try:
+        return Tile(*(int(v) for v in text.split(",")))
+    except (TypeError, ValueError):
+        raise SystemExit(
+            f"bench_ssd: --prefill-tile wants BT,BP,BN,WARPS,STAGES (5 integers), got {text!r}"
+        ) from None
+
+
+def _extra_tiles_correctness(x, cu, init, gen) -> dict:
+    """Each --prefill-tile's prefill on an fp32 pool vs the float64 reference (the section's inputs)."""
+    import torch
+
+    from evalkit.kernels import STATE_DTYPES, reference
+    from evalkit.kernels.ssd_prefill.wrapper import ssd_prefill
+    from evalkit.kernels.testing import random_pool
+
+    out = {}
+    for t in EXTRA_TILES:
+        pool = random_pool(5, H, P, N, STATE_DTYPES["fp32"], device=DEV, generator=gen)
+        slots = torch.tensor([4, 0, 2], dtype=torch.int32, device=DEV)
+        pool_ref = pool.double().cpu()
+        y = ssd_prefill(*x, pool, slots, cu, init, chunk_size=CHUNK, tile=t)
+        y_ref = reference.ssd_prefill(*(v.cpu() for v in x), pool_ref, slots.cpu(), cu.cpu(), init.cpu())
+        idx = slots.long().cpu()
+        out[f"prefill_fp32_{tile_label(t)}"] = {"out_rel_err": bk.rel_err(y, y_ref),
+                                                "pool_rel_err": bk.rel_err(pool.cpu()[idx], pool_ref[idx])}  # fmt: skip
+    return out
+
+
 def sec_prefill() -> dict:
     import torch
 
@@ -192,6 +231,10 @@ def sec_prefill() -> dict:
         cu = random_cu_seqlens([T], device=DEV)
         tail = (pool, slot, cu, init)
         cases = {"ours": lambda x=x, tail=tail: ssd_prefill(*x, *tail, chunk_size=CHUNK)}
+        for t in EXTRA_TILES:
+            cases[f"ours_{tile_label(t)}"] = lambda x=x, tail=tail, t=t: ssd_prefill(
+                *x, *tail, chunk_size=CHUNK, tile=t
+            )
         try:
             chunk, _ = fla_fns()
             q, k, v, g = fla_inputs(*x)
@@ -419,6 +462,12 @@ def main() -> int:
     ap.add_argument("--engine-workload", default=None, metavar="PROMPTS,LEN,NEW",
                     help=f"engine prompts, prompt length and new tokens (default {','.join(map(str, ENGINE.values()))})")  # fmt: skip
     ap.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes: test the script only")
+    ap.add_argument(
+        "--prefill-tile",
+        action="append",
+        default=[],
+        help="BT,BP,BN,WARPS,STAGES: also time this prefill tile",
+    )
     args = ap.parse_args()
     if args.smoke:
         smoke_mode()
@@ -433,6 +482,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     bk.harness.import_checkout()
+    EXTRA_TILES.extend(parse_tile(t) for t in args.prefill_tile)
     b = Bench(out, args.budget_s, 0)
     skip = set(filter(None, args.skip.split(",")))
     plan = [("environment", bk.environment), ("correctness", sec_correctness), ("copy", bk.sec_copy),

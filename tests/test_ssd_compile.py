@@ -1,11 +1,7 @@
 """The Mamba2 SSD kernels compiled for sm_90 on this CPU machine (Triton ships ptxas): every
 format's build sums in the fp32 build's order (what makes the fp32-twin check bit-exact on the
-GPU), and the decode step does not spill. Slow: each build is a full compile.
-
-Known, not yet fixed: the prefill kernel at NemotronH's dims (P=64, N=128, 64-token chunks) spills
-~1.4 KB per thread on sm_90 (255 registers); `python -m evalkit.kernels.compile_check`-style builds
-(`compile_check.ssd_prefill_build`) show it, and it must be tiled better before its GPU speed means
-anything."""
+GPU), and neither the decode step nor the prefill (at NemotronH's dims, its wrapper's tile)
+spills. Slow: each build is a full compile."""
 
 from __future__ import annotations
 
@@ -35,8 +31,20 @@ def test_decode_builds_sum_in_the_fp32_order_without_spills():
         assert build.resources()["stack"] == 0, state
 
 
-def test_prefill_builds_sum_in_the_fp32_order():
-    twin = compile_check.summation_signature(compile_check.ssd_prefill_build("fp32").ttgir)
+def test_prefill_builds_sum_in_the_fp32_order_without_spills():
+    fp32 = compile_check.ssd_prefill_build("fp32")
+    twin = compile_check.summation_signature(fp32.ttgir)
     assert any("dot" in s for s in twin)
-    for state in ("bf16-sr", "fp8_e4m3"):
-        assert compile_check.summation_signature(compile_check.ssd_prefill_build(state).ttgir) == twin, state
+    assert fp32.resources()["stack"] == 0
+    for state, intra in (("bf16-sr", ""), ("fp8_e4m3", ""), ("fp16", "bf16")):
+        build = compile_check.ssd_prefill_build(state, intra=intra)
+        assert compile_check.summation_signature(build.ttgir) == twin, state
+        assert build.resources()["stack"] == 0, state
+
+
+def test_the_untiled_prefill_spills():
+    """The check above can fail: the whole N axis in one block, 64-token blocks, 4 warps spills."""
+    from evalkit.kernels.ssd_prefill.wrapper import Tile
+
+    untiled = Tile(bt=64, bp=32, bn=128, num_warps=4, num_stages=3)
+    assert compile_check.ssd_prefill_build("fp32", tile=untiled).resources()["stack"] > 0

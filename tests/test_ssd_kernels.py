@@ -147,6 +147,7 @@ def triton_ops():
     class Ops:
         ssd_decode = staticmethod(mods.decode.ssd_decode)
         ssd_prefill = staticmethod(mods.prefill.ssd_prefill)
+        Tile = mods.prefill.Tile
 
     return Ops
 
@@ -273,3 +274,59 @@ def test_conv_bias_triton(triton_ops):
     from evalkit.kernels.short_conv import wrapper
 
     _conv_case(wrapper, _gen(7))
+
+
+def _small_tile_run(ops, fmt, chunk_size, intra, *, P2=24, N2=48):
+    """A prefill at dims that a 16-row, 16-column, 16-token tile splits (two state-row programs,
+    the second part-masked; three N blocks; two token blocks per 32-token chunk)."""
+    from evalkit.kernels import parse_format
+
+    gen = _gen(11)
+    f = parse_format(fmt)
+    args = ssd_inputs(37 + 21, H, P2, G, N2, generator=gen)
+    pool = round_to_format(torch.randn(3, H, P2, N2, generator=gen) * 0.5, f.name.split("-")[0])
+    pool64 = pool.double()
+    one = (torch.tensor([2, 0], dtype=torch.int32), random_cu_seqlens([37, 21]), torch.tensor([True, False]))
+    kw = dict(
+        chunk_size=chunk_size, intra_chunk_dtype=intra, fmt=f, sr_seed=3, positions=torch.tensor([40, 20])
+    )
+    tile = dict(tile=ops.Tile(bt=16, bp=16, bn=16, num_warps=4, num_stages=2)) if ops is not reference else {}
+    y = ops.ssd_prefill(*args, pool if ops is not reference else pool64, *one, **kw, **tile)
+    return y.double(), (pool if ops is not reference else pool64)[[2, 0]]
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "bf16-sr"])
+def test_triton_small_tile_splits_rows_columns_and_tokens(triton_ops, fmt):
+    y, stored = _small_tile_run(triton_ops, fmt, 32, None)
+    y64, ref = _small_tile_run(reference, fmt, 32, None)
+    assert float((y - y64).abs().max() / y64.abs().max()) < 1e-5
+    if fmt == "fp32":
+        torch.testing.assert_close(stored.double(), ref, rtol=1e-5, atol=1e-5)
+    else:
+        check_stored_like_reference(stored, ref, fmt)
+
+
+def test_triton_small_tile_rounds_per_chunk_not_per_block(triton_ops):
+    """bf16 intra rounding with 32-token chunks walked in 16-token blocks: the outputs follow the
+    reference that rounds every 32 tokens, not the one that rounds every 16."""
+    y = _small_tile_run(triton_ops, "fp32", 32, torch.bfloat16)[0]
+    y32 = _small_tile_run(reference, "fp32", 32, torch.bfloat16)[0]
+    y16 = _small_tile_run(reference, "fp32", 16, torch.bfloat16)[0]
+    assert (y - y32).abs().mean() * 10 < (y - y16).abs().mean()
+
+
+def test_triton_empty_sequence_keeps_its_state(triton_ops):
+    """A zero-length sequence in the batch stores its incoming state unchanged (a new one: zeros)."""
+    args = ssd_inputs(5, H, P, G, N, generator=_gen(12))
+    pool = torch.randn(4, H, P, N, generator=_gen(13)).half()
+    start, pool64 = pool.clone(), pool.double()
+    one = (
+        torch.tensor([1, 3, 2], dtype=torch.int32),
+        torch.tensor([0, 0, 0, 5]),
+        torch.tensor([True, False, True]),
+    )
+    y = triton_ops.ssd_prefill(*args, pool, *one, chunk_size=16)
+    y64 = reference.ssd_prefill(*args, pool64, *one, chunk_size=16, fmt="fp16")
+    assert float((y.double() - y64).abs().max() / y64.abs().max()) < 1e-5
+    assert torch.equal(pool[1], start[1]) and not pool[3].any()
+    torch.testing.assert_close(pool.double(), pool64, rtol=0, atol=1e-3)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import triton
 
@@ -12,9 +14,36 @@ from ..ssd_common import check_ssd_args
 from ..triton_launch import check_triton_device, device_cu_seqlens, format_constexprs, launch_key, pool_arg
 from .kernel import ssd_prefill_kernel
 
-BP = 32  # state rows per program
 MIN_DOT = 16  # tl.dot's smallest block dimension
-NUM_WARPS = 4
+
+
+class Tile(NamedTuple):
+    """A launch tile: `bt` tokens per block (at most the chunk; rounding stays per chunk), `bp`
+    state rows per program, `bn` state columns (the N axis) per step of the
+    inner loop (live in registers: [BT, bn] of B and C, [bp, bn] of the state), warps and
+    software-pipeline stages."""
+
+    bt: int
+    bp: int
+    bn: int
+    num_warps: int
+    num_stages: int
+
+
+# sm_90 at NemotronH's dims (P=64, N=128), ptxas via compile_check.ssd_prefill_build, registers/stack:
+#   bt=64 bp=32 bn=N, 4 warps (the untiled kernel): 255/1464 B;  bt=64 bp=32 bn=32, 8 warps: 255/416;
+#   bt=32 bp=32 bn=32, 8 warps: 255/216;  bt=32 bp=64 bn=32, 8 warps: 252/0 (every format: 0).
+TILE = Tile(bt=32, bp=64, bn=32, num_warps=8, num_stages=2)
+
+
+def state_rows(tile: Tile, P: int) -> int:
+    """BP for a head of P state rows: the tile's, at most P rounded up to a power of 2, >= MIN_DOT."""
+    return max(MIN_DOT, min(tile.bp, triton.next_power_of_2(P)))
+
+
+def state_cols(tile: Tile, N: int) -> int:
+    """BN for a state of N columns: the tile's, at most N rounded up to a power of 2, >= MIN_DOT."""
+    return max(MIN_DOT, min(tile.bn, triton.next_power_of_2(N)))
 
 
 def _intra_name(dtype: torch.dtype | None) -> str:
@@ -44,6 +73,7 @@ def ssd_prefill(
     sr_seed: int = 0,
     positions: torch.Tensor | None = None,
     rounding: str | None = None,
+    tile: Tile | None = None,
 ) -> torch.Tensor:
     """Packed variable-length prefill; see `evalkit.kernels.ssd_prefill`. `chunk_size` (a power
     of 2, >= 16) is the kernel's chunk; `rounding` overrides the format's (tests only).
@@ -61,7 +91,8 @@ def ssd_prefill(
     dev = x.device
     if cu_seqlens.device != dev:
         cu_seqlens = device_cu_seqlens(tuple(cu), str(dev))
-    bp = max(MIN_DOT, min(BP, triton.next_power_of_2(P)))
+    tile = tile or TILE
+    bp = state_rows(tile, P)
     ssd_prefill_kernel[(len(cu) - 1, H, triton.cdiv(P, bp))](
         x,
         dt_raw,
@@ -71,6 +102,7 @@ def ssd_prefill(
         dt_bias.reshape(H).contiguous(),
         D.reshape(H).contiguous(),
         pool_arg(state_pool),
+        torch.empty(len(cu) - 1, H, P, N, dtype=torch.float32, device=dev),  # fp32 state between chunks
         slots.contiguous(),
         positions.contiguous() if positions is not None else slots,
         cu_seqlens.to(torch.int32).contiguous(),
@@ -81,11 +113,13 @@ def ssd_prefill(
         G=G,
         P=P,
         N=N,
-        BT=chunk_size,
+        CHUNK=chunk_size,
+        BT=min(tile.bt, chunk_size),
         BP=bp,
-        BN=max(MIN_DOT, triton.next_power_of_2(N)),
+        BN=state_cols(tile, N),
         **format_constexprs(fmt, rounding),
         INTRA=_intra_name(intra_chunk_dtype),
-        num_warps=NUM_WARPS,
+        num_warps=tile.num_warps,
+        num_stages=tile.num_stages,
     )
     return y
