@@ -207,3 +207,39 @@ def test_ctrl_c_while_the_requests_are_dealt_ends_the_run_at_once(tiny_hybrid_ck
         assert waited < 25, f"Ctrl-C while dealing took {waited:.1f} s"
     finally:
         _cleanup([parent.pid, *workers])
+
+
+class _FakeWorker:
+    """A worker as `stop_now` sees it: it ignores SIGTERM, and its first join is cut by a Ctrl-C."""
+
+    def __init__(self, interrupted_join: bool = False) -> None:
+        self.alive, self.calls, self.interrupted_join = True, [], interrupted_join
+
+    def is_alive(self) -> bool:
+        return self.alive
+
+    def terminate(self) -> None:
+        self.calls.append("terminate")
+
+    def kill(self) -> None:
+        self.calls.append("kill")
+        self.alive = False
+
+    def join(self, timeout: float | None = None) -> None:
+        assert timeout is not None, "an unbounded wait in the stop"
+        self.calls.append("join")
+        if self.interrupted_join:
+            self.interrupted_join = False
+            raise KeyboardInterrupt
+
+
+def test_a_second_ctrl_c_during_the_stop_kills_every_worker_at_once():
+    from evalkit.backends.data_parallel import DataParallelBackend
+
+    backend = object.__new__(DataParallelBackend)  # the stop alone, no engine
+    workers = [_FakeWorker(interrupted_join=True), _FakeWorker()]
+    backend._procs = list(workers)
+    with pytest.raises(KeyboardInterrupt):
+        backend.stop_now()
+    assert [w.alive for w in workers] == [False, False], [w.calls for w in workers]
+    assert backend._procs == []

@@ -231,17 +231,21 @@ class DataParallelBackend:
 
     def stop_now(self) -> None:
         """End every worker at once (SIGTERM, then SIGKILL after STOP_GRACE_S): an interrupted or
-        failed run does not wait for engines mid-batch. Queued messages are dropped, not flushed."""
-        for p in self._procs:
-            if p.is_alive():
-                p.terminate()
-        deadline = time.monotonic() + STOP_GRACE_S
-        for p in self._procs:
-            p.join(timeout=max(0.0, deadline - time.monotonic()))
-            if p.is_alive():
-                p.kill()
-                p.join(timeout=STOP_GRACE_S)
-        self._procs = []
+        failed run does not wait for engines mid-batch. Queued messages are dropped, not flushed.
+        A second Ctrl-C during the grace kills the rest at once (every wait here is bounded)."""
+        procs, self._procs = self._procs, []
+        try:
+            for p in procs:
+                if p.is_alive():
+                    p.terminate()
+            deadline = time.monotonic() + STOP_GRACE_S
+            for p in procs:
+                p.join(timeout=max(0.0, deadline - time.monotonic()))
+        finally:
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
+                    p.join(timeout=STOP_GRACE_S)
 
     def close(self) -> None:
         """A polite stop: each worker finishes its batch and exits (30 s each, then SIGTERM); an
