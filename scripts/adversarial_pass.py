@@ -35,9 +35,13 @@ MEMORY_LIMIT = 6 << 30  # address space per probe: a probe reading /dev/zero fai
 
 
 def _limit_memory() -> None:
+    """In each probe's child before exec: cap its memory, and give it SIGINT's default action as a
+    terminal's foreground job has (this script run as a background job of a shell without job
+    control has SIGINT ignored, which exec keeps: the SIGINT probes would time out as hangs)."""
     import resource
 
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @dataclass

@@ -3,7 +3,11 @@ killed with SIGKILL or SIGTERM takes its workers with it, and Ctrl-C ends a run 
 waiting for the workers' batches. Real processes on the CPU; every wait polls with a generous bound.
 
 The guard itself (`evalkit.backends.worker_lifetime`) is tried on a bare spawned worker (no model:
-fast); `DataParallelBackend` with a real engine worker once per signal path (the rest `slow`)."""
+fast); `DataParallelBackend` with a real engine worker once per signal path (the rest `slow`).
+
+The children get SIGINT's default action, as a terminal's foreground job does: a shell without job
+control starts a background job (`pytest ... &`) with SIGINT ignored, an ignored signal stays ignored
+across fork and exec, and a parent that ignores Ctrl-C looked like a data-parallel hang."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -43,6 +48,17 @@ print("workers", *[p.pid for p in backend._procs], flush=True)
 if sys.argv[2] == "idle":
     time.sleep(600)
 requests = [GenRequest([1, 2, 3, 4 + i % 50], max_new_tokens=64, ignore_eos=True) for i in range(20000)]
+if sys.argv[2] == "interrupt-while-dealing":  # Ctrl-C just after a batch is in a worker's queue
+    import multiprocessing.queues, os, signal
+
+    put = multiprocessing.queues.Queue.put
+
+    def put_then_ctrl_c(self, *args, **kwargs):
+        multiprocessing.queues.Queue.put = put  # once
+        put(self, *args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    multiprocessing.queues.Queue.put = put_then_ctrl_c
 print("generating", flush=True)
 try:  # as `evalkit run` does: the backend is closed however the run ends
     backend.generate(requests, lambda i, r: None)
@@ -63,6 +79,11 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def _ignores_sigint(pid: int) -> bool:
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    return bool(int(status["SigIgn"], 16) & (1 << (signal.SIGINT - 1)))
+
+
 def _wait_gone(pids: list[int], timeout: float = 60.0) -> list[int]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and any(_alive(p) for p in pids):
@@ -70,15 +91,30 @@ def _wait_gone(pids: list[int], timeout: float = 60.0) -> list[int]:
     return [p for p in pids if _alive(p)]
 
 
+@contextmanager
+def _sigint_as_in_a_terminal():
+    """Children started inside get SIGINT's default action even where this process ignores it (a
+    background job of a shell without job control): a handler, unlike SIG_IGN, is reset by exec."""
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _start(script: str, *argv: str) -> tuple[subprocess.Popen, list[int]]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "EVALKIT_CPU_THREADS": "1"}
-    parent = subprocess.Popen(
-        [sys.executable, "-c", script, *argv],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,  # its own process group, as a shell gives a foreground job
-    )
+    with _sigint_as_in_a_terminal():
+        parent = subprocess.Popen(
+            [sys.executable, "-c", script, *argv],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            start_new_session=True,  # its own process group, as a shell gives a foreground job
+        )
     line = parent.stdout.readline().split()
     assert line and line[0] == "workers", line
     return parent, [int(x) for x in line[1:]]
@@ -142,3 +178,68 @@ def test_sigint_to_the_parent_ends_a_data_parallel_run_mid_batch(tiny_hybrid_ckp
 @pytest.mark.slow
 def test_ctrl_c_to_the_process_group_ends_a_data_parallel_run_mid_batch(tiny_hybrid_ckpt):
     _interrupt_mid_batch(tiny_hybrid_ckpt, to_group=True)
+
+
+def test_a_child_takes_ctrl_c_even_when_the_test_runner_ignores_it():
+    """`pytest ... &` from a script: SIGINT is ignored here, and a child would inherit that (the
+    SIGINT tests then waited 120 s for a parent that could not hear them)."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        parent, workers = _start(BARE)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        assert not _ignores_sigint(parent.pid), "the child inherited an ignored SIGINT"
+    finally:
+        _cleanup([parent.pid, *workers])
+
+
+def test_ctrl_c_while_the_requests_are_dealt_ends_the_run_at_once(tiny_hybrid_ckpt):
+    """Before, a Ctrl-C while a batch was being put in a worker's queue escaped generate() before
+    its stop, and close() then waited 30 s for a worker busy with 20,000 requests."""
+    parent, workers = _start(ENGINE, str(tiny_hybrid_ckpt), "interrupt-while-dealing")
+    try:
+        t0 = time.monotonic()
+        out, _ = parent.communicate(timeout=120)
+        waited = time.monotonic() - t0
+        assert parent.returncode == 130 and "interrupted" in out, out
+        assert _wait_gone(workers) == []
+        assert waited < 25, f"Ctrl-C while dealing took {waited:.1f} s"
+    finally:
+        _cleanup([parent.pid, *workers])
+
+
+class _FakeWorker:
+    """A worker as `stop_now` sees it: it ignores SIGTERM, and its first join is cut by a Ctrl-C."""
+
+    def __init__(self, interrupted_join: bool = False) -> None:
+        self.alive, self.calls, self.interrupted_join = True, [], interrupted_join
+
+    def is_alive(self) -> bool:
+        return self.alive
+
+    def terminate(self) -> None:
+        self.calls.append("terminate")
+
+    def kill(self) -> None:
+        self.calls.append("kill")
+        self.alive = False
+
+    def join(self, timeout: float | None = None) -> None:
+        assert timeout is not None, "an unbounded wait in the stop"
+        self.calls.append("join")
+        if self.interrupted_join:
+            self.interrupted_join = False
+            raise KeyboardInterrupt
+
+
+def test_a_second_ctrl_c_during_the_stop_kills_every_worker_at_once():
+    from evalkit.backends.data_parallel import DataParallelBackend
+
+    backend = object.__new__(DataParallelBackend)  # the stop alone, no engine
+    workers = [_FakeWorker(interrupted_join=True), _FakeWorker()]
+    backend._procs = list(workers)
+    with pytest.raises(KeyboardInterrupt):
+        backend.stop_now()
+    assert [w.alive for w in workers] == [False, False], [w.calls for w in workers]
+    assert backend._procs == []

@@ -156,22 +156,27 @@ class DataParallelBackend:
         ctx = mp.get_context("spawn")  # CUDA cannot be re-initialised in a forked child
         self._outbox = ctx.Queue()
         self._inboxes = [ctx.Queue() for _ in self.devices]
+        for q in (*self._inboxes, self._outbox):
+            # this process never waits at exit to flush what it put: a worker that stops reading
+            # (killed, crashed) would otherwise block the exit on a full pipe for ever; a polite
+            # close waits for the workers themselves, who have read everything by then
+            q.cancel_join_thread()
         self._procs = []
-        for rank, dev in enumerate(self.devices):
-            kw = dict(
-                model=model,
-                arm=self.arm.label,
-                kernels=self.kernels.label,
-                device=dev,
-                max_num_seqs=max_num_seqs,
-                trust_remote_code=trust_remote_code,
-            )
-            args = (rank, kw, self._inboxes[rank], self._outbox, os.getpid())
-            p = ctx.Process(target=_worker, args=args, daemon=True)
-            p.start()
-            self._procs.append(p)
-        self.tokenizer = load_tokenizer(resolve_model_path(model), trust_remote_code)
-        try:
+        try:  # an interrupt or failure anywhere in start-up ends the workers already started
+            for rank, dev in enumerate(self.devices):
+                kw = dict(
+                    model=model,
+                    arm=self.arm.label,
+                    kernels=self.kernels.label,
+                    device=dev,
+                    max_num_seqs=max_num_seqs,
+                    trust_remote_code=trust_remote_code,
+                )
+                args = (rank, kw, self._inboxes[rank], self._outbox, os.getpid())
+                p = ctx.Process(target=_worker, args=args, daemon=True)
+                p.start()
+                self._procs.append(p)
+            self.tokenizer = load_tokenizer(resolve_model_path(model), trust_remote_code)
             ready = {}
             while len(ready) < len(self._procs):
                 kind, rank, payload = self._next(START_TIMEOUT_S)
@@ -206,12 +211,12 @@ class DataParallelBackend:
         arrived before it were handed over: those are stored, a re-run resumes."""
         n = len(self._procs)
         busy = 0
-        for rank in range(n):
-            idx = list(range(rank, len(requests), n))
-            if idx:
-                self._inboxes[rank].put((idx, [requests[i] for i in idx]))
-                busy += 1
-        try:
+        try:  # dealing too: a Ctrl-C while the requests are put must not fall back on close()'s wait
+            for rank in range(n):
+                idx = list(range(rank, len(requests), n))
+                if idx:
+                    self._inboxes[rank].put((idx, [requests[i] for i in idx]))
+                    busy += 1
             while busy:
                 kind, rank, payload = self._next(float("inf"))
                 if kind == "result":
@@ -226,27 +231,35 @@ class DataParallelBackend:
 
     def stop_now(self) -> None:
         """End every worker at once (SIGTERM, then SIGKILL after STOP_GRACE_S): an interrupted or
-        failed run does not wait for engines mid-batch. Queued messages are dropped, not flushed."""
-        for q in (*self._inboxes, self._outbox):
-            q.cancel_join_thread()  # this process's exit must not wait to flush a dead worker's queue
-        for p in self._procs:
-            if p.is_alive():
-                p.terminate()
-        deadline = time.monotonic() + STOP_GRACE_S
-        for p in self._procs:
-            p.join(timeout=max(0.0, deadline - time.monotonic()))
-            if p.is_alive():
-                p.kill()
-                p.join(timeout=STOP_GRACE_S)
-        self._procs = []
+        failed run does not wait for engines mid-batch. Queued messages are dropped, not flushed.
+        A second Ctrl-C during the grace kills the rest at once (every wait here is bounded)."""
+        procs, self._procs = self._procs, []
+        try:
+            for p in procs:
+                if p.is_alive():
+                    p.terminate()
+            deadline = time.monotonic() + STOP_GRACE_S
+            for p in procs:
+                p.join(timeout=max(0.0, deadline - time.monotonic()))
+        finally:
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
+                    p.join(timeout=STOP_GRACE_S)
 
     def close(self) -> None:
-        for inbox, p in zip(self._inboxes, self._procs):
-            if p.is_alive():
-                inbox.put(None)
-        for p in self._procs:
-            p.join(timeout=30)
-            if p.is_alive():
-                p.terminate()
-                p.join(timeout=5)
+        """A polite stop: each worker finishes its batch and exits (30 s each, then SIGTERM); an
+        interrupt during that wait ends them at once instead."""
+        try:
+            for inbox, p in zip(self._inboxes, self._procs):
+                if p.is_alive():
+                    inbox.put(None)
+            for p in self._procs:
+                p.join(timeout=30)
+                if p.is_alive():
+                    p.terminate()
+                    p.join(timeout=5)
+        except BaseException:
+            self.stop_now()
+            raise
         self._procs = []
