@@ -1,7 +1,7 @@
 """The transformers-free tokenizer (`evalkit.model.json_tokenizer`) against transformers' own
-AutoTokenizer (the oracle) on the shipped reference models: ids with and without special tokens,
-offsets, decoding, special-token ids, the chat template's rendering, and the fingerprint a run
-records; and the configurations it must leave to transformers."""
+AutoTokenizer (the oracle) on the shipped reference models and the tiny test checkpoint: ids with
+and without special tokens, offsets, decoding, special-token ids, the chat template's rendering,
+and the fingerprint a run records; and the configurations it must leave to transformers."""
 
 from __future__ import annotations
 
@@ -37,9 +37,10 @@ def _odd_texts(hf) -> list[str]:
     return ["", " ", "\n\n\t  x", "<s>hi</s><|im_start|>user\n<|im_end|>", "naïve café 数学 🙂 \u00a0", *soup]
 
 
-@pytest.fixture(scope="module", params=MODELS, ids=lambda p: p.name)
+@pytest.fixture(scope="module", params=[*MODELS, "tiny_hybrid_ckpt"], ids=lambda p: getattr(p, "name", p))
 def pair(request):
-    path = request.param
+    """(ours, transformers') on each shipped reference model and the tiny test checkpoint."""
+    path = request.param if isinstance(request.param, Path) else request.getfixturevalue(request.param)
     ours = load_tokenizer(path)
     assert isinstance(ours, JsonTokenizer), "the shipped models' tokenizers must take the light path"
     return ours, transformers.AutoTokenizer.from_pretrained(str(path))
