@@ -1,4 +1,4 @@
-"""The transformers-free tokenizer (`evalkit.model.json_tokenizer`) against transformers' own
+"""The transformers-free tokenizer (`evalkit.json_tokenizer`) against transformers' own
 AutoTokenizer (the oracle) on the shipped reference models and the tiny test checkpoint: ids with
 and without special tokens, offsets, decoding, special-token ids, the chat template's rendering,
 and the fingerprint a run records; and the configurations it must leave to transformers."""
@@ -6,14 +6,17 @@ and the fingerprint a run records; and the configurations it must leave to trans
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from evalkit.json_tokenizer import JsonTokenizer
 from evalkit.model.checkpoint import load_tokenizer
-from evalkit.model.json_tokenizer import JsonTokenizer
 from evalkit.tasks.tokenizer import TokenizerView
 
 transformers = pytest.importorskip("transformers")
@@ -147,3 +150,18 @@ def test_broken_tokenizer_json_is_one_line_error(tmp_path):
     (folder / "tokenizer.json").write_text("{not json")
     with pytest.raises(InputError, match="cannot load the tokenizer"):
         load_tokenizer(folder)
+
+
+def test_no_transformers_import():
+    """The point of the class: loading a plain tokenizer, for the engine or for a --server run's
+    --tokenizer folder, leaves transformers unimported (a fresh process, so nothing else did)."""
+    code = (
+        "import sys; from pathlib import Path\n"
+        "from evalkit.model.checkpoint import load_tokenizer\n"
+        "from evalkit.runner.setup import load_tokenizer as server_tokenizer\n"
+        f"a = load_tokenizer(Path({str(MODELS[0])!r})); b = server_tokenizer({str(MODELS[1])!r})\n"
+        "print(type(a).__name__, type(b).__name__, 'transformers' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "EVALKIT_TOKENIZER"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split() == ["JsonTokenizer", "JsonTokenizer", "False"]

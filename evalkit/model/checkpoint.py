@@ -133,7 +133,7 @@ def load_tokenizer(path: Path, trust_remote_code: bool = False):
     (`JsonTokenizer`, the same ids without transformers' import), else transformers'
     AutoTokenizer. Code the checkpoint ships (Kimi's own tiktoken tokenizer) runs only with
     `trust_remote_code` (`--trust-remote-code`): without it such a checkpoint is refused."""
-    from evalkit.model.json_tokenizer import JsonTokenizer
+    from evalkit.json_tokenizer import JsonTokenizer
 
     try:
         plain = JsonTokenizer.from_folder(path)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call (H200, <= 150 s): issue 42's goal 4, the main job's per-arm command from the
 # command line (`python3 -m evalkit run --arm A`, the README's main job on one GPU), after the
-# tokenizer stopped importing transformers (evalkit.model.json_tokenizer).
+# tokenizer stopped importing transformers (evalkit.json_tokenizer).
 #   1. the first process on the fresh machine (fp16), its phases timed (scripts/startup_phases.py):
 #      bytecode and Triton's cache both cold;
 #   2. three warm repeats per arm (scripts/time_startup.py: wall, the run's own evaluation seconds,
@@ -57,7 +57,7 @@ if [ "$(elapsed)" -lt 135 ]; then
 else
   log "warm phases skipped: no time left"
 fi
-python3 -X importtime -c "import evalkit.cli, evalkit.arm, evalkit.engine, evalkit.backends.local, evalkit.model.json_tokenizer" 2> $W/importtime.txt
+python3 -X importtime -c "import evalkit.cli, evalkit.arm, evalkit.engine, evalkit.backends.local, evalkit.json_tokenizer" 2> $W/importtime.txt
 cp $W/log.txt $W/env.txt $W/arm_fp16.json $W/arm_fp32.json $W/phases_cold_fp16.json $W/phases_warm_fp16.json $OUT/ 2>/dev/null
 [ -f $W/ab_fp16.json ] && cp $W/ab_fp16.json $OUT/
 tar czf $OUT/startup-h200.tgz -C $W --exclude=runs --exclude=pycache . 2>/dev/null

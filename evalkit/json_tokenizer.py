@@ -99,8 +99,16 @@ class JsonTokenizer:
     def apply_chat_template(self, messages: Any, **kwargs: Any) -> Any:
         """transformers' own rendering (its Jinja environment and extensions), loaded on first use."""
         if self._hf is None:
-            from transformers import AutoTokenizer
+            try:
+                from transformers import AutoTokenizer
+            except ModuleNotFoundError:
+                from evalkit.errors import InputError
+                from evalkit.extras import install_hint
 
+                raise InputError(
+                    "rendering the chat template needs transformers, which a light install lacks: "
+                    f"{install_hint()} (or leave out --tokenizer: a chat server renders it)"
+                ) from None
             self._hf = AutoTokenizer.from_pretrained(str(self._folder))
         return self._hf.apply_chat_template(messages, **kwargs)
 
