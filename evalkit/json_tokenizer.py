@@ -31,9 +31,11 @@ class JsonTokenizer:
 
     is_fast = True
 
-    def __init__(self, backend: Any, folder: Path, config: dict[str, Any], chat_template: str | None):
+    def __init__(
+        self, backend: Any, folder: Path, config: dict[str, Any], chat_template: str | None, name: str
+    ):
         self.backend_tokenizer = backend
-        self.name_or_path = str(folder)
+        self.name_or_path = name
         self.chat_template = chat_template
         self.special_tokens_map = {k: config[k] for k in SPECIAL_KEYS if config.get(k) is not None}
         self._folder = folder
@@ -44,8 +46,9 @@ class JsonTokenizer:
             setattr(self, f"{key}_id", backend.token_to_id(token) if token is not None else None)
 
     @classmethod
-    def from_folder(cls, folder: Path) -> JsonTokenizer | None:
-        """The folder's tokenizer when it is a plain tokenizers model (see the module doc), else None."""
+    def from_folder(cls, folder: Path, name: str | None = None) -> JsonTokenizer | None:
+        """The folder's tokenizer when it is a plain tokenizers model (see the module doc), else None.
+        `name`: the folder as the user wrote it (transformers' `name_or_path`, which a fingerprint holds)."""
         if os.environ.get("EVALKIT_TOKENIZER", "").strip().lower() == "transformers":
             return None
         config = _plain_config(folder)
@@ -58,7 +61,7 @@ class JsonTokenizer:
         special = {t.content for t in backend.get_added_tokens_decoder().values() if t.special}
         if not set(named + config.get("extra_special_tokens", [])) <= special:
             return None  # a token transformers would add or mark special itself
-        return cls(backend, folder, config, _chat_template(folder, config))
+        return cls(backend, folder, config, _chat_template(folder, config), name or str(folder))
 
     # -- encoding --------------------------------------------------------------------------------
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:

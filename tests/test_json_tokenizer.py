@@ -165,3 +165,14 @@ def test_no_transformers_import():
     env = {k: v for k, v in os.environ.items() if k != "EVALKIT_TOKENIZER"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.split() == ["JsonTokenizer", "JsonTokenizer", "False"]
+
+
+def test_server_tokenizer_keeps_the_name_as_given():
+    """A --server run's --tokenizer folder is recorded as the user wrote it, as AutoTokenizer did."""
+    from evalkit.runner.setup import load_tokenizer as server_tokenizer
+
+    given = str(MODELS[0]) + "/"
+    ours = server_tokenizer(given)
+    assert isinstance(ours, JsonTokenizer)
+    hf = transformers.AutoTokenizer.from_pretrained(given)
+    assert TokenizerView(ours).fingerprint() == TokenizerView(hf).fingerprint()

@@ -45,7 +45,7 @@ def load_tokenizer(name_or_path: str | None, trust_remote_code: bool = False) ->
         from evalkit.json_tokenizer import JsonTokenizer
 
         try:
-            plain = JsonTokenizer.from_folder(Path(name_or_path).expanduser())
+            plain = JsonTokenizer.from_folder(Path(name_or_path).expanduser(), name_or_path)
         except Exception as exc:  # noqa: BLE001 -- tokenizers raises bare Exceptions on a bad file
             raise InputError(f"cannot load the tokenizer from {name_or_path}: {exc}") from None
         if plain is not None:
