@@ -7,8 +7,9 @@
 #   2. three warm repeats per arm (scripts/time_startup.py: wall, the run's own evaluation seconds,
 #      the rest);
 #   3. if time is left (started before 110 s): one fp16 process each with the new path, the old
-#      tokenizer path (EVALKIT_TOKENIZER=transformers) and no bytecode cache
-#      (PYTHONDONTWRITEBYTECODE=1, as the earlier capacity-h200 timings presumably ran);
+#      tokenizer path (EVALKIT_TOKENIZER=transformers) and no bytecode (PYTHONDONTWRITEBYTECODE=1
+#      with an empty PYTHONPYCACHEPREFIX: every module compiled from source, as the earlier
+#      capacity-h200 timings likely ran: a prefix is the only place Python then reads bytecode from);
 #   4. if time is left (started before 135 s): the phases of a warm fp16 process.
 # Usage (device, from the repository root, carrying .whl): bash results/startup-h200/run.sh $OUT
 set -u
@@ -41,7 +42,8 @@ for arm in fp16 fp32; do
 done
 if [ "$(elapsed)" -lt 110 ]; then
   python3 scripts/time_startup.py --out $W/ab_fp16.json --repeats 1 --variant after \
-    --variant before:EVALKIT_TOKENIZER=transformers --variant nobytecode:PYTHONDONTWRITEBYTECODE=1 \
+    --variant before:EVALKIT_TOKENIZER=transformers \
+    --variant nobytecode:PYTHONDONTWRITEBYTECODE=1,PYTHONPYCACHEPREFIX=/tmp/pycache-none \
     -- --arm fp16 $EXTRA >> $W/log.txt 2>&1
   rc=$?
   log "A/B (fp16): exit $rc"
