@@ -129,8 +129,18 @@ class TensorSource:
 
 
 def load_tokenizer(path: Path, trust_remote_code: bool = False):
-    """transformers' AutoTokenizer. Code the checkpoint ships (Kimi's own tiktoken tokenizer) runs
-    only with `trust_remote_code` (`--trust-remote-code`): without it such a checkpoint is refused."""
+    """The checkpoint's tokenizer: a plain `tokenizers` model straight from its tokenizer.json
+    (`JsonTokenizer`, the same ids without transformers' import), else transformers'
+    AutoTokenizer. Code the checkpoint ships (Kimi's own tiktoken tokenizer) runs only with
+    `trust_remote_code` (`--trust-remote-code`): without it such a checkpoint is refused."""
+    from evalkit.json_tokenizer import JsonTokenizer
+
+    try:
+        plain = JsonTokenizer.from_folder(path)
+    except Exception as exc:  # noqa: BLE001 -- tokenizers raises bare Exceptions on a bad file
+        raise InputError(f"cannot load the tokenizer of {path}: {type(exc).__name__}: {exc}") from None
+    if plain is not None:
+        return plain
     from transformers import AutoTokenizer
 
     cfg = path / "tokenizer_config.json"

@@ -37,9 +37,19 @@ def default_model() -> tuple[str, Any]:
 
 
 def load_tokenizer(name_or_path: str | None, trust_remote_code: bool = False) -> Any:
-    """A --server run's tokenizer; its own code (if it ships some) runs only with --trust-remote-code."""
+    """A --server run's tokenizer; its own code (if it ships some) runs only with --trust-remote-code.
+    A local folder with a plain tokenizer.json is read without importing transformers (`JsonTokenizer`)."""
     if not name_or_path:
         return None
+    if Path(name_or_path).expanduser().is_dir():
+        from evalkit.json_tokenizer import JsonTokenizer
+
+        try:
+            plain = JsonTokenizer.from_folder(Path(name_or_path).expanduser(), name_or_path)
+        except Exception as exc:  # noqa: BLE001 -- tokenizers raises bare Exceptions on a bad file
+            raise InputError(f"cannot load the tokenizer from {name_or_path}: {exc}") from None
+        if plain is not None:
+            return plain
     try:
         from transformers import AutoTokenizer
     except ModuleNotFoundError:  # a light install: the `tokenizers` library alone
