@@ -288,7 +288,7 @@ def test_cli_resume_continues_a_run_and_refuses_a_changed_one(tiny_hybrid_ckpt, 
     changed = [a if a != "fp16" else "bf16" for a in argv]
     assert cli_main([*changed, "--prompts", "3", "--resume"]) == 2
     err = capsys.readouterr().err
-    assert "another config" in err and "Traceback" not in err
+    assert "drift.arms is ['fp16'] there but ['bf16'] now" in err and "Traceback" not in err
 
 
 def test_a_study_records_which_weights_it_measured():

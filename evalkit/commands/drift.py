@@ -24,6 +24,7 @@ from evalkit.arm import DEFAULT_PREFILL_CHUNK
 from evalkit.commands.kernels_option import add_kernels_argument, kernels_from_args
 from evalkit.errors import EvalkitError, InputError
 from evalkit.kernel_choice import parse_kernels
+from evalkit.store.writer import MANIFEST
 
 WEIGHT_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
@@ -123,6 +124,12 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="continue the drift run in --out (same model, options and prompts; --prompts may grow): "
         "the prompts it finished are not run again",
+    )
+    parser.add_argument(
+        "--allow-source-change",
+        action="store_true",
+        help="with --resume: continue a run made by other evalkit sources or library versions "
+        "(refused by default, as `evalkit run` refuses it; the change is recorded in the manifest)",
     )
     parser.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda if available)")
     parser.add_argument(
@@ -230,8 +237,8 @@ def main(args: argparse.Namespace) -> int:
     length, n_prompts = _checked_sizes(args)
     path = _model_path(args.model)
     out = Path(args.out) if args.out else Path("runs") / f"drift-{time.strftime('%Y%m%d-%H%M%S')}"
-    if (out / "summary.json").exists() and not (args.overwrite or args.resume):
-        raise InputError(f"{out} already holds a drift run; pass another --out (or --overwrite)")
+    if (out / MANIFEST).exists() and not (args.overwrite or args.resume):
+        raise InputError(f"{out} already holds a drift run; pass another --out (or --resume, --overwrite)")
     model = _load_model(args, path, length)
     prompts = _prompts(args, model, length, n_prompts)
     cfg = StudyConfig(
@@ -254,6 +261,7 @@ def main(args: argparse.Namespace) -> int:
         show_progress=not args.no_progress,
         plots=not args.no_plots,
         resume=args.resume,
+        allow_source_change=args.allow_source_change,
     )
     print_summary(summary, out)
     for err in summary.get("errors") or []:
