@@ -24,6 +24,7 @@ from evalkit.arm import DEFAULT_PREFILL_CHUNK
 from evalkit.commands.kernels_option import add_kernels_argument, kernels_from_args
 from evalkit.errors import EvalkitError, InputError
 from evalkit.kernel_choice import parse_kernels
+from evalkit.reference_model import default_model_path
 from evalkit.store.writer import MANIFEST
 
 WEIGHT_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -184,21 +185,6 @@ def _arms(text: str, chunk_size: int | None) -> tuple[list[str], int]:
     return arms, chunk
 
 
-def _model_path(model: str | None) -> str:
-    if model:
-        return model
-    try:
-        from evalkit import reference_model
-
-        return str(reference_model.default_model_path())
-    except (ImportError, AttributeError, NotImplementedError):
-        raise InputError(
-            "no --model given and the embedded reference model is not available; pass --model PATH"
-        ) from None
-    except (EvalkitError, FileNotFoundError) as exc:  # it says what is missing and what to do
-        raise InputError(f"no --model given: {exc}") from None
-
-
 def _command_line(args: argparse.Namespace) -> list[str]:
     """The resolved options as a command line (for the manifest; the same whether run from a
     shell or in-process)."""
@@ -235,7 +221,7 @@ def main(args: argparse.Namespace) -> int:
 
     arms, args.chunk_size = _arms(args.arms, args.chunk_size)
     length, n_prompts = _checked_sizes(args)
-    path = _model_path(args.model)
+    path = args.model or str(default_model_path())  # a missing reference model: its one-line error
     out = Path(args.out) if args.out else Path("runs") / f"drift-{time.strftime('%Y%m%d-%H%M%S')}"
     if (out / MANIFEST).exists() and not (args.overwrite or args.resume):
         raise InputError(f"{out} already holds a drift run; pass another --out (or --resume, --overwrite)")

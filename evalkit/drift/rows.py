@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from evalkit.drift.rundir import _clean
 from evalkit.drift.study_summary import ModeState
 from evalkit.errors import InputError
 from evalkit.store.jsonl import iter_jsonl, read_json
@@ -24,17 +25,6 @@ from evalkit.store.writer import RowKind
 
 ROWS = ("bucket_rows", "state_rows", "prompt_rows")
 LEGACY = "checkpoint.json"  # before the run store layout: every mode's rows in one object
-
-
-def _plain(x: Any) -> Any:
-    """numpy scalars to Python numbers (the writer's JSON would write them as strings)."""
-    if isinstance(x, dict):
-        return {k: _plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
-    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
-        return x.item()
-    return x
 
 
 def _normalise(obj: Any) -> dict[str, Any]:
@@ -51,7 +41,7 @@ def _normalise(obj: Any) -> dict[str, Any]:
         raise SampleError(f"fields {', '.join(ROWS)} must be lists")
     if not isinstance(obj["seconds"], (int, float)) or not math.isfinite(obj["seconds"]):
         raise SampleError(f"field 'seconds' must be a number, got {obj['seconds']!r}")
-    return _plain(obj)
+    return _clean(obj, keep_nan=True)  # numpy scalars to numbers (the writer's JSON would quote them)
 
 
 KIND = RowKind(_normalise, lambda row: (row["mode"], row["prompt"]))

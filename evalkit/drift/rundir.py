@@ -26,15 +26,16 @@ from evalkit.errors import InputError
 from evalkit.store.jsonl import write_json_atomic
 
 
-def _clean(x: Any) -> Any:
-    """JSON-safe: NaN/inf become None (JSON has no NaN), numpy scalars become Python numbers."""
+def _clean(x: Any, keep_nan: bool = False) -> Any:
+    """JSON-safe: numpy scalars become Python numbers, NaN/inf None (JSON has no NaN) unless
+    `keep_nan` (the stored rows keep them: JSON's extension, which Python reads back)."""
     if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
+        return {str(k): _clean(v, keep_nan) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
+        return [_clean(v, keep_nan) for v in x]
     if hasattr(x, "item") and not isinstance(x, (str, bytes)):
         x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
+    if isinstance(x, float) and not math.isfinite(x) and not keep_nan:
         return None
     return x
 
