@@ -389,7 +389,3 @@ def print_summary(summary: dict, out: Path) -> None:
             f.add_row(arm, div, f"{100 * a['token_agreement']:.1f}%", ", ".join(a["flags"]) or "none")
         console.print(f)
     console.print(f"run directory: {out}  (summary.md, summary.json, buckets.csv, prompt_results.csv, *.png)")
-
-
-def _g(x) -> str:
-    return "–" if x is None else f"{x:.3g}"
