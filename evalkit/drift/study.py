@@ -21,7 +21,7 @@ import torch
 
 from evalkit.backends.probe import DriftModel
 from evalkit.drift import rows, rundir
-from evalkit.drift.driver import manifest, tokens_sha256
+from evalkit.drift.driver import free_running, manifest, progress_bar, record_error, tokens_sha256
 from evalkit.drift.floor import AA_ARM, AA_HOW, session_opener
 from evalkit.drift.prompts import Prompt
 from evalkit.drift.study_summary import (
@@ -36,7 +36,7 @@ from evalkit.drift.study_summary import (
 )
 from evalkit.drift.teacher_forced import run_teacher_forced
 from evalkit.drift.verdict import verdicts
-from evalkit.errors import InputError
+from evalkit.errors import InputError, is_user_error
 from evalkit.store.samples_file import SAMPLES
 from evalkit.store.writer import ERRORS, MANIFEST, RunWriter, link_refused
 
@@ -101,9 +101,10 @@ def run_study(
     man = {**manifest(model, drift, command), **(manifest_extra or {})}
     writer = _open_writer(out, man, overwrite and not resume, resume, allow_source_change)
     with writer:  # the run store's lock: two studies into one directory would interleave their files
-        saved = _saved_rows(out, prompt_info) if writer.done_keys else {}
+        hashes = [p["sha256"] for p in prompt_info]
+        saved = _saved_rows(out, hashes) if writer.done_keys else {}
         rundir.write_json(out / "prompts.json", prompt_info)
-        study = _Study(model, prompts, cfg, out, _new_summary(model, prompts, cfg), writer)
+        study = _Study(model, prompts, hashes, cfg, out, _new_summary(model, prompts, cfg), writer)
         opener = session_opener(model)
         budgets = budgets or {}
         for mode in cfg.modes:
@@ -139,10 +140,9 @@ def _open_writer(out: Path, man: dict, overwrite: bool, resume: bool, allow_sour
     return writer
 
 
-def _saved_rows(out: Path, prompt_info: list[dict]) -> dict[str, dict[str, list]]:
+def _saved_rows(out: Path, ours: list[str]) -> dict[str, dict[str, list]]:
     """The rows of a resumed study, refused when a finished prompt is not the prompt it is now."""
     saved, hashes = rows.read(out)
-    ours = [p["sha256"] for p in prompt_info]
     if any(i >= len(ours) or h != ours[i] for i, h in hashes.items()):
         raise InputError(f"{out}: the prompts differ from the run there; resume with the same prompts")
     return saved
@@ -154,6 +154,7 @@ class _Study:
 
     model: DriftModel
     prompts: list[Prompt]
+    hashes: list[str]  # each prompt's token sha256, recorded with its rows
     cfg: StudyConfig
     out: Path
     summary: dict[str, Any]
@@ -205,9 +206,6 @@ def _run_mode(
     """One mode over the prompts (those a resumed study finished are skipped); the summary and
     the run directory are rewritten after every prompt. A mode takes no prompt that would end
     past its budget or the deadline (`stops`), estimated by the last prompt's duration."""
-    from evalkit.drift.driver import progress_bar, record_error
-    from evalkit.errors import is_user_error
-
     cfg, prompts = study.cfg, study.prompts
     L = len(prompts[0].ids)
     ms = study.states[mode] = ModeState(mode, L, cfg.chunk_size if mode == "prefill" else None)
@@ -244,7 +242,7 @@ def _run_mode(
                 bar.close()
         ms.seconds.append(time.perf_counter() - t0)
         b, s, r = per_prompt_rows(res, i)
-        study.writer.append(rows.line(mode, i, tokens_sha256(torch.tensor(p.ids)), (b, s, r), ms.seconds[-1]))
+        study.writer.append(rows.line(mode, i, study.hashes[i], (b, s, r), ms.seconds[-1]))
         ms.bucket_rows += b
         ms.state_rows += s
         ms.prompt_rows += r
@@ -257,9 +255,6 @@ def _run_mode(
 
 def _free_running(study: _Study, show_progress: bool, budget: float | None) -> None:
     """Greedy generation from the first prompt by every arm; a failure is recorded, not raised."""
-    from evalkit.drift.driver import free_running, record_error
-    from evalkit.errors import is_user_error
-
     cfg = study.cfg
     try:
         free_running(
@@ -283,7 +278,6 @@ def _free_running(study: _Study, show_progress: bool, budget: float | None) -> N
 def write_reports(out: Path, summary: dict, rewrite: Callable[[], None], plots: bool = True) -> None:
     """The plots and summary.md of a finished run directory; a plot that fails is recorded in the
     summary (`rewrite` writes it again), never raised: a plot must not lose the numbers."""
-    from evalkit.drift.driver import record_error
     from evalkit.drift.report import drift_markdown
 
     if plots:
