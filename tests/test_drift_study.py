@@ -306,3 +306,23 @@ def test_a_link_planted_in_a_drift_run_directory_is_refused(tmp_path):
     with pytest.raises(InputError, match=r"buckets\.csv is a symbolic link"):
         run_study(TOY, prompts, cfg, run, show_progress=False, plots=False)
     assert victim.read_text() == "keep\n"
+
+
+def test_a_resume_repairs_a_torn_row_and_skips_the_finished_prompts(tmp_path, capsys):
+    """The run store's resume for drift's rows: a line cut by a kill is dropped with a notice and
+    its prompt measured again; a finished prompt is not; the rows read back whole."""
+    from evalkit.drift import rows
+
+    prompts = random_prompts(TOY.vocab_size, 96, 3, seed=5)
+    cfg = StudyConfig(arms=["fp16"], modes=["decode"], chunk_size=CHUNK, decode_block=64, floor=False)
+    out = tmp_path / "r"
+    run_study(TOY, prompts[:2], cfg, out, show_progress=False, plots=False)
+    lines = (out / "samples.jsonl").read_bytes().splitlines(keepends=True)
+    (out / "samples.jsonl").write_bytes(lines[0] + lines[1][: len(lines[1]) // 2])  # prompt 1 torn
+    ran = []
+    kw = dict(show_progress=False, plots=False, resume=True, on_prompt=lambda m, i: ran.append(i))
+    s = run_study(TOY, prompts, cfg, out, **kw)
+    assert ran == [1, 2] and "dropped a truncated last line" in capsys.readouterr().err
+    saved, hashes = rows.read(out)
+    assert sorted(hashes) == [0, 1, 2] and s["study"]["decode"]["n_prompts"] == 3
+    assert sorted({r["prompt"] for r in saved["decode"]["prompt_rows"]}) == [0, 1, 2]

@@ -11,6 +11,7 @@ all prompts cover the same positions.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -38,7 +39,7 @@ from evalkit.drift.teacher_forced import run_teacher_forced
 from evalkit.drift.verdict import verdicts
 from evalkit.errors import InputError, is_user_error
 from evalkit.store.samples_file import SAMPLES
-from evalkit.store.writer import ERRORS, MANIFEST, RunWriter, link_refused
+from evalkit.store.writer import ERRORS, MANIFEST, RunWriter, link_refused, lock_run_dir
 
 
 @dataclass
@@ -129,6 +130,7 @@ def _open_writer(out: Path, man: dict, overwrite: bool, resume: bool, allow_sour
             "`evalkit drift --report-only`, or choose another --out"
         )
     if overwrite and out.is_dir():  # a fresh study replaces the rows and records of the one there
+        os.close(lock_run_dir(out))  # not those of a study being written now: refused, one line
         for name in (MANIFEST, SAMPLES, ERRORS, rows.LEGACY):
             if (out / name).is_file() and not (out / name).is_symlink():
                 (out / name).unlink()
