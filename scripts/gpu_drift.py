@@ -21,7 +21,7 @@ Run (repository root, on the lent H200):
     python scripts/gpu_drift.py --out /tmp/x --estimate ...   # the plan and its predicted seconds, no GPU
 A study longer than one call (the 48B-dims parts at 128k: ~42 minutes measured for bf16 weights,
 the fp32 part not yet measured) runs in several (scripts/drift_resume_call.sh): each call with the
-same options plus --resume, its --out holding the last call's runs/<part>/ (checkpoint.jsonl:
+same options plus --resume, its --out holding the last call's runs/<part>/ (samples.jsonl:
 finished prompts are not run again; the summary is the one an uninterrupted run would write).
 CPU check of the script (tiny widths, not a result):
     python scripts/gpu_drift.py --out /tmp/gd --device cpu --smoke --ref-model CKPT --prompts 2 \
@@ -155,6 +155,11 @@ def main() -> int:
         help="continue the parts' studies in --out/runs/<part>/ (a study longer than one GPU session: "
         "copy that folder back into --out first); finished prompts are not run again",
     )
+    ap.add_argument(
+        "--allow-source-change",
+        action="store_true",
+        help="with --resume: continue studies made by other evalkit code (recorded in each manifest)",
+    )
     args = ap.parse_args()
     bootstrap_evalkit()
     from evalkit.drift.campaign import estimate_seconds, note_markdown, run_part
@@ -221,6 +226,7 @@ def main() -> int:
             command=meta["command"].split(),
             log=log,
             resume=args.resume,
+            allow_source_change=args.allow_source_change,
             kernels=KernelChoice(mla_prefill=args.mla_prefill or "auto"),
         )
         log(f"{p.name}: {rec['seconds']} s, peak {rec['peak_gpu_memory_gib']} GiB, ok {rec.get('ok')}")

@@ -121,20 +121,27 @@ def test_the_report_fails_when_a_stored_figure_changes():
     assert study_markdown({**load_run(run), "summary": changed}) != same
 
 
-def test_a_resumed_old_study_carries_its_checkpoint_json_over_into_the_log(tmp_path):
-    """`--resume` on a study written before checkpoint.jsonl: the log starts with its rows, the old
-    file goes, and reading the log gives back exactly what the old file held."""
+def test_an_old_study_is_refit_in_place_and_refused_a_resume(tmp_path):
+    """A study from before the run store layout (checkpoint.json): `--report-only` rewrites its
+    files to the numbers it reported, the rows untouched; `--resume` is refused in one line (its
+    rows are not a samples.jsonl the run store's writer could append to)."""
     import shutil
 
-    from evalkit.drift import checkpoint
+    from test_drift_driver import TOY
+
+    from evalkit.drift.prompts import random_prompts
+    from evalkit.drift.refit import refit_study
+    from evalkit.drift.study import StudyConfig, run_study
+    from evalkit.errors import InputError
 
     run = tmp_path / "run"
     shutil.copytree(CHECKPOINTED[0], run)
-    old = checkpoint.read(run)
-    ident = checkpoint.Identity(old["config"], old["model"], old["prompt_sha256"])
-    checkpoint.begin(run, ident, checkpoint.load(run, ident), resume=True)
-    assert not (run / checkpoint.LEGACY).exists()
-    new = checkpoint.read(run)
-    assert new["modes"] == old["modes"] and new["prompt_sha256"] == old["prompt_sha256"]
-    summary, _, _ = refitted(run)
-    assert_same_numbers(_json(summary["study"]), json.loads((run / "summary.json").read_text())["study"])
+    rows = (run / "checkpoint.json").read_bytes()
+    summary = refit_study(run, plots=False)
+    assert (run / "checkpoint.json").read_bytes() == rows and not (run / "samples.jsonl").exists()
+    stored = json.loads((CHECKPOINTED[0] / "summary.json").read_text())
+    assert_same_numbers(_json(summary["study"]), stored["study"])
+    assert (run / "summary.md").read_text() == (CHECKPOINTED[0] / "summary.md").read_text()
+    prompts = random_prompts(TOY.vocab_size, 64, 1, seed=0)
+    with pytest.raises(InputError, match=r"before the run store layout \(checkpoint\.json\).*--report-only"):
+        run_study(TOY, prompts, StudyConfig(arms=["fp16"], modes=["decode"]), run, resume=True)

@@ -227,13 +227,15 @@ def test_cli_without_model_or_reference_is_a_clear_error(tmp_path, capsys, monke
 
 def test_inputs_give_the_requested_tokens(hybrid, tmp_path):
     from evalkit.drift import inputs
+    from evalkit.drift.prompts import task_prompts
     from evalkit.testing.tiny_models import gsm8k_dir
 
     ids, info = inputs.gsm8k_text(hybrid.tokenize, 700, str(gsm8k_dir()))
     assert len(ids) == 700 and "GSM8K" in info["source"]
     text = hybrid.tokenizer.decode(ids[:50])
     assert hybrid.tokenize(text)[:40] == ids[:40]  # real text, round-trips through the tokenizer
-    ids, info = inputs.task_prompt("passkey", hybrid.tokenizer, hybrid.tokenize, 400, seed=3)
+    (p,) = task_prompts("passkey", hybrid.tokenizer, hybrid.tokenize, 400, 1, seed=3, show_progress=False)
+    ids, info = p.ids, p.info
     # the task's own count of its prompt, in the same tokenizer (filler granularity: <= target)
     assert len(ids) == info["task_meta"]["length"] <= 400 and len(ids) > 300 and info["task"] == "passkey"
     f = tmp_path / "ids.json"
@@ -288,7 +290,7 @@ def test_cli_resume_continues_a_run_and_refuses_a_changed_one(tiny_hybrid_ckpt, 
     changed = [a if a != "fp16" else "bf16" for a in argv]
     assert cli_main([*changed, "--prompts", "3", "--resume"]) == 2
     err = capsys.readouterr().err
-    assert "another config" in err and "Traceback" not in err
+    assert "drift.arms is ['fp16'] there but ['bf16'] now" in err and "Traceback" not in err
 
 
 def test_a_study_records_which_weights_it_measured():

@@ -212,7 +212,7 @@ def test_a_stopped_study_resumes_to_the_uninterrupted_summary(study, tmp_path):
     resumed = run_study(TOY, prompts, cfg, out, **kw)
     assert ran == [("prefill", 2), ("prefill", 3), ("decode", 2), ("decode", 3)]
     (resume,) = json.loads((out / "manifest.json").read_text())["resumes"]  # recorded as the run store does
-    assert resume["prompts_on_disk"] == {"prefill": 2, "decode": 2}
+    assert resume["samples_on_disk"] == 4  # two prompts of each mode
     assert _without_timings(resumed) == _without_timings(full)
     for name in ("buckets.json", "states.json"):
         assert json.loads((out / name).read_text()) == json.loads((full_out / name).read_text()), name
@@ -220,24 +220,26 @@ def test_a_stopped_study_resumes_to_the_uninterrupted_summary(study, tmp_path):
 
 
 def test_resume_refuses_another_configuration_or_other_prompts(tmp_path):
-    from evalkit.errors import InputError
+    from evalkit.errors import InputError, MismatchError
 
     prompts = random_prompts(TOY.vocab_size, L, 2, seed=11)
     cfg = StudyConfig(arms=["fp32", "fp16"], chunk_size=CHUNK, decode_block=64, modes=["prefill"])
     out = tmp_path / "run"
     run_study(TOY, prompts[:1], cfg, out, show_progress=False, plots=False)
     other = StudyConfig(arms=["fp32", "bf16"], chunk_size=CHUNK, decode_block=64, modes=["prefill"])
-    with pytest.raises(InputError, match="another config"):
+    with pytest.raises(
+        MismatchError, match=r"drift\.arms is \['fp32', 'fp16'\] there but \['fp32', 'bf16'\] now"
+    ):
         run_study(TOY, prompts, other, out, show_progress=False, plots=False, resume=True)
     with pytest.raises(InputError, match="prompts differ"):
         others = random_prompts(TOY.vocab_size, L, 2, seed=99)
         run_study(TOY, others, cfg, out, show_progress=False, plots=False, resume=True)
-    with pytest.raises(InputError, match="already holds a drift run"):
+    with pytest.raises(InputError, match="already holds a run"):
         run_study(TOY, prompts, cfg, out, show_progress=False, plots=False)
 
 
 def test_a_saved_study_refits_to_the_summary_its_run_wrote(study, tmp_path, capsys):
-    """`evalkit drift --report-only`: the checkpoint alone gives back every figure (no model)."""
+    """`evalkit drift --report-only`: the stored rows alone give back every figure (no model)."""
     import shutil
 
     from evalkit.cli import main as cli_main
@@ -257,17 +259,17 @@ def test_a_saved_study_refits_to_the_summary_its_run_wrote(study, tmp_path, caps
     assert "slope:kl:main" in (copy / "prompt_results.csv").read_text().splitlines()[0]
     assert cli_main(["drift", "--report-only", str(copy), "--no-plots"]) == 0
     assert "drift vs the fp32 arm" in capsys.readouterr().out
-    with open(copy / "checkpoint.jsonl", "a") as f:
+    with open(copy / "samples.jsonl", "a") as f:
         f.write('{"mode": "prefill", "bucket_rows": [')  # cut short by a kill
     with pytest.raises(InputError, match="truncated last line"):  # a reader refuses it
         refitted(copy)
     assert cli_main(["drift", "--report-only", str(copy), "--no-plots"]) == 0  # a refit drops it
     assert "dropped a truncated last line" in capsys.readouterr().err
     assert json.loads((copy / "summary.json").read_text())["verdicts"] == s["verdicts"]
-    (copy / "checkpoint.jsonl").unlink()
+    (copy / "samples.jsonl").unlink()
     assert cli_main(["drift", "--report-only", str(copy)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "checkpoint.jsonl" in err[0]
+    assert len(err) == 1 and "holds no samples.jsonl" in err[0]
 
 
 def test_a_second_study_into_a_directory_being_written_is_refused(tmp_path):
@@ -304,3 +306,23 @@ def test_a_link_planted_in_a_drift_run_directory_is_refused(tmp_path):
     with pytest.raises(InputError, match=r"buckets\.csv is a symbolic link"):
         run_study(TOY, prompts, cfg, run, show_progress=False, plots=False)
     assert victim.read_text() == "keep\n"
+
+
+def test_a_resume_repairs_a_torn_row_and_skips_the_finished_prompts(tmp_path, capsys):
+    """The run store's resume for drift's rows: a line cut by a kill is dropped with a notice and
+    its prompt measured again; a finished prompt is not; the rows read back whole."""
+    from evalkit.drift import rows
+
+    prompts = random_prompts(TOY.vocab_size, 96, 3, seed=5)
+    cfg = StudyConfig(arms=["fp16"], modes=["decode"], chunk_size=CHUNK, decode_block=64, floor=False)
+    out = tmp_path / "r"
+    run_study(TOY, prompts[:2], cfg, out, show_progress=False, plots=False)
+    lines = (out / "samples.jsonl").read_bytes().splitlines(keepends=True)
+    (out / "samples.jsonl").write_bytes(lines[0] + lines[1][: len(lines[1]) // 2])  # prompt 1 torn
+    ran = []
+    kw = dict(show_progress=False, plots=False, resume=True, on_prompt=lambda m, i: ran.append(i))
+    s = run_study(TOY, prompts, cfg, out, **kw)
+    assert ran == [1, 2] and "dropped a truncated last line" in capsys.readouterr().err
+    saved, hashes = rows.read(out)
+    assert sorted(hashes) == [0, 1, 2] and s["study"]["decode"]["n_prompts"] == 3
+    assert sorted({r["prompt"] for r in saved["decode"]["prompt_rows"]}) == [0, 1, 2]

@@ -24,6 +24,8 @@ from evalkit.arm import DEFAULT_PREFILL_CHUNK
 from evalkit.commands.kernels_option import add_kernels_argument, kernels_from_args
 from evalkit.errors import EvalkitError, InputError
 from evalkit.kernel_choice import parse_kernels
+from evalkit.reference_model import default_model_path
+from evalkit.store.writer import MANIFEST
 
 WEIGHT_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
@@ -124,6 +126,12 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="continue the drift run in --out (same model, options and prompts; --prompts may grow): "
         "the prompts it finished are not run again",
     )
+    parser.add_argument(
+        "--allow-source-change",
+        action="store_true",
+        help="with --resume: continue a run made by other evalkit sources or library versions "
+        "(refused by default, as `evalkit run` refuses it; the change is recorded in the manifest)",
+    )
     parser.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda if available)")
     parser.add_argument(
         "--decode-impl",
@@ -177,21 +185,6 @@ def _arms(text: str, chunk_size: int | None) -> tuple[list[str], int]:
     return arms, chunk
 
 
-def _model_path(model: str | None) -> str:
-    if model:
-        return model
-    try:
-        from evalkit import reference_model
-
-        return str(reference_model.default_model_path())
-    except (ImportError, AttributeError, NotImplementedError):
-        raise InputError(
-            "no --model given and the embedded reference model is not available; pass --model PATH"
-        ) from None
-    except (EvalkitError, FileNotFoundError) as exc:  # it says what is missing and what to do
-        raise InputError(f"no --model given: {exc}") from None
-
-
 def _command_line(args: argparse.Namespace) -> list[str]:
     """The resolved options as a command line (for the manifest; the same whether run from a
     shell or in-process)."""
@@ -228,10 +221,10 @@ def main(args: argparse.Namespace) -> int:
 
     arms, args.chunk_size = _arms(args.arms, args.chunk_size)
     length, n_prompts = _checked_sizes(args)
-    path = _model_path(args.model)
+    path = args.model or str(default_model_path())  # a missing reference model: its one-line error
     out = Path(args.out) if args.out else Path("runs") / f"drift-{time.strftime('%Y%m%d-%H%M%S')}"
-    if (out / "summary.json").exists() and not (args.overwrite or args.resume):
-        raise InputError(f"{out} already holds a drift run; pass another --out (or --overwrite)")
+    if (out / MANIFEST).exists() and not (args.overwrite or args.resume):
+        raise InputError(f"{out} already holds a drift run; pass another --out (or --resume, --overwrite)")
     model = _load_model(args, path, length)
     prompts = _prompts(args, model, length, n_prompts)
     cfg = StudyConfig(
@@ -254,6 +247,7 @@ def main(args: argparse.Namespace) -> int:
         show_progress=not args.no_progress,
         plots=not args.no_plots,
         resume=args.resume,
+        allow_source_change=args.allow_source_change,
     )
     print_summary(summary, out)
     for err in summary.get("errors") or []:
@@ -395,7 +389,3 @@ def print_summary(summary: dict, out: Path) -> None:
             f.add_row(arm, div, f"{100 * a['token_agreement']:.1f}%", ", ".join(a["flags"]) or "none")
         console.print(f)
     console.print(f"run directory: {out}  (summary.md, summary.json, buckets.csv, prompt_results.csv, *.png)")
-
-
-def _g(x) -> str:
-    return "–" if x is None else f"{x:.3g}"

@@ -9,12 +9,12 @@ from typing import Any
 from evalkit.errors import InputError
 
 
-def save_figure(fig: Any, path: str | Path) -> None:
-    """Save `fig` as a 120-dpi PNG at `path` and close it."""
+def save_figure(fig: Any, path: str | Path, dpi: int = 120) -> None:
+    """Save `fig` as a PNG at `path` and close it."""
     import matplotlib.pyplot as plt
 
     try:
-        fig.savefig(path, dpi=120)
+        fig.savefig(path, dpi=dpi)
     except OSError as exc:
         raise InputError(f"cannot write the plot to {path}: {exc.strerror or exc}") from None
     finally:

@@ -20,6 +20,6 @@ Modules, one idea each:
 - `driver`: manifest, errors, progress, free running; `campaign`: the GPU studies' parts and costs.
 - `link`, `link_stats`: per-question divergence of two `evalkit run` arms against flips.
 - `result`: the typed summary (`DriftSummary` and its parts, `to_dict()` for summary.json);
-  `checkpoint`, `refit`: resume and refit from the per-prompt rows.
+  `rows`: the per-prompt rows as the run store's lines (its writer's lock and resume); `refit`.
 - `rundir`, `plots`, `report`, `study_report`: the run directory, PNGs and the Markdown summary.
 """

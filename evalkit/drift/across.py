@@ -19,7 +19,6 @@ import numpy as np
 from scipy import stats
 
 from evalkit.drift.growth import fit_rate_growth
-from evalkit.drift.positions import format_position
 
 LEVEL = 0.95
 FLAT_BELOW = 0.1  # |exponent| below this is "flat" whatever its CI
@@ -102,20 +101,6 @@ class SlopeSummary:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-    @property
-    def range_text(self) -> str:
-        return f"[{format_position(self.start)}, {format_position(self.stop)}]"
-
-    def exponent_text(self) -> str:
-        """'L^0.52 (95% CI 0.41 to 0.63)' or the reason there is none."""
-        if self.verdict == "zero":
-            return "exactly 0"
-        if self.mean is None:
-            return "no exponent (too few non-zero buckets)"
-        if self.ci_low is None:
-            return f"L^{self.mean:.2f} (one prompt: no CI)"
-        return f"L^{self.mean:.2f} (95% CI {self.ci_low:.2f} to {self.ci_high:.2f})"
 
 
 def summarize_slopes(

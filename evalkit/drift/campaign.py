@@ -180,6 +180,7 @@ def run_part(
     log,
     resume: bool = False,
     kernels=None,
+    allow_source_change: bool = False,
 ) -> dict[str, Any]:
     """Run one part within `budget_s`; never raise (a failure is recorded). `resume` continues the
     part's run directory under `out` (a study longer than one GPU session)."""
@@ -223,9 +224,10 @@ def run_part(
             command=command,
             overwrite=not resume,
             resume=resume,
+            allow_source_change=allow_source_change,
             show_progress=False,
             # a fresh part splits its time by the modes' estimates; a resumed one gives what is
-            # left to whatever its checkpoint has not finished
+            # left to whatever its stored rows have not finished
             budgets=None if resume else {"prefill": share * left, "decode": (1 - share) * left},
             deadline=time.perf_counter() + left if resume else None,
             on_prompt=lambda mode, i: log(f"  {part.name} {mode}: prompt {i + 1}/{len(prompts)} done"),
@@ -293,18 +295,19 @@ def note_markdown(parts: list[dict], meta: dict) -> str:
 
 
 def refit_campaign(folder: Path, how: str) -> dict:
-    """Refit every part of a campaign folder (`gpu_drift.py --out`) from its checkpoints
+    """Refit every part of a campaign folder (`gpu_drift.py --out`) from its measured rows
     (`evalkit.drift.refit`) and rewrite its summary.json and note.md; `how` says by what and when.
     Costs, budgets and commands stay those of the runs."""
     import json
 
     from evalkit.drift.refit import refit_study
+    from evalkit.drift.rows import has_rows
     from evalkit.drift.study_report import study_brief
 
     body = json.loads((folder / "summary.json").read_text())
     for part in body["parts"]:
         run = folder / "runs" / part["part"]
-        if any((run / name).is_file() for name in ("checkpoint.jsonl", "checkpoint.json")):
+        if has_rows(run):
             part["results"] = study_brief(refit_study(run))
     body["meta"]["refit"] = how
     (folder / "summary.json").write_text(json.dumps(body, indent=1, default=str))

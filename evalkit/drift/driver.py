@@ -27,6 +27,8 @@ def manifest(model: DriftModel, drift: dict[str, Any], command: list[str] | None
     m = dict(base_manifest(command))
     m["kind"] = "drift"
     m["model"] = model.describe()
+    if "kernels" in m["model"]:  # identity, as a run's (`store.manifest.identity_fields`)
+        m["kernels"] = m["model"]["kernels"]
     m["drift"] = drift
     m["started_at"] = m.get("started_at") or now_utc()
     return m

@@ -1,14 +1,9 @@
-"""Does an error grow with length? Slope of log(bucket mean) against log(position), with a CI.
+"""Does a rare event's rate grow with length? One trajectory's Poisson fit of its bucket counts.
 
-Fit: weighted least squares of y_b = log(mean_b) on x_b = log(position_b) over the log-spaced
-buckets, with Var(y_b) ≈ sd_b² / (n_b mean_b²) (delta method) as the weights. Neighbouring
-positions are correlated, so those within-bucket variances are optimistic; when the points
-scatter around the line more than they allow (reduced chi² > 1), the standard error is inflated
-by sqrt(reduced chi²) (the usual scale-factor rule), and the CI uses Student's t on n - 2
-degrees of freedom. Points without any spread (one value each, e.g. state errors at checkpoints)
-get plain OLS with the residual standard error. Buckets whose mean is 0 cannot be logged and
-are left out (and counted). Rare 0/1 events (top-1 flips) use `fit_rate_growth` instead: a
-Poisson regression of the event counts that keeps the buckets with no event.
+A top-1 flip is a 0/1 event: most buckets may have none, so logs of bucket rates fail. The study
+fits each prompt's slope (`evalkit.drift.across.rate_slope`) by a Poisson regression of the event
+counts that keeps the buckets with no event (`fit_rate_growth`); continuous metrics get OLS on
+log(bucket mean) there (`across.ols_slope`). A fit needs a few buckets over at least two octaves.
 
 Verdict: "flat" when the CI contains 0 or |slope| < `flat_below`; otherwise "grows ∝ L^a"
 (or "shrinks ∝ L^-a") over the positions that were fitted.
@@ -46,89 +41,6 @@ class GrowthFit:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def fit_growth(
-    position: np.ndarray,
-    mean: np.ndarray,
-    std: np.ndarray,
-    n: np.ndarray,
-    *,
-    metric: str,
-    label: str | None = None,
-    min_position: float = 1.0,
-    flat_below: float = 0.1,
-    level: float = 0.95,
-    min_count: int = 2,
-    pos_lo: np.ndarray | None = None,
-    pos_hi: np.ndarray | None = None,
-) -> GrowthFit:
-    """Fit one metric's bucket means; `label` names the metric in the verdict text, and the
-    buckets' first/last positions (`pos_lo`, `pos_hi`; default `position`) name the range."""
-    label = label or metric
-    position, mean, std, n = (np.asarray(a, dtype=np.float64) for a in (position, mean, std, n))
-    in_range = np.isfinite(position) & (position >= min_position) & (n >= min_count) & np.isfinite(mean)
-    zero = in_range & (mean <= 0)
-    use = in_range & (mean > 0)
-    n_zero = int(zero.sum())
-    empty = GrowthFit(metric, None, None, None, None, None, int(use.sum()), n_zero, None, None, None, "", "")
-    if in_range.sum() > 0 and use.sum() == 0:
-        empty.verdict = "zero"
-        empty.text = f"{label} is exactly 0 at every position from {format_position(min_position)}"
-        return empty
-    span = position[use].max() / position[use].min() if use.any() else 1.0
-    if use.sum() < MIN_BUCKETS or span < MIN_SPAN:
-        empty.verdict = "insufficient"
-        empty.text = (
-            f"{label}: too few non-zero buckets to fit a trend ({int(use.sum())} over a "
-            f"{span:.1f}x range of positions; need {MIN_BUCKETS} over {MIN_SPAN:.0f}x)"
-        )
-        return empty
-    x = np.log(position[use])
-    y = np.log(mean[use])
-    sd = np.where(np.isfinite(std[use]), std[use], 0.0)
-    var_y = sd**2 / (n[use] * mean[use] ** 2)
-    # A bucket whose values are all equal has zero variance: floor it at the smallest positive
-    # variance seen (or give equal weights if none is positive) instead of an infinite weight.
-    pos_var = var_y[var_y > 0]
-    known = pos_var.size > 0  # without any within-bucket spread (one value per point): plain OLS
-    var_y = np.maximum(var_y, pos_var.min()) if known else np.ones_like(var_y)
-    w = 1.0 / var_y
-    X = np.column_stack([np.ones_like(x), x])
-    XtW = X.T * w
-    cov = np.linalg.inv(XtW @ X)
-    beta = cov @ (XtW @ y)
-    resid = y - X @ beta
-    dof = len(y) - 2
-    chi2_red = float((w * resid**2).sum() / dof) if dof > 0 else float("nan")
-    if not np.isfinite(chi2_red):
-        scale = 1.0
-    else:
-        scale = float(np.sqrt(chi2_red)) if not known else max(1.0, float(np.sqrt(chi2_red)))
-    slope = float(beta[1])
-    se = float(np.sqrt(cov[1, 1]) * scale)
-    lo, hi = _t_interval(slope, se, dof, level)
-    p_from, p_to = _position_range(position, use, pos_lo, pos_hi)
-    first, last = mean[use][np.argmin(position[use])], mean[use][np.argmax(position[use])]
-    note = f"{level:.0%} CI {lo:.2f} to {hi:.2f}"
-    verdict, text = _verdict(label, slope, lo, hi, flat_below, p_from, p_to, note)
-    if n_zero:
-        text += f"; {n_zero} bucket(s) exactly 0 left out"
-    return GrowthFit(
-        metric,
-        slope,
-        se,
-        lo,
-        hi,
-        scale,
-        int(use.sum()),
-        n_zero,
-        p_from,
-        p_to,
-        float(last / first),
-        verdict,
-        text,
-    )
 
 
 def fit_rate_growth(

@@ -1,5 +1,6 @@
-"""The token sequence a drift run reads: a text or token file, GSM8K text, a task's prompt, or
-random ids (for random-weight models, which have no tokenizer and no notion of text)."""
+"""The token sequence a drift run reads: a text or token file, GSM8K text, or random ids (for
+random-weight models, which have no tokenizer and no notion of text); a task's prompts are
+`evalkit.drift.prompts.task_prompts`."""
 
 from __future__ import annotations
 
@@ -10,8 +11,6 @@ import torch
 
 from evalkit.errors import InputError
 from evalkit.user_files import regular_file
-
-from .task_text import plain_task_requests, plain_text, scalar_meta
 
 
 def _fit(ids: list[int], length: int | None, what: str) -> list[int]:
@@ -56,21 +55,6 @@ def gsm8k_text(
         step *= 2
     what = f"GSM8K train text ({n} items from item {start})" if start else f"GSM8K train text ({n} items)"
     return _fit(ids, length, f"GSM8K train ({len(rows)} items)"), {"source": what}
-
-
-def task_prompt(
-    name: str, tokenizer, tokenize, length: int, seed: int | None, data_dir: str | None = None
-) -> tuple[list[int], dict[str, Any]]:
-    """The first prompt of a long-context task built for `length` tokens (<= length, within 2%)."""
-    reqs = plain_task_requests(name, tokenizer, length, 1, seed, data_dir)
-    if not reqs:
-        raise InputError(f"task {name} built no prompt for length {length}")
-    ids = tokenize(plain_text(name, reqs[0].prompt))
-    return ids[:length], {
-        "source": f"task {name} prompt (target {length}, seed {seed})",
-        "task": name,
-        "task_meta": scalar_meta(reqs[0].meta),
-    }
 
 
 def random_ids(vocab_size: int, length: int, seed: int = 0) -> tuple[list[int], dict[str, Any]]:

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from evalkit.drift.positions import fmt
 from evalkit.errors import InputError, MismatchError
 
 
@@ -253,8 +254,9 @@ def link_markdown(result: dict) -> str:
             lines.append(
                 f"| {'right' if side == 'losses' else 'wrong'} | {st['stratum']} | {st['n']} "
                 f"| {st['n_flipped']} "
-                f"| {_g(st.get('median_kl_flipped'))} | {_g(st.get('median_kl_kept'))} | {_g(st.get('auc'))} "
-                f"| {_g(st.get('p')) if st['contrast'] else 'no contrast'} |"
+                f"| {fmt(st.get('median_kl_flipped'))} | {fmt(st.get('median_kl_kept'))} "
+                f"| {fmt(st.get('auc'))} "
+                f"| {fmt(st.get('p')) if st['contrast'] else 'no contrast'} |"
             )
     lines += [
         "",
@@ -268,13 +270,9 @@ def link_markdown(result: dict) -> str:
     for r in order:
         lines.append(
             f"| {r['task']} | {r['doc_id']} | {r['length'] or '–'} | {'yes' if r['flipped'] else 'no'} "
-            f"| {r['n_tokens']} | {_g(r['mean_kl'])} | {_g(r['max_kl'])} | {_g(r['top1_agreement'])} "
-            f"| {_g(r['state_rel_err'])} |"
+            f"| {r['n_tokens']} | {fmt(r['mean_kl'])} | {fmt(r['max_kl'])} | {fmt(r['top1_agreement'])} "
+            f"| {fmt(r['state_rel_err'])} |"
         )
     if a.get("left_out_empty_answers"):
         lines += ["", f"{a['left_out_empty_answers']} questions with an empty answer were left out."]
     return "\n".join(lines) + "\n"
-
-
-def _g(x) -> str:
-    return "–" if x is None else f"{x:.3g}"

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from evalkit.compare.figure import save_figure
+
 ARM_COLORS = {"fp32": "0.45", "fp32-aa": "0.6", "fp16": "tab:blue", "bf16": "tab:orange"}
 TOKEN_PLOTS = {
     "kl": ("kl.png", "mean KL(p_fp32 ‖ p_arm) per position bucket", "KL (nats)"),
@@ -94,7 +96,7 @@ def plot_run(run: dict, out_dir: str | Path, prefix: str = "") -> list[Path]:
             _log_axes(ax, f"{mode}", ylabel)
         fig.suptitle(f"{what}{' — ' + title if title else ''}", fontsize=10)
         fig.tight_layout()
-        paths.append(_save(fig, plt, out_dir / f"{prefix}{fname}"))
+        paths.append(_save(fig, out_dir / f"{prefix}{fname}"))
     if states and modes:
         paths.append(_plot_states(plt, states, modes, out_dir / f"{prefix}state.png", title))
     return paths
@@ -132,7 +134,7 @@ def _plot_states(plt, states: list[dict], modes: list[str], path: Path, title: s
         _log_axes(ax_m, f"{mode}: max |state value|", "max |S|")
     fig.suptitle(f"KDA recurrent state vs the fp32 arm{' — ' + title if title else ''}", fontsize=10)
     fig.tight_layout()
-    return _save(fig, plt, path)
+    return _save(fig, path)
 
 
 def _band(ax, rows: list[dict], mode: str, arm: str, color) -> None:
@@ -160,7 +162,6 @@ def _log_axes(ax, title: str, ylabel: str) -> None:
         ax.legend(fontsize=7)
 
 
-def _save(fig, plt, path: Path) -> Path:
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+def _save(fig, path: Path) -> Path:
+    save_figure(fig, path, dpi=110)  # compare's: a path it cannot write is one line, the figure closed
     return path

@@ -61,3 +61,8 @@ def format_position(p: float) -> str:
         v = p / 1024
         return f"{v:.0f}k" if abs(v - round(v)) < 0.05 else f"{v:.1f}k"
     return f"{p:.0f}"
+
+
+def fmt(x: float | None, spec: str = ".3g", none: str = "–") -> str:
+    """A figure of a drift table: `spec` formatted, `none` where there is none."""
+    return none if x is None else format(x, spec)

@@ -9,14 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalkit.drift.modes import mode_description
-from evalkit.drift.positions import format_position
+from evalkit.drift.positions import fmt, format_position
 from evalkit.drift.rundir import load_run
-
-
-def _g(x, fmt: str = ".3g", none: str = "–") -> str:
-    if x is None:
-        return none
-    return format(x, fmt)
 
 
 def _pct(x) -> str:
@@ -58,11 +52,11 @@ def drift_markdown(run_dir: str | Path, *, heading_level: int = 3, images: bool 
             st = a.get("state") or {}
             nonfin = (a.get("nonfinite_logits") or 0) + (st.get("n_nonfinite") or 0)
             lines.append(
-                f"| {arm} | {_g(a['kl']['mean'])} | {_g(a['kl']['p99'])} | {_g(a['kl']['max'])} "
-                f"| {_pct(a.get('top1_agreement'))} | {_g(a['abs_dnll']['mean'])} "
-                f"| {_g(a.get('ln_ppl_ratio'), '+.2e')} "
-                f"| {_g(st.get('final_rel_fro_mean'))} / {_g(st.get('final_rel_fro_max'))} "
-                f"| {_g(st.get('max_abs'))} | {nonfin} |"
+                f"| {arm} | {fmt(a['kl']['mean'])} | {fmt(a['kl']['p99'])} | {fmt(a['kl']['max'])} "
+                f"| {_pct(a.get('top1_agreement'))} | {fmt(a['abs_dnll']['mean'])} "
+                f"| {fmt(a.get('ln_ppl_ratio'), '+.2e')} "
+                f"| {fmt(st.get('final_rel_fro_mean'))} / {fmt(st.get('final_rel_fro_max'))} "
+                f"| {fmt(st.get('max_abs'))} | {nonfin} |"
             )
         lines.append("")
         lines.append(
@@ -76,9 +70,9 @@ def drift_markdown(run_dir: str | Path, *, heading_level: int = 3, images: bool 
                 lines.append(f"- **{arm}**: " + "; ".join(texts) + ".")
         lines.append("")
         lines.append(
-            f"Cost: fp32 arm {_g(tf.get('seconds_fp32'), '.1f')} s; "
-            + "; ".join(f"{arm} {_g(a.get('seconds'), '.1f')} s" for arm, a in tf["arms"].items())
-            + f"; wall {_g(tf.get('wall_seconds'), '.1f')} s for {tf.get('length')} tokens."
+            f"Cost: fp32 arm {fmt(tf.get('seconds_fp32'), '.1f')} s; "
+            + "; ".join(f"{arm} {fmt(a.get('seconds'), '.1f')} s" for arm, a in tf["arms"].items())
+            + f"; wall {fmt(tf.get('wall_seconds'), '.1f')} s for {tf.get('length')} tokens."
         )
         lines.append("")
     fr = s.get("free_running")
@@ -96,7 +90,7 @@ def drift_markdown(run_dir: str | Path, *, heading_level: int = 3, images: bool 
         ref = fr.get("reference", {})
         lines.append(
             f"| fp32 (reference) | – | – | – | {', '.join(ref.get('flags', [])) or 'none'} "
-            f"| {_g(ref.get('tokens_per_second'), '.1f')} |"
+            f"| {fmt(ref.get('tokens_per_second'), '.1f')} |"
         )
         for arm, a in fr.get("arms", {}).items():
             div = "never" if a.get("first_divergence") is None else str(a["first_divergence"])
@@ -104,7 +98,7 @@ def drift_markdown(run_dir: str | Path, *, heading_level: int = 3, images: bool 
                 f"| {arm} | {div} | {_pct(a.get('token_agreement'))} "
                 f"| {_pct(a.get('agreement_after_divergence'))} "
                 f"| {', '.join(a.get('flags', [])) or 'none'} "
-                f"| {_g(a.get('tokens_per_second'), '.1f')} |"
+                f"| {fmt(a.get('tokens_per_second'), '.1f')} |"
             )
         lines.append("")
     for err in s.get("errors") or []:

@@ -1,6 +1,7 @@
-"""The drift run directory.
+"""The drift run directory: the run store's (`evalkit.store.writer`), with drift's own readers' files.
 
 manifest.json       what ran: evalkit version, git commit, command, model, arms, input, hardware
+samples.jsonl       the measured rows, one line per finished (mode, prompt) (`evalkit.drift.rows`)
 summary.json        per mode and arm: pooled metrics, state errors, growth fits; free running; costs
 buckets.csv/.json   per mode × arm × metric × log-spaced position bucket: n, mean, sd, max, p50, p99
 states.csv/.json    per mode × arm × checkpoint × KDA layer: relative error, max |value|, overflow
@@ -15,12 +16,9 @@ buckets.csv/json are then across prompts (mean, 95% t-CI, exact quantiles across
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import math
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +26,16 @@ from evalkit.errors import InputError
 from evalkit.store.jsonl import write_json_atomic
 
 
-def _clean(x: Any) -> Any:
-    """JSON-safe: NaN/inf become None (JSON has no NaN), numpy scalars become Python numbers."""
+def _clean(x: Any, keep_nan: bool = False) -> Any:
+    """JSON-safe: numpy scalars become Python numbers, NaN/inf None (JSON has no NaN) unless
+    `keep_nan` (the stored rows keep them: JSON's extension, which Python reads back)."""
     if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
+        return {str(k): _clean(v, keep_nan) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
+        return [_clean(v, keep_nan) for v in x]
     if hasattr(x, "item") and not isinstance(x, (str, bytes)):
         x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
+    if isinstance(x, float) and not math.isfinite(x) and not keep_nan:
         return None
     return x
 
@@ -55,33 +54,6 @@ def write_csv(path: Path, rows: list[dict]) -> None:
         w.writeheader()
         for r in rows:
             w.writerow({k: ("" if v is None else v) for k, v in _clean(r).items()})
-
-
-def prepare(out_dir: str | Path, overwrite: bool = False) -> Path:
-    """Create the run directory; refuse to mix two runs in one directory."""
-    d = Path(out_dir)
-    if d.exists() and (d / "summary.json").exists() and not overwrite:
-        raise InputError(f"{d} already holds a drift run; pass another --out (or --overwrite)")
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
-@contextlib.contextmanager
-def single_writer(run_dir: Path) -> Iterator[None]:
-    """Hold the run store's single-writer lock on a drift run directory while it is written: a
-    second `evalkit drift` into it is refused with one line naming the holder; a link among its
-    files is refused, never written through."""
-    from evalkit.store.writer import link_refused, lock_run_dir
-
-    fd = lock_run_dir(run_dir)
-    try:
-        # a drift run rewrites many files (JSON, CSV, PNG, Markdown): none may be a planted link
-        linked = sorted(p for p in run_dir.iterdir() if p.is_symlink())
-        if linked:
-            raise link_refused(linked[0])
-        yield
-    finally:
-        os.close(fd)
 
 
 def load_run(run_dir: str | Path) -> dict[str, Any]:

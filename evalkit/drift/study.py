@@ -11,6 +11,7 @@ all prompts cover the same positions.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -20,8 +21,8 @@ from typing import Any
 import torch
 
 from evalkit.backends.probe import DriftModel
-from evalkit.drift import checkpoint, rundir
-from evalkit.drift.driver import tokens_sha256
+from evalkit.drift import rows, rundir
+from evalkit.drift.driver import free_running, manifest, progress_bar, record_error, tokens_sha256
 from evalkit.drift.floor import AA_ARM, AA_HOW, session_opener
 from evalkit.drift.prompts import Prompt
 from evalkit.drift.study_summary import (
@@ -35,6 +36,10 @@ from evalkit.drift.study_summary import (
     summarize_mode,
 )
 from evalkit.drift.teacher_forced import run_teacher_forced
+from evalkit.drift.verdict import verdicts
+from evalkit.errors import InputError, is_user_error
+from evalkit.store.samples_file import SAMPLES
+from evalkit.store.writer import ERRORS, MANIFEST, RunWriter, link_refused, lock_run_dir
 
 
 @dataclass
@@ -70,36 +75,79 @@ def run_study(
     on_prompt: Callable[[str, int], None] | None = None,
     resume: bool = False,
     deadline: float | None = None,
+    allow_source_change: bool = False,
 ) -> dict:
     """Measure every mode over the prompts, writing the run directory after every prompt; return
     the summary. `budgets` caps the seconds of each mode (at least one prompt always runs);
-    `resume` continues the study in `out_dir` (same configuration, model and prompts): the prompts
-    a mode finished there are not run again (`checkpoint`); `deadline` (a `time.perf_counter()`
-    value) stops every mode from taking a prompt that would end past it."""
+    `resume` continues the study in `out_dir` as the run store resumes a run (same identity, the
+    code that ran included unless `allow_source_change`; the same prompts): the prompts a mode
+    finished there are not run again; `deadline` (a `time.perf_counter()` value) stops every mode
+    from taking a prompt that would end past it."""
     L = len(prompts[0].ids)
     if "prefill" in cfg.modes and L <= cfg.chunk_size:
-        from evalkit.errors import InputError
-
         raise InputError(
             f"prefill mode needs prompts longer than one chunk ({L} tokens, chunk {cfg.chunk_size}): "
             "the first chunk never reads a rounded state back"
         )
-    out = rundir.prepare(out_dir, overwrite or resume)
-    with rundir.single_writer(out):  # two studies into one directory would interleave their files
-        return _run_study_locked(
-            model,
-            prompts,
-            cfg,
-            out,
-            command=command,
-            show_progress=show_progress,
-            plots=plots,
-            budgets=budgets,
-            manifest_extra=manifest_extra,
-            on_prompt=on_prompt,
-            resume=resume,
-            deadline=deadline,
+    out = Path(out_dir)
+    prompt_info = [
+        {**p.info, "index": i, "length": len(p.ids), "sha256": tokens_sha256(torch.tensor(p.ids))}
+        for i, p in enumerate(prompts)
+    ]
+    drift = {
+        **asdict(cfg),
+        "floor_arm": AA_ARM if cfg.floor else None,
+        "input": {"n_prompts": len(prompts), "length": L},
+    }
+    man = {**manifest(model, drift, command), **(manifest_extra or {})}
+    writer = _open_writer(out, man, overwrite and not resume, resume, allow_source_change)
+    with writer:  # the run store's lock: two studies into one directory would interleave their files
+        hashes = [p["sha256"] for p in prompt_info]
+        saved = _saved_rows(out, hashes) if writer.done_keys else {}
+        rundir.write_json(out / "prompts.json", prompt_info)
+        study = _Study(model, prompts, hashes, cfg, out, _new_summary(model, prompts, cfg), writer)
+        opener = session_opener(model)
+        budgets = budgets or {}
+        for mode in cfg.modes:
+            stop_at = time.perf_counter() + budgets[mode] if mode in budgets else None
+            _run_mode(study, mode, saved.get(mode), opener, (stop_at, deadline), show_progress, on_prompt)
+        if cfg.generate > 0:
+            _free_running(study, show_progress, budgets.get("generate"))
+        study.summary["verdicts"] = verdicts(study.summary)
+        study.write()
+        writer.mark_finished({"drift": drift})  # the prompts taken, which a resume may have grown
+        write_reports(out, study.summary, study.write, plots)
+    return study.summary
+
+
+def _open_writer(out: Path, man: dict, overwrite: bool, resume: bool, allow_source_change: bool) -> RunWriter:
+    """The run store's writer of the study's rows: a new directory, or a resumed one checked as a
+    run's resume is; a study from before the run store layout is refused (`--report-only` refits it).
+    A planted link among the directory's files (it writes many: CSV, PNG, Markdown) is refused."""
+    if resume and (out / rows.LEGACY).is_file():
+        raise InputError(
+            f"{out} holds a study from before the run store layout ({rows.LEGACY}): refit it with "
+            "`evalkit drift --report-only`, or choose another --out"
         )
+    if overwrite and out.is_dir():  # a fresh study replaces the rows and records of the one there
+        os.close(lock_run_dir(out))  # not those of a study being written now: refused, one line
+        for name in (MANIFEST, SAMPLES, ERRORS, rows.LEGACY):
+            if (out / name).is_file() and not (out / name).is_symlink():
+                (out / name).unlink()
+    writer = RunWriter.open(out, man, resume, rows=rows.KIND, allow_source_change=allow_source_change)
+    linked = sorted(p for p in out.iterdir() if p.is_symlink())
+    if linked:
+        writer.close()
+        raise link_refused(linked[0])
+    return writer
+
+
+def _saved_rows(out: Path, ours: list[str]) -> dict[str, dict[str, list]]:
+    """The rows of a resumed study, refused when a finished prompt is not the prompt it is now."""
+    saved, hashes = rows.read(out)
+    if any(i >= len(ours) or h != ours[i] for i, h in hashes.items()):
+        raise InputError(f"{out}: the prompts differ from the run there; resume with the same prompts")
+    return saved
 
 
 @dataclass
@@ -108,9 +156,11 @@ class _Study:
 
     model: DriftModel
     prompts: list[Prompt]
+    hashes: list[str]  # each prompt's token sha256, recorded with its rows
     cfg: StudyConfig
     out: Path
     summary: dict[str, Any]
+    writer: RunWriter
     states: dict[str, ModeState] = field(default_factory=dict)
 
     def write(self) -> None:
@@ -120,70 +170,6 @@ class _Study:
         ms, cfg = self.states[mode], self.cfg
         self.summary["study"][mode] = summarize_mode(ms, cfg.all_arms(), cfg.floor, cfg.fit_starts).to_dict()
         self.write()
-
-
-def _run_study_locked(
-    model: DriftModel,
-    prompts: list[Prompt],
-    cfg: StudyConfig,
-    out: Path,
-    *,
-    command: list[str] | None,
-    show_progress: bool,
-    plots: bool,
-    budgets: dict[str, float] | None,
-    manifest_extra: dict | None,
-    on_prompt: Callable[[str, int], None] | None,
-    resume: bool,
-    deadline: float | None,
-) -> dict:
-    from evalkit.drift.driver import manifest
-    from evalkit.drift.verdict import verdicts
-    from evalkit.store.jsonl import read_json
-    from evalkit.store.manifest import now_utc
-
-    budgets = budgets or {}
-    L = len(prompts[0].ids)
-    prompt_info = [
-        {**p.info, "index": i, "length": len(p.ids), "sha256": tokens_sha256(torch.tensor(p.ids))}
-        for i, p in enumerate(prompts)
-    ]
-    ident = checkpoint.Identity(  # not the title or the number of prompts: a resumed study may take more
-        config={**{k: v for k, v in asdict(cfg).items() if k != "title"}, "length": L},
-        model=model.describe(),
-        prompt_sha256=[p["sha256"] for p in prompt_info],
-    )
-    saved = checkpoint.load(out, ident) if resume else {}
-    checkpoint.begin(out, ident, saved, resume)
-    drift = {
-        **asdict(cfg),
-        "floor_arm": AA_ARM if cfg.floor else None,
-        "input": {"n_prompts": len(prompts), "length": L},
-    }
-    man = {**manifest(model, drift, command), **(manifest_extra or {})}
-    if resume and saved:  # as the run store records a resume: when, by what command, what was on disk
-        old = read_json(out / "manifest.json") if (out / "manifest.json").is_file() else {}
-        man["started_at"] = old.get("started_at", man["started_at"])
-        done = {m: len({r["prompt"] for r in rows["prompt_rows"]}) for m, rows in saved.items()}
-        man["resumes"] = [
-            *old.get("resumes", []),
-            {"at": now_utc(), "command": man["command"], "prompts_on_disk": done},
-        ]
-    rundir.write_json(out / "manifest.json", man)
-    rundir.write_json(out / "prompts.json", prompt_info)
-    study = _Study(model, prompts, cfg, out, _new_summary(model, prompts, cfg))
-    opener = session_opener(model)
-    for mode in cfg.modes:
-        stop_at = time.perf_counter() + budgets[mode] if mode in budgets else None
-        _run_mode(study, mode, saved.get(mode), opener, (stop_at, deadline), show_progress, on_prompt)
-    if cfg.generate > 0:
-        _free_running(study, show_progress, budgets.get("generate"))
-    study.summary["verdicts"] = verdicts(study.summary)
-    study.write()
-    man["finished_at"] = now_utc()
-    rundir.write_json(out / "manifest.json", man)
-    write_reports(out, study.summary, study.write, plots)
-    return study.summary
 
 
 def _new_summary(model: DriftModel, prompts: list[Prompt], cfg: StudyConfig) -> dict[str, Any]:
@@ -222,13 +208,10 @@ def _run_mode(
     """One mode over the prompts (those a resumed study finished are skipped); the summary and
     the run directory are rewritten after every prompt. A mode takes no prompt that would end
     past its budget or the deadline (`stops`), estimated by the last prompt's duration."""
-    from evalkit.drift.driver import progress_bar, record_error
-    from evalkit.errors import is_user_error
-
     cfg, prompts = study.cfg, study.prompts
     L = len(prompts[0].ids)
     ms = study.states[mode] = ModeState(mode, L, cfg.chunk_size if mode == "prefill" else None)
-    done = checkpoint.restore(ms, saved)
+    done = rows.restore(ms, saved)
     for i, p in enumerate(prompts):
         if i in done:
             continue
@@ -261,7 +244,7 @@ def _run_mode(
                 bar.close()
         ms.seconds.append(time.perf_counter() - t0)
         b, s, r = per_prompt_rows(res, i)
-        checkpoint.append(study.out, mode, (b, s, r), ms.seconds[-1])
+        study.writer.append(rows.line(mode, i, study.hashes[i], (b, s, r), ms.seconds[-1]))
         ms.bucket_rows += b
         ms.state_rows += s
         ms.prompt_rows += r
@@ -274,9 +257,6 @@ def _run_mode(
 
 def _free_running(study: _Study, show_progress: bool, budget: float | None) -> None:
     """Greedy generation from the first prompt by every arm; a failure is recorded, not raised."""
-    from evalkit.drift.driver import free_running, record_error
-    from evalkit.errors import is_user_error
-
     cfg = study.cfg
     try:
         free_running(
@@ -300,7 +280,6 @@ def _free_running(study: _Study, show_progress: bool, budget: float | None) -> N
 def write_reports(out: Path, summary: dict, rewrite: Callable[[], None], plots: bool = True) -> None:
     """The plots and summary.md of a finished run directory; a plot that fails is recorded in the
     summary (`rewrite` writes it again), never raised: a plot must not lose the numbers."""
-    from evalkit.drift.driver import record_error
     from evalkit.drift.report import drift_markdown
 
     if plots:
@@ -320,8 +299,8 @@ def write_study_files(
     states: dict[str, ModeState],
     fit_starts: tuple[int, ...] = FIT_STARTS,
 ) -> None:
-    """Every file of the run directory a reader opens, from the modes' rows (the checkpoint has
-    them already: `checkpoint.append` after each prompt)."""
+    """Every file of the run directory a reader opens, from the modes' rows (samples.jsonl has
+    them already: appended after each prompt)."""
     buckets, st, pb, ps, pr = [], [], [], [], []
     for ms in states.values():
         buckets += across_bucket_rows(ms)

@@ -11,13 +11,9 @@ from pathlib import Path
 
 from evalkit.drift.across import SlopeSummary
 from evalkit.drift.modes import mode_description
-from evalkit.drift.positions import format_position
+from evalkit.drift.positions import fmt, format_position
 from evalkit.drift.result import DriftArmSummary, DriftModeSummary, DriftSummary, MeanCI
 from evalkit.drift.verdict import SENSITIVITY_LABEL, verdict_lines
-
-
-def _g(x, fmt: str = ".3g") -> str:
-    return "–" if x is None else format(x, fmt)
 
 
 def _ci(c: MeanCI, fmt: str = ".3g", scale: float = 1.0) -> str:
@@ -113,11 +109,11 @@ def _mode_lines(h: str, mode: str, st: DriftModeSummary, n_requested: int | None
     lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
     for arm, a in st.arms.items():
         lines.append(
-            f"| {arm} | {_ci(a.mean_kl)} | {_ci(a.p99_kl)} | {_g(a.max_kl)} | {_floor_ratio(a)} "
+            f"| {arm} | {_ci(a.mean_kl)} | {_ci(a.p99_kl)} | {fmt(a.max_kl)} | {_floor_ratio(a)} "
             f"| {_ci(a.top1_agreement, '.2f', 100)} "
             f"| {_ci(a.mean_abs_dnll)} | {_ci(a.ln_ppl_ratio, '+.2e')} "
             f"| {_ci(a.state_rel_err_end)} "
-            f"| {_g(a.state_max_abs)} | {a.nonfinite} |"
+            f"| {fmt(a.state_max_abs)} | {a.nonfinite} |"
         )
     lines.append("")
     keys = list(st.fit_ranges)
@@ -138,7 +134,7 @@ def _mode_lines(h: str, mode: str, st: DriftModeSummary, n_requested: int | None
             lines.append(f"| {arm} | {metric} | " + " | ".join(_slope(rows[k]) for k in keys) + " |")
     lines.append("")
     lines.append(
-        f"Cost: {_g(st.seconds_per_prompt.mean, '.1f')} s per prompt (all arms), {st.n_prompts} prompts."
+        f"Cost: {fmt(st.seconds_per_prompt.mean, '.1f')} s per prompt (all arms), {st.n_prompts} prompts."
     )
     lines.append("")
     return lines

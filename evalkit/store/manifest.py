@@ -234,11 +234,37 @@ def identity_fields(manifest: dict[str, Any]) -> dict[str, Any]:
             out[f"tasks.{name}.data.sha256"] = (
                 data.get("sha256", _MISSING) if isinstance(data, dict) else _MISSING
             )
+    if manifest.get("kind") == "drift":
+        out.update(_drift_identity(manifest))
     out["source_hash"] = _get(manifest, "source_hash")
     libraries = manifest.get("libraries")
     if isinstance(libraries, dict):
         for name in sorted(libraries):
             out[f"libraries.{name}"] = libraries[name]
+    return out
+
+
+# what a resumed drift study may change: its title and how many prompts it takes
+_DRIFT_FREE = ("drift.title", "drift.input.n_prompts")
+
+
+def _drift_identity(manifest: dict[str, Any]) -> dict[str, Any]:
+    """A drift study's identity beyond a run's: its configuration (`drift.*`: arms, modes, chunk,
+    ...) and the model's whole description (`model.*`: weights dtype, device, decode implementation
+    and tile layout set its arithmetic); `kernels.*` is checked as for a run."""
+    out: dict[str, Any] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict) and value:
+            for key in sorted(value):
+                walk(f"{prefix}.{key}", value[key])
+        elif prefix not in _DRIFT_FREE:
+            out[prefix] = value
+
+    for section in ("model", "drift"):
+        for key, value in sorted((manifest.get(section) or {}).items()):
+            if (section, key) != ("model", "kernels"):
+                walk(f"{section}.{key}", value)
     return out
 
 

@@ -13,6 +13,8 @@ import fcntl
 import json
 import os
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +87,7 @@ def lock_run_dir(path: Path) -> int:
     Kept rather than `filelock`: filelock before 3.20.1 opened the lock with O_TRUNC through a link
     (its CVE), and 3.x after it still truncates on every attempt, a refused one too, erasing the
     holder's pid this error names; only 4.x (checked: 4.3.2, O_NOFOLLOW, pid via `on_acquired`)
-    would do, and the drift writer holds this lock as a plain descriptor."""
+    would do."""
     fd = open_no_follow(path / LOCK, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -132,6 +134,19 @@ def set_aside_errors(samples_path: Path, errors_path: Path) -> int:
     return len(errored)
 
 
+@dataclass(frozen=True)
+class RowKind:
+    """What a samples.jsonl line is: its check (`normalise`, raising SampleError naming the field)
+    and the key a resume skips on. A run's lines are `Sample`s; a drift study's are its rows per
+    (mode, prompt) (`evalkit.drift.rows`): one writer, lock, torn-line repair and resume for both."""
+
+    normalise: Callable[[Any], dict[str, Any]]
+    key: Callable[[dict[str, Any]], tuple]
+
+
+SAMPLE_ROWS = RowKind(normalise_sample, sample_key)
+
+
 class RunWriter:
     """Append-only writer of one run directory (use `RunWriter.open`)."""
 
@@ -143,8 +158,10 @@ class RunWriter:
         fd: int,
         durable: bool = True,
         lock_fd: int = -1,
+        rows: RowKind = SAMPLE_ROWS,
     ):
         self.path = path
+        self.rows = rows
         self._lock_fd = lock_fd
         self.durable = durable
         self.manifest = manifest
@@ -163,6 +180,7 @@ class RunWriter:
         durable: bool = True,
         retry_errors: bool = True,
         allow_source_change: bool = False,
+        rows: RowKind = SAMPLE_ROWS,
     ) -> RunWriter:
         """Create `out_dir` with `manifest`, or resume it if it holds a run with the same identity.
 
@@ -188,7 +206,7 @@ class RunWriter:
             raise InputError(f"cannot write the run directory {path}: {exc.strerror or exc}") from None
         try:
             return cls._open_locked(
-                path, manifest, resume, durable, lock_fd, retry_errors, allow_source_change
+                path, manifest, resume, durable, lock_fd, retry_errors, allow_source_change, rows
             )
         except OSError as exc:  # read-only, disk full: a one-line error (a resume repairs the rest)
             os.close(lock_fd)
@@ -207,6 +225,7 @@ class RunWriter:
         lock_fd: int,
         retry_errors: bool = True,
         allow_source_change: bool = False,
+        rows: RowKind = SAMPLE_ROWS,
     ) -> RunWriter:
         manifest = mask_manifest(manifest)  # no key or URL credential reaches the disk
         manifest_path = path / MANIFEST
@@ -240,7 +259,7 @@ class RunWriter:
                 raise InputError(f"{path} already holds a run; resume it or choose another output directory")
             repair_torn_tail(path / SAMPLES)
             retried = set_aside_errors(path / SAMPLES, path / ERRORS) if retry_errors else 0
-            done = cls._read_done(path / SAMPLES, on_disk.get("tasks"))
+            done = cls._read_done(path / SAMPLES, on_disk.get("tasks"), rows)
             merged = copy.deepcopy(on_disk)
             merged["finished_at"] = None
             merged.setdefault("resumes", []).append(
@@ -265,10 +284,12 @@ class RunWriter:
             write_json_atomic(manifest_path, manifest)
             done = set()
         fd = open_no_follow(path / SAMPLES, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        return cls(path, manifest, done, fd, durable, lock_fd)
+        return cls(path, manifest, done, fd, durable, lock_fd, rows)
 
     @staticmethod
-    def _read_done(samples_path: Path, tasks: dict[str, Any] | None = None) -> set:
+    def _read_done(
+        samples_path: Path, tasks: dict[str, Any] | None = None, rows: RowKind = SAMPLE_ROWS
+    ) -> set:
         """The keys on disk; a line of a task the manifest does not name (`tasks`, when it names
         any) is refused: it belongs to another run."""
         done: set = set()
@@ -276,7 +297,7 @@ class RunWriter:
             return done
         for number, obj in iter_jsonl(samples_path):
             try:
-                key = sample_key(normalise_sample(obj))
+                key = rows.key(rows.normalise(obj))
             except SampleError as exc:
                 raise InputError(f"{samples_path}:{number}: {exc}") from None
             if tasks and key[0] not in tasks:
@@ -300,13 +321,13 @@ class RunWriter:
     def append(self, sample: dict[str, Any]) -> None:
         """Validate and durably append one sample (thread-safe); a key already on disk is a ValueError."""
         try:
-            clean = normalise_sample(sample)
+            clean = self.rows.normalise(sample)
         except SampleError as exc:
             raise ValueError(f"invalid sample for {self.path / SAMPLES}: {exc}") from None
         for field in _MESSAGE_FIELDS:  # a server's error may quote its URL, credentials and all
             if isinstance(clean.get(field), str):
                 clean[field] = mask_text(clean[field])
-        key = sample_key(clean)
+        key = self.rows.key(clean)
         line = (json.dumps(clean, ensure_ascii=False, default=str) + "\n").encode("utf-8")
         with self._lock:
             if self._fd < 0:
@@ -342,12 +363,21 @@ class RunWriter:
             if any("state_max_abs" in s for s in samples):
                 record = headroom_record(samples, format_max_of(self.manifest))
                 write_json_atomic(self.path / HEADROOM, record)
-            self.manifest.update(mask_manifest(extra_manifest or {}))
-            self.manifest["finished_at"] = now_utc()
-            write_json_atomic(self.path / MANIFEST, self.manifest)
+            self._stamp_finished(extra_manifest)
             write_lmeval_results(self.path, self.manifest, summary)
         self.close()
         return summary
+
+    def mark_finished(self, extra_manifest: dict[str, Any] | None = None) -> None:
+        """Stamp finished_at (and `extra_manifest`) in manifest.json, for a producer that writes
+        its own summary (a drift study); `finish` does it for a run."""
+        with self._lock:
+            self._stamp_finished(extra_manifest)
+
+    def _stamp_finished(self, extra_manifest: dict[str, Any] | None) -> None:
+        self.manifest.update(mask_manifest(extra_manifest or {}))
+        self.manifest["finished_at"] = now_utc()
+        write_json_atomic(self.path / MANIFEST, self.manifest)
 
     def close(self) -> None:
         with self._lock:
