@@ -181,10 +181,32 @@ def test_training_gradients_reach_every_parameter():
 def tiny_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("mamba2")
     argv = [sys.executable, str(SCRIPT), "--arch", "mamba2", "--out", str(out), "--device", "cpu"]
-    argv += ["--tiny", "--minutes", "0.3"]
+    # a fixed training clock far shorter than what the one-minute budget leaves (about 30 s)
+    argv += ["--tiny", "--minutes", "1", "--train-seconds", "3"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     return out
+
+
+def test_a_fixed_training_clock_trains_that_long_whatever_the_budget(tiny_run):
+    recipe = json.loads((tiny_run / "recipe.json").read_text())
+    assert recipe["settings"]["train_seconds"] == 3
+    assert 3 <= recipe["train_seconds"] < 20
+
+
+def test_warm_only_stops_after_the_check_and_warm_up(tmp_path):
+    argv = [sys.executable, str(SCRIPT), "--arch", "mamba2", "--out", str(tmp_path), "--device", "cpu"]
+    proc = subprocess.run(
+        argv + ["--tiny", "--minutes", "0.3", "--warm-only"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    recipe = json.loads((tmp_path / "recipe.json").read_text())
+    assert recipe["status"] == "warm-only" and "kernel_warmup" in recipe
+    assert "steps" not in recipe and not (tmp_path / "model").exists()
 
 
 def test_tiny_run_records_a_mamba2_recipe(tiny_run):

@@ -73,6 +73,17 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Setti
     p.add_argument("--out", type=Path, help="output directory (checkpoint, recipe, loss curve, eval)")
     p.add_argument("--bundle", type=Path, default=None, help="also keep everything in this one .tar.gz file")
     p.add_argument("--minutes", type=float, default=None, help="wall budget of the whole script (default 8)")
+    p.add_argument(
+        "--train-seconds",
+        type=float,
+        default=None,
+        help="the training clock's length, within --minutes (default: what --minutes leaves after set-up)",
+    )
+    p.add_argument(
+        "--warm-only",
+        action="store_true",
+        help="stop after the kernel check and warm-up: fill the kernel caches for a later run here",
+    )
     p.add_argument("--device", default="auto", help="auto | cuda | cpu")
     p.add_argument("--tiny", action="store_true", help="toy sizes for a CPU smoke test")
     p.add_argument("--seed", type=int, default=TRAIN_SEED_BASE, help="training seed base (>= 1_000_000)")
@@ -133,7 +144,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Setti
         unknown = set(kw["mixture"]) - set(Settings().mixture)
         if unknown or not any(w > 0 for w in kw["mixture"].values()):
             p.error(f"--mixture: unknown {sorted(unknown)} (known: {', '.join(Settings().mixture)})")
-    for name in ("layers", "hidden", "eval_seconds", "tokens_per_step"):
+    for name in ("layers", "hidden", "eval_seconds", "tokens_per_step", "train_seconds"):
         if getattr(args, name) is not None:
             kw[name] = getattr(args, name)
     s = Settings.tiny_preset(tiny=True, **kw) if args.tiny else Settings.sized(args.size, **kw)
@@ -156,5 +167,5 @@ def main(argv: list[str] | None = None, script: Path | None = None) -> int:
         return 0
     from evalkit.refmodel.train import train
 
-    train(s, args.out, args.bundle, helper_script=script)
+    train(s, args.out, args.bundle, helper_script=script, warm_only=args.warm_only)
     return 0

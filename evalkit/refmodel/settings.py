@@ -25,6 +25,9 @@ class Settings:
     """Everything that defines a run (written to recipe.json)."""
 
     minutes: float = 8.0
+    # the curriculum clock's length (None: what the budget leaves after set-up and warm-up; never
+    # past the budget): two architectures train for the same time whatever their compile cost
+    train_seconds: float | None = None
     device: str = "auto"
     tiny: bool = False
     seed: int = TRAIN_SEED_BASE

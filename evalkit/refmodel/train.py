@@ -42,10 +42,18 @@ from evalkit.refmodel.warmup import (
 )
 
 
-def train(s: Settings, out: Path, bundle: Path | None = None, helper_script: Path | None = None) -> None:
+def train(
+    s: Settings,
+    out: Path,
+    bundle: Path | None = None,
+    helper_script: Path | None = None,
+    warm_only: bool = False,
+) -> None:
     """One bounded run into `out` (the budget counts from `runlog.started_at()`); `bundle`, when
     given, is kept current with everything written; `helper_script` starts the warm-up helpers
-    (else `python -m evalkit.refmodel.warmup`)."""
+    (else `python -m evalkit.refmodel.warmup`). `warm_only` stops after the kernel check and
+    warm-up (and the helpers' evaluation kernels): Triton's on-disk caches then hold what a
+    later run on the same machine would otherwise compile and autotune inside its budget."""
     t0 = runlog.started_at()
     out.mkdir(parents=True, exist_ok=True)
     runlog.log_to(out / "train.log")
@@ -102,9 +110,17 @@ def train(s: Settings, out: Path, bundle: Path | None = None, helper_script: Pat
     autocast = training_autocast(device)
     recipe["kernel_warmup"] = _warm_up(s, model, cfg_vocab, device, autocast, helpers, t0)
     write_recipe()
+    if warm_only:
+        _finish_warm_only(helpers, stream, budget_end, recipe)
+        write_recipe()
+        return
 
     train_start = time.time()
     train_end = budget_end - s.eval_seconds - s.save_seconds
+    if s.train_seconds is not None:
+        if train_start + s.train_seconds > train_end:
+            log(f"warning: the budget cuts the fixed training clock to {train_end - train_start:.0f}s")
+        train_end = min(train_end, train_start + s.train_seconds)
     if train_end - train_start < 5:
         train_end = train_start + 5
         log("warning: the budget leaves almost no training time")
@@ -130,6 +146,19 @@ def train(s: Settings, out: Path, bundle: Path | None = None, helper_script: Pat
     write_card(out, recipe, evald)
     write_bundle(out, bundle)
     log(f"done in {time.time() - t0:.0f}s: {out}")
+
+
+def _finish_warm_only(helpers: list, stream: BatchStream, budget_end: float, recipe: dict[str, Any]) -> None:
+    """Let the helpers finish compiling (the evaluation's kernels too) until the budget ends."""
+    stream.close()
+    for p in helpers:
+        try:
+            p.wait(timeout=max(1.0, budget_end - time.time()))
+        except Exception:  # noqa: BLE001 - out of budget: stop the rest
+            break
+    stop_warm_helpers(helpers)
+    recipe["status"] = "warm-only"
+    log(f"warm-only: stopping after the warm-up ({sum(p.returncode == 0 for p in helpers)} helpers finished)")
 
 
 def _start_helpers(s: Settings, out: Path, helper_script: Path | None) -> list:
