@@ -281,33 +281,11 @@ def sec_engine(arch_name: str, num_layers: int | None) -> dict:
         eng.generate(
             prompts[:2], SamplingParams(max_new_tokens=3, ignore_eos=True), use_tqdm=False
         )  # compile
-        eng.stats.update(prefill_tokens=0, prefill_s=0.0, decode_tokens=0, decode_s=0.0, max_batch=0)
-        if DEV == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-        t = time.perf_counter()
-        outs = eng.generate(prompts, sp, use_tqdm=False)
-        if DEV == "cuda":
-            torch.cuda.synchronize()
-        st = eng.stats
-        row = {"wall_s": round(time.perf_counter() - t, 2),
-               "prefill_tok_s": round(st["prefill_tokens"] / max(st["prefill_s"], 1e-9)),
-               "decode_tok_s": round(st["decode_tokens"] / max(st["decode_s"], 1e-9)),
-               "max_batch": st["max_batch"], "state_slots": eng.config.max_num_seqs,
-               "state_pool_gib": round(eng.state.memory_bytes() / 2**30, 2),
-               "cuda_graphs": eng.runner.use_graphs, "graph_error": eng.runner.graph_error,
-               "flags": sorted({f for o in outs for f in o.flags})}  # fmt: skip
-        if DEV == "cuda":
-            row["peak_mem_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+        outs, row = bk.harness.timed_engine_row(eng, prompts, sp, DEV)
+        row["state_slots"] = eng.config.max_num_seqs
         tokens[arm] = [o.token_ids for o in outs]
         if arm != "fp32":
-            same = [a == b for a, b in zip(tokens[arm], tokens["fp32"])]
-            agree = [
-                sum(x == y for x, y in zip(a, b)) / max(len(b), 1)
-                for a, b in zip(tokens[arm], tokens["fp32"])
-            ]
-            row["identical_generations_vs_fp32"] = f"{sum(same)}/{len(same)}"
-            row["mean_token_agreement_vs_fp32"] = round(sum(agree) / len(agree), 4)
+            row.update(bk.harness.token_agreement(tokens[arm], tokens["fp32"]))
         out["arms"][arm] = row
         bk.log("engine", arm, row)
         del eng

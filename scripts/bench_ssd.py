@@ -297,10 +297,6 @@ def _engine_model(config_path: str | None, num_layers: int | None):
 
 def _engine_arm(loaded, arm: str, prompts: list, tokens: dict) -> dict:
     """One arm over the prompts (after a 2-prompt warm-up that compiles its kernels): its row."""
-    import time
-
-    import torch
-
     from evalkit.engine import LLMEngine, SamplingParams
 
     n, L = len(prompts), len(prompts[0])
@@ -310,31 +306,11 @@ def _engine_arm(loaded, arm: str, prompts: list, tokens: dict) -> dict:
         kw.update(max_num_batched_tokens=16384, decode_width=n, kv_cache_tokens=kw["max_model_len"] * n)
     eng = LLMEngine(loaded, **kw)
     eng.generate(prompts[:2], SamplingParams(max_new_tokens=3, ignore_eos=True), use_tqdm=False)  # compile
-    eng.stats.update(prefill_tokens=0, prefill_s=0.0, decode_tokens=0, decode_s=0.0, max_batch=0)
-    if DEV == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-    t = time.perf_counter()
-    outs = eng.generate(
-        prompts, SamplingParams(max_new_tokens=ENGINE["new_tokens"], ignore_eos=True), use_tqdm=False
-    )
-    if DEV == "cuda":
-        torch.cuda.synchronize()
-    st = eng.stats
-    row = {"wall_s": round(time.perf_counter() - t, 2),
-           "prefill_tok_s": round(st["prefill_tokens"] / max(st["prefill_s"], 1e-9)),
-           "decode_tok_s": round(st["decode_tokens"] / max(st["decode_s"], 1e-9)),
-           "max_batch": st["max_batch"], "state_pool_gib": round(eng.state.memory_bytes() / 2**30, 2),
-           "cuda_graphs": eng.runner.use_graphs, "graph_error": eng.runner.graph_error,
-           "flags": sorted({f for o in outs for f in o.flags})}  # fmt: skip
-    if DEV == "cuda":
-        row["peak_mem_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    sampling = SamplingParams(max_new_tokens=ENGINE["new_tokens"], ignore_eos=True)
+    outs, row = bk.harness.timed_engine_row(eng, prompts, sampling, DEV)
     tokens[arm] = [o.token_ids for o in outs]
     if arm != "fp32" and "fp32" in tokens:
-        pairs = list(zip(tokens[arm], tokens["fp32"]))
-        agree = [sum(x == y for x, y in zip(a, b)) / max(len(b), 1) for a, b in pairs]
-        row["identical_generations_vs_fp32"] = f"{sum(a == b for a, b in pairs)}/{len(pairs)}"
-        row["mean_token_agreement_vs_fp32"] = round(sum(agree) / len(agree), 4)
+        row.update(bk.harness.token_agreement(tokens[arm], tokens["fp32"]))
     return row
 
 

@@ -131,3 +131,34 @@ def test_git_state_names_the_checkout_commit(tmp_path):
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-am", "two")
     second = git("rev-parse", "HEAD")
     assert second != first and harness.git_state(tmp_path) == {"commit": second, "dirty": False}
+
+
+def test_token_agreement_counts_identical_generations_and_matching_positions():
+    ref = [[1, 2, 3, 4], [5, 6], [7]]
+    arm = [[1, 2, 3, 4], [5, 0], [8]]
+    assert harness.token_agreement(arm, ref) == {
+        "identical_generations_vs_fp32": "1/3",
+        "mean_token_agreement_vs_fp32": round((1 + 0.5 + 0) / 3, 4),
+    }
+
+
+def test_timed_engine_row_resets_the_counters_and_reports_the_timed_run():
+    """A stand-in engine whose counters hold a compile run's numbers: the row is of the timed run."""
+    from types import SimpleNamespace
+
+    class Engine:
+        stats = {"prefill_tokens": 99, "prefill_s": 9.0, "decode_tokens": 99, "decode_s": 9.0, "max_batch": 9}
+        state = SimpleNamespace(memory_bytes=lambda: 2**31)
+        runner = SimpleNamespace(use_graphs=False, graph_error=None)
+
+        def generate(self, prompts, sampling, use_tqdm):
+            assert self.stats["prefill_tokens"] == 0 and not use_tqdm
+            self.stats.update(prefill_tokens=40, prefill_s=2.0, decode_tokens=30, decode_s=3.0, max_batch=2)
+            return [SimpleNamespace(flags={"nan"}), SimpleNamespace(flags=set())]
+
+    outs, row = harness.timed_engine_row(Engine(), [[1], [2]], None, "cpu")
+    assert len(outs) == 2
+    assert {k: row[k] for k in ("prefill_tok_s", "decode_tok_s", "max_batch", "state_pool_gib", "flags")} == {
+        "prefill_tok_s": 20, "decode_tok_s": 10, "max_batch": 2, "state_pool_gib": 2.0, "flags": ["nan"]
+    }  # fmt: skip
+    assert "peak_mem_gib" not in row

@@ -159,3 +159,45 @@ class Sections:
         if self.timings_key:
             self.report.setdefault(self.timings_key, {})[name] = round(time.time() - t, 1)
         self.save()
+
+
+def timed_engine_row(engine: Any, prompts: Sequence[Any], sampling: Any, device: str) -> tuple[list, dict]:
+    """One timed `engine.generate` after the caller's compile run, with the engine's counters and
+    the peak memory reset first: (outputs, the row the engine sections of the bench scripts
+    report: wall time, prefill and decode throughput, batch, state pool, graphs, health flags)."""
+    import torch
+
+    on_cuda = str(device).startswith("cuda")
+    engine.stats.update(prefill_tokens=0, prefill_s=0.0, decode_tokens=0, decode_s=0.0, max_batch=0)
+    if on_cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    t = time.perf_counter()
+    outs = engine.generate(list(prompts), sampling, use_tqdm=False)
+    if on_cuda:
+        torch.cuda.synchronize()
+    st = engine.stats
+    row: dict[str, Any] = {
+        "wall_s": round(time.perf_counter() - t, 2),
+        "prefill_tok_s": round(st["prefill_tokens"] / max(st["prefill_s"], 1e-9)),
+        "decode_tok_s": round(st["decode_tokens"] / max(st["decode_s"], 1e-9)),
+        "max_batch": st["max_batch"],
+        "state_pool_gib": round(engine.state.memory_bytes() / 2**30, 2),
+        "cuda_graphs": engine.runner.use_graphs,
+        "graph_error": engine.runner.graph_error,
+        "flags": sorted({f for o in outs for f in o.flags}),
+    }
+    if on_cuda:
+        row["peak_mem_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    return outs, row
+
+
+def token_agreement(tokens: Sequence[Sequence[int]], reference: Sequence[Sequence[int]]) -> dict[str, Any]:
+    """How an arm's generations match the reference arm's, prompt by prompt: identical ones, and
+    the mean fraction of positions with the same token."""
+    pairs = list(zip(tokens, reference))
+    agree = [sum(x == y for x, y in zip(a, b)) / max(len(b), 1) for a, b in pairs]
+    return {
+        "identical_generations_vs_fp32": f"{sum(list(a) == list(b) for a, b in pairs)}/{len(pairs)}",
+        "mean_token_agreement_vs_fp32": round(sum(agree) / max(len(agree), 1), 4),
+    }
