@@ -116,14 +116,7 @@ def train(
         return
 
     train_start = time.time()
-    train_end = budget_end - s.eval_seconds - s.save_seconds
-    if s.train_seconds is not None:
-        if train_start + s.train_seconds > train_end:
-            log(f"warning: the budget cuts the fixed training clock to {train_end - train_start:.0f}s")
-        train_end = min(train_end, train_start + s.train_seconds)
-    if train_end - train_start < 5:
-        train_end = train_start + 5
-        log("warning: the budget leaves almost no training time")
+    train_end = _training_end(s, train_start, budget_end)
     curriculum = Curriculum(s, train_start, train_end)
     parts = LoopParts(
         s, model, opt, autocast, device, stream, curriculum, fast_tok, out, bundle, t0, train_start
@@ -146,6 +139,20 @@ def train(
     write_card(out, recipe, evald)
     write_bundle(out, bundle)
     log(f"done in {time.time() - t0:.0f}s: {out}")
+
+
+def _training_end(s: Settings, train_start: float, budget_end: float) -> float:
+    """When the curriculum clock stops: `train_seconds` after it started, or what the budget leaves
+    after the evaluation and the save (at least 5 s), whichever comes first."""
+    train_end = budget_end - s.eval_seconds - s.save_seconds
+    if s.train_seconds is not None:
+        if train_start + s.train_seconds > train_end:
+            log(f"warning: the budget cuts the fixed training clock to {train_end - train_start:.0f}s")
+        train_end = min(train_end, train_start + s.train_seconds)
+    if train_end - train_start < 5:
+        train_end = train_start + 5
+        log("warning: the budget leaves almost no training time")
+    return train_end
 
 
 def _finish_warm_only(helpers: list, stream: BatchStream, budget_end: float, recipe: dict[str, Any]) -> None:
