@@ -70,3 +70,14 @@ def test_cpu_smoke_one_and_two_servers(tiny_hybrid_ckpt, tmp_path, monkeypatch):
     ports = report["rows"]["1"]["ports"] + report["rows"]["2"]["ports"]
     assert not any(_accepts(p) for p in ports)
     assert (tmp_path / "k2" / "server1.log").read_text().count("stopped after") == 1
+
+
+def test_differing_counts_changed_and_missing_questions():
+    script = load_script("bench_remote_replicas")
+    a = {
+        ("gsm8k", "0", None): ("h0", "x", 8, "length", None),
+        ("gsm8k", "1", None): ("h1", "y", 8, "length", None),
+    }
+    b = {**a, ("gsm8k", "1", None): ("h1", "z", 8, "length", None)}
+    assert script.differing(a, a) == 0 and script.differing(a, b) == 1
+    assert script.differing(a, {k: a[k] for k in list(a)[:1]}) == 1  # a question missing from a run
