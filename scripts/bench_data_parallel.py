@@ -91,29 +91,21 @@ def one_run(args, device: str, out: Path) -> dict:
 
 
 def prebuild(args, cache: Path) -> float:
-    """Build every prompt once into a fresh cache, so that neither timed run includes building
-    them and both hand the engines the same requests."""
-    import shutil
-
+    """Build every prompt once into a fresh cache that both runs read, so that neither timed run
+    includes building them and both hand the engines the same requests."""
     from evalkit.model.checkpoint import load_tokenizer, resolve_model_path
     from evalkit.runner import setup as su
-    from evalkit.tasks.registry import get_task, parse_lengths
 
-    shutil.rmtree(cache, ignore_errors=True)
-    os.environ["EVALKIT_PROMPT_CACHE"] = str(cache)
-    t = time.perf_counter()
-    tok = load_tokenizer(resolve_model_path(args.model or su.default_model()[0]))
-    for name in args.tasks.split(","):
-        task = get_task(name)
-        if task.default_lengths:  # the long-context ones (gsm8k builds in no time)
-            lengths = parse_lengths(args.lengths) if args.lengths else None
-            task.requests(tokenizer=tok, lengths=lengths, limit=args.limit, seed=args.seed)
-    return round(time.perf_counter() - t, 2)
-
-
-def samples(out: Path) -> dict:
-    rows = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
-    return {(s["task"], str(s["doc_id"]), s["length"]): (s["prompt_hash"], s["response"]) for s in rows}
+    seconds = harness.prebuild_prompt_cache(
+        cache,
+        args.tasks.split(","),
+        lambda: load_tokenizer(resolve_model_path(args.model or su.default_model()[0])),
+        args.lengths,
+        args.limit,
+        args.seed,
+    )
+    os.environ["EVALKIT_PROMPT_CACHE"] = str(cache)  # the in-process runs read it
+    return seconds
 
 
 def main() -> int:
@@ -146,9 +138,9 @@ def main() -> int:
     report["prebuild_s"] = prebuild(args, out / "prompt-cache")
     report["one"] = one_run(args, devices.split(",")[0], out / "one")
     report["dp"] = one_run(args, devices, out / "dp")
-    a, b = samples(out / "one"), samples(out / "dp")
+    a, b = harness.read_samples(out / "one"), harness.read_samples(out / "dp")
     report["samples_identical"] = a == b
-    report["samples_differing"] = sum(1 for k in a if a[k] != b.get(k))
+    report["samples_differing"] = harness.differing(a, b)
     report["speedup_generate"] = round(report["one"]["generate_s"] / max(report["dp"]["generate_s"], 1e-9), 3)
     report["speedup_run_wall"] = round(report["one"]["run_wall_s"] / max(report["dp"]["run_wall_s"], 1e-9), 3)
     (out / "bench_data_parallel.json").write_text(json.dumps(report, indent=2))

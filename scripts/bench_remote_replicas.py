@@ -219,48 +219,24 @@ def one_run(args, urls: list[str], out: Path, env: dict) -> dict:
 def samples(out: Path) -> dict:
     """(task, doc_id, length) -> what a replica decides: prompt hash, response, tokens, finish, error.
     (`generated_ids` is not stored for --server runs.)"""
-    rows = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines() if x.strip()]
-    return {
-        (s["task"], str(s["doc_id"]), s["length"]): (
-            s["prompt_hash"],
-            s["response"],
-            s.get("n_generated"),
-            s.get("finish_reason"),
-            s.get("error"),
-        )
-        for s in rows
-    }
+    return harness.read_samples(out, ("prompt_hash", "response", "n_generated", "finish_reason", "error"))
 
 
-def differing(a: dict, b: dict) -> int:
-    """Questions whose samples differ between two runs (one missing from either counts)."""
-    return sum(1 for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+differing = harness.differing
 
 
 def prebuild(args, cache: Path) -> float:
-    """Build the long-context prompts once into a fresh cache with the tokenizer the runs load, so
-    that no timed run builds them (gsm8k builds in no time)."""
+    """Build the long-context prompts once, untimed, with the tokenizer the runs load."""
     from evalkit.runner.setup import load_tokenizer
-    from evalkit.tasks.registry import get_task, parse_lengths
 
-    shutil.rmtree(cache, ignore_errors=True)
-    before = os.environ.get("EVALKIT_PROMPT_CACHE")
-    os.environ["EVALKIT_PROMPT_CACHE"] = str(cache)
-    t = time.perf_counter()
-    try:
-        tok = None
-        for name in args.tasks.split(","):
-            task = get_task(name)
-            if task.default_lengths:
-                tok = tok or load_tokenizer(args.model_path)
-                lengths = parse_lengths(args.lengths) if args.lengths else None
-                task.requests(tokenizer=tok, lengths=lengths, limit=args.limit, seed=args.seed)
-    finally:
-        if before is None:
-            os.environ.pop("EVALKIT_PROMPT_CACHE", None)
-        else:
-            os.environ["EVALKIT_PROMPT_CACHE"] = before
-    return round(time.perf_counter() - t, 2)
+    return harness.prebuild_prompt_cache(
+        cache,
+        args.tasks.split(","),
+        lambda: load_tokenizer(args.model_path),
+        args.lengths,
+        args.limit,
+        args.seed,
+    )
 
 
 def environment(device: str | None) -> dict:

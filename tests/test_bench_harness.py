@@ -162,3 +162,61 @@ def test_timed_engine_row_resets_the_counters_and_reports_the_timed_run():
         "prefill_tok_s": 20, "decode_tok_s": 10, "max_batch": 2, "state_pool_gib": 2.0, "flags": ["nan"]
     }  # fmt: skip
     assert "peak_mem_gib" not in row
+
+
+def _write_samples(path, rows):
+    import json
+
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + "\n")
+
+
+def test_read_samples_keys_questions_and_differing_counts_changes_and_gaps(tmp_path):
+    rows = [
+        {"task": "gsm8k", "doc_id": 3, "length": None, "prompt_hash": "h1", "response": "42"},
+        {"task": "passkey", "doc_id": "7", "length": 8192, "prompt_hash": "h2", "response": "x"}
+        | {"error": "boom"},
+    ]
+    _write_samples(tmp_path / "a", rows)
+    a = harness.read_samples(tmp_path / "a")
+    assert a == {("gsm8k", "3", None): ("h1", "42"), ("passkey", "7", 8192): ("h2", "x")}
+    assert harness.read_samples(tmp_path / "a", ("error",))[("passkey", "7", 8192)] == ("boom",)
+    _write_samples(tmp_path / "b", [rows[0] | {"response": "41"}])
+    b = harness.read_samples(tmp_path / "b")
+    assert harness.differing(a, a) == 0
+    assert harness.differing(a, b) == 2  # one changed answer, one question missing from b
+    assert harness.differing(b, a) == 2
+
+
+def test_prebuild_prompt_cache_builds_long_tasks_only_and_restores_the_variable(tmp_path, monkeypatch):
+    from evalkit.tasks import registry
+
+    calls, seen = [], []
+
+    class FakeTask:
+        def __init__(self, name, long):
+            self.name, self.default_lengths = name, [8192] if long else []
+
+        def requests(self, tokenizer, lengths, limit, seed):
+            import os
+
+            seen.append(os.environ.get("EVALKIT_PROMPT_CACHE"))
+            calls.append((self.name, tokenizer, lengths, limit, seed))
+
+    tasks = {"gsm8k": FakeTask("gsm8k", False), "passkey": FakeTask("passkey", True)}
+    monkeypatch.setattr(registry, "get_task", tasks.__getitem__)
+    monkeypatch.setenv("EVALKIT_PROMPT_CACHE", "/elsewhere")
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "stale").write_text("old")
+    loads = []
+    seconds = harness.prebuild_prompt_cache(
+        tmp_path / "cache", ["gsm8k", "passkey"], lambda: loads.append(1) or "TOK", "8k", 5, 1234
+    )
+    assert seconds >= 0 and loads == [1] and not (tmp_path / "cache" / "stale").exists()
+    assert calls == [("passkey", "TOK", [8192], 5, 1234)] and seen == [str(tmp_path / "cache")]
+    import os
+
+    assert os.environ["EVALKIT_PROMPT_CACHE"] == "/elsewhere"
+    calls.clear()
+    harness.prebuild_prompt_cache(tmp_path / "cache", ["gsm8k"], lambda: loads.append(1), None, None, 0)
+    assert calls == [] and loads == [1]  # no long task: the tokenizer is never loaded

@@ -7,7 +7,9 @@ before it measures anything, so that they differ only in what they measure.
 - `Clock` and `Log`: every log line stamped with the seconds since the script started;
 - `Budget`: the time left of a wall budget, on that clock;
 - `Sections`: named sections run in order under the budget, a failing one recorded (its
-  traceback in the report) without losing the others, the report saved after each.
+  traceback in the report) without losing the others, the report saved after each;
+- `prebuild_prompt_cache`, `read_samples`, `differing`: the end-to-end benches' untimed prompt
+  building and their check that two runs decided the same samples.
 
 A script finds this module before evalkit is importable with three lines (see any bench script):
 import it, and on ImportError put the checkout first on `sys.path` and import it again."""
@@ -15,6 +17,9 @@ import it, and on ImportError put the checkout first on `sys.path` and import it
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -201,3 +206,49 @@ def token_agreement(tokens: Sequence[Sequence[int]], reference: Sequence[Sequenc
         "identical_generations_vs_fp32": f"{sum(list(a) == list(b) for a, b in pairs)}/{len(pairs)}",
         "mean_token_agreement_vs_fp32": round(sum(agree) / max(len(agree), 1), 4),
     }
+
+
+def prebuild_prompt_cache(
+    cache: Path,
+    tasks: Sequence[str],
+    tokenizer: Callable[[], Any],
+    lengths: str | None,
+    limit: int | None,
+    seed: int,
+) -> float:
+    """Build every long-context prompt once into a fresh prompt cache (`EVALKIT_PROMPT_CACHE`), so
+    that no timed run includes building them and every run is handed the same requests; gsm8k
+    builds in no time and is left to the runs. `tokenizer` is called only when a task needs it.
+    The variable is restored afterwards: the caller points its runs at `cache`. Returns seconds."""
+    from evalkit.tasks.registry import get_task, parse_lengths
+
+    shutil.rmtree(cache, ignore_errors=True)
+    before = os.environ.get("EVALKIT_PROMPT_CACHE")
+    os.environ["EVALKIT_PROMPT_CACHE"] = str(cache)
+    t = time.perf_counter()
+    try:
+        tok = None
+        for name in tasks:
+            task = get_task(name)
+            if task.default_lengths:
+                tok = tok or tokenizer()
+                wanted = parse_lengths(lengths) if lengths else None
+                task.requests(tokenizer=tok, lengths=wanted, limit=limit, seed=seed)
+    finally:
+        if before is None:
+            os.environ.pop("EVALKIT_PROMPT_CACHE", None)
+        else:
+            os.environ["EVALKIT_PROMPT_CACHE"] = before
+    return round(time.perf_counter() - t, 2)
+
+
+def read_samples(out: Path, fields: Sequence[str] = ("prompt_hash", "response")) -> dict[tuple, tuple]:
+    """A run's samples.jsonl as (task, doc_id, length) -> the named fields (None where absent):
+    what two runs of the same questions must agree on."""
+    rows = [json.loads(x) for x in (Path(out) / "samples.jsonl").read_text().splitlines() if x.strip()]
+    return {(s["task"], str(s["doc_id"]), s["length"]): tuple(s.get(f) for f in fields) for s in rows}
+
+
+def differing(a: dict, b: dict) -> int:
+    """Questions whose samples differ between two runs (one missing from either counts)."""
+    return sum(1 for k in a.keys() | b.keys() if a.get(k) != b.get(k))
