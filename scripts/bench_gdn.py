@@ -160,8 +160,7 @@ def sec_decode(res: dict) -> dict:
                 slots = torch.randperm(S, device=DEV)[:B].to(torch.int32)
                 cases = {"ours": lambda args=args, pool=pool, slots=slots: kda_decode(*args, pool, slots),
                          "ours_incl_expand": lambda x=x, pool=pool, slots=slots: kda_decode(*ours_args(*x), pool, slots)}  # fmt: skip
-                bytes_ = {"ours": 2 * B * Hv * K * V * STATE_DTYPES[name].itemsize}
-                bytes_["ours_incl_expand"] = bytes_["ours"]
+                state_bytes = 2 * B * Hv * K * V * STATE_DTYPES[name].itemsize  # read and written
                 if name == "fp32":  # FLA keeps an fp32 state only
                     try:
                         from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule
@@ -172,23 +171,11 @@ def sec_decode(res: dict) -> dict:
                         cases["fla"] = lambda q=q, k=k, v=v, g=g, beta=beta, h0=h0: fused_recurrent_gated_delta_rule(
                             q=q[:, None], k=k[:, None], v=v[:, None], g=g[:, None], beta=beta[:, None],
                             scale=K**-0.5, initial_state=h0, output_final_state=True, use_qk_l2norm_in_kernel=True)  # fmt: skip
-                        bytes_["fla"] = bytes_["ours"]
                     except Exception as exc:
                         row["fla_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-                for label, fn in cases.items():
-                    try:
-                        row[f"{label}_graph_us"] = us = 1e3 * bk.graph_ms(fn)
-                        row[f"{label}_TBps"] = bytes_[label] / (us * 1e-6) / 1e12
-                        if copy_tbps:
-                            row[f"{label}_frac_copy"] = row[f"{label}_TBps"] / copy_tbps
-                    except Exception as exc:
-                        row[f"{label}_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-                if "fla_graph_us" in row and "ours_graph_us" in row:
-                    row["speedup_vs_fla"] = row["fla_graph_us"] / row["ours_graph_us"]
+                bk.time_graph_cases(row, cases, state_bytes, copy_tbps)
                 rows.append(row)
-                bk.log(
-                    "decode", {k_: (round(v_, 3) if isinstance(v_, float) else v_) for k_, v_ in row.items()}
-                )
+                bk.log_row("decode", row)
     return {"Hk": HK, "Hv": HVS, "K": K, "V": V, "model_dtype": "bf16", "rows": rows}
 
 
@@ -222,17 +209,9 @@ def sec_prefill() -> dict:
                 **fla_in, scale=K**-0.5, initial_state=h0, output_final_state=True, use_qk_l2norm_in_kernel=True)  # fmt: skip
         except Exception as exc:
             row["fla_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-        for label, fn in cases.items():
-            try:
-                with torch.inference_mode():
-                    ms = bk.bench_ms(fn, warmup=10, rep=60 if T > 32768 else 100)
-                row[f"{label}_ms"], row[f"{label}_Mtok_s"] = ms, T / ms / 1e3
-            except Exception as exc:
-                row[f"{label}_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-        if "fla_ms" in row and "ours_ms" in row:
-            row["speedup_vs_fla"] = row["fla_ms"] / row["ours_ms"]
+        bk.time_prefill_cases(row, cases, T)
         rows.append(row)
-        bk.log("prefill", {k_: (round(v_, 3) if isinstance(v_, float) else v_) for k_, v_ in row.items()})
+        bk.log_row("prefill", row)
         torch.cuda.empty_cache() if DEV == "cuda" else None
     return {"Hk": HK, "K": K, "V": V, "B": 1, "model_dtype": "bf16", "rows": rows}
 

@@ -112,6 +112,46 @@ def graph_ms(fn, warmup=10, rep=100) -> float:
     return bench_ms(g.replay, warmup, rep)
 
 
+def time_graph_cases(
+    row: dict, cases: dict, state_bytes: int, copy_tbps: float | None, eager: bool = False
+) -> None:
+    """Time each decode case replayed in a CUDA graph into `row`: microseconds, the state's bytes
+    (read and written) over that time, its fraction of copy bandwidth; a failing case leaves its
+    error and the others run; the speedup over FLA where both ran."""
+    for label, fn in cases.items():
+        try:
+            if eager:
+                row[f"{label}_eager_us"] = 1e3 * bench_ms(fn)
+            row[f"{label}_graph_us"] = us = 1e3 * graph_ms(fn)
+            row[f"{label}_TBps"] = state_bytes / (us * 1e-6) / 1e12
+            if copy_tbps:
+                row[f"{label}_frac_copy"] = row[f"{label}_TBps"] / copy_tbps
+        except Exception as exc:
+            row[f"{label}_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    if "fla_graph_us" in row and "ours_graph_us" in row:
+        row["speedup_vs_fla"] = row["fla_graph_us"] / row["ours_graph_us"]
+
+
+def time_prefill_cases(row: dict, cases: dict, tokens: int) -> None:
+    """Time each prefill case (eager, inference mode) into `row`: milliseconds and Mtok/s; a
+    failing case leaves its error; the speedup over FLA where both ran."""
+    import torch
+
+    for label, fn in cases.items():
+        try:
+            with torch.inference_mode():
+                ms = bench_ms(fn, warmup=10, rep=60 if tokens > 32768 else 100)
+            row[f"{label}_ms"], row[f"{label}_Mtok_s"] = ms, tokens / ms / 1e3
+        except Exception as exc:
+            row[f"{label}_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    if "fla_ms" in row and "ours_ms" in row:
+        row["speedup_vs_fla"] = row["fla_ms"] / row["ours_ms"]
+
+
+def log_row(kind: str, row: dict) -> None:
+    log(kind, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()})
+
+
 def rel_err(a, b) -> float:
     a, b = a.double().cpu(), b.double().cpu()
     return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
@@ -336,25 +376,15 @@ def sec_decode(res: dict) -> dict:
             state_bytes = 2 * B * H * K * V * pool_bytes(name)
             kw = store_kw(name, B)
             ours = lambda x=x, pool=pool, slots=slots, kw=kw: kda_decode(*x.args(), pool, slots, **kw)  # noqa: E731
-            # FLA stores fp32/fp16/bf16 by its own conversion: compared on those pools only
-            for label, fn in (("ours", ours), ("fla", None) if name in STATE_DTYPES else ("fla", "-")):
-                if fn == "-":
-                    continue
+            cases = {"ours": ours}
+            if name in STATE_DTYPES:  # FLA stores fp32/fp16/bf16 by its own conversion: those pools only
                 try:
-                    if fn is None:
-                        fn = fla_decode_fn(x, pool, slots)
-                    row[f"{label}_eager_us"] = 1e3 * bench_ms(fn)
-                    row[f"{label}_graph_us"] = 1e3 * graph_ms(fn)
-                    t = row[f"{label}_graph_us"] * 1e-6
-                    row[f"{label}_TBps"] = state_bytes / t / 1e12
-                    if copy_tbps:
-                        row[f"{label}_frac_copy"] = row[f"{label}_TBps"] / copy_tbps
+                    cases["fla"] = fla_decode_fn(x, pool, slots)
                 except Exception as exc:
-                    row[f"{label}_error"] = f"{type(exc).__name__}: {exc}"
-            if "ours_graph_us" in row and "fla_graph_us" in row:
-                row["speedup_vs_fla"] = row["fla_graph_us"] / row["ours_graph_us"]
+                    row["fla_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            time_graph_cases(row, cases, state_bytes, copy_tbps, eager=True)
             rows.append(row)
-            log("decode", {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()})
+            log_row("decode", row)
     torch.cuda.empty_cache()
     return {"H": H, "K": K, "V": V, "model_dtype": "bf16", "rows": rows}
 

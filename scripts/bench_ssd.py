@@ -151,7 +151,7 @@ def sec_decode(res: dict) -> dict:
             pool = random_pool(S, H, P, N, STATE_DTYPES[name], device=DEV)
             slots = torch.randperm(S, device=DEV)[:B].to(torch.int32)
             cases = {"ours": lambda x=x, pool=pool, slots=slots: ssd_decode(*x, pool, slots)}
-            bytes_ = {"ours": 2 * B * H * P * N * STATE_DTYPES[name].itemsize}
+            state_bytes = 2 * B * H * P * N * STATE_DTYPES[name].itemsize  # read and written
             if name == "fp32":  # FLA keeps an fp32 state only
                 try:
                     _, fused = fla_fns()
@@ -161,21 +161,11 @@ def sec_decode(res: dict) -> dict:
                     h0 = pool[:B].clone()
                     cases["fla"] = lambda q=q, k=k, v=v, g=g, h0=h0, fused=fused: fused(
                         q, k, v, g=g, scale=1.0, initial_state=h0, output_final_state=True, state_v_first=True)  # fmt: skip
-                    bytes_["fla"] = bytes_["ours"]
                 except Exception as exc:
                     row["fla_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-            for label, fn in cases.items():
-                try:
-                    row[f"{label}_graph_us"] = us = 1e3 * bk.graph_ms(fn)
-                    row[f"{label}_TBps"] = bytes_[label] / (us * 1e-6) / 1e12
-                    if copy_tbps:
-                        row[f"{label}_frac_copy"] = row[f"{label}_TBps"] / copy_tbps
-                except Exception as exc:
-                    row[f"{label}_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-            if "fla_graph_us" in row and "ours_graph_us" in row:
-                row["speedup_vs_fla"] = row["fla_graph_us"] / row["ours_graph_us"]
+            bk.time_graph_cases(row, cases, state_bytes, copy_tbps)
             rows.append(row)
-            bk.log("decode", {k_: (round(v_, 3) if isinstance(v_, float) else v_) for k_, v_ in row.items()})
+            bk.log_row("decode", row)
     return {"H": H, "P": P, "N": N, "G": G, "model_dtype": "bf16", "rows": rows}
 
 
@@ -246,17 +236,9 @@ def sec_prefill() -> dict:
                 state_v_first=True)  # fmt: skip
         except Exception as exc:
             row["fla_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-        for label, fn in cases.items():
-            try:
-                with torch.inference_mode():
-                    ms = bk.bench_ms(fn, warmup=10, rep=60 if T > 32768 else 100)
-                row[f"{label}_ms"], row[f"{label}_Mtok_s"] = ms, T / ms / 1e3
-            except Exception as exc:
-                row[f"{label}_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-        if "fla_ms" in row and "ours_ms" in row:
-            row["speedup_vs_fla"] = row["fla_ms"] / row["ours_ms"]
+        bk.time_prefill_cases(row, cases, T)
         rows.append(row)
-        bk.log("prefill", {k_: (round(v_, 3) if isinstance(v_, float) else v_) for k_, v_ in row.items()})
+        bk.log_row("prefill", row)
         torch.cuda.empty_cache() if DEV == "cuda" else None
     return {"H": H, "P": P, "N": N, "G": G, "B": 1, "chunk": CHUNK, "model_dtype": "bf16", "rows": rows}
 
