@@ -30,8 +30,8 @@ def models() -> dict[str, Path]:
     return {**MODELS, "Mamba2": MAMBA2} if (MAMBA2 / "reports").is_dir() else dict(MODELS)
 
 
-def _rows(model_dir: Path, arm: str) -> dict[tuple[str, int], dict]:
-    path = model_dir / "reports" / f"compare-retrieval-fp32-vs-{arm}.json"
+def _rows(model_dir: Path, arm: str, group: str) -> dict[tuple[str, int], dict]:
+    path = model_dir / "reports" / f"compare-{group}-fp32-vs-{arm}.json"
     if not path.is_file():
         return {}
     report = json.loads(path.read_text())
@@ -47,9 +47,12 @@ def _cell(row: dict) -> str:
     return f"**{text}**" if row["mcnemar_midp_holm"] < 0.05 else text
 
 
-def accuracy_table() -> list[str]:
-    per_model = {m: {arm: _rows(d, arm) for arm in ARMS} for m, d in models().items()}
-    cells = sorted(next(iter(per_model.values()))["fp16"], key=lambda c: (c[0], c[1]))
+def accuracy_table(group: str) -> list[str]:
+    """One row per model and cell of the `group` sweeps (`retrieval`, `short`), for the cells at
+    least two models ran (the same questions), and a line for each model without such a sweep."""
+    per_model = {m: {arm: _rows(d, arm, group) for arm in ARMS} for m, d in models().items()}
+    ran = {m: set().union(*rows.values()) for m, rows in per_model.items()}
+    cells = sorted(c for c in set().union(*ran.values()) if sum(c in r for r in ran.values()) >= 2)
     head = ["cell", "model", "fp32 %", *(f"`{a}`" for a in ARMS)]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * (len(head) - 2)]
     for task, length in cells:
@@ -64,6 +67,9 @@ def accuracy_table() -> list[str]:
                 )
                 + " |"
             )
+    absent = [m for m, r in ran.items() if not r & set(cells)]
+    if absent:
+        out.append(f"\nNo `{group}` sweep committed for: {', '.join(absent)}.")
     return out
 
 
@@ -73,20 +79,22 @@ def _ci(d: dict, fmt: str) -> str:
 
 def drift_table() -> list[str]:
     out = [
-        "| model | mode | arm | KL per token at 31.8k (mean over prompts) | × A/A floor [95% CI] "
+        "| model | mode | prompts | arm | KL per token at 31.8k (mean over prompts) | × A/A floor [95% CI] "
         "| KL growth exponent [95% CI] | state rel. error at end | state error exponent |",
-        "|---|---|---|---:|---|---|---:|---|",
+        "|---|---|---:|---|---:|---|---|---:|---|",
     ]
     for model, d in models().items():
         if not (d / "drift-32k" / "summary.json").is_file():
             continue
         part = json.loads((d / "drift-32k" / "summary.json").read_text())["parts"][0]
         for mode in ("prefill", "decode"):
+            res = part["results"][mode]
+            prompts = f"{res['n_prompts']} of {part['n_prompts']}"
             for arm in ("fp16", "bf16"):
-                a = part["results"][mode]["arms"][arm]
+                a = res["arms"][arm]
                 floor = a["floor"]["kl_last_bucket"]
                 out.append(
-                    f"| {model} | {mode} | `{arm}` | {floor['arm_mean']:.2g} | "
+                    f"| {model} | {mode} | {prompts} | `{arm}` | {floor['arm_mean']:.2g} | "
                     f"{floor['ratio']:.2g} [{floor['ci_low']:.2g}, {floor['ci_high']:.2g}] | "
                     f"L^{_ci(a['kl_exponent']['main'], '.2f')} | "
                     f"{a['state_rel_err_end']['mean']:.2g} | L^{_ci(a['state_exponent']['main'], '.2f')} |"
@@ -95,7 +103,10 @@ def drift_table() -> list[str]:
 
 
 def main() -> None:
-    print("# Gated DeltaNet twin vs KDA reference model v2: state precision side by side\n")
+    title = "Gated DeltaNet twin vs KDA reference model v2"
+    if "Mamba2" in models():
+        title = "KDA reference model v2, Gated DeltaNet twin and Mamba2 reference model"
+    print(f"# {title}: state precision side by side\n")
     print(
         "Both models: 4 layers, hidden 256, 4 heads × 64, 4.74 M parameters, the same tokenizer, "
         "data, loss and training budget (≈300 s on one H200), trained at ≤ 2k tokens; so 16k and "
@@ -109,17 +120,25 @@ def main() -> None:
     if "Mamba2" in models():
         print(
             "Mamba2: NemotronH blocks alternating Mamba2 and a relu2 MLP at the same hidden size, heads "
-            "and state [64, 64] per head, the same tokenizer, data and loss, trained on the H200 by "
+            "and state [64, 64] per head (3.95 M parameters: no delta-rule projections), the same "
+            "tokenizer, data, loss and training clock (298 s), trained on the H200 by "
             "`results/reference-model-mamba2/run.sh` (its budget and parameters: "
             "`results/reference-model-mamba2/MODEL_CARD.md`); its cells are the same questions.\n"
         )
     print("## Accuracy: change against fp32 (pp, McNemar mid-p; bold: Holm-adjusted p < 0.05)\n")
-    print("\n".join(accuracy_table()))
+    print("\n".join(accuracy_table("retrieval")))
     print(
         "\n`m3-rtz` truncates toward zero (a biased positive control); `mN` keeps N mantissa bits "
         "with fp32's exponent, round to nearest; `fp8_e4m3` is scaled fp8. A cell where fp32 is "
         "at 100% has room only for losses.\n"
     )
+    print("## Accuracy on the decode-heavy cells at 2k (the state is stored once per generated token)\n")
+    print(
+        "copy_list and kv_recite answer with a list of tens to hundreds of tokens; the `short` sweeps "
+        "(the cells at least two models ran; a cell where fp32 is at 0% has no room at all).\n"
+    )
+    print("\n".join(accuracy_table("short")))
+    print()
     print("## Drift: teacher-forced divergence from fp32, 16 prompts × 32k tokens (kv_retrieval docs)\n")
     print("\n".join(drift_table()))
     print(

@@ -216,6 +216,7 @@ def test_tiny_run_records_a_mamba2_recipe(tiny_run):
     assert recipe["environment"]["ssd_scan"].startswith("SSD in fp32 torch")
     cfg = json.loads((tiny_run / "model" / "config.json").read_text())
     assert cfg["model_type"] == "nemotron_h" and set(cfg["layers_block_type"]) == {"linear_attention", "mlp"}
+    assert cfg["max_position_embeddings"] >= 32768 + 64  # the 32k cells; transformers' default is 4096
     assert "(Mamba2)" in (tiny_run / "MODEL_CARD.md").read_text().splitlines()[0]
 
 
@@ -313,6 +314,9 @@ def test_side_by_side_adds_mamba2_rows_and_marks_arms_it_lacks(monkeypatch, tmp_
     monkeypatch.setattr(sbs, "MAMBA2", fake)
     sbs.main()
     out = capsys.readouterr().out
+    retrieval, short = out.split("## Accuracy on the decode-heavy cells")
+    assert "No `short` sweep committed for: Mamba2." in short
+    out = retrieval + short[short.index("## Drift") :]
     gdn_rows = [line for line in out.splitlines() if "| GDN twin |" in line]
     m2_rows = [line for line in out.splitlines() if "| Mamba2 |" in line]
     cells = [line for line in gdn_rows if "@" in line]

@@ -12,6 +12,7 @@ from evalkit.refmodel.kimi_config import model_config as kda_config
 from evalkit.refmodel.settings import Settings
 
 ARCHES = ("kda", "gdn", "mamba2")
+MAX_CONTEXT = 131072  # the Mamba2 model's declared context: the longest cell evalkit's studies run
 MODEL_TYPES = {"kda": "kimi_linear", "gdn": "qwen3_5_text", "mamba2": "nemotron_h"}
 DESCRIPTIONS = {
     "kda": "pure-KDA Kimi-Linear (per-channel decay gate)",
@@ -51,7 +52,10 @@ def mamba2_config(s: Settings, vocab_size: int) -> Any:
     """A NemotronH config whose blocks alternate Mamba2 and relu2 MLP (`layers` of each, as the
     other models have a mixer and an MLP per layer): `heads` Mamba heads of `head_dim` channels,
     state `head_dim` wide (KDA's [head_dim, head_dim] per head), one B/C group per head (as each
-    KDA/GDN head has its own key and query), no dt clamp (transformers clamps prefill only)."""
+    KDA/GDN head has its own key and query), no dt clamp (transformers clamps prefill only).
+    `max_position_embeddings` is what engines (vLLM, evalkit) take as the context limit; without
+    attention nothing in the model depends on position, so it is set to MAX_CONTEXT, not the
+    class default of 4096 (which refused the 8k-32k retrieval cells the other families run)."""
     from transformers import NemotronHConfig
 
     cfg = NemotronHConfig(
@@ -69,6 +73,7 @@ def mamba2_config(s: Settings, vocab_size: int) -> Any:
         num_key_value_heads=s.heads,
         head_dim=s.head_dim,
         time_step_limit=(0.0, float("inf")),
+        max_position_embeddings=MAX_CONTEXT,
         tie_word_embeddings=False,
         pad_token_id=0,
         bos_token_id=1,

@@ -20,7 +20,8 @@
 #   bash results/reference-model-mamba2/run.sh
 # Two calls on one machine kept warm (more training): TRAIN_MIN=9 PARTS= bash ...run.sh, then
 # TRAIN=0 bash ...run.sh (the second call reuses /tmp/m2w/train and gives the parts the whole call;
-# on a fresh machine M2_BUNDLE=path/to/m2.tar.gz, carried, stands in for it).
+# on a fresh machine M2_BUNDLE=path/to/m2.tar.gz, carried, or else the installed
+# models/reference-model-mamba2, stands in for it).
 # A cold machine spends ~5 minutes compiling and autotuning FLA's chunk_gla (fwd + bwd) before the
 # clock could start (call 1: 283 s). WARM_ONLY=1 runs only the trainer's check and warm-up (Triton's
 # on-disk caches keep what they compiled and chose); the next call on the still-warm machine then
@@ -57,8 +58,11 @@ if [ "${TRAIN:-1}" = 1 ]; then rm -rf "$W"; else  # a later call redoes only its
 fi
 mkdir -p "$W" "$OUT_DIR"
 # TRAIN=0 on a fresh machine: M2_BUNDLE (the first call's m2.tar.gz, carried) holds the model
-if [ "${TRAIN:-1}" != 1 ] && [ ! -f "$W/train/model/config.json" ] && [ -f "${M2_BUNDLE:-}" ]; then
-  mkdir -p "$W/train" && tar -xzf "$M2_BUNDLE" -C "$W/train"
+if [ "${TRAIN:-1}" != 1 ] && [ ! -f "$W/train/model/config.json" ]; then
+  if [ -f "${M2_BUNDLE:-}" ]; then mkdir -p "$W/train" && tar -xzf "$M2_BUNDLE" -C "$W/train"
+  elif [ -f models/reference-model-mamba2/config.json ]; then  # the installed model
+    mkdir -p "$W/train" && cp -r models/reference-model-mamba2 "$W/train/model"
+  fi
 fi
 exec > >(tee "$OUT_DIR/call.log") 2>&1
 echo "start $(date +%T); device $DEVICE; arms $ARMS; limit $LIMIT; parts $PARTS"
