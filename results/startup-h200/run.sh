@@ -15,7 +15,7 @@
 set -u
 OUT=${1:?usage: run.sh OUT}
 EXTRA=${EXTRA:-}  # more `evalkit run` arguments (a dry run elsewhere: EXTRA="--limit 1"); none on the device
-W=/tmp/startup-h200 && rm -rf $W && mkdir -p $W/runs
+W=/tmp/startup-h200 && rm -rf $W && mkdir -p $W/runs "$OUT"
 START=$(date +%s)
 elapsed() { echo $(( $(date +%s) - START )); }
 log() { echo "[$(elapsed) s] $*" | tee -a $W/log.txt; }
