@@ -10,6 +10,10 @@ Keys (values, the default first):
 - `kda_prefill` (stream, split): the Triton KDA prefill kernel by registered name
   (`kernels/kda_prefill/wrapper.PREFILL_VARIANTS`); "split" is the earlier variant with the same
   math in another order: a numerics floor (the same arm, other last bits).
+- `ssd_prefill` (walk, split): the Triton Mamba2 SSD prefill (`kernels/ssd_prefill`): one
+  sequential program per sequence, head and row block, or a sequential state pass and every
+  block's output in parallel; the same products in the same order (offline, their sm_90 builds run
+  the same dots), so the same last bits are expected: recorded all the same.
 - `prefill_dots` (fp32, bf16): the prefill's products with fp32 operands (tf32x3 on tensor cores,
   ~fp32 accuracy) or bf16 operands, the servers' numerics (FLA's chunk kernel); bf16 needs the
   Triton path (GPU).
@@ -22,7 +26,7 @@ Keys (values, the default first):
 - `tf32` (off, on): `torch.backends.cuda.matmul.allow_tf32` for the GEMMs on the GPU.
 
 The CPU runs the torch forms whatever the GPU-path switches say (they are recorded all the same),
-and refuses the two switches of the Triton prefill kernel (`kda_prefill`, `prefill_dots`).
+and refuses the switches of the Triton prefill kernels (`kda_prefill`, `ssd_prefill`, `prefill_dots`).
 To mirror a server that runs FLA's kernels on a bf16 model: `--kernels prefill_dots=bf16` (the
 GPU's `weights=auto` is bf16 already); keep the default to measure the state format alone.
 """
@@ -35,6 +39,7 @@ from typing import Any
 from evalkit.errors import InputError
 
 PREFILL_VARIANTS = ("stream", "split")  # the registered names of kernels/kda_prefill/wrapper.py
+SSD_PREFILL_VARIANTS = ("walk", "split")  # kernels/ssd_prefill/wrapper.VARIANTS
 PREFILL_DOTS = ("fp32", "bf16")
 MOE_COMBINES = ("fused", "torch")
 MLA_PREFILLS = ("auto", "triton", "flash", "sdpa")
@@ -43,7 +48,16 @@ _ON_OFF = {"on": True, "off": False}
 # prefill_dots -> the Triton kernel's dot precision
 DOT_PRECISION = {"fp32": "tf32x3", "bf16": "bf16"}
 SYNTAX = "KEY=VALUE[,KEY=VALUE], keys " + ", ".join(
-    ("kda_prefill", "prefill_dots", "moe_combine", "fused_elementwise", "mla_prefill", "weights", "tf32")
+    (
+        "kda_prefill",
+        "ssd_prefill",
+        "prefill_dots",
+        "moe_combine",
+        "fused_elementwise",
+        "mla_prefill",
+        "weights",
+        "tf32",
+    )
 )
 # what each environment variable fills (the CLI's default of --kernels only)
 ENV_KEYS = {
@@ -54,6 +68,7 @@ ENV_KEYS = {
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
     "kda_prefill": PREFILL_VARIANTS,
+    "ssd_prefill": SSD_PREFILL_VARIANTS,
     "prefill_dots": PREFILL_DOTS,
     "moe_combine": MOE_COMBINES,
     "mla_prefill": MLA_PREFILLS,
@@ -64,6 +79,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 @dataclass(frozen=True)
 class KernelChoice:
     kda_prefill: str = "stream"
+    ssd_prefill: str = "walk"
     prefill_dots: str = "fp32"
     moe_combine: str = "fused"
     fused_elementwise: bool = True

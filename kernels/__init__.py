@@ -215,11 +215,20 @@ def ssd_prefill(
     fmt=None,
     sr_seed: int = 0,
     positions: torch.Tensor | None = None,
+    **triton_options,
 ) -> torch.Tensor:
     """Packed variable-length Mamba2 SSD prefill over [T, H, P]; each sequence's final state stored
     to pool[slots] once, rounded the `fmt` way (`positions` [N]: each sequence's last position);
-    `intra_chunk_dtype` rounds the carried state every `chunk_size` tokens too (see `kda_prefill`)."""
-    return implementation("ssd_prefill", x)(
+    `intra_chunk_dtype` rounds the carried state every `chunk_size` tokens too (see `kda_prefill`).
+    `triton_options` (`variant`: `ssd_prefill/wrapper.py`) choose the Triton kernel; the CPU
+    refuses them."""
+    impl = implementation("ssd_prefill", x)
+    if triton_options and impl is cpu.ssd_prefill:
+        raise KernelInputError(
+            f"{', '.join(sorted(triton_options))}: a choice of the Triton SSD prefill (GPU, or "
+            "TRITON_INTERPRET=1); the CPU runs its float32 form"
+        )
+    return impl(
         x,
         dt_raw,
         B,
@@ -236,4 +245,5 @@ def ssd_prefill(
         fmt=fmt,
         sr_seed=sr_seed,
         positions=positions,
+        **triton_options,
     )

@@ -340,6 +340,31 @@ def ssd_prefill_build(
     return compile_kernel(ssd_prefill_kernel, sig, const, num_warps=t.num_warps, num_stages=t.num_stages)
 
 
+def ssd_split_builds(
+    state: str, *, model="bf16", H=128, G=8, P=64, N=128, chunk=64, intra="", tile=None
+) -> tuple[Build, Build]:
+    """The split SSD prefill's two kernels (state pass, output) for a `state` pool at NemotronH's
+    head dims, as the wrapper builds them for `variant="split"`; `tile` overrides the wrapper's."""
+    from .ssd_prefill import wrapper as w
+    from .ssd_prefill.split import ssd_output_kernel, ssd_state_pass_kernel
+
+    m = "*" + model
+    t = tile or w.TILE
+    dims = {"H": H, "G": G, "P": P, "N": N, "BT": min(t.bt, chunk), "BP": w.state_rows(t, P),
+            "BN": w.state_cols(t, N)}  # fmt: skip
+    sig = {"x": m, "dt_raw": m, "b_in": m, "a_log": m, "dt_bias": m, "pool": _pool_ptr(state), "h": "*fp32",
+           "block_offsets": "*i32", "slots": "*i32", "positions": "*i64", "cu_seqlens": "*i32",
+           "has_initial_state": "*i32", "sr_key": "i32"}  # fmt: skip
+    const = {**dims, "CHUNK": chunk, **_format_constexprs(state), "INTRA": intra}
+    state_pass = compile_kernel(
+        ssd_state_pass_kernel, sig, const, num_warps=t.num_warps, num_stages=t.num_stages
+    )
+    sig = {"x": m, "dt_raw": m, "b_in": m, "c_in": m, "a_log": m, "dt_bias": m, "d_skip": m, "h": "*fp32",
+           "block_starts": "*i32", "block_ends": "*i32", "y": m}  # fmt: skip
+    output = compile_kernel(ssd_output_kernel, sig, dims, num_warps=t.num_warps, num_stages=t.num_stages)
+    return state_pass, output
+
+
 def mla_prefill_build(model="bf16", *, D=192, DV=128, tile=None, prec=None) -> Build:
     """The MLA prefill attention (flash forward) for `model` inputs at Kimi-Linear's head dims."""
     import torch

@@ -140,11 +140,19 @@ class TwinChecker:
         return self._launch("ssd_decode", args, {}, fmt, n, sr_seed=sr_seed, positions=positions)
 
     def ssd_prefill(
-        self, *args, chunk_size: int = 64, intra_chunk_dtype=None, fmt=None, sr_seed: int = 0, positions=None
+        self,
+        *args,
+        chunk_size: int = 64,
+        intra_chunk_dtype=None,
+        fmt=None,
+        sr_seed: int = 0,
+        positions=None,
+        **triton_options,
     ) -> torch.Tensor:
-        """`evalkit.kernels.ssd_prefill`, checked against its fp32 twin when due."""
+        """`evalkit.kernels.ssd_prefill`, checked against its fp32 twin when due (`triton_options`:
+        the prefill kernel's variant, the twin's too)."""
         n = args[KDA_POOL_ARG + 1].numel()
-        options = dict(chunk_size=chunk_size, intra_chunk_dtype=intra_chunk_dtype)
+        options = dict(chunk_size=chunk_size, intra_chunk_dtype=intra_chunk_dtype, **triton_options)
         return self._launch("ssd_prefill", args, options, fmt, n, sr_seed=sr_seed, positions=positions)
 
     def _launch(self, op: str, args: tuple, options: dict, fmt, n: int, **store) -> torch.Tensor:

@@ -14,9 +14,11 @@ Sections (each in try/except; JSON + Markdown rewritten after every section):
      fused_recurrent_simple_gla on one token (fp32 state in/out of contiguous [B, H, P, N] tensors,
      B/C expanded to heads and the gate computed outside, as FLA needs them); state bandwidth
      2*B*H*P*N*bytes / time, as a fraction of copy bandwidth
-  4. prefill: B=1, T in {4k, 32k, 128k}: ours vs FLA chunk_simple_gla (its inputs prepared outside,
+  4. prefill: B=1, T in {4k, 32k, 128k}: ours (the walk kernel, the default, and the split
+     variant, `variant="split"`) vs FLA chunk_simple_gla (its inputs prepared outside,
      untimed; "fla_incl_prep" times the preparation too); each --prefill-tile BT,BP,BN,WARPS,STAGES
-     is timed as "ours_<tile>" (and checked in section 1 as "prefill_fp32_<tile>")
+     is timed as "ours_<tile>" and "ours_split_<tile>" (and the walk checked in section 1 as
+     "prefill_fp32_<tile>")
   5. engine (with --engine-config CONFIG.json, a NemotronH release's config; optionally cut to its
      first --engine-layers blocks): random weights at that size (evalkit.model.nemotron_h.random_init),
      every arm of --engine-arms (default fp32, fp16, bf16; also e.g. fp8_e4m3, m3-rtz) on the same prompts: prefill / decode throughput, peak memory,
@@ -109,11 +111,19 @@ def sec_correctness() -> dict:
         pool = random_pool(5, H, P, N, STATE_DTYPES[name], device=DEV, generator=gen)
         slots = torch.tensor([4, 0, 2], dtype=torch.int32, device=DEV)
         pool_ref = pool.double().cpu()
+        pool_split = pool.clone()
         y = ssd_prefill(*x, pool, slots, cu, init, chunk_size=CHUNK)
         y_ref = reference.ssd_prefill(*(t.cpu() for t in x), pool_ref, slots.cpu(), cu.cpu(), init.cpu())
         idx = slots.long().cpu()
         out[f"prefill_{name}"] = {"out_rel_err": bk.rel_err(y, y_ref),
                                   "pool_rel_err": bk.rel_err(pool.cpu()[idx], pool_ref[idx])}  # fmt: skip
+        # the split variant: the same products in the same order, so the same bits are expected
+        y_split = ssd_prefill(*x, pool_split, slots, cu, init, chunk_size=CHUNK, variant="split")
+        out[f"prefill_{name}_split"] = {
+            "out_rel_err": bk.rel_err(y_split, y_ref),
+            "out_bit_equal_walk": bool(torch.equal(y_split, y)),
+            "pool_bit_equal_walk": bool(torch.equal(pool_split.view(torch.uint8), pool.view(torch.uint8))),
+        }
     out.update(_extra_tiles_correctness(x, cu, init, gen))
     try:  # FLA on the first sequence (fp32 inputs, zero initial state) vs the same reference
         chunk, fused = fla_fns()
@@ -211,6 +221,33 @@ def _fla_with_prep(chunk, x, h0):
     return chunk(q, k, v, g=g, scale=1.0, initial_state=h0, output_final_state=True, state_v_first=True)
 
 
+def _split_equals_walk(x, T: int) -> dict:
+    """Whether the split variant's output and stored state equal the walk kernel's to the last bit
+    (the wrapper's tile and each --prefill-tile), from the same non-zero incoming state."""
+    import torch
+
+    from evalkit.kernels.ssd_prefill.wrapper import ssd_prefill
+    from evalkit.kernels.testing import random_cu_seqlens
+
+    out = {}
+    cu = random_cu_seqlens([T], device=DEV)
+    slot = torch.zeros(1, dtype=torch.int32, device=DEV)
+    init = torch.ones(1, dtype=torch.bool, device=DEV)
+    start = torch.randn(1, H, P, N, device=DEV, generator=torch.Generator(device=DEV).manual_seed(1))
+    for label, tile in (("", None), *((f"_{tile_label(t)}", t) for t in EXTRA_TILES)):
+        try:
+            runs = []
+            for variant in ("walk", "split"):
+                pool = start.clone()
+                y = ssd_prefill(*x, pool, slot, cu, init, chunk_size=CHUNK, tile=tile, variant=variant)
+                runs.append((y, pool))
+            (y_w, p_w), (y_s, p_s) = runs
+            out[f"split_bit_equal_walk{label}"] = bool(torch.equal(y_w, y_s) and torch.equal(p_w, p_s))
+        except Exception as exc:
+            out[f"split_bit_equal_walk{label}_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    return out
+
+
 def sec_prefill() -> dict:
     import torch
 
@@ -226,10 +263,16 @@ def sec_prefill() -> dict:
         init = torch.ones(1, dtype=torch.bool, device=DEV)
         cu = random_cu_seqlens([T], device=DEV)
         tail = (pool, slot, cu, init)
-        cases = {"ours": lambda x=x, tail=tail: ssd_prefill(*x, *tail, chunk_size=CHUNK)}
+        cases = {
+            "ours": lambda x=x, tail=tail: ssd_prefill(*x, *tail, chunk_size=CHUNK),
+            "ours_split": lambda x=x, tail=tail: ssd_prefill(*x, *tail, chunk_size=CHUNK, variant="split"),
+        }
         for t in EXTRA_TILES:
             cases[f"ours_{tile_label(t)}"] = lambda x=x, tail=tail, t=t: ssd_prefill(
                 *x, *tail, chunk_size=CHUNK, tile=t
+            )
+            cases[f"ours_split_{tile_label(t)}"] = lambda x=x, tail=tail, t=t: ssd_prefill(
+                *x, *tail, chunk_size=CHUNK, tile=t, variant="split"
             )
         try:
             chunk, _ = fla_fns()
@@ -241,6 +284,9 @@ def sec_prefill() -> dict:
         except Exception as exc:
             row["fla_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
         bk.time_prefill_cases(row, cases, T)
+        row.update(_split_equals_walk(x, T))
+        if "fla_ms" in row and "ours_split_ms" in row:
+            row["split_speedup_vs_fla"] = row["fla_ms"] / row["ours_split_ms"]
         rows.append(row)
         bk.log_row("prefill", row)
         torch.cuda.empty_cache() if DEV == "cuda" else None
@@ -351,12 +397,14 @@ def markdown(res: dict) -> str:
             )
         lines.append("")
     if "prefill" in sec:
-        lines += ["## prefill (ms, medians)", "", "| T | ours ms | FLA ms | FLA incl. prep ms | FLA / ours |",
-                  "|---:|---:|---:|---:|---:|"]  # fmt: skip
+        lines += ["## prefill (ms, medians)", "",
+                  "| T | ours (walk) ms | ours (split) ms | FLA ms | FLA incl. prep ms | FLA / walk | FLA / split |",
+                  "|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
         for r in sec["prefill"]["rows"]:
             f = lambda k_, r=r: _num(r, k_)  # noqa: E731
             lines.append(
-                f"| {r['T']} | {f('ours_ms')} | {f('fla_ms')} | {f('fla_incl_prep_ms')} | {f('speedup_vs_fla')} |"
+                f"| {r['T']} | {f('ours_ms')} | {f('ours_split_ms')} | {f('fla_ms')} | {f('fla_incl_prep_ms')} "
+                f"| {f('speedup_vs_fla')} | {f('split_speedup_vs_fla')} |"
             )
         lines.append("")
     if "engine" in sec:

@@ -66,11 +66,15 @@ def test_bad_switches_are_one_line_errors(text, needle):
 def test_describe_lists_every_switch_with_its_value():
     d = KernelChoice(prefill_dots="bf16").describe()
     assert d == {
-        "kda_prefill": "stream", "prefill_dots": "bf16", "moe_combine": "fused", "fused_elementwise": True,
+        "kda_prefill": "stream", "ssd_prefill": "walk", "prefill_dots": "bf16", "moe_combine": "fused",
+        "fused_elementwise": True,
         "mla_prefill": "auto", "weights": "auto", "tf32": False, "label": "prefill_dots=bf16",
     }  # fmt: skip
     assert differences(KernelChoice().describe(), d) == ["prefill_dots: fp32 vs bf16"]
     assert differences(None, KernelChoice().describe()) == []  # a run that predates the record: defaults
+    old = {k: v for k, v in KernelChoice().describe().items() if k != "ssd_prefill"}
+    assert differences(old, KernelChoice().describe()) == []  # a record that predates the switch
+    assert differences(old, KernelChoice(ssd_prefill="split").describe()) == ["ssd_prefill: walk vs split"]
 
 
 def test_environment_fills_defaults_and_names_the_variable():

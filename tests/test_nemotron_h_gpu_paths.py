@@ -16,3 +16,16 @@ def test_triton_path_matches_cpu_path(request):
 
     ckpt = build_tiny_nemotron_h_checkpoint(checkpoint_cache_root(request) / "nemotron-h")
     assert_triton_matches_cpu(ckpt, long_len=40, new_tokens=3)
+
+
+@pytest.mark.slow  # two interpreted engine runs
+def test_split_ssd_prefill_gives_the_walk_kernels_bits(request):
+    """`--kernels ssd_prefill=split` through the whole engine (chunked prefill, then decode steps
+    from the states it stored): the same tokens and the same logits to the last bit as the default."""
+    from evalkit.testing.tiny_mamba2_models import build_tiny_nemotron_h_checkpoint
+    from tests.helpers.gpu_paths import run_engine
+
+    ckpt = build_tiny_nemotron_h_checkpoint(checkpoint_cache_root(request) / "nemotron-h")
+    walk = run_engine(ckpt, "triton", 40, 3)
+    split = run_engine(ckpt, "triton", 40, 3, "ssd_prefill=split")
+    assert split["tokens"] == walk["tokens"] and split["logits"] == walk["logits"]

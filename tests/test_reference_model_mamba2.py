@@ -33,7 +33,10 @@ def setup():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         hf = AutoModelForCausalLM.from_pretrained(M2, dtype=torch.float32).eval()
-    assert hf.config.model_type == "nemotron_h" and set(hf.config.layers_block_type) == {"linear_attention", "mlp"}
+    assert hf.config.model_type == "nemotron_h" and set(hf.config.layers_block_type) == {
+        "linear_attention",
+        "mlp",
+    }
     (req,) = get_task("passkey").requests(tokenizer=tok, lengths=[512], limit=1, show_progress=False)
     ids = tok(req.prompt)["input_ids"]
     with torch.no_grad(), warnings.catch_warnings():
@@ -108,7 +111,10 @@ def test_room_on_the_decode_heavy_cell_and_the_positive_control_loses_there():
     54 of 100 copy_list questions at 2k (in the 30-90% band); truncation to 3 bits (m3-rtz) loses
     significantly there (Holm mid-p < 0.05) while fp16 flips no answer and bf16 loses 2 points
     that are not significant."""
-    rows = {a: {(r["task"], r["length"]): r for r in _compare(M2_H200 / "short", a)} for a in ("fp16", "bf16", "m3-rtz")}
+    rows = {
+        a: {(r["task"], r["length"]): r for r in _compare(M2_H200 / "short", a)}
+        for a in ("fp16", "bf16", "m3-rtz")
+    }
     cell = ("copy_list", 2048)
     assert rows["fp16"][cell]["acc_baseline"] == 0.54 and rows["fp16"][cell]["n"] == 100
     assert rows["m3-rtz"][cell]["diff"] < -0.3 and rows["m3-rtz"][cell]["mcnemar_midp_holm"] < 0.05

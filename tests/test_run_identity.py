@@ -92,7 +92,9 @@ def test_a_source_change_is_refused_unless_declared(default_run, tiny_hybrid_ckp
     assert _manifest(run)["source_hash"] == "0" * 64  # the run's own record is kept as it was
 
 
-@pytest.mark.parametrize("key, value", [("prefill_dots", "bf16"), ("kda_prefill", "split")])
+@pytest.mark.parametrize(
+    "key, value", [("prefill_dots", "bf16"), ("kda_prefill", "split"), ("ssd_prefill", "split")]
+)
 def test_the_triton_prefill_switches_are_identity(default_run, key, value):
     from evalkit.store.manifest import first_identity_difference
 
@@ -106,7 +108,9 @@ def test_the_triton_prefill_switches_are_refused_on_the_cpu(tiny_hybrid_ckpt, tm
     assert cli(_args(tiny_hybrid_ckpt, tmp_path / "new", "--kernels", "prefill_dots=bf16")) == 2
     assert "the CPU runs its float32 form" in capsys.readouterr().err
     assert cli(_args(tiny_hybrid_ckpt, tmp_path / "new", "--kernels", "kda_prefill=split")) == 2
-    assert "--kernels kda_prefill=split,prefill_dots=fp32: a choice of the Triton" in capsys.readouterr().err
+    assert "--kernels kda_prefill=split: a choice of the Triton" in capsys.readouterr().err
+    assert cli(_args(tiny_hybrid_ckpt, tmp_path / "new", "--kernels", "ssd_prefill=split")) == 2
+    assert "--kernels ssd_prefill=split: a choice of the Triton" in capsys.readouterr().err
 
 
 def test_compare_refuses_arms_that_differ_besides_the_state(default_run, tiny_hybrid_ckpt, tmp_path, capsys):

@@ -48,3 +48,18 @@ def test_the_untiled_prefill_spills():
 
     untiled = Tile(bt=64, bp=32, bn=128, num_warps=4, num_stages=3)
     assert compile_check.ssd_prefill_build("fp32", tile=untiled).resources()["stack"] > 0
+
+
+def test_split_prefill_builds_carry_the_walk_kernels_dots_without_spills():
+    """The split build's two kernels hold no spills and between them run exactly the walk
+    kernel's dots (shapes, operand layouts, MMA instruction shapes): on the GPU the two builds
+    then sum every product in the same order, which is what makes them agree to the last bit."""
+    from collections import Counter
+
+    def dots(*builds):
+        return Counter(s for b in builds for s in compile_check.summation_signature(b.ttgir) if "dot" in s)
+
+    for state, intra in (("fp32", ""), ("bf16-sr", "bf16")):
+        state_pass, output = compile_check.ssd_split_builds(state, intra=intra)
+        assert state_pass.resources()["stack"] == 0 and output.resources()["stack"] == 0, state
+        assert dots(state_pass, output) == dots(compile_check.ssd_prefill_build(state, intra=intra)), state

@@ -330,3 +330,47 @@ def test_triton_empty_sequence_keeps_its_state(triton_ops):
     assert float((y.double() - y64).abs().max() / y64.abs().max()) < 1e-5
     assert torch.equal(pool[1], start[1]) and not pool[3].any()
     torch.testing.assert_close(pool.double(), pool64, rtol=0, atol=1e-3)
+
+
+def _variant_run(ops, fmt, intra, variant, tile):
+    """A batch of a carried, an empty and a new sequence through the Triton prefill `variant`."""
+    from evalkit.kernels import parse_format
+
+    gen = _gen(12)
+    f = parse_format(fmt)
+    P2, N2, lengths = 24, 48, [37, 0, 21]
+    args = ssd_inputs(sum(lengths), H, P2, G, N2, generator=gen)
+    pool = round_to_format(torch.randn(4, H, P2, N2, generator=gen) * 0.5, f.name.split("-")[0])
+    slots = torch.tensor([2, 3, 0], dtype=torch.int32)
+    init = torch.tensor([True, True, False])
+    kw = dict(chunk_size=32, intra_chunk_dtype=intra, fmt=f, sr_seed=3, positions=torch.tensor([40, 7, 20]))
+    y = ops.ssd_prefill(
+        *args, pool, slots, random_cu_seqlens(lengths), init, **kw, tile=tile, variant=variant
+    )
+    return y, pool
+
+
+@pytest.mark.parametrize(
+    "fmt, intra", [("fp32", None), ("bf16-sr", torch.bfloat16), ("fp8_e4m3-sr", None), ("m5", torch.float16)]
+)
+def test_triton_split_prefill_equals_the_walk_bit_for_bit(triton_ops, fmt, intra):
+    """The split build (a sequential state pass, then every block's output in parallel) runs the
+    walk kernel's arithmetic: outputs and every stored state equal to the last bit, on a tile that
+    splits state rows, columns and tokens (the default tile too), with a carried, an empty and a
+    new sequence and intra-chunk rounding."""
+    small = triton_ops.Tile(bt=16, bp=16, bn=16, num_warps=4, num_stages=2)
+    for tile in (small, None):
+        y_walk, pool_walk = _variant_run(triton_ops, fmt, intra, "walk", tile)
+        y_split, pool_split = _variant_run(triton_ops, fmt, intra, "split", tile)
+        assert y_walk.abs().max() > 0.1
+        assert torch.equal(y_split, y_walk)
+        assert torch.equal(pool_split.view(torch.uint8), pool_walk.view(torch.uint8))
+
+
+def test_triton_prefill_refuses_an_unknown_variant(triton_ops):
+    args = ssd_inputs(3, H, P, G, N)
+    with pytest.raises(KernelInputError, match="variant must be one of walk, split"):
+        triton_ops.ssd_prefill(
+            *args, torch.zeros(1, H, P, N), torch.tensor([0]), random_cu_seqlens([3]), torch.tensor([False]),
+            variant="fast",
+        )  # fmt: skip

@@ -38,7 +38,7 @@ def state_dtype_name(value: Any, option: str) -> str:
 ARM_OPTIONS = ("state_dtype", "prefill_chunk_size", "intra_chunk_dtype")
 KERNEL_OPTIONS = ("dtype",)
 # what the CPU's float32 prefill computes: other values choose a Triton kernel
-TRITON_PREFILL_DEFAULTS = {"kda_prefill": "stream", "prefill_dots": "fp32"}
+TRITON_PREFILL_DEFAULTS = {"kda_prefill": "stream", "ssd_prefill": "walk", "prefill_dots": "fp32"}
 
 
 @dataclass
@@ -128,12 +128,14 @@ class EngineConfig:
             raise InputError("on the GPU the prefill kernel rounds intra-chunk states to fp32 or bf16 only")
         if gpu and c.kda_chunk_size != 64:
             raise InputError("on the GPU the chunked prefill kernel uses kda_chunk_size 64")
-        triton_prefill = {k: v for k, v in vars(c.kernels).items() if k in ("kda_prefill", "prefill_dots")}
+        triton_prefill = {k: v for k, v in vars(c.kernels).items() if k in TRITON_PREFILL_DEFAULTS}
         if not (gpu or use_triton(torch.empty(0))) and triton_prefill != TRITON_PREFILL_DEFAULTS:
-            chosen = ",".join(f"{k}={v}" for k, v in triton_prefill.items())
+            chosen = ",".join(
+                f"{k}={v}" for k, v in triton_prefill.items() if v != TRITON_PREFILL_DEFAULTS[k]
+            )
             raise InputError(
                 f"--kernels {chosen}: a choice of the Triton prefill kernel (GPU); the CPU runs its "
-                "float32 form (kda_prefill=stream,prefill_dots=fp32)"
+                "float32 form (kda_prefill=stream,ssd_prefill=walk,prefill_dots=fp32)"
             )
         if c.prefill_chunk_size > max(c.max_model_len, DEFAULT_PREFILL_CHUNK):
             raise InputError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import torch
@@ -11,8 +12,16 @@ from ..common import check_varlen, resolve_format
 from ..errors import KernelInputError
 from ..formats import StateFormat
 from ..ssd_common import check_ssd_args
-from ..triton_launch import check_triton_device, device_cu_seqlens, format_constexprs, launch_key, pool_arg
+from ..triton_launch import (
+    check_triton_device,
+    device_cu_seqlens,
+    format_constexprs,
+    int32_on_device,
+    launch_key,
+    pool_arg,
+)
 from .kernel import ssd_prefill_kernel
+from .split import ssd_output_kernel, ssd_state_pass_kernel
 
 MIN_DOT = 16  # tl.dot's smallest block dimension
 
@@ -46,6 +55,31 @@ def state_cols(tile: Tile, N: int) -> int:
     return max(MIN_DOT, min(tile.bn, triton.next_power_of_2(N)))
 
 
+VARIANTS = ("walk", "split")  # kernel.py: one sequential program; split.py: state pass + parallel output
+
+
+@functools.lru_cache(maxsize=8)
+def block_table(
+    cu: tuple[int, ...], bt: int, device: str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """(block_start [NB], block_end [NB], block_offsets [N], NB) for blocks of `bt` tokens that
+    restart at every sequence start; cached by (cu, bt, device), so every layer of a forward pass
+    shares one upload (read the tensors, never write them)."""
+    starts, ends, offsets = [], [], []
+    for bos, eos in zip(cu[:-1], cu[1:]):
+        offsets.append(len(starts))
+        for t in range(bos, eos, bt):
+            starts.append(t)
+            ends.append(min(t + bt, eos))
+    dev = torch.device(device)
+    return (
+        int32_on_device(starts, dev),
+        int32_on_device(ends, dev),
+        int32_on_device(offsets, dev),
+        len(starts),
+    )
+
+
 def _intra_name(dtype: torch.dtype | None) -> str:
     """The INTRA build constant: "" (no intra-chunk rounding; fp32 rounds nothing), "fp16", "bf16"."""
     names = {None: "", torch.float32: "", torch.float16: "fp16", torch.bfloat16: "bf16"}
@@ -74,10 +108,16 @@ def ssd_prefill(
     positions: torch.Tensor | None = None,
     rounding: str | None = None,
     tile: Tile | None = None,
+    variant: str = "walk",
 ) -> torch.Tensor:
     """Packed variable-length prefill; see `evalkit.kernels.ssd_prefill`. `chunk_size` (a power
     of 2, >= 16) is the kernel's chunk; `rounding` overrides the format's (tests only).
-    `cu_seqlens` may be a CPU tensor (read on the host, uploaded once per batch)."""
+    `cu_seqlens` may be a CPU tensor (read on the host, uploaded once per batch). `variant`:
+    "walk" (one sequential program per sequence, head and row block) or "split" (a sequential
+    state pass, then every block's output in parallel; the same arithmetic, plus an fp32 state
+    per block of tokens in scratch memory)."""
+    if variant not in VARIANTS:
+        raise KernelInputError(f"ssd_prefill variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
     check_ssd_args(x, dt_raw, B, C, A_log, dt_bias, D, state_pool, slots, packed=True)
     cu = check_varlen(cu_seqlens, has_initial_state, slots, x.shape[0])
     fmt = resolve_format(fmt, state_pool, positions, slots.numel())
@@ -93,32 +133,46 @@ def ssd_prefill(
         cu_seqlens = device_cu_seqlens(tuple(cu), str(dev))
     tile = tile or TILE
     bp = state_rows(tile, P)
+    common = dict(H=H, G=G, P=P, N=N, BT=min(tile.bt, chunk_size), BP=bp, BN=state_cols(tile, N))
+    store = dict(**format_constexprs(fmt, rounding), INTRA=_intra_name(intra_chunk_dtype), CHUNK=chunk_size)
+    a_log, dt_bias, d_skip = (v.reshape(H).contiguous() for v in (A_log, dt_bias, D))
+    slots, init = slots.contiguous(), has_initial_state.to(torch.int32).contiguous()
+    pos = positions.contiguous() if positions is not None else slots
+    cu_dev = cu_seqlens.to(torch.int32).contiguous()
+    if variant == "split":
+        starts, ends, offsets, n_blocks = block_table(tuple(cu), common["BT"], str(dev))
+        h = torch.empty(
+            max(n_blocks, 1), H, P, N, dtype=torch.float32, device=dev
+        )  # incoming state per block
+        n_cols = triton.cdiv(N, common["BN"])
+        ssd_state_pass_kernel[(len(cu) - 1, H, triton.cdiv(P, bp) * n_cols)](
+            x, dt_raw, B, a_log, dt_bias, pool_arg(state_pool), h, offsets, slots, pos, cu_dev, init,
+            launch_key(fmt, sr_seed), **common, **store, num_warps=tile.num_warps, num_stages=tile.num_stages,
+        )  # fmt: skip
+        if n_blocks:
+            ssd_output_kernel[(n_blocks, H, triton.cdiv(P, bp))](
+                x, dt_raw, B, C, a_log, dt_bias, d_skip, h, starts, ends, y, **common,
+                num_warps=tile.num_warps, num_stages=tile.num_stages,
+            )  # fmt: skip
+        return y
     ssd_prefill_kernel[(len(cu) - 1, H, triton.cdiv(P, bp))](
         x,
         dt_raw,
         B,
         C,
-        A_log.reshape(H).contiguous(),
-        dt_bias.reshape(H).contiguous(),
-        D.reshape(H).contiguous(),
+        a_log,
+        dt_bias,
+        d_skip,
         pool_arg(state_pool),
         torch.empty(len(cu) - 1, H, P, N, dtype=torch.float32, device=dev),  # fp32 state between chunks
-        slots.contiguous(),
-        positions.contiguous() if positions is not None else slots,
-        cu_seqlens.to(torch.int32).contiguous(),
-        has_initial_state.to(torch.int32).contiguous(),
+        slots,
+        pos,
+        cu_dev,
+        init,
         y,
         launch_key(fmt, sr_seed),
-        H=H,
-        G=G,
-        P=P,
-        N=N,
-        CHUNK=chunk_size,
-        BT=min(tile.bt, chunk_size),
-        BP=bp,
-        BN=state_cols(tile, N),
-        **format_constexprs(fmt, rounding),
-        INTRA=_intra_name(intra_chunk_dtype),
+        **common,
+        **store,
         num_warps=tile.num_warps,
         num_stages=tile.num_stages,
     )

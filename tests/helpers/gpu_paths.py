@@ -10,7 +10,7 @@ import torch
 
 from evalkit.kernels.testing import run_json_script
 
-# argv: checkpoint, "cpu" | "triton", length of the long prompt, tokens to generate.
+# argv: checkpoint, "cpu" | "triton", length of the long prompt, tokens to generate[, --kernels].
 ENGINE_SCRIPT = textwrap.dedent("""
     import json, sys, warnings
     warnings.filterwarnings("ignore")
@@ -20,7 +20,10 @@ ENGINE_SCRIPT = textwrap.dedent("""
     long_len, new_tokens = int(sys.argv[3]), int(sys.argv[4])
     g = torch.Generator().manual_seed(3)
     prompts = [torch.randint(3, 512, (n,), generator=g).tolist() for n in (9, long_len)]
-    eng = LLMEngine(sys.argv[1], device="cpu", max_num_seqs=4, batch_invariant=False, block_size=16)
+    from evalkit.kernel_choice import parse_kernels
+    kernels = parse_kernels(sys.argv[5] if len(sys.argv) > 5 else "")
+    eng = LLMEngine(sys.argv[1], device="cpu", max_num_seqs=4, batch_invariant=False, block_size=16,
+                    kernels=kernels)
     outs = eng.generate(prompts, SamplingParams(max_new_tokens=new_tokens, ignore_eos=True), use_tqdm=False)
     seq = Sequence(prompts[1] + list(range(5, 4 + new_tokens)), SamplingParams())
     eng.runner.attach(seq)
@@ -37,9 +40,10 @@ ENGINE_SCRIPT = textwrap.dedent("""
 """)
 
 
-def run_engine(ckpt: Path, mode: str, long_len: int, new_tokens: int) -> dict:
-    """Tokens and logits of `ckpt` through the engine on the "cpu" or the interpreted "triton" path."""
-    args = (str(ckpt), mode, str(long_len), str(new_tokens))
+def run_engine(ckpt: Path, mode: str, long_len: int, new_tokens: int, kernels: str = "") -> dict:
+    """Tokens and logits of `ckpt` through the engine on the "cpu" or the interpreted "triton" path
+    (`kernels`: the run's `--kernels` switches)."""
+    args = (str(ckpt), mode, str(long_len), str(new_tokens), kernels)
     return run_json_script(ENGINE_SCRIPT, *args, interpret=mode == "triton", timeout=600)
 
 

@@ -18,6 +18,7 @@ from torch import nn
 
 from evalkit import kernels
 from evalkit.errors import EvalkitError
+from evalkit.kernel_choice import KernelChoice
 
 from ..batch import ForwardBatch
 from .config import NemotronHArch
@@ -33,6 +34,8 @@ def gated_group_rms_norm(y: torch.Tensor, z: torch.Tensor, weight: torch.Tensor,
 
 
 class Mamba2Mixer(nn.Module):
+    kernels: KernelChoice = KernelChoice()  # set by DecoderLM.use_kernels
+
     def __init__(self, arch: NemotronHArch, layer_idx: int, dtype: torch.dtype, device: torch.device | str):
         super().__init__()
         self.layer_idx = layer_idx
@@ -93,6 +96,7 @@ class Mamba2Mixer(nn.Module):
                 batch.has_initial_state,
                 chunk_size=state.chunk_size,
                 intra_chunk_dtype=state.intra_chunk_dtype,
+                **self._variant(),
                 **store,
             )
         g = self.gate_and_norm(y.reshape(n, self.I), z)
@@ -107,6 +111,13 @@ class Mamba2Mixer(nn.Module):
     def gate_and_norm(self, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         """The gated grouped RMSNorm, gate before norm (Falcon-H1 has its own order)."""
         return gated_group_rms_norm(y, z, self.norm, self.G, self.eps)
+
+    def _variant(self) -> dict:
+        """The SSD prefill kernel the run chose (`KernelChoice`), as `kernels.ssd_prefill`'s keyword:
+        none for the default, so a wrapper of the ops that predates the switch still takes it."""
+        if self.kernels.ssd_prefill == KernelChoice.ssd_prefill:
+            return {}
+        return {"variant": self.kernels.ssd_prefill}
 
     def _ops(self, state, name: str):
         """The SSD op from the engine's kernel provider (a wrapper that only knows KDA is refused)."""
