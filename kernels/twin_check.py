@@ -180,6 +180,8 @@ class TwinChecker:
         o_twin = launch(twin, twin_slots, "fp32", None)
         o = launch(state_pool, slots, fmt, self._build_rounding(fmt))
         kind = op.removeprefix("kda_")
+        if op == "ssd_prefill" and options.get("variant", "walk") != "walk":
+            kind += f"[{options['variant']}]"
         self._compare(f"{kind}/{fmt.name}", o, o_twin, state_pool[idx], twin, fmt, store)
         return o
 

@@ -11,7 +11,7 @@ and requires the check to catch every launch of them.
 A third of the launches use a Gated DeltaNet gate (one decay per head, broadcast over K as the GDN
 layers feed it: `evalkit.model.qwen3_next.gdn.as_kda_gate`), a third KDA's per-channel gate, and a
 third the Mamba2 SSD ops (`ssd_decode` / `ssd_prefill`: state [H, P=V, N=K], two B/C groups when
-H allows)."""
+H allows; prefills of an odd total length through the split variant, counted as `ssd_prefill[split]`)."""
 
 from __future__ import annotations
 
@@ -188,15 +188,17 @@ def _ssd_launch(checker, s: dict, mdt, device: str, gen, pool_of, positions, sto
     init = torch.rand(n, generator=gen, device=device) < 0.5
     x = ssd_inputs(sum(lengths), H, P, G, N, dtype=mdt, device=device, generator=gen)
     cu = random_cu_seqlens(lengths, device=device)
-    checker.ssd_prefill(*x, pool, slots, cu, init, positions=positions(n), **store)
+    # every other launch through the split variant (a state pass, then the outputs in parallel)
+    variant = {"variant": "split"} if sum(lengths) % 2 else {}
+    checker.ssd_prefill(*x, pool, slots, cu, init, positions=positions(n), **variant, **store)
 
 
 def _table(title: str, checker) -> str:
-    rows = [f"{title}", f"  {'launch':<24}{'checked':>9}{'passed':>9}{'failed':>9}"]
+    rows = [f"{title}", f"  {'launch':<30}{'checked':>9}{'passed':>9}{'failed':>9}"]
     for key, st in sorted(checker.stats.items()):
-        rows.append(f"  {key:<24}{st.checked:>9}{st.passed:>9}{st.failed:>9}")
+        rows.append(f"  {key:<30}{st.checked:>9}{st.passed:>9}{st.failed:>9}")
     rows.append(
-        f"  {'total':<24}{checker.checked:>9}{checker.passed:>9}{checker.checked - checker.passed:>9}"
+        f"  {'total':<30}{checker.checked:>9}{checker.passed:>9}{checker.checked - checker.passed:>9}"
     )
     return "\n".join(rows)
 

@@ -3,9 +3,13 @@ sequences of a given context fit in them: `evalkit.engine.capacity`)."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
+from ..kernels.ssd_prefill.wrapper import TILE as SSD_TILE
 from ..model.config import KimiArch
+from ..model.nemotron_h.config import Mamba2Vocabulary
 from .config import EngineConfig
 
 
@@ -16,6 +20,10 @@ def activation_reserve(arch: KimiArch, c: EngineConfig) -> int:
     act = T * (hid * 24 + k * (hid * 8 + arch.moe_intermediate_size * 8))
     # the chunked KDA prefill's fp32 work buffers (~8 per-token rows of H*K, chunk states)
     act += 8 * arch.kda_dim * 4 * T + (T // 64 + 1) * arch.linear_num_heads * arch.linear_head_dim**2 * 4
+    if c.kernels.ssd_prefill == "split" and isinstance(arch, Mamba2Vocabulary):
+        # the split SSD prefill's scratch: the incoming fp32 state of every block of tokens
+        blocks = T // SSD_TILE.bt + c.max_num_seqs
+        act += blocks * math.prod(arch.recurrent_state_shape) * 4
     act += c.decode_width * arch.vocab_size * 8 + (2 << 30)
     if arch.mla_layers:
         act += c.max_model_len * arch.num_attention_heads * (arch.qk_head_dim + arch.v_head_dim) * 2 * 3
