@@ -133,3 +133,43 @@ def test_one_store_at_the_prompt_end_equals_the_default_at_2k():
         assert {c: {d: s["response"] for d, s in docs.items()} for c, docs in a.items()} == {
             c: {d: s["response"] for d, s in docs.items()} for c, docs in b.items()
         }
+
+
+def test_on_copy_list_alone_fp16_is_non_inferior_at_5pp_and_bf16_is_not():
+    """Claim check (the READMEs): the one-cell non-inferiority test at δ = 5 pp (Tango's score
+    test, checked against published values in the stats tests) on discordant counts made here
+    from the samples."""
+    from evalkit.stats.noninferiority import noninferiority_test
+    from tests.helpers import sample_oracle
+
+    sweep = M2_H200 / "short"
+    cell = ("copy_list", 2048)
+    got = {}
+    for arm in ("fp16", "bf16"):
+        w = sample_oracle.paired(sweep / "fp32", sweep / arm)[cell]
+        b, c, n = int(w["candidate_only"]), int(w["baseline_only"]), int(w["n"])
+        got[arm] = noninferiority_test(b, c, n, margin=0.05).pvalue
+    assert got["fp16"] == pytest.approx(0.0109, abs=5e-4) and got["fp16"] < 0.025
+    assert got["bf16"] == pytest.approx(0.0843, abs=5e-4) and got["bf16"] > 0.025
+
+
+M2_CPU = ROOT / "results" / "reference-model-mamba2" / "cpu-sweep"
+
+
+def test_the_cpu_sweep_has_room_and_catches_the_positive_control():
+    """Claim check (cpu-sweep, passkey at 8k, 100 questions, fp32 weights): fp32 70%; m3-rtz loses
+    9 (McNemar mid-p < 0.01); fp16 flips nothing; storing once at the prompt's end
+    (`@chunk=8192`) instead of every 2,048 tokens changes no fp16 or bf16 answer."""
+    from tests.helpers import sample_oracle
+
+    cell = ("passkey", 8192)
+    base = sample_oracle.cell_counts(M2_CPU / "fp32")[cell]
+    assert base["n"] == 100 and base["em"] == 0.70
+    rtz = sample_oracle.paired(M2_CPU / "fp32", M2_CPU / "m3-rtz")[cell]
+    assert rtz["baseline_only"] == 9 and rtz["candidate_only"] == 0 and rtz["mcnemar_midp"] < 0.01
+    fp16 = sample_oracle.paired(M2_CPU / "fp32", M2_CPU / "fp16")[cell]
+    assert fp16["baseline_only"] + fp16["candidate_only"] == 0
+    for arm in ("fp16", "bf16"):
+        a = sample_oracle.samples(M2_CPU / arm)[cell]
+        b = sample_oracle.samples(M2_CPU / f"{arm}@chunk=8192")[cell]
+        assert {d: s["response"] for d, s in a.items()} == {d: s["response"] for d, s in b.items()}
