@@ -38,10 +38,12 @@ if torch is not None:
     from .dispatch import implementation, triton_implementation, use_triton
     from .mla_decode import MLA_DECODE_SPLIT
     from .rounding import round_to_format
+    from .ssd_prefill import SSD_PREFILL_BLOCK
     from .twin_check import TwinChecker
 
 __all__ = [
     "MLA_DECODE_SPLIT",
+    "SSD_PREFILL_BLOCK",
     "STATE_DTYPES",
     "FormatError",
     "KernelError",

@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from ..kernels.ssd_prefill.wrapper import TILE as SSD_TILE
+from ..kernels import SSD_PREFILL_BLOCK
 from ..model.config import KimiArch
 from ..model.nemotron_h.config import Mamba2Vocabulary
 from .config import EngineConfig
@@ -22,7 +22,7 @@ def activation_reserve(arch: KimiArch, c: EngineConfig) -> int:
     act += 8 * arch.kda_dim * 4 * T + (T // 64 + 1) * arch.linear_num_heads * arch.linear_head_dim**2 * 4
     if c.kernels.ssd_prefill == "split" and isinstance(arch, Mamba2Vocabulary):
         # the split SSD prefill's scratch: the incoming fp32 state of every block of tokens
-        blocks = T // SSD_TILE.bt + c.max_num_seqs
+        blocks = T // SSD_PREFILL_BLOCK + c.max_num_seqs
         act += blocks * math.prod(arch.recurrent_state_shape) * 4
     act += c.decode_width * arch.vocab_size * 8 + (2 << 30)
     if arch.mla_layers:

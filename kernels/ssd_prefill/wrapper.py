@@ -20,6 +20,7 @@ from ..triton_launch import (
     launch_key,
     pool_arg,
 )
+from . import SSD_PREFILL_BLOCK
 from .kernel import ssd_prefill_kernel
 from .split import ssd_output_kernel, ssd_state_pass_kernel
 
@@ -42,7 +43,7 @@ class Tile(NamedTuple):
 # sm_90 at NemotronH's dims (P=64, N=128), ptxas via compile_check.ssd_prefill_build, registers/stack:
 #   bt=64 bp=32 bn=N, 4 warps (the untiled kernel): 255/1464 B;  bt=64 bp=32 bn=32, 8 warps: 255/416;
 #   bt=32 bp=32 bn=32, 8 warps: 255/216;  bt=32 bp=64 bn=32, 8 warps: 252/0 (every format: 0).
-TILE = Tile(bt=32, bp=64, bn=32, num_warps=8, num_stages=2)
+TILE = Tile(bt=SSD_PREFILL_BLOCK, bp=64, bn=32, num_warps=8, num_stages=2)
 
 
 def state_rows(tile: Tile, P: int) -> int:
