@@ -95,6 +95,18 @@ def kda_decode(
     )
 
 
+def _prefill_implementation(op: str, x, triton_options: dict, kernel: str):
+    """The prefill `op` for `x`'s device; `triton_options` name a choice of `kernel`, which the
+    CPU's float32 form does not have: refused there."""
+    impl = implementation(op, x)
+    if triton_options and impl is getattr(cpu, op):
+        raise KernelInputError(
+            f"{', '.join(sorted(triton_options))}: a choice of {kernel} (GPU, or "
+            "TRITON_INTERPRET=1); the CPU runs its float32 form"
+        )
+    return impl
+
+
 def kda_prefill(
     q,
     k,
@@ -119,12 +131,7 @@ def kda_prefill(
     `fmt` way (see `kda_decode`; `positions` [N]: each sequence's last token position).
     `triton_options` (`variant`, `dot_precision`: `kda_prefill/wrapper.py`) choose the Triton
     kernel; the CPU's float32 form has none and refuses them."""
-    impl = implementation("kda_prefill", q)
-    if triton_options and impl is cpu.kda_prefill:
-        raise KernelInputError(
-            f"{', '.join(sorted(triton_options))}: a choice of the Triton prefill kernel (GPU, or "
-            "TRITON_INTERPRET=1); the CPU runs its float32 form"
-        )
+    impl = _prefill_implementation("kda_prefill", q, triton_options, "the Triton prefill kernel")
     return impl(
         q,
         k,
@@ -224,12 +231,7 @@ def ssd_prefill(
     `intra_chunk_dtype` rounds the carried state every `chunk_size` tokens too (see `kda_prefill`).
     `triton_options` (`variant`: `ssd_prefill/wrapper.py`) choose the Triton kernel; the CPU
     refuses them."""
-    impl = implementation("ssd_prefill", x)
-    if triton_options and impl is cpu.ssd_prefill:
-        raise KernelInputError(
-            f"{', '.join(sorted(triton_options))}: a choice of the Triton SSD prefill (GPU, or "
-            "TRITON_INTERPRET=1); the CPU runs its float32 form"
-        )
+    impl = _prefill_implementation("ssd_prefill", x, triton_options, "the Triton SSD prefill")
     return impl(
         x,
         dt_raw,

@@ -24,6 +24,27 @@ def int32_on_device(values: list[int] | tuple[int, ...], device: str | torch.dev
 
 
 @functools.lru_cache(maxsize=8)
+def block_table(
+    cu: tuple[int, ...], size: int, device: str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """(block_start [NB], block_end [NB], block_offsets [N], NB) for blocks of `size` tokens that
+    restart at every sequence start. Cached by (cu, size, device): every layer of a forward pass
+    shares its batch's table (the tensors are shared: read them, never write them)."""
+    starts, ends, offsets = [], [], []
+    for bos, eos in zip(cu[:-1], cu[1:]):
+        offsets.append(len(starts))
+        for t in range(bos, eos, size):
+            starts.append(t)
+            ends.append(min(t + size, eos))
+    return (
+        int32_on_device(starts, device),
+        int32_on_device(ends, device),
+        int32_on_device(offsets, device),
+        len(starts),
+    )
+
+
+@functools.lru_cache(maxsize=8)
 def device_cu_seqlens(cu: tuple[int, ...], device: str) -> torch.Tensor:
     """A batch's cu_seqlens (read on the host) on the device, cached by its values: every layer of a
     forward pass that was given them on the host shares one upload (read it, never write it)."""

@@ -118,30 +118,26 @@ class TwinChecker:
         n = args[0].shape[0]
         return self._launch("kda_decode", args, {}, fmt, n, sr_seed=sr_seed, positions=positions)
 
-    def kda_prefill(
-        self,
-        *args,
-        chunk_size: int = 64,
-        intra_chunk_dtype=None,
-        fmt=None,
-        sr_seed: int = 0,
-        positions=None,
-        **triton_options,
-    ) -> torch.Tensor:
-        """`evalkit.kernels.kda_prefill`, checked against its fp32 twin when due (`triton_options`:
-        the prefill kernel's variant and dot precision, the twin's too)."""
-        n = args[KDA_POOL_ARG + 1].numel()
-        options = dict(chunk_size=chunk_size, intra_chunk_dtype=intra_chunk_dtype, **triton_options)
-        return self._launch("kda_prefill", args, options, fmt, n, sr_seed=sr_seed, positions=positions)
+    def kda_prefill(self, *args, **options) -> torch.Tensor:
+        """`evalkit.kernels.kda_prefill`, checked against its fp32 twin when due (the prefill
+        kernel's variant and dot precision apply to the twin too)."""
+        return self._prefill("kda_prefill", args, **options)
 
     def ssd_decode(self, *args, fmt=None, sr_seed: int = 0, positions=None) -> torch.Tensor:
         """`evalkit.kernels.ssd_decode`, checked against its fp32 twin when due."""
         n = args[0].shape[0]
         return self._launch("ssd_decode", args, {}, fmt, n, sr_seed=sr_seed, positions=positions)
 
-    def ssd_prefill(
+    def ssd_prefill(self, *args, **options) -> torch.Tensor:
+        """`evalkit.kernels.ssd_prefill`, checked against its fp32 twin when due (the prefill
+        kernel's variant applies to the twin too)."""
+        return self._prefill("ssd_prefill", args, **options)
+
+    def _prefill(
         self,
-        *args,
+        op: str,
+        args: tuple,
+        *,
         chunk_size: int = 64,
         intra_chunk_dtype=None,
         fmt=None,
@@ -149,11 +145,9 @@ class TwinChecker:
         positions=None,
         **triton_options,
     ) -> torch.Tensor:
-        """`evalkit.kernels.ssd_prefill`, checked against its fp32 twin when due (`triton_options`:
-        the prefill kernel's variant, the twin's too)."""
         n = args[KDA_POOL_ARG + 1].numel()
         options = dict(chunk_size=chunk_size, intra_chunk_dtype=intra_chunk_dtype, **triton_options)
-        return self._launch("ssd_prefill", args, options, fmt, n, sr_seed=sr_seed, positions=positions)
+        return self._launch(op, args, options, fmt, n, sr_seed=sr_seed, positions=positions)
 
     def _launch(self, op: str, args: tuple, options: dict, fmt, n: int, **store) -> torch.Tensor:
         """Run `op` on `args` (the public function's positional arguments); when due, first run the

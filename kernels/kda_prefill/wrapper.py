@@ -11,7 +11,6 @@ registry), both with the same math (kernel.py's docstring) to fp32 rounding:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import torch
@@ -21,10 +20,10 @@ from ..common import check_kda_args, check_varlen, flat_a_log, resolve_format
 from ..errors import KernelInputError
 from ..formats import StateFormat
 from ..triton_launch import (
+    block_table,
     check_triton_device,
     device_cu_seqlens,
     format_constexprs,
-    int32_on_device,
     launch_key,
     pool_arg,
 )
@@ -86,25 +85,8 @@ DOT_PRECISION = "tf32x3"  # ~fp32 accuracy on tensor cores; "ieee" = exact fp32 
 
 def chunk_table(cu: list[int], device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
     """(chunk_start [NC], chunk_end [NC], chunk_offsets [N], NC) for chunks of CHUNK tokens that
-    restart at every sequence start. Cached by (cu, device): every KDA layer of a forward pass
-    shares its batch's table (the tensors are shared: read them, never write them)."""
-    return _chunk_table(tuple(cu), str(device))
-
-
-@functools.lru_cache(maxsize=8)
-def _chunk_table(cu: tuple[int, ...], device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
-    starts, ends, offsets = [], [], []
-    for bos, eos in zip(cu[:-1], cu[1:]):
-        offsets.append(len(starts))
-        for t in range(bos, eos, CHUNK):
-            starts.append(t)
-            ends.append(min(t + CHUNK, eos))
-    return (
-        int32_on_device(starts, device),
-        int32_on_device(ends, device),
-        int32_on_device(offsets, device),
-        len(starts),
-    )
+    restart at every sequence start (`triton_launch.block_table`, cached and shared)."""
+    return block_table(tuple(cu), CHUNK, str(device))
 
 
 DEFAULT_VARIANT = "stream"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import torch
@@ -13,10 +12,10 @@ from ..errors import KernelInputError
 from ..formats import StateFormat
 from ..ssd_common import check_ssd_args
 from ..triton_launch import (
+    block_table,
     check_triton_device,
     device_cu_seqlens,
     format_constexprs,
-    int32_on_device,
     launch_key,
     pool_arg,
 )
@@ -57,28 +56,6 @@ def state_cols(tile: Tile, N: int) -> int:
 
 
 VARIANTS = ("walk", "split")  # kernel.py: one sequential program; split.py: state pass + parallel output
-
-
-@functools.lru_cache(maxsize=8)
-def block_table(
-    cu: tuple[int, ...], bt: int, device: str
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
-    """(block_start [NB], block_end [NB], block_offsets [N], NB) for blocks of `bt` tokens that
-    restart at every sequence start; cached by (cu, bt, device), so every layer of a forward pass
-    shares one upload (read the tensors, never write them)."""
-    starts, ends, offsets = [], [], []
-    for bos, eos in zip(cu[:-1], cu[1:]):
-        offsets.append(len(starts))
-        for t in range(bos, eos, bt):
-            starts.append(t)
-            ends.append(min(t + bt, eos))
-    dev = torch.device(device)
-    return (
-        int32_on_device(starts, dev),
-        int32_on_device(ends, dev),
-        int32_on_device(offsets, dev),
-        len(starts),
-    )
 
 
 def _intra_name(dtype: torch.dtype | None) -> str:
