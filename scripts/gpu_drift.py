@@ -83,11 +83,15 @@ def kernel_check(args) -> dict:
         from evalkit.kernels.kda_decode.recurrent import check_against_decode_loop
 
         rep = check_against_decode_loop(H=32, K=128, V=128, T=256, device="cuda")
+        from evalkit.kernels.ssd_decode.recurrent import check_against_decode_loop as ssd_check
+
+        rep["ssd"] = ssd_check(H=128, G=8, P=64, N=128, T=256, device="cuda")  # NemotronH's head dims
+        rep["ok"] = rep["ok"] and rep["ssd"]["ok"]
     except Exception as exc:  # noqa: BLE001
         rep = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     if not rep.get("ok"):
         args.fused_decode = False
-        log(f"decode kernel check FAILED ({rep}); decode mode falls back to one kda_decode launch per token")
+        log(f"decode kernel check FAILED ({rep}); decode mode falls back to one decode launch per token")
     else:
         log(
             "decode kernel check passed: "
@@ -95,6 +99,12 @@ def kernel_check(args) -> dict:
                 f"{d}: state vs loop {rep[d]['state_vs_loop']:.2e} (effect {rep[d]['effect']:.2e}, "
                 f"bit-identical {rep[d]['bit_identical']})"
                 for d in ("fp32", "fp16", "bf16")
+            )
+            + "; SSD, bit-identical per format: "
+            + ", ".join(
+                f"{d} {r['bit_identical']}"
+                for d, r in rep["ssd"].items()
+                if isinstance(r, dict) and "effect" in r
             )
         )
     rep["fused_decode"] = args.fused_decode

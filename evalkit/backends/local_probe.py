@@ -111,6 +111,7 @@ class _PerTokenRecurrence:
         return out
 
     # the Mamba2 SSD ops (NemotronH, Granite-4.0-H): decode passes through, prefill steps per token
+    # (in one launch per sequence where Triton runs and `fused`, for every storage format)
     def ssd_decode(self, *args, **kwargs):
         return self._ops.ssd_decode(*args, **kwargs)
 
@@ -133,12 +134,24 @@ class _PerTokenRecurrence:
         positions=None,
         **_chunking,  # chunk_size, intra_chunk_dtype: every token is a store here
     ):
+        from evalkit import kernels
+
         out = torch.empty_like(x)
         cu = cu_seqlens.tolist()
         init = has_initial_state.tolist()
+        fused = self._fused and kernels.use_triton(x)  # every storage format: see ssd_recurrent_rounded
+        if fused:
+            from evalkit.kernels.ssd_decode.recurrent import ssd_recurrent_rounded
         for i in range(len(cu) - 1):
             slot = slots[i : i + 1]
             s, e = cu[i], cu[i + 1]
+            if fused:
+                last = None if positions is None else int(positions[i])
+                out[s:e] = ssd_recurrent_rounded(
+                    x[s:e], dt_raw[s:e], B[s:e], C[s:e], A_log, dt_bias, D, state_pool, int(slot.item()),
+                    bool(init[i]), fmt=fmt, sr_seed=sr_seed, position_last=last,
+                )  # fmt: skip
+                continue
             if not init[i]:
                 state_pool[slot].zero_()
             for t in range(s, e):
