@@ -6,16 +6,16 @@ passkey prompt (full forward, and prefill chunks then single-token steps), and t
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from evalkit.engine import LLMEngine, SamplingParams  # noqa: E402
+from evalkit.engine import SamplingParams  # noqa: E402
 from tests.helpers.drive import drive_logits  # noqa: E402
 from tests.helpers.numerics import rel_err  # noqa: E402
+from tests.helpers.reference_models import assert_rows_match_samples, compare_rows, hf_and_engine  # noqa: E402
 
 GDN = Path(__file__).resolve().parents[1] / "models" / "reference-model-gdn"
 pytestmark = pytest.mark.skipif(not (GDN / "model.safetensors").is_file(), reason="GDN twin not installed")
@@ -23,21 +23,8 @@ pytestmark = pytest.mark.skipif(not (GDN / "model.safetensors").is_file(), reaso
 
 @pytest.fixture(scope="module")
 def setup():
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from evalkit.tasks.registry import get_task
-
-    tok = AutoTokenizer.from_pretrained(GDN)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        hf = AutoModelForCausalLM.from_pretrained(GDN, dtype=torch.float32).eval()
+    hf, engine, ids, ref, req = hf_and_engine(GDN)
     assert hf.config.model_type == "qwen3_5_text" and set(hf.config.layer_types) == {"linear_attention"}
-    (req,) = get_task("passkey").requests(tokenizer=tok, lengths=[512], limit=1, show_progress=False)
-    ids = tok(req.prompt)["input_ids"]
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ref = hf(torch.tensor([ids]), use_cache=False).logits[0]
-    engine = LLMEngine(str(GDN), device="cpu", state_dtype="fp32")
     return hf, engine, ids, ref, req
 
 
@@ -75,14 +62,6 @@ def test_committed_twin_runs_are_of_the_installed_weights():
         assert json.loads(m.read_text())["model"]["weights_fingerprint"] == want, m
 
 
-def _compare(sweep: Path, arm: str) -> list[dict]:
-    from evalkit.compare import build_report, render_json
-    from evalkit.store import load_run
-
-    report = build_report(load_run(sweep / "fp32"), load_run(sweep / arm))
-    return json.loads(render_json(report))["rows"]
-
-
 @pytest.mark.parametrize(
     "model, arm", [("gdn", "m3-rtz"), ("gdn", "fp16"), ("gdn", "bf16"), ("kda", "m3-rtz")]
 )
@@ -90,15 +69,8 @@ def test_the_paired_reports_match_an_independent_count(model, arm):
     """The rows the claims below read (fp32 against `arm` on the retrieval sweep): accuracy,
     difference, discordant counts, McNemar mid-p and Holm, against the counts made here from
     the samples with scipy's binomial and statsmodels' Holm."""
-    from tests.helpers import sample_oracle
-
     sweep = (GDN_H200 if model == "gdn" else KDA_H200) / "retrieval"
-    rows = _compare(sweep, arm)
-    want = sample_oracle.paired(sweep / "fp32", sweep / arm)
-    assert {(r["task"], r["length"]) for r in rows} == set(want)
-    for r in rows:
-        w = want[(r["task"], r["length"])]
-        assert {k: r[k] for k in w} == {k: pytest.approx(v, abs=1e-12) for k, v in w.items()}, r
+    assert_rows_match_samples(sweep, arm)
 
 
 def test_twin_has_room_and_its_positive_control_loses_where_fp16_changes_nothing():
@@ -106,13 +78,13 @@ def test_twin_has_room_and_its_positive_control_loses_where_fp16_changes_nothing
     30-90% on >= 2 cells (100 questions each); truncation (m3-rtz) costs it significant accuracy
     there (McNemar mid-p < 0.05 after Holm), while fp16 and bf16 flip no answer in any cell: the
     sweep can see a precision loss and does not invent one."""
-    fp32 = {(r["task"], r["length"]): r for r in _compare(GDN_H200 / "retrieval", "fp16")}
+    fp32 = {(r["task"], r["length"]): r for r in compare_rows(GDN_H200 / "retrieval", "fp16")}
     band = {k for k, r in fp32.items() if 0.3 <= r["acc_baseline"] <= 0.9 and r["n"] == 100}
     assert len(band) >= 2, {k: r["acc_baseline"] for k, r in fp32.items()}
-    rtz = {(r["task"], r["length"]): r for r in _compare(GDN_H200 / "retrieval", "m3-rtz")}
+    rtz = {(r["task"], r["length"]): r for r in compare_rows(GDN_H200 / "retrieval", "m3-rtz")}
     assert all(rtz[k]["diff"] < 0 and rtz[k]["mcnemar_midp_holm"] < 0.05 for k in band), rtz
     for arm in ("fp16", "bf16"):
-        rows = _compare(GDN_H200 / "retrieval", arm)
+        rows = compare_rows(GDN_H200 / "retrieval", arm)
         assert all(r["baseline_only"] + r["candidate_only"] == 0 for r in rows), arm
 
 
@@ -120,7 +92,7 @@ def test_the_same_truncation_does_not_cost_the_kda_model_on_the_same_questions()
     """Claim check, side by side (the README's; the rows are tested above): on the same passkey
     and niah_single_1 questions, m3-rtz loses no significant accuracy for the per-channel-gate KDA
     model at any length; at 32k, past its 2k training length, it even gains on passkey (fp32 42%)."""
-    rows = _compare(KDA_H200 / "retrieval", "m3-rtz")
+    rows = compare_rows(KDA_H200 / "retrieval", "m3-rtz")
     assert len(rows) == 6
     assert not any(r["diff"] < 0 and r["mcnemar_midp"] < 0.05 for r in rows), rows
     gain = next(r for r in rows if (r["task"], r["length"]) == ("passkey", 32768))

@@ -6,16 +6,16 @@ own NemotronHForCausalLM on the same checkpoint, and the claims of its committed
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from evalkit.engine import LLMEngine, SamplingParams  # noqa: E402
+from evalkit.engine import SamplingParams  # noqa: E402
 from tests.helpers.drive import drive_logits  # noqa: E402
 from tests.helpers.numerics import rel_err  # noqa: E402
+from tests.helpers.reference_models import assert_rows_match_samples, compare_rows, hf_and_engine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 M2 = ROOT / "models" / "reference-model-mamba2"
@@ -25,24 +25,11 @@ pytestmark = pytest.mark.skipif(not (M2 / "model.safetensors").is_file(), reason
 
 @pytest.fixture(scope="module")
 def setup():
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from evalkit.tasks.registry import get_task
-
-    tok = AutoTokenizer.from_pretrained(M2)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        hf = AutoModelForCausalLM.from_pretrained(M2, dtype=torch.float32).eval()
+    hf, engine, ids, ref, req = hf_and_engine(M2)
     assert hf.config.model_type == "nemotron_h" and set(hf.config.layers_block_type) == {
         "linear_attention",
         "mlp",
     }
-    (req,) = get_task("passkey").requests(tokenizer=tok, lengths=[512], limit=1, show_progress=False)
-    ids = tok(req.prompt)["input_ids"]
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ref = hf(torch.tensor([ids]), use_cache=False).logits[0]
-    engine = LLMEngine(str(M2), device="cpu", state_dtype="fp32")
     return hf, engine, ids, ref, req
 
 
@@ -83,27 +70,12 @@ def test_committed_runs_are_of_the_installed_weights():
         assert json.loads(m.read_text())["model"]["weights_fingerprint"] == want, m
 
 
-def _compare(sweep: Path, arm: str) -> list[dict]:
-    from evalkit.compare import build_report, render_json
-    from evalkit.store import load_run
-
-    report = build_report(load_run(sweep / "fp32"), load_run(sweep / arm))
-    return json.loads(render_json(report))["rows"]
-
-
 @pytest.mark.parametrize(
     "group, arm", [("short", "fp16"), ("short", "bf16"), ("short", "m3-rtz"), ("suite", "bf16@chunk=256")]
 )
 def test_the_paired_reports_match_an_independent_count(group, arm):
-    from tests.helpers import sample_oracle
-
     sweep = M2_H200 / group
-    rows = _compare(sweep, arm)
-    want = sample_oracle.paired(sweep / "fp32", sweep / arm)
-    assert {(r["task"], r["length"]) for r in rows} == set(want)
-    for r in rows:
-        w = want[(r["task"], r["length"])]
-        assert {k: r[k] for k in w} == {k: pytest.approx(v, abs=1e-12) for k, v in w.items()}, r
+    assert_rows_match_samples(sweep, arm)
 
 
 def test_room_on_the_decode_heavy_cell_and_the_positive_control_loses_there():
@@ -112,7 +84,7 @@ def test_room_on_the_decode_heavy_cell_and_the_positive_control_loses_there():
     significantly there (Holm mid-p < 0.05) while fp16 flips no answer and bf16 loses 2 points
     that are not significant."""
     rows = {
-        a: {(r["task"], r["length"]): r for r in _compare(M2_H200 / "short", a)}
+        a: {(r["task"], r["length"]): r for r in compare_rows(M2_H200 / "short", a)}
         for a in ("fp16", "bf16", "m3-rtz")
     }
     cell = ("copy_list", 2048)
