@@ -321,6 +321,24 @@ def ssd_decode_build(state: str, *, model="bf16", H=128, G=8, P=64, N=128) -> Bu
     return compile_kernel(ssd_decode_kernel, sig, const, num_warps=w.NUM_WARPS)
 
 
+def ssd_recurrent_build(state: str, *, model="bf16", H=128, G=8, P=64, N=128, BP=None) -> Build:
+    """Drift's one-launch SSD decode-mode kernel (ssd_decode/recurrent.py) for a `state` pool, with
+    the decode step's tile as its wrapper launches it (`BP`: another row block, for a build that
+    must not match)."""
+    from .ssd_decode import wrapper as w
+    from .ssd_decode.recurrent import ssd_recurrent_kernel
+
+    m = "*" + model
+    sig = {"x": m, "dt_raw": m, "b_in": m, "c_in": m, "a_log": m, "dt_bias": m, "d_skip": m,
+           "pool": _pool_ptr(state), "slot": "i32", "y": m, "T": "i32", "pos_last": "i32",
+           "sr_key": "i32"}  # fmt: skip
+    BN = triton.next_power_of_2(N)
+    const = {"HAS_INIT": True, "H": H, "G": G, "P": P, "N": N,
+             "BP": BP or min(w.BP, triton.next_power_of_2(P)), "BN": BN, "VEC": min(w.VEC, BN),
+             **_format_constexprs(state)}  # fmt: skip
+    return compile_kernel(ssd_recurrent_kernel, sig, const, num_warps=w.NUM_WARPS)
+
+
 def ssd_prefill_build(
     state: str, *, model="bf16", H=128, G=8, P=64, N=128, chunk=64, intra="", tile=None
 ) -> Build:

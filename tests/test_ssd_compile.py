@@ -31,6 +31,19 @@ def test_decode_builds_sum_in_the_fp32_order_without_spills():
         assert build.resources()["stack"] == 0, state
 
 
+@pytest.mark.parametrize("state", ["fp32", "bf16", "fp16-sr"])
+def test_drift_recurrent_kernel_sums_as_the_decode_step_does(state):
+    """Drift's one-launch decode mode must compute what the decode step computes per token: its
+    readout reduces with the decode kernel's layout (the GPU run checks bit-identity at run time);
+    a build on another row block does not, so the comparison can fail."""
+    decode = compile_check.summation_signature(compile_check.ssd_decode_build(state).ttgir)
+    recurrent = compile_check.ssd_recurrent_build(state)
+    assert decode and compile_check.summation_signature(recurrent.ttgir) == decode
+    assert recurrent.resources()["stack"] == 0
+    other = compile_check.ssd_recurrent_build(state, BP=32)
+    assert compile_check.summation_signature(other.ttgir) != decode
+
+
 def test_prefill_builds_sum_in_the_fp32_order_without_spills():
     fp32 = compile_check.ssd_prefill_build("fp32")
     twin = compile_check.summation_signature(fp32.ttgir)

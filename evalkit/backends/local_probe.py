@@ -12,7 +12,8 @@ Decode mode has two implementations that round the state identically (after ever
   rounded the arm's way (its state format, SR seed and the token's position), every token; for a
   plain round-to-nearest fp32/fp16/bf16 pool on the GPU in one launch per layer and block
   (`evalkit.kernels.kda_decode.recurrent`, tested against the decode kernel), otherwise through
-  `kernels.kda_decode` per token. Teacher forcing makes this
+  `kernels.kda_decode` per token; a Mamba2 SSD layer likewise, in one launch per block for every
+  storage format (`evalkit.kernels.ssd_decode.recurrent`). Teacher forcing makes this
   legitimate: layer l sees all its inputs for the block once layer l-1 is done. The dense parts
   (projections, MoE, MLA, conv) then run batched over the block, which changes their fp32
   rounding only in the last bits and equally for every arm (`tests/test_drift_engine.py`
