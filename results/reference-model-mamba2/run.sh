@@ -20,6 +20,7 @@
 #   bash results/reference-model-mamba2/run.sh
 # Two calls on one machine kept warm (more training): TRAIN_MIN=9 PARTS= bash ...run.sh, then
 # TRAIN=0 bash ...run.sh (the second call reuses /tmp/m2w/train and gives the parts the whole call;
+# with RESUME=1 a sweep cut at an earlier call's deadline goes on from the arms it finished;
 # on a fresh machine M2_BUNDLE=path/to/m2.tar.gz, carried, or else the installed
 # models/reference-model-mamba2, stands in for it).
 # A cold machine spends ~5 minutes compiling and autotuning FLA's chunk_gla (fwd + bwd) before the
@@ -54,7 +55,8 @@ RET_TASKS=${RET_TASKS:-passkey,niah_single_1}
 PARTS=${PARTS-retrieval,short,suite,drift-32k}  # set and empty: none
 export PYTHONUNBUFFERED=1
 if [ "${TRAIN:-1}" = 1 ]; then rm -rf "$W"; else  # a later call redoes only its own parts
-  rm -rf "$W/pack"; for part in ${PARTS//,/ }; do rm -rf "${W:?}/$part" "$W/$part".*; done
+  rm -rf "$W/pack"  # RESUME=1: the sweeps keep the arms an earlier call on this machine finished
+  [ "${RESUME:-0}" = 1 ] || for part in ${PARTS//,/ }; do rm -rf "${W:?}/$part" "$W/$part".*; done
 fi
 mkdir -p "$W" "$OUT_DIR"
 # TRAIN=0 on a fresh machine: M2_BUNDLE (the first call's m2.tar.gz, carried) holds the model
