@@ -32,6 +32,41 @@ from ..triton_common import load_state, round_to, store_state
 
 
 @triton.jit
+def block_decay(dt_raw, t, m_t, i_h, b_a, b_bias, H: tl.constexpr, BT: tl.constexpr):
+    """A block's dt (masked to 0 past the sequence), its within-block cumulative decay c = cumsum(dt A)
+    and c at the block's last token."""
+    o_t = tl.arange(0, BT)
+    b_dr = tl.load(dt_raw + t * H + i_h, mask=m_t, other=0.0).to(tl.float32)
+    b_dt = tl.where(m_t, softplus(b_dr + b_bias), 0.0)
+    b_c = tl.cumsum(b_dt * b_a, axis=0)
+    c_last = tl.sum(tl.where(o_t == BT - 1, b_c, 0.0), axis=0)
+    return b_dt, b_c, c_last
+
+
+@triton.jit
+def round_intra(b_s, INTRA: tl.constexpr):
+    """The carried fp32 state rounded to nearest INTRA ("fp16" | "bf16"; "" keeps it) and widened."""
+    if INTRA == "bf16":  # bit arithmetic: the interpreter's own conversion truncates
+        b_s = round_to(b_s, tl.bfloat16).to(tl.float32)
+    elif INTRA == "fp16":
+        b_s = round_to(b_s, tl.float16).to(tl.float32)
+    return b_s
+
+
+@triton.jit
+def block_output(b_cb, b_cs, b_c, b_dt, b_x, b_d, BT: tl.constexpr):
+    """A block's y = (C B^T * exp(c_l - c_s) [s <= l] * dt_s) x + exp(c_l) C S_in^T + D x, from C B^T
+    and C S_in^T summed over N."""
+    o_t = tl.arange(0, BT)
+    causal = o_t[:, None] >= o_t[None, :]
+    decay = tl.exp(tl.where(causal, b_c[:, None] - b_c[None, :], -float("inf")))
+    b_y = tl.dot(b_cb * decay * b_dt[None, :], b_x, input_precision="tf32x3")
+    b_y += tl.exp(b_c)[:, None] * b_cs
+    b_y += b_d * b_x
+    return b_y
+
+
+@triton.jit
 def _state_in(pool_p, work_p, mask, init, first, STORAGE: tl.constexpr):
     """A [BP, BN] state block: the pool's (widened; zeros for a new sequence) at the first chunk,
     the fp32 working copy after."""
@@ -51,10 +86,7 @@ def _state_out(b_s, pool_p, work_p, mask, final, chunk_end, elem, pos, sr_key, S
         tl.store(pool_p, store_state(b_s, elem, pos, sr_key, STORAGE, MANT_BITS, ROUNDING), mask=mask)
     else:
         if chunk_end:
-            if INTRA == "bf16":  # bit arithmetic: the interpreter's own conversion truncates
-                b_s = round_to(b_s, tl.bfloat16).to(tl.float32)
-            elif INTRA == "fp16":
-                b_s = round_to(b_s, tl.float16).to(tl.float32)
+            b_s = round_intra(b_s, INTRA)
         tl.store(work_p, b_s, mask=mask)
 
 
@@ -123,18 +155,12 @@ def ssd_prefill_kernel(
     b_a = -tl.exp(tl.load(a_log + i_h).to(tl.float32))
     b_bias = tl.load(dt_bias + i_h).to(tl.float32)
     b_d = tl.load(d_skip + i_h).to(tl.float32)
-    causal = o_t[:, None] >= o_t[None, :]
-    last = o_t == BT - 1
-
     for c0 in range(bos, eos, BT):
         t = c0 + o_t
         m_t = t < eos
         m_tp = m_t[:, None] & m_p[None, :]
         b_x = tl.load(x + (t[:, None] * H + i_h) * P + o_p[None, :], mask=m_tp, other=0.0).to(tl.float32)
-        b_dr = tl.load(dt_raw + t * H + i_h, mask=m_t, other=0.0).to(tl.float32)
-        b_dt = tl.where(m_t, softplus(b_dr + b_bias), 0.0)
-        b_c = tl.cumsum(b_dt * b_a, axis=0)  # [BT]
-        c_last = tl.sum(tl.where(last, b_c, 0.0), axis=0)
+        b_dt, b_c, c_last = block_decay(dt_raw, t, m_t, i_h, b_a, b_bias, H, BT)
         b_xw = tl.trans(b_x * (tl.exp(c_last - b_c) * b_dt)[:, None])  # [BP, BT]
 
         b_cb = tl.zeros([BT, BT], dtype=tl.float32)  # C B^T, summed over N blocks
@@ -161,10 +187,7 @@ def ssd_prefill_kernel(
                        elem, pos, sr_key, STORAGE, MANT_BITS, ROUNDING, INTRA)  # fmt: skip
         tl.debug_barrier()  # the working copy's stores are visible to the whole program's next loads
 
-        decay = tl.exp(tl.where(causal, b_c[:, None] - b_c[None, :], -float("inf")))
-        b_y = tl.dot(b_cb * decay * b_dt[None, :], b_x, input_precision="tf32x3")
-        b_y += tl.exp(b_c)[:, None] * b_cs
-        b_y += b_d * b_x
+        b_y = block_output(b_cb, b_cs, b_c, b_dt, b_x, b_d, BT)
         tl.store(y + (t[:, None] * H + i_h) * P + o_p[None, :], b_y.to(y.dtype.element_ty), mask=m_tp)
 
     if bos == eos:

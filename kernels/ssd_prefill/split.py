@@ -20,20 +20,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..ssd_decode.kernel import softplus
-from ..triton_common import load_state, round_to, store_state
-
-
-@triton.jit
-def _block_decay(dt_raw, t, m_t, i_h, b_a, b_bias, H: tl.constexpr, BT: tl.constexpr):
-    """dt (masked to 0 past the sequence), its within-block cumulative decay c and c at the
-    block's last token: the walk kernel's arithmetic."""
-    o_t = tl.arange(0, BT)
-    b_dr = tl.load(dt_raw + t * H + i_h, mask=m_t, other=0.0).to(tl.float32)
-    b_dt = tl.where(m_t, softplus(b_dr + b_bias), 0.0)
-    b_c = tl.cumsum(b_dt * b_a, axis=0)
-    c_last = tl.sum(tl.where(o_t == BT - 1, b_c, 0.0), axis=0)
-    return b_dt, b_c, c_last
+from ..triton_common import load_state, store_state
+from .kernel import block_decay, block_output, round_intra
 
 
 @triton.jit(do_not_specialize=["sr_key"])
@@ -101,7 +89,7 @@ def ssd_state_pass_kernel(
         tl.store(h + (blk * H + i_h) * P * N + o_s, b_s, mask=m_s)
         t = c0 + o_t
         m_t = t < eos
-        b_dt, b_c, c_last = _block_decay(dt_raw, t, m_t, i_h, b_a, b_bias, H, BT)
+        b_dt, b_c, c_last = block_decay(dt_raw, t, m_t, i_h, b_a, b_bias, H, BT)
         m_tp = m_t[:, None] & m_p[None, :]
         b_x = tl.load(x + (t[:, None] * H + i_h) * P + o_p[None, :], mask=m_tp, other=0.0).to(tl.float32)
         b_xw = tl.trans(b_x * (tl.exp(c_last - b_c) * b_dt)[:, None])  # [BP, BT]
@@ -111,10 +99,7 @@ def ssd_state_pass_kernel(
         if c0 + BT >= eos:
             tl.store(pool_s, store_state(b_s, elem, pos, sr_key, STORAGE, MANT_BITS, ROUNDING), mask=m_s)
         elif (c0 + BT - bos) % CHUNK == 0:
-            if INTRA == "bf16":  # bit arithmetic: the interpreter's own conversion truncates
-                b_s = round_to(b_s, tl.bfloat16).to(tl.float32)
-            elif INTRA == "fp16":
-                b_s = round_to(b_s, tl.float16).to(tl.float32)
+            b_s = round_intra(b_s, INTRA)
 
 
 @triton.jit
@@ -154,7 +139,7 @@ def ssd_output_kernel(
     b_a = -tl.exp(tl.load(a_log + i_h).to(tl.float32))
     b_bias = tl.load(dt_bias + i_h).to(tl.float32)
     b_d = tl.load(d_skip + i_h).to(tl.float32)
-    b_dt, b_c, c_last = _block_decay(dt_raw, t, m_t, i_h, b_a, b_bias, H, BT)
+    b_dt, b_c, c_last = block_decay(dt_raw, t, m_t, i_h, b_a, b_bias, H, BT)
     b_x = tl.load(x + (t[:, None] * H + i_h) * P + o_p[None, :], mask=m_tp, other=0.0).to(tl.float32)
     h_blk = h + (i_blk * H + i_h) * P * N
 
@@ -171,9 +156,5 @@ def ssd_output_kernel(
         b_cb = tl.dot(b_C, tl.trans(b_B), b_cb, input_precision="tf32x3")
         b_cs = tl.dot(b_C, tl.trans(b_s), b_cs, input_precision="tf32x3")
 
-    causal = o_t[:, None] >= o_t[None, :]
-    decay = tl.exp(tl.where(causal, b_c[:, None] - b_c[None, :], -float("inf")))
-    b_y = tl.dot(b_cb * decay * b_dt[None, :], b_x, input_precision="tf32x3")
-    b_y += tl.exp(b_c)[:, None] * b_cs
-    b_y += b_d * b_x
+    b_y = block_output(b_cb, b_cs, b_c, b_dt, b_x, b_d, BT)
     tl.store(y + (t[:, None] * H + i_h) * P + o_p[None, :], b_y.to(y.dtype.element_ty), mask=m_tp)
