@@ -201,3 +201,25 @@ def test_a_length_where_the_baseline_gets_everything_wrong_shows_no_bits():
     assert empty["no_room"] and empty["fewest_bits"] is None
     full = bits_of_margin(length_verdicts(cells(0.5), 0.05), arms, "fp32", 0.05)["2048"]
     assert not full["no_room"] and full["fewest_bits"] == 3
+
+
+def test_a_chunk_far_past_every_prompt_is_named_on_the_cpu_with_the_chunk_that_stores_the_same(
+    tiny_hybrid_ckpt,
+):
+    """The prompts of a length-L cell are at most L tokens (checked on the task itself), so a chunk
+    of L rounded up to the default chunk stores once, at the prompt's end, as the larger one does."""
+    from transformers import AutoTokenizer
+
+    from evalkit.sweep.runner import oversized_chunk_note
+    from evalkit.tasks.registry import get_task
+
+    arms = [parse_arm(a) for a in ("fp32", "fp16", "fp16@chunk=65536")]
+    note = oversized_chunk_note(arms, [4096, 8192], "cpu")
+    assert "fp16@chunk=65536" in note and "65,536 rows" in note and "chunk of 8,192" in note
+    assert oversized_chunk_note(arms, [4096, 8192], "cuda") is None  # the GPU's budget is 16,384 anyway
+    assert oversized_chunk_note(arms, None, "cpu") is None  # gsm8k: no lengths to compare with
+    assert oversized_chunk_note([parse_arm("fp32"), parse_arm("fp16@chunk=8192")], [8192], "cpu") is None
+    tok = AutoTokenizer.from_pretrained(tiny_hybrid_ckpt)
+    for task in ("passkey", "niah_single_1"):
+        reqs = get_task(task).requests(tokenizer=tok, lengths=[1024], limit=3, show_progress=False)
+        assert max(len(tok(r.prompt)["input_ids"]) for r in reqs) <= 1024, task

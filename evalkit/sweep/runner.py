@@ -50,6 +50,25 @@ def prefill_budget(arms: list[Arm], device: str) -> int:
     return max([floor, *(a.prefill_chunk_size for a in arms)])
 
 
+def oversized_chunk_note(arms: list[Arm], lengths: list[int] | None, device: str) -> str | None:
+    """On the CPU every arm's prefill is padded to the largest chunk (`prefill_budget`); an arm
+    whose chunk is far past every prompt makes the whole sweep pay for rows it never uses. The
+    line names the chunk that stores at the same point (once, at the prompt's end) for less."""
+    from evalkit.arm import DEFAULT_PREFILL_CHUNK
+
+    if device != "cpu" or not lengths:
+        return None
+    big = max(arms, key=lambda a: a.prefill_chunk_size)
+    fits = -(-max(lengths) // DEFAULT_PREFILL_CHUNK) * DEFAULT_PREFILL_CHUNK  # >= every prompt
+    if big.prefill_chunk_size < 2 * fits:
+        return None
+    return (
+        f"note: arm {big.label} pads every arm's prefill to {big.prefill_chunk_size:,} rows on the CPU; "
+        f"the prompts are at most {max(lengths):,} tokens, so a chunk of {fits:,} also stores once, at "
+        f"the prompt's end, at a fraction of the cost"
+    )
+
+
 def arm_dir(out_dir: Path, arm: Arm) -> Path:
     return Path(out_dir) / arm.label
 
@@ -83,6 +102,9 @@ def run_sweep(spec: SweepSpec) -> dict[str, Any]:
     request_cache: dict[str, Any] = {}  # the questions are built once and asked of every arm,
     encode_cache: dict[str, Any] = {}  # and tokenized once
     budget = prefill_budget(spec.arms, device)
+    note = oversized_chunk_note(spec.arms, lengths, device)
+    if note:
+        _log(note)
     for arm in spec.arms:
         setup = su.local_setup(
             model,
