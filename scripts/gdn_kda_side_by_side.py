@@ -31,6 +31,7 @@ def models() -> dict[str, Path]:
 
 
 def _rows(model_dir: Path, arm: str, group: str) -> dict[tuple[str, int], dict]:
+    """The rows of `group`'s paired report fp32 vs `arm` (under `model_dir`/reports), by cell."""
     path = model_dir / "reports" / f"compare-{group}-fp32-vs-{arm}.json"
     if not path.is_file():
         return {}
@@ -71,6 +72,50 @@ def accuracy_table(group: str) -> list[str]:
     if absent:
         out.append(f"\nNo `{group}` sweep committed for: {', '.join(absent)}.")
     return out
+
+
+def _table_row(label: str, base: dict, rows: dict, cell: tuple[str, int]) -> str:
+    return (
+        f"| {cell[0]} @ {cell[1] // 1024}k | {label} | {100 * base['acc_baseline']:.0f} | "
+        + " | ".join(_cell(rows[a][cell]) if cell in rows[a] else "–" for a in ARMS)
+        + " |"
+    )
+
+
+def cpu_cell_table() -> list[str]:
+    """The cells the Mamba2 model's CPU sweep ran (`cpu-sweep/`: fp32 weights and activations),
+    beside the other two models' H200 rows on the same questions; empty without that sweep."""
+    cpu = MAMBA2.parent / "cpu-sweep"
+    m2 = {arm: _rows(cpu, arm, "cpu") for arm in ARMS}
+    cells = sorted(set().union(*m2.values()))
+    if not cells:
+        return []
+    head = ["cell", "model (device, weights)", "fp32 %", *(f"`{a}`" for a in ARMS)]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * (len(head) - 2)]
+    versions = {}
+    for cell in cells:
+        for model, d in MODELS.items():
+            rows = {arm: _rows(d, arm, "retrieval") for arm in ARMS}
+            base = next((rows[a][cell] for a in ARMS if cell in rows[a]), None)
+            if base is not None:
+                out.append(_table_row(f"{model} (H200, bf16)", base, rows, cell))
+                versions[model, cell[0]] = _task_version(d / "retrieval" / "fp32", cell[0])
+        base = next(m2[a][cell] for a in ARMS if cell in m2[a])
+        out.append(_table_row("Mamba2 (CPU, fp32)", base, m2, cell))
+        versions["Mamba2", cell[0]] = _task_version(cpu / "fp32", cell[0])
+    if len(set(versions.values())) > 1:  # another version of a task builds other prompts
+        out.append(
+            "\nTask versions differ: "
+            + ", ".join(f"{m} ran {t} version {v}" for (m, t), v in sorted(versions.items()))
+            + " (the same needles and answers per question; the filler around them differs)."
+        )
+    return out
+
+
+def _task_version(run: Path, task: str) -> int | None:
+    """The version of `task` a run's manifest records."""
+    manifest = json.loads((run / "manifest.json").read_text())
+    return manifest["tasks"][task]["config"]["version"]
 
 
 def _ci(d: dict, fmt: str) -> str:
@@ -132,6 +177,16 @@ def main() -> None:
         "with fp32's exponent, round to nearest; `fp8_e4m3` is scaled fp8. A cell where fp32 is "
         "at 100% has room only for losses.\n"
     )
+    cpu_rows = cpu_cell_table()
+    if cpu_rows:
+        print("## The Mamba2 model's CPU cell beside the others' H200 rows\n")
+        print(
+            "The Mamba2 model's retrieval cells ran on the CPU only (fp32 weights and activations: the "
+            "state's format is the only difference between arms there), the other two on the H200 "
+            "with bf16 weights: one row per model and device, not a comparison of devices.\n"
+        )
+        print("\n".join(cpu_rows))
+        print()
     print("## Accuracy on the decode-heavy cells at 2k (the state is stored once per generated token)\n")
     print(
         "copy_list and kv_recite answer with a list of tens to hundreds of tokens; the `short` sweeps "

@@ -326,3 +326,27 @@ def test_side_by_side_adds_mamba2_rows_and_marks_arms_it_lacks(monkeypatch, tmp_
         gc, mc = g.split(" | "), m.split(" | ")
         assert mc[2:4] == gc[2:4] and mc[-1] == gc[-1] and mc[4:-1] == ["–"] * 4
     assert len([line for line in m2_rows if "@" not in line]) == 4  # drift: 2 modes x fp16/bf16
+
+
+def test_committed_three_family_side_by_side_is_what_the_script_writes_now(capsys):
+    from helpers.scripts import load_script
+
+    load_script("gdn_kda_side_by_side").main()
+    committed = (REPO / "results" / "reference-model-mamba2" / "h200" / "side-by-side.md").read_text()
+    assert capsys.readouterr().out == committed
+
+
+def test_the_cpu_cell_shares_needles_and_answers_with_the_h200_cells_but_not_the_task_version():
+    """What the side-by-side's CPU section says of its rows: per question the same answer as the
+    other models' H200 cell, another version of the task (so other filler), said in the table."""
+    from helpers import sample_oracle
+
+    cell = ("passkey", 8192)
+    cpu = sample_oracle.samples(REPO / "results" / "reference-model-mamba2" / "cpu-sweep" / "fp32")[cell]
+    for model in ("reference-model", "reference-model-gdn"):
+        h200 = sample_oracle.samples(REPO / "results" / model / "h200" / "retrieval" / "fp32")[cell]
+        assert sorted(cpu) == sorted(h200) and len(cpu) == 100
+        assert all(cpu[d]["target"] == h200[d]["target"] for d in cpu)
+        assert not any(cpu[d]["prompt_hash"] == h200[d]["prompt_hash"] for d in cpu)
+    text = (REPO / "results" / "reference-model-mamba2" / "h200" / "side-by-side.md").read_text()
+    assert "Mamba2 ran passkey version 2" in text and "KDA v2 ran passkey version 1" in text
