@@ -22,7 +22,11 @@ MODELS = {
     "KDA v2": ROOT / "results" / "reference-model" / "h200",
 }
 MAMBA2 = ROOT / "results" / "reference-model-mamba2" / "h200"
+# the three models' retrieval sweeps in one call (results/retrieval-three-families-h200/run.sh)
+THREE = ROOT / "results" / "retrieval-three-families-h200"
+THREE_MODELS = {"KDA v2": "kda", "GDN twin": "gdn", "Mamba2": "mamba2"}
 ARMS = ("fp16", "bf16", "m4", "m3", "fp8_e4m3", "m3-rtz")
+FACTOR_ARMS = ("fp16", "fp16@chunk=65536", "bf16", "bf16@chunk=65536")
 
 
 def models() -> dict[str, Path]:
@@ -48,10 +52,11 @@ def _cell(row: dict) -> str:
     return f"**{text}**" if row["mcnemar_midp_holm"] < 0.05 else text
 
 
-def accuracy_table(group: str) -> list[str]:
+def accuracy_table(group: str, dirs: dict[str, Path] | None = None) -> list[str]:
     """One row per model and cell of the `group` sweeps (`retrieval`, `short`), for the cells at
-    least two models ran (the same questions), and a line for each model without such a sweep."""
-    per_model = {m: {arm: _rows(d, arm, group) for arm in ARMS} for m, d in models().items()}
+    least two models ran (the same questions), and a line for each model without such a sweep;
+    `dirs`: the models' folders (default: each model's own H200 records)."""
+    per_model = {m: {arm: _rows(d, arm, group) for arm in ARMS} for m, d in (dirs or models()).items()}
     ran = {m: set().union(*rows.values()) for m, rows in per_model.items()}
     cells = sorted(c for c in set().union(*ran.values()) if sum(c in r for r in ran.values()) >= 2)
     head = ["cell", "model", "fp32 %", *(f"`{a}`" for a in ARMS)]
@@ -62,7 +67,7 @@ def accuracy_table(group: str) -> list[str]:
             if base is None:
                 continue
             out.append(
-                f"| {task} @ {length // 1024}k | {model} | {100 * base['acc_baseline']:.0f} | "
+                f"| {task} @ {_length(length)} | {model} | {100 * base['acc_baseline']:.0f} | "
                 + " | ".join(
                     _cell(rows[a][(task, length)]) if (task, length) in rows[a] else "–" for a in ARMS
                 )
@@ -74,9 +79,34 @@ def accuracy_table(group: str) -> list[str]:
     return out
 
 
+def three_family_dirs() -> dict[str, Path]:
+    """The models of the one-call retrieval sweep whose reports are committed."""
+    dirs = {m: THREE / d for m, d in THREE_MODELS.items()}
+    return {m: d for m, d in dirs.items() if (d / "reports").is_dir()}
+
+
+def factor_table(model_dir: Path) -> list[str]:
+    """The full-vs-chunked prefill factor: each cell's fp16/bf16 change against fp32 with a store
+    every 2,048 prompt tokens and with one store at the prompt's end (@chunk=65536)."""
+    rows = {arm: _rows(model_dir, arm, "retrieval") for arm in FACTOR_ARMS}
+    cells = sorted(set().union(*rows.values()))
+    if not all(rows.values()):
+        return []
+    head = ["cell", "fp32 %", *(f"`{a}`" for a in FACTOR_ARMS)]
+    out = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for cell in cells:
+        base = next(rows[a][cell] for a in FACTOR_ARMS if cell in rows[a])
+        out.append(
+            f"| {cell[0]} @ {_length(cell[1])} | {100 * base['acc_baseline']:.0f} | "
+            + " | ".join(_cell(rows[a][cell]) if cell in rows[a] else "–" for a in FACTOR_ARMS)
+            + " |"
+        )
+    return out
+
+
 def _table_row(label: str, base: dict, rows: dict, cell: tuple[str, int]) -> str:
     return (
-        f"| {cell[0]} @ {cell[1] // 1024}k | {label} | {100 * base['acc_baseline']:.0f} | "
+        f"| {cell[0]} @ {_length(cell[1])} | {label} | {100 * base['acc_baseline']:.0f} | "
         + " | ".join(_cell(rows[a][cell]) if cell in rows[a] else "–" for a in ARMS)
         + " |"
     )
@@ -116,6 +146,10 @@ def _task_version(run: Path, task: str) -> int | None:
     """The version of `task` a run's manifest records."""
     manifest = json.loads((run / "manifest.json").read_text())
     return manifest["tasks"][task]["config"]["version"]
+
+
+def _length(tokens: int) -> str:
+    return f"{tokens // 1024}k" if tokens % 1024 == 0 else str(tokens)
 
 
 def _ci(d: dict, fmt: str) -> str:
@@ -177,6 +211,28 @@ def main() -> None:
         "with fp32's exponent, round to nearest; `fp8_e4m3` is scaled fp8. A cell where fp32 is "
         "at 100% has room only for losses.\n"
     )
+    three = three_family_dirs()
+    if three:
+        runs = [json.loads((d / "fp32" / "manifest.json").read_text()) for d in three.values()]
+        versions = sorted({t["config"]["version"] for m in runs for t in m["tasks"].values()})
+        devices = sorted({" + ".join(m.get("hardware", {}).get("gpu") or ["CPU"]) for m in runs})
+        weights = sorted({m.get("kernels", {}).get("weights_dtype", "unrecorded") for m in runs})
+        print("## Retrieval: the three families in one call (same device, questions and task versions)\n")
+        print(
+            f"`results/retrieval-three-families-h200/`: the three models swept together on "
+            f"{', '.join(devices)} ({', '.join(weights)} weights), task version "
+            f"{', '.join(map(str, versions))}; the retrieval table above is the earlier KDA/GDN call "
+            "(task version 1).\n"
+        )
+        print("\n".join(accuracy_table("retrieval", three)))
+        factor = factor_table(three["Mamba2"]) if "Mamba2" in three else []
+        if factor:
+            print(
+                "\nThe Mamba2 model's full-vs-chunked prefill factor: a store every 2,048 prompt tokens "
+                "(`fp16`, `bf16`) against one at the prompt's end (`@chunk=65536`), each against fp32.\n"
+            )
+            print("\n".join(factor))
+        print()
     cpu_rows = cpu_cell_table()
     if cpu_rows:
         print("## The Mamba2 model's CPU cell beside the others' H200 rows\n")

@@ -350,3 +350,42 @@ def test_the_cpu_cell_shares_needles_and_answers_with_the_h200_cells_but_not_the
         assert not any(cpu[d]["prompt_hash"] == h200[d]["prompt_hash"] for d in cpu)
     text = (REPO / "results" / "reference-model-mamba2" / "h200" / "side-by-side.md").read_text()
     assert "Mamba2 ran passkey version 2" in text and "KDA v2 ran passkey version 1" in text
+
+
+def test_side_by_side_shows_the_one_call_three_family_sweep_and_the_factor(monkeypatch, tmp_path, capsys):
+    """Stand-in records for results/retrieval-three-families-h200/: the committed KDA and GDN
+    retrieval reports (and the GDN fp16 report standing in for the one-store arms)."""
+    import shutil
+
+    from helpers.scripts import load_script
+
+    sbs = load_script("gdn_kda_side_by_side")
+    src = {
+        "kda": REPO / "results" / "reference-model" / "h200",
+        "gdn": REPO / "results" / "reference-model-gdn" / "h200",
+    }
+    src["mamba2"] = src["gdn"]
+    for name, d in src.items():
+        (tmp_path / name / "fp32").mkdir(parents=True)
+        shutil.copy(d / "retrieval" / "fp32" / "manifest.json", tmp_path / name / "fp32" / "manifest.json")
+        shutil.copytree(d / "reports", tmp_path / name / "reports", ignore=shutil.ignore_patterns("*short*"))
+    for fmt in ("fp16", "bf16"):
+        shutil.copy(
+            tmp_path / "mamba2" / "reports" / f"compare-retrieval-fp32-vs-{fmt}.json",
+            tmp_path / "mamba2" / "reports" / f"compare-retrieval-fp32-vs-{fmt}@chunk=65536.json",
+        )
+    monkeypatch.setattr(sbs, "THREE", tmp_path)
+    sbs.main()
+    out = capsys.readouterr().out
+    section = out.split("## Retrieval: the three families in one call")[1].split("\n## ")[0]
+    assert "on NVIDIA H200 (unrecorded weights), task version 1;" in section
+    rows = [line for line in section.splitlines() if line.startswith("| ") and " @ " in line]
+    table, factor = rows[:18], rows[18:]
+    assert [r.split(" | ")[1] for r in table[:3]] == ["KDA v2", "GDN twin", "Mamba2"]
+    for gdn, m2 in zip(table[1::3], table[2::3]):  # the stand-in Mamba2 is the GDN twin's reports
+        assert gdn.split(" | ")[2:] == m2.split(" | ")[2:]
+    assert len(factor) == 6 and all(r.split(" | ")[2] == r.split(" | ")[3] for r in factor)
+    # without the one-call records the committed table stands (tested above); nothing is invented
+    monkeypatch.setattr(sbs, "THREE", tmp_path / "absent")
+    sbs.main()
+    assert "three families in one call" not in capsys.readouterr().out

@@ -2,7 +2,9 @@
 # One call on one H200 (issue 41): train the Mamba2 reference model (scripts/train_reference_model.py
 # --arch mamba2: same sizes, data and loss as the KDA model and its GDN twin), then, on the same
 # questions as the KDA/GDN records, every part bounded by the call's deadline and run side by side:
-#   retrieval  passkey, niah_single_1 at 8k, 16k, 32k (the cells of results/reference-model{,-gdn}/h200/retrieval)
+#   retrieval  passkey, niah_single_1 at 8k, 16k, 32k (the cells of results/reference-model{,-gdn}/h200/retrieval;
+#              those ran task version 1, the tasks are at version 2 now: for the three families on the
+#              same prompts use results/retrieval-three-families-h200/run.sh)
 #   short      copy_list, kv_recite, kv_recite_long at 2k (the decode-heavy cells of the main job)
 #   suite      the cells the training run's quick evaluation put in the 30-90% band (model/suite.json), if any
 #   drift-32k  `evalkit drift` via scripts/gpu_drift.py: 16 prompts x 32k, fp32 weights, prefill and
