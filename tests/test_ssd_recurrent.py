@@ -141,7 +141,7 @@ def results(request):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_bit_identical_to_the_decode_step_per_token(results, fmt):
     r = results["self_check"][fmt]
-    assert r["bit_identical"], r
+    assert r["bit_identical"] and r["ok"] and r["state_vs_loop"] == 0.0, r
     assert (r["effect"] > 0) == (fmt != "fp32")
 
 

@@ -158,8 +158,10 @@ def check_against_decode_loop(
 ) -> dict:
     """This kernel against `evalkit.kernels.ssd_decode` once per token on the same random inputs,
     per pool format (fp32, fp16, bf16, a 3-bit mantissa, fp8, fp16 with stochastic rounding);
-    `ok` when every state and output is bit-identical to the loop's and each rounded format
-    differs from a state never rounded. A GPU drift run calls this first and falls back to the loop."""
+    `bit_identical` says whether states and outputs equal the loop's to the last bit (they do under
+    the interpreter: tests); `ok`, as the KDA kernel's check, when fp32 agrees to 1e-5 and each
+    rounded state is closer to the loop's than a quarter of the rounding's effect. A GPU drift run
+    calls this first and falls back to the loop."""
     from .. import ssd_decode  # the public function (dispatching to the decode kernel)
     from ..rounding import decode_format, round_to_format
 
@@ -188,15 +190,24 @@ def check_against_decode_loop(
         y = ssd_recurrent_rounded(
             x, dt_raw, B, C, A_log, dt_bias, D, fused, 0, True, fmt=name, sr_seed=7, position_last=last
         )
-        same_state = torch.equal(_bits(fused), _bits(loop))
+        y_loop = torch.stack(ys)
         rec = {
-            "bit_identical": bool(same_state and torch.equal(y, torch.stack(ys))),
-            "effect": float((decode_format(loop) - exact).norm() / exact.norm()),
+            "bit_identical": bool(torch.equal(_bits(fused), _bits(loop)) and torch.equal(y, y_loop)),
+            "state_vs_loop": _rel(decode_format(fused), decode_format(loop)),
+            "out_vs_loop": _rel(y, y_loop),
+            "effect": _rel(decode_format(loop), exact),
         }
-        rec["ok"] = rec["bit_identical"] and (name == "fp32" or rec["effect"] > 0)
+        if name == "fp32":
+            rec["ok"] = rec["state_vs_loop"] < 1e-5 and rec["out_vs_loop"] < 1e-5
+        else:  # as the KDA check: an occasional flipped rounding, far below the effect itself
+            rec["ok"] = rec["effect"] > 0 and rec["state_vs_loop"] < 0.25 * rec["effect"]
         out[name] = rec
         out["ok"] = out["ok"] and rec["ok"]
     return out
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.float() - b.float()).norm() / b.float().norm())
 
 
 def _bits(pool: torch.Tensor) -> torch.Tensor:
