@@ -15,7 +15,7 @@ from typing import Any
 
 _WHERE = {
     "cluster": ["ClusteredSE", "clustered_se"],
-    "clustered_paired": ["ClusteredPairedResult", "clustered_paired"],
+    "paired_clusters": ["ClusteredPairedResult", "clustered_paired"],
     "discordance": ["DiscordanceExcessResult", "discordance_excess"],
     "mcnemar_tests": [
         "McNemarAll",
