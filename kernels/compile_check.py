@@ -315,9 +315,7 @@ def ssd_decode_build(state: str, *, model="bf16", H=128, G=8, P=64, N=128) -> Bu
     sig = {"x": m, "dt_raw": m, "b_in": m, "c_in": m, "a_log": m, "dt_bias": m, "d_skip": m,
            "pool": _pool_ptr(state), "slots": "*i32", "positions": "*i64", "y": m,
            "sr_key": "i32"}  # fmt: skip
-    BN = triton.next_power_of_2(N)
-    const = {"H": H, "G": G, "P": P, "N": N, "BP": min(w.BP, triton.next_power_of_2(P)), "BN": BN,
-             "VEC": min(w.VEC, BN), **_format_constexprs(state)}  # fmt: skip
+    const = {"H": H, "G": G, "P": P, "N": N, **w.launch_tile(P, N), **_format_constexprs(state)}
     return compile_kernel(ssd_decode_kernel, sig, const, num_warps=w.NUM_WARPS)
 
 
@@ -332,10 +330,10 @@ def ssd_recurrent_build(state: str, *, model="bf16", H=128, G=8, P=64, N=128, BP
     sig = {"x": m, "dt_raw": m, "b_in": m, "c_in": m, "a_log": m, "dt_bias": m, "d_skip": m,
            "pool": _pool_ptr(state), "slot": "i32", "y": m, "T": "i32", "pos_last": "i32",
            "sr_key": "i32"}  # fmt: skip
-    BN = triton.next_power_of_2(N)
-    const = {"HAS_INIT": True, "H": H, "G": G, "P": P, "N": N,
-             "BP": BP or min(w.BP, triton.next_power_of_2(P)), "BN": BN, "VEC": min(w.VEC, BN),
-             **_format_constexprs(state)}  # fmt: skip
+    tile = w.launch_tile(P, N)
+    if BP:
+        tile["BP"] = BP
+    const = {"HAS_INIT": True, "H": H, "G": G, "P": P, "N": N, **tile, **_format_constexprs(state)}
     return compile_kernel(ssd_recurrent_kernel, sig, const, num_warps=w.NUM_WARPS)
 
 

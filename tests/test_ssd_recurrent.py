@@ -21,6 +21,7 @@ ENGINE_ARMS = ("fp32", "bf16", "fp16-sr", "m3-rtz")
 def _op_checks() -> dict:
     import torch
 
+    from evalkit.kernels import ssd_decode
     from evalkit.kernels.rounding import round_to_format
     from evalkit.kernels.ssd_decode import recurrent as R
 
@@ -35,24 +36,10 @@ def _op_checks() -> dict:
     y = R.ssd_recurrent_rounded(x, dt_raw, B, C, A_log, dt_bias, D, pool, 1, False, fmt="bf16")
     zeros = torch.zeros(2, H, P, N, dtype=torch.bfloat16)
     slot = torch.tensor([1])
-    ys = [
-        __import__("evalkit.kernels", fromlist=["x"]).ssd_decode(
-            x[t : t + 1],
-            dt_raw[t : t + 1],
-            B[t : t + 1],
-            C[t : t + 1],
-            A_log,
-            dt_bias,
-            D,
-            zeros,
-            slot,
-            fmt="bf16",
-        )[0]
-        for t in range(T)
-    ]
+    y_loop = R.decode_loop(ssd_decode, x, dt_raw, B, C, A_log, dt_bias, D, zeros, slot, fmt="bf16")
     out["no_init"] = {
         "state_equal": bool(torch.equal(pool[1], zeros[1])),
-        "out_equal": bool(torch.equal(y, torch.stack(ys))),
+        "out_equal": bool(torch.equal(y, y_loop)),
         "other_slot_untouched": bool(torch.isnan(pool[0].float()).all()),
     }
     # the comparison can fail: stochastic rounding at positions one off from the loop's

@@ -136,34 +136,28 @@ class _PerTokenRecurrence:
         **_chunking,  # chunk_size, intra_chunk_dtype: every token is a store here
     ):
         from evalkit import kernels
+        from evalkit.kernels.ssd_decode.recurrent import decode_loop, ssd_recurrent_rounded
 
         out = torch.empty_like(x)
         cu = cu_seqlens.tolist()
         init = has_initial_state.tolist()
         fused = self._fused and kernels.use_triton(x)  # every storage format: see ssd_recurrent_rounded
-        if fused:
-            from evalkit.kernels.ssd_decode.recurrent import ssd_recurrent_rounded
         for i in range(len(cu) - 1):
             slot = slots[i : i + 1]
             s, e = cu[i], cu[i + 1]
+            last = None if positions is None else positions[i]  # the sequence's last position
+            args = (x[s:e], dt_raw[s:e], B[s:e], C[s:e], A_log, dt_bias, D, state_pool)
             if fused:
-                last = None if positions is None else int(positions[i])
+                last = None if last is None else int(last)
                 out[s:e] = ssd_recurrent_rounded(
-                    x[s:e], dt_raw[s:e], B[s:e], C[s:e], A_log, dt_bias, D, state_pool, int(slot.item()),
-                    bool(init[i]), fmt=fmt, sr_seed=sr_seed, position_last=last,
-                )  # fmt: skip
+                    *args, int(slot.item()), bool(init[i]), fmt=fmt, sr_seed=sr_seed, position_last=last
+                )
                 continue
             if not init[i]:
                 state_pool[slot].zero_()
-            for t in range(s, e):
-                store = {}
-                if fmt is not None:  # `positions` holds each sequence's last position: token t's is before it
-                    pos = None if positions is None else positions[i : i + 1] - (e - 1 - t)
-                    store = {"fmt": fmt, "sr_seed": sr_seed, "positions": pos}
-                rows = slice(t, t + 1)
-                out[t] = self._ops.ssd_decode(
-                    x[rows], dt_raw[rows], B[rows], C[rows], A_log, dt_bias, D, state_pool, slot, **store
-                )[0]
+            out[s:e] = decode_loop(
+                self._ops.ssd_decode, *args, slot, fmt=fmt, sr_seed=sr_seed, position_last=last
+            )
         return out
 
 

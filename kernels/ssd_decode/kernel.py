@@ -25,6 +25,15 @@ def softplus(x):
     return tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
 
 
+@triton.jit
+def ssd_step(b_s, b_x, b_B, b_C, b_dt, b_a, b_d):
+    """One token on a [BP, BN] state block: S <- exp(dt A) S + (dt x) B^T, y = S C + D x (the
+    decode step's arithmetic; drift's one-launch loop calls it too, so the two cannot drift apart)."""
+    b_s = b_s * tl.exp(b_dt * b_a) + (b_dt * b_x)[:, None] * b_B[None, :]
+    b_y = tl.sum(b_s * b_C[None, :], axis=1) + b_d * b_x
+    return b_s, b_y
+
+
 @triton.jit(do_not_specialize=["sr_key"])
 def ssd_decode_kernel(
     x,
@@ -74,8 +83,7 @@ def ssd_decode_kernel(
     b_a = -tl.exp(tl.load(a_log + i_h).to(tl.float32))
     b_d = tl.load(d_skip + i_h).to(tl.float32)
 
-    b_s = b_s * tl.exp(b_dt * b_a) + (b_dt * b_x)[:, None] * b_B[None, :]
-    b_y = tl.sum(b_s * b_C[None, :], axis=1) + b_d * b_x
+    b_s, b_y = ssd_step(b_s, b_x, b_B, b_C, b_dt, b_a, b_d)
     tl.store(y + i_bh * P + o_p, b_y.to(y.dtype.element_ty), mask=m_p)
 
     if ROUNDING == "sr":

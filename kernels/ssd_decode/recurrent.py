@@ -23,8 +23,8 @@ from ..formats import StateFormat
 from ..ssd_common import check_ssd_args
 from ..triton_common import load_state, store_state, widen_state
 from ..triton_launch import check_triton_device, format_constexprs, launch_key, pool_arg
-from .kernel import softplus
-from .wrapper import BP, NUM_WARPS, VEC
+from .kernel import softplus, ssd_step
+from .wrapper import NUM_WARPS, launch_tile
 
 
 @triton.jit(do_not_specialize=["sr_key", "pos_last"])
@@ -79,8 +79,7 @@ def ssd_recurrent_kernel(
         b_B = tl.load(b_in + i_tg * N + o_n, mask=m_n, other=0.0).to(tl.float32)
         b_C = tl.load(c_in + i_tg * N + o_n, mask=m_n, other=0.0).to(tl.float32)
         b_dt = softplus(tl.load(dt_raw + i_th).to(tl.float32) + b_bias)
-        b_s = b_s * tl.exp(b_dt * b_a) + (b_dt * b_x)[:, None] * b_B[None, :]
-        b_y = tl.sum(b_s * b_C[None, :], axis=1) + b_d * b_x
+        b_s, b_y = ssd_step(b_s, b_x, b_B, b_C, b_dt, b_a, b_d)
         tl.store(y + i_th * P + o_p, b_y.to(y.dtype.element_ty), mask=m_p)
         # the decode step's store and the next step's load: the stored form, widened exactly
         pos = pos_last - (T - 1 - t)
@@ -123,9 +122,8 @@ def ssd_recurrent_rounded(
     y = torch.empty(T, H, P, dtype=x.dtype, device=x.device)
     if T == 0:
         return y
-    BN = triton.next_power_of_2(N)
-    bp = min(BP, triton.next_power_of_2(P))
-    ssd_recurrent_kernel[(H, triton.cdiv(P, bp))](
+    tile = launch_tile(P, N)
+    ssd_recurrent_kernel[(H, triton.cdiv(P, tile["BP"]))](
         x,
         dt_raw,
         B,
@@ -144,13 +142,42 @@ def ssd_recurrent_rounded(
         G=G,
         P=P,
         N=N,
-        BP=bp,
-        BN=BN,
-        VEC=min(VEC, BN),
+        **tile,
         **format_constexprs(fmt),
         num_warps=NUM_WARPS,
     )
     return y
+
+
+def decode_loop(
+    step,
+    x,
+    dt_raw,
+    B,
+    C,
+    A_log,
+    dt_bias,
+    D,
+    state_pool,
+    slot: torch.Tensor,
+    *,
+    fmt: StateFormat | str | None = None,
+    sr_seed: int = 0,
+    position_last: int | torch.Tensor | None = None,
+) -> torch.Tensor:
+    """What the one-launch kernel stands for: `step` (an `ssd_decode`) once per token of the block,
+    each store at its token's position (`position_last` is the last token's). Returns y [T, H, P]."""
+    T = x.shape[0]
+    last = None if position_last is None else torch.as_tensor(position_last, device=x.device).reshape(1)
+    ys = []
+    for t in range(T):
+        store = {}
+        if fmt is not None:
+            pos = None if last is None else last - (T - 1 - t)
+            store = {"fmt": fmt, "sr_seed": sr_seed, "positions": pos}
+        r = slice(t, t + 1)
+        ys.append(step(x[r], dt_raw[r], B[r], C[r], A_log, dt_bias, D, state_pool, slot, **store)[0])
+    return torch.stack(ys) if ys else x.new_empty(x.shape)
 
 
 def check_against_decode_loop(
@@ -182,15 +209,11 @@ def check_against_decode_loop(
     for name in ("fp32", "fp16", "bf16", "m3", "fp8_e4m3", "fp16-sr"):
         start = round_to_format(init, name, sr_seed=7, positions=torch.tensor([last - T], device=device))
         loop, fused = start.clone(), start.clone()
-        ys = []
-        for t in range(T):
-            rows, pos = slice(t, t + 1), torch.tensor([last - (T - 1 - t)], device=device)
-            ys.append(ssd_decode(x[rows], dt_raw[rows], B[rows], C[rows], A_log, dt_bias, D, loop, slot,
-                                 fmt=name, sr_seed=7, positions=pos)[0])  # fmt: skip
+        y_loop = decode_loop(ssd_decode, x, dt_raw, B, C, A_log, dt_bias, D, loop, slot,
+                             fmt=name, sr_seed=7, position_last=last)  # fmt: skip
         y = ssd_recurrent_rounded(
             x, dt_raw, B, C, A_log, dt_bias, D, fused, 0, True, fmt=name, sr_seed=7, position_last=last
         )
-        y_loop = torch.stack(ys)
         rec = {
             "bit_identical": bool(torch.equal(_bits(fused), _bits(loop)) and torch.equal(y, y_loop)),
             "state_vs_loop": _rel(decode_format(fused), decode_format(loop)),

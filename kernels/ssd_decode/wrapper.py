@@ -16,6 +16,13 @@ VEC = 4  # contiguity along N, the same for every pool dtype (see kernel.py)
 NUM_WARPS = 4  # every format: the fp32 twin must lay the state tile out the same way (compile_check)
 
 
+def launch_tile(P: int, N: int) -> dict:
+    """BP, BN, VEC of a launch at head dims P x N: the layout, hence the summation order, that the
+    decode step and drift's one-launch loop (recurrent.py) must share."""
+    BN = triton.next_power_of_2(N)
+    return {"BP": min(BP, triton.next_power_of_2(P)), "BN": BN, "VEC": min(VEC, BN)}
+
+
 def ssd_decode(
     x,
     dt_raw,
@@ -43,9 +50,8 @@ def ssd_decode(
     y = torch.empty(n, H, P, dtype=x.dtype, device=x.device)
     if n == 0:
         return y
-    BN = triton.next_power_of_2(N)
-    bp = min(BP, triton.next_power_of_2(P))
-    ssd_decode_kernel[(n * H, triton.cdiv(P, bp))](
+    tile = launch_tile(P, N)
+    ssd_decode_kernel[(n * H, triton.cdiv(P, tile["BP"]))](
         x,
         dt_raw,
         B,
@@ -62,9 +68,7 @@ def ssd_decode(
         G=G,
         P=P,
         N=N,
-        BP=bp,
-        BN=BN,
-        VEC=min(VEC, BN),
+        **tile,
         **format_constexprs(fmt, rounding),
         num_warps=NUM_WARPS,
     )
