@@ -59,20 +59,9 @@ def accuracy_table(group: str, dirs: dict[str, Path] | None = None) -> list[str]
     per_model = {m: {arm: _rows(d, arm, group) for arm in ARMS} for m, d in (dirs or models()).items()}
     ran = {m: set().union(*rows.values()) for m, rows in per_model.items()}
     cells = sorted(c for c in set().union(*ran.values()) if sum(c in r for r in ran.values()) >= 2)
-    head = ["cell", "model", "fp32 %", *(f"`{a}`" for a in ARMS)]
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * (len(head) - 2)]
-    for task, length in cells:
-        for model, rows in per_model.items():
-            base = next((rows[a][(task, length)] for a in ARMS if (task, length) in rows[a]), None)
-            if base is None:
-                continue
-            out.append(
-                f"| {task} @ {_length(length)} | {model} | {100 * base['acc_baseline']:.0f} | "
-                + " | ".join(
-                    _cell(rows[a][(task, length)]) if (task, length) in rows[a] else "–" for a in ARMS
-                )
-                + " |"
-            )
+    out = _head(["model"], ARMS)
+    for cell in cells:
+        out += [row for m, rows in per_model.items() if (row := _table_row(cell, m, rows, ARMS))]
     absent = [m for m, r in ran.items() if not r & set(cells)]
     if absent:
         out.append(f"\nNo `{group}` sweep committed for: {', '.join(absent)}.")
@@ -92,24 +81,27 @@ def factor_table(model_dir: Path) -> list[str]:
     cells = sorted(set().union(*rows.values()))
     if not all(rows.values()):
         return []
-    head = ["cell", "fp32 %", *(f"`{a}`" for a in FACTOR_ARMS)]
-    out = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
-    for cell in cells:
-        base = next(rows[a][cell] for a in FACTOR_ARMS if cell in rows[a])
-        out.append(
-            f"| {cell[0]} @ {_length(cell[1])} | {100 * base['acc_baseline']:.0f} | "
-            + " | ".join(_cell(rows[a][cell]) if cell in rows[a] else "–" for a in FACTOR_ARMS)
-            + " |"
-        )
-    return out
+    return _head([], FACTOR_ARMS) + [_table_row(cell, None, rows, FACTOR_ARMS) for cell in cells]
 
 
-def _table_row(label: str, base: dict, rows: dict, cell: tuple[str, int]) -> str:
-    return (
-        f"| {cell[0]} @ {_length(cell[1])} | {label} | {100 * base['acc_baseline']:.0f} | "
-        + " | ".join(_cell(rows[a][cell]) if cell in rows[a] else "–" for a in ARMS)
-        + " |"
-    )
+def _head(labels: list[str], arms) -> list[str]:
+    """A table's header: the cell, `labels` columns, fp32's accuracy and one column per arm."""
+    head = ["cell", *labels, "fp32 %", *(f"`{a}`" for a in arms)]
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * (1 + len(labels)) + "---:|" * (1 + len(arms))]
+
+
+def _table_row(cell: tuple[str, int], label: str | None, rows: dict, arms) -> str | None:
+    """A cell's row (with a `label` column unless None): fp32's accuracy and each arm's change;
+    None when no arm's report holds the cell."""
+    base = next((rows[a][cell] for a in arms if cell in rows[a]), None)
+    if base is None:
+        return None
+    lead = [
+        f"{cell[0]} @ {_length(cell[1])}",
+        *([label] if label is not None else []),
+        f"{100 * base['acc_baseline']:.0f}",
+    ]
+    return "| " + " | ".join(lead + [_cell(rows[a][cell]) if cell in rows[a] else "–" for a in arms]) + " |"
 
 
 def cpu_cell_table() -> list[str]:
@@ -120,18 +112,15 @@ def cpu_cell_table() -> list[str]:
     cells = sorted(set().union(*m2.values()))
     if not cells:
         return []
-    head = ["cell", "model (device, weights)", "fp32 %", *(f"`{a}`" for a in ARMS)]
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * (len(head) - 2)]
+    out = _head(["model (device, weights)"], ARMS)
+    h200 = {model: {arm: _rows(d, arm, "retrieval") for arm in ARMS} for model, d in MODELS.items()}
     versions = {}
     for cell in cells:
-        for model, d in MODELS.items():
-            rows = {arm: _rows(d, arm, "retrieval") for arm in ARMS}
-            base = next((rows[a][cell] for a in ARMS if cell in rows[a]), None)
-            if base is not None:
-                out.append(_table_row(f"{model} (H200, bf16)", base, rows, cell))
-                versions[model, cell[0]] = _task_version(d / "retrieval" / "fp32", cell[0])
-        base = next(m2[a][cell] for a in ARMS if cell in m2[a])
-        out.append(_table_row("Mamba2 (CPU, fp32)", base, m2, cell))
+        for model, rows in h200.items():
+            if row := _table_row(cell, f"{model} (H200, bf16)", rows, ARMS):
+                out.append(row)
+                versions[model, cell[0]] = _task_version(MODELS[model] / "retrieval" / "fp32", cell[0])
+        out.append(_table_row(cell, "Mamba2 (CPU, fp32)", m2, ARMS))
         versions["Mamba2", cell[0]] = _task_version(cpu / "fp32", cell[0])
     if len(set(versions.values())) > 1:  # another version of a task builds other prompts
         out.append(
