@@ -12,7 +12,13 @@ from evalkit.kernel_choice import differences as kernel_differences
 
 ALLOW_FLAG = "--allow-numerics-difference"
 # the backend record's fields that change a local run's numerics (dotted under `backend`)
-BACKEND_FIELDS = ("device", "model_dtype", "batch_invariance.prefill_rows", "batch_invariance.decode_width")
+BACKEND_FIELDS = (
+    "device",
+    "model_dtype",
+    "batch_invariance.prefill_rows",
+    "batch_invariance.chunks_per_forward",
+    "batch_invariance.decode_width",
+)
 LIBRARIES = ("torch", "triton", "transformers", "tokenizers")
 
 

@@ -51,6 +51,9 @@ class EngineConfig:
     # tokens per prefill forward (rows every prefill is padded to); GPU 16384, CPU 2048, at least
     # the arm's chunk; the store points are the arm's whatever this is
     max_num_batched_tokens: int | None = None
+    # the most store chunks of one sequence a prefill forward folds (each stored before the next, see
+    # evalkit.model.store_rounds); None: as many as max_num_batched_tokens holds; 1: a forward per chunk
+    chunks_per_forward: int | None = None
     decode_width: int | None = None  # rows of every decode forward when batch_invariant; GPU 256, CPU 8
     max_model_len: int | None = None  # longest prompt + generation; default min(config, 136k)
     block_size: int = 64  # tokens per MLA cache block
@@ -147,6 +150,8 @@ class EngineConfig:
                 f"the arm's chunk (prefill_chunk_size {c.prefill_chunk_size}) must not exceed "
                 f"max_num_batched_tokens ({c.max_num_batched_tokens})"
             )
+        if c.chunks_per_forward is not None and c.chunks_per_forward < 1:
+            raise InputError("chunks_per_forward must be >= 1 (or unset: as many as the budget holds)")
         for name in (
             "max_num_seqs",
             "max_num_batched_tokens",

@@ -96,6 +96,7 @@ class LLMEngine:
         self._decode_steps = 0
         self._fork_ids: dict[int, int] = {}  # generation request id -> its forced answer's id
         self.stats = {
+            "prefill_steps": 0,  # prefill forwards
             "prefill_tokens": 0,
             "prefill_s": 0.0,
             "decode_tokens": 0,
@@ -270,6 +271,7 @@ class LLMEngine:
                 self.scheduler.finish(seq)
                 done.append(self._output(seq))
         self._sync()
+        self.stats["prefill_steps"] += 1
         self.stats["prefill_tokens"] += sum(n for _, n in work)
         self.stats["prefill_s"] += time.perf_counter() - t0
         return done
@@ -597,6 +599,8 @@ class LLMEngine:
                 "decode_width": c.decode_width if c.batch_invariant else None,
                 "prefill_rows": c.max_num_batched_tokens if c.batch_invariant else None,
                 "prefill_chunk_size": c.prefill_chunk_size,
+                # store chunks of a sequence per prefill forward (None: as many as prefill_rows hold)
+                "chunks_per_forward": c.chunks_per_forward,
                 "kda_chunk_size": c.kda_chunk_size,
             },
             "max_num_seqs": c.max_num_seqs,

@@ -11,7 +11,8 @@ Low-level API (stable; `evalkit drift` and tests drive the model through it):
     runner.detach(seq)                                   # zero and free the slot and blocks
 
 `prefill` folds `n` more tokens of each sequence (from `seq.token_ids[seq.num_computed:]`) into
-its state and advances `num_computed`; `decode` does the same for exactly one token. With
+its state, stored at every multiple of the arm's chunk it passes and at its end, and advances
+`num_computed`; `decode` does the same for exactly one token. With
 `all_logits=False` prefill returns only the rows the engine needs (last prompt token, or the
 scored continuation) and None for sequences that need none.
 
@@ -27,6 +28,7 @@ import torch
 from ..model.batch import ForwardBatch
 from ..model.kimi import KimiLinearLM
 from ..model.layers.mla import MLA_DECODE_SPLIT
+from ..model.store_rounds import store_rounds
 from .config import EngineConfig
 from .sequence import Sequence
 from .state import StatePools
@@ -135,6 +137,14 @@ class ModelRunner:
             block_size=self.state.block_size,
             logits_indices=torch.tensor(want_idx, dtype=torch.long, device=dev),
             logits_block=cfg.decode_width if cfg.batch_invariant else 0,
+            store_rounds=store_rounds(
+                [seq.num_computed for seq, _ in chunks],
+                new_lens,
+                slots,
+                cfg.prefill_chunk_size,
+                dev,
+                ctx_rows,
+            ),
         )
         logits = self.model(batch, self.state)
         for seq, n in chunks:

@@ -8,9 +8,10 @@ Admission needs a free slot and, for models with MLA layers, cache blocks for th
 (prompt + max_new_tokens): a running sequence never waits for memory and is never preempted, so
 no work is recomputed and the numerics of a request never depend on memory pressure.
 
-Chunks end at fixed multiples of `prefill_chunk_size` within each sequence (never where the token
-budget happened to run out), so the places where a 16-bit state is stored mid-prompt are the
-same whatever the batch."""
+A sequence's piece of a forward ends at a multiple of `prefill_chunk_size` (never where the token
+budget happened to run out) and may span several such chunks (`chunks_per_forward`), the state
+stored at each multiple inside the forward (`evalkit.model.store_rounds`), so the places where a
+16-bit state is stored mid-prompt are the same whatever the batch."""
 
 from __future__ import annotations
 
@@ -65,10 +66,17 @@ class Scheduler:
         forks = sum(1 for s in self.prefilling if s.fork_slot is not None)
         return len(self.prefilling) + len(self.decoding) + forks
 
-    def _next_chunk(self, seq: Sequence) -> int:
+    def _next_chunk(self, seq: Sequence, budget: int) -> int:
+        """Tokens of `seq` for this forward: up to its next store point, then whole store chunks
+        while `budget` and `chunks_per_forward` allow (more than `budget` only when even the first
+        chunk does not fit: the caller then leaves the sequence for a later forward)."""
         C = self.config.prefill_chunk_size
         left = seq.n_prompt - seq.num_computed
-        return min(left, C - seq.num_computed % C)
+        first = C - seq.num_computed % C
+        more = max(0, budget - first) // C
+        if self.config.chunks_per_forward is not None:
+            more = min(more, self.config.chunks_per_forward - 1)
+        return min(left, first + more * C)
 
     def _admit(self, seq: Sequence) -> bool:
         slots = 1 if seq.fork_answer is None else 2  # a fork's slot is reserved up front
@@ -99,7 +107,7 @@ class Scheduler:
         budget = self.config.max_num_batched_tokens
         chunks: list[tuple[Sequence, int]] = []
         for seq in self.prefilling:
-            n = self._next_chunk(seq)
+            n = self._next_chunk(seq, budget)
             if n > budget:
                 break
             chunks.append((seq, n))
@@ -107,7 +115,7 @@ class Scheduler:
         else:
             while self.waiting and budget > 0:
                 seq = self.waiting[0]
-                n = self._next_chunk(seq)
+                n = self._next_chunk(seq, budget)
                 if n > budget or not self._admit(seq):
                     break
                 self.waiting.popleft()

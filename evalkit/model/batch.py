@@ -12,8 +12,12 @@ Two modes:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from .store_rounds import StoreRound
 
 
 @dataclass
@@ -30,6 +34,9 @@ class ForwardBatch:
     # [N] int64: per sequence, the position of the last token this pass folds into its recurrent
     # state, i.e. where the state is stored (stochastic rounding hashes it; never the slot)
     state_positions: torch.Tensor | None = None
+    # prefill: when a sequence folds several of the arm's store chunks, the recurrent core's calls,
+    # one per store round (`store_rounds`); empty: one call on this batch
+    store_rounds: list[StoreRound] = field(default_factory=list)
     # MLA cache (None for pure-KDA models)
     mla_slot_mapping: torch.Tensor | None = None  # [num rows written] int64: pool row of each new token
     block_tables: torch.Tensor | None = None  # [N, max_blocks] int32

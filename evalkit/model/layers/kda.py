@@ -18,6 +18,7 @@ from evalkit.kernel_choice import KernelChoice
 
 from ..batch import ForwardBatch
 from ..config import KimiArch
+from ..store_rounds import by_round
 
 
 class KDAttention(nn.Module):
@@ -77,7 +78,9 @@ class KDAttention(nn.Module):
     def _recurrence(self, q, k, v, g_raw, beta_raw, pool, batch: ForwardBatch, state) -> torch.Tensor:
         """The gated delta rule over this batch: one decode step per sequence, or a prefill."""
         if not batch.is_decode:
-            return self._prefill(q, k, v, g_raw, beta_raw, pool, batch, state)
+            return by_round(
+                batch, (q, k, v, g_raw, beta_raw), lambda b, rows: self._prefill(*rows, pool, b, state)
+            )
         ops = state.kda_ops  # evalkit.kernels, or a wrapper (the fp32-twin checker, drift)
         return ops.kda_decode(
             q, k, v, g_raw, beta_raw, self.A_log, self.dt_bias, pool, batch.slots,

@@ -21,6 +21,7 @@ from evalkit.kernels import MLA_DECODE_SPLIT
 
 from ..batch import ForwardBatch
 from ..config import KimiArch
+from ..store_rounds import by_round
 from .mla_prefill import causal_prefill_attention
 from .norm import rms_norm
 
@@ -60,7 +61,7 @@ class MLAttention(nn.Module):
         if batch.is_decode and kernels.use_triton(h):
             o = self._decode_absorbed(q, pool, batch)
         else:
-            o = self._attend_per_sequence(q, pool, batch)
+            o = by_round(batch, (q,), lambda b, rows: self._attend_per_sequence(rows[0], pool, b))
         o = o.reshape(n, self.H * self.vdim)
         if n < T:
             o = F.pad(o, (0, 0, 0, T - n))

@@ -16,6 +16,7 @@ from evalkit import kernels
 from ..batch import ForwardBatch
 from ..qwen3_next.attention import GatedAttention
 from ..qwen3_next.rope import PartialRope
+from ..store_rounds import by_round
 from .config import NemotronHArch
 
 
@@ -68,7 +69,7 @@ class NemotronHAttention(nn.Module):
         if batch.is_decode and kernels.use_triton(h):
             o = self._decode_paged(q, pool, batch)
         else:
-            o = self._attend_per_sequence(q, pool, batch)
+            o = by_round(batch, (q,), lambda b, rows: self._attend_per_sequence(rows[0], pool, b))
         o = o.reshape(n, self.H * self.hd)
         if n < T:
             o = F.pad(o, (0, 0, 0, T - n))

@@ -21,6 +21,7 @@ from evalkit.errors import EvalkitError
 from evalkit.kernel_choice import KernelChoice
 
 from ..batch import ForwardBatch
+from ..store_rounds import by_round
 from .config import NemotronHArch
 
 
@@ -85,24 +86,31 @@ class Mamba2Mixer(nn.Module):
         x, B, C = xbc.split([self.I, self.G * self.N, self.G * self.N], dim=-1)
         x = x.reshape(n, self.H, self.P)
         B, C = (t.reshape(n, self.G, self.N) for t in (B, C))
-        args = (x, dt.contiguous(), B, C, self.A_log, self.dt_bias, self.D, pool, batch.slots)
-        store = self._store_args(state, batch.state_positions)
+        rows = (x, dt.contiguous(), B, C)
+        params = (self.A_log, self.dt_bias, self.D, pool)
         if batch.is_decode:
-            y = self._ops(state, "ssd_decode")(*args, **store)
+            store = self._store_args(state, batch.state_positions)
+            y = self._ops(state, "ssd_decode")(*rows, *params, batch.slots, **store)
         else:
-            y = self._ops(state, "ssd_prefill")(
-                *args,
-                batch.cu_seqlens_readable,
-                batch.has_initial_state,
-                chunk_size=state.chunk_size,
-                intra_chunk_dtype=state.intra_chunk_dtype,
-                **self._variant(),
-                **store,
-            )
+            y = by_round(batch, rows, lambda b, r: self._prefill(r, params, b, state))
         g = self.gate_and_norm(y.reshape(n, self.I), z)
         if n < T:
             g = F.pad(g, (0, 0, 0, T - n))
         return F.linear(g.to(h.dtype), self.out_proj)
+
+    def _prefill(self, rows, params, batch: ForwardBatch, state) -> torch.Tensor:
+        """One SSD prefill call over a prefill batch (the forward's, or one of its store rounds)."""
+        return self._ops(state, "ssd_prefill")(
+            *rows,
+            *params,
+            batch.slots,
+            batch.cu_seqlens_readable,
+            batch.has_initial_state,
+            chunk_size=state.chunk_size,
+            intra_chunk_dtype=state.intra_chunk_dtype,
+            **self._variant(),
+            **self._store_args(state, batch.state_positions),
+        )
 
     def project(self, h: torch.Tensor) -> torch.Tensor:
         """in_proj's rows [z | xBC | dt] (Falcon-H1 scales its input and rows: `falcon_h1.mixer`)."""

@@ -18,6 +18,7 @@ from evalkit import kernels
 from evalkit.kernels import MLA_DECODE_SPLIT
 
 from ..batch import ForwardBatch
+from ..store_rounds import by_round
 from .config import GDNArch
 from .norms import zero_centred_rms_norm
 from .rope import PartialRope
@@ -57,7 +58,7 @@ class GatedAttention(nn.Module):
         if batch.is_decode and kernels.use_triton(h):
             o = self._decode_paged(q, pool, batch)
         else:
-            o = self._attend_per_sequence(q, pool, batch)
+            o = by_round(batch, (q,), lambda b, rows: self._attend_per_sequence(rows[0], pool, b))
         o = o.reshape(n, self.H * self.hd) * torch.sigmoid(gate.reshape(n, self.H * self.hd))
         if n < T:
             o = F.pad(o, (0, 0, 0, T - n))
