@@ -12,12 +12,8 @@ Two modes:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import torch
-
-if TYPE_CHECKING:
-    from .store_rounds import StoreRound
 
 
 @dataclass
@@ -59,3 +55,15 @@ class ForwardBatch:
     @property
     def num_seqs(self) -> int:
         return int(self.slots.numel()) if not self.is_decode else self.num_tokens
+
+
+@dataclass(frozen=True)
+class StoreRound:
+    """One call of the recurrent core (and the attention) within a prefill forward that folds
+    several store chunks of a sequence (`evalkit.model.store_rounds`): these packed rows, as a
+    prefill batch of their own."""
+
+    ranges: tuple[tuple[int, int], ...]  # [start, end) rows of the forward's packed tokens, per segment
+    # slots, cu_seqlens, has_initial_state, state_positions (and the attention's context_rows and
+    # new_lens) of the segments
+    batch: ForwardBatch

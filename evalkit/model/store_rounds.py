@@ -13,21 +13,10 @@ number is the one-forward-per-chunk schedule's; only the forward count changes (
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import torch
 
-from .batch import ForwardBatch
-
-
-@dataclass(frozen=True)
-class StoreRound:
-    """One kernel call of the recurrent core: these packed rows, as a prefill batch of its own."""
-
-    ranges: tuple[tuple[int, int], ...]  # [start, end) rows of the forward's packed tokens, per segment
-    # slots, cu_seqlens, has_initial_state, state_positions (and the attention's context_rows and
-    # new_lens) of the segments
-    batch: ForwardBatch
+from .batch import ForwardBatch, StoreRound
 
 
 def segments(start: int, n: int, chunk: int) -> list[tuple[int, int]]:
