@@ -5,12 +5,14 @@
 # first two must agree to the last bit (scripts/bench_long_prompt.py). Then, with the time left, the
 # split SSD prefill against the walk kernel and FLA (issue 41; results/ssd-prefill-split-h200/run.sh).
 # Usage (device, repository root, carrying .whl): bash results/bench/long-prompt-h200/run.sh OUT
+# (ROWS=pieces,... picks rows; CALL_S=0 skips the split part)
 set -u
 OUT=${1:?usage: run.sh OUT}
 start=$(date +%s)
 source scripts/device_setup.sh
 mkdir -p "$OUT/long-prompt"
-timeout ${LONG_S:-330} python3 scripts/bench_long_prompt.py --out "$OUT/long-prompt" > "$OUT/long-prompt/log.txt" 2>&1
+timeout ${LONG_S:-330} python3 scripts/bench_long_prompt.py --out "$OUT/long-prompt" \
+  --rows "${ROWS:-pieces,chunk per forward,16k store points}" > "$OUT/long-prompt/log.txt" 2>&1
 echo "bench_long_prompt exit $? after $(( $(date +%s) - start )) s"
 tail -n 4 "$OUT/long-prompt/log.txt"
 left=$(( ${CALL_S:-570} - ($(date +%s) - start) ))
