@@ -6,8 +6,9 @@ at the arm's default store points).
     python scripts/bench_long_prompt.py --out /tmp/lp --smoke    # CPU, tiny model: checks it runs
 
 The engine's defaults (batch-invariant forwards of the default 16,384-token budget, fp32 state
-stored every 2,048 tokens), one generated token, on a random bf16 48B model. Rows, each an engine of
-its own, timed --repeats times after a warm-up (median and spread of the prefill seconds):
+stored every 2,048 tokens; --state picks another format), one generated token, on a random bf16
+48B model. Rows, each an engine of its own, timed --repeats times after a warm-up (median and
+spread of the prefill seconds):
 - "pieces": a forward folds as many store chunks as the budget holds, the state stored at each
   (the default, `evalkit.model.store_rounds`);
 - "chunk per forward": one store chunk per forward (`chunks_per_forward=1`, the schedule before);
@@ -30,10 +31,10 @@ from pathlib import Path
 import bench_engine as be  # same folder: the random model and timing helpers
 import torch
 
-ROWS = [
-    ("pieces", "fp32", None),
-    ("chunk per forward", "fp32", 1),
-    ("16k store points", "fp32@chunk=16384", None),
+ROWS = [  # name, arm (STATE: --state), chunks_per_forward
+    ("pieces", "STATE", None),
+    ("chunk per forward", "STATE", 1),
+    ("16k store points", "STATE@chunk=16384", None),
 ]
 
 
@@ -74,11 +75,13 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--budget", type=int, default=None, help="max_num_batched_tokens (default: the engine's)")
     ap.add_argument("--rows", default=",".join(r[0] for r in ROWS))
+    ap.add_argument("--state", default="fp32", help="the arms' state format (default fp32, the engine's)")
     ap.add_argument("--arch", choices=["real", "tiny"], default="real")
     ap.add_argument("--device", default=None)
     ap.add_argument("--smoke", action="store_true", help="CPU, tiny model, 300 tokens, chunk 64, budget 256")
     args = ap.parse_args()
-    rows = [r for r in ROWS if r[0] in args.rows.split(",")]
+    wanted = args.rows.split(",")
+    rows = [(name, arm.replace("STATE", args.state), cpf) for name, arm, cpf in ROWS if name in wanted]
     if args.smoke:
         args.arch, args.device, args.len, args.repeats, args.budget = "tiny", "cpu", 300, 1, 256
         rows = [(name, arm.replace("16384", "256") + ("@chunk=64" if "@" not in arm else ""), cpf)
