@@ -5,6 +5,8 @@ piece's end would have differed (so the comparison can fail)."""
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 import torch
 from gdn_fixtures import tiny_gdn
@@ -81,3 +83,50 @@ def test_chunks_per_forward_must_be_positive(tiny_hybrid_ckpt):
 
     with pytest.raises(InputError, match="chunks_per_forward"):
         LLMEngine(str(tiny_hybrid_ckpt), device="cpu", chunks_per_forward=0)
+
+
+ROUNDS_SCRIPT = textwrap.dedent("""
+    import json, sys, warnings
+    warnings.filterwarnings("ignore")
+    import torch
+    torch.set_num_threads(1)
+    from evalkit.engine import LLMEngine, SamplingParams
+    g = torch.Generator().manual_seed(4)
+    prompts = [torch.randint(3, 500, (n,), generator=g).tolist() for n in (130, 20)]
+    out = {}
+    for name, cpf in (("pieces", None), ("per_chunk", 1)):
+        eng = LLMEngine(sys.argv[1], device="cpu", arm="fp16@chunk=64", max_num_batched_tokens=192,
+                        max_num_seqs=2, block_size=16, chunks_per_forward=cpf)
+        ll = eng.loglikelihood([(p[:-8], p[-8:]) for p in prompts])
+        out[name] = {"ll": [x[0] for x in ll], "forwards": eng.stats["prefill_steps"]}
+    from evalkit.kernels.kda_decode import wrapper
+    out["interpreted"] = type(wrapper.kda_decode_kernel).__name__
+    out["executed"] = [f"{len(prompts)} prompts, two schedules"]
+    print(json.dumps(out))
+""")
+
+
+@pytest.mark.parametrize("family", ["kimi", "nemotron_h"])
+def test_triton_kernels_interpreted(request, family):
+    """The GPU path (evalkit's Triton KDA and SSD prefill, MLA and conv kernels, interpreted): the
+    same log-likelihoods to the last bit with store rounds as with one forward per store chunk.
+    Gated DeltaNet layers call the same KDA kernel and NemotronH's gated attention: not run again
+    (70 s interpreted; their CPU path is tested above). The Kimi model here has dense MLPs only:
+    on the CPU torch._grouped_mm runs one matmul per expert group, whose rows depend on the group's
+    size, so the interpreted MoE moves last bits with any change of batch mates; on the GPU the
+    grouped GEMM is row-invariant (bench_engine's invariance part), and bench_long_prompt checks
+    the store rounds at 48B dims with the MoE."""
+    from evalkit.kernels.testing import run_json_script
+    from evalkit.testing import build_tiny_checkpoint
+
+    if family == "kimi":
+        root = checkpoint_cache_root(request)
+        ckpt = build_tiny_checkpoint(root / "hybrid-dense", kind="hybrid", first_k_dense_replace=4)
+    else:
+        from evalkit.testing.tiny_mamba2_models import build_tiny_nemotron_h_checkpoint
+
+        ckpt = build_tiny_nemotron_h_checkpoint(checkpoint_cache_root(request) / "nemotron-h")
+    out = run_json_script(ROUNDS_SCRIPT, str(ckpt), interpret=True, timeout=600)
+    assert out["interpreted"] == "InterpretedFunction"
+    assert out["pieces"]["ll"] == out["per_chunk"]["ll"]
+    assert out["pieces"]["forwards"] < out["per_chunk"]["forwards"]

@@ -7,7 +7,8 @@ once per *round*, round r taking the r-th store chunk of every sequence: the rec
 state round r-1 stored, the attention over the context up to that chunk's end. Each round is the
 call a forward of that one chunk would make (same rows, same initial state read from the pool, same
 store position, same context), so the stored states are rounded at the arm's store points and every
-number is the one-forward-per-chunk schedule's; only the forward count changes (a 128k prompt at
+number is the one-forward-per-chunk schedule's (the dense layers' rows being independent of their
+batch mates: the batch-invariant engine's premise); only the forward count changes (a 128k prompt at
 2,048-token store points: 8 forwards of a 16,384-token budget instead of 64 forwards padded to it)."""
 
 from __future__ import annotations
