@@ -37,6 +37,7 @@ import gc  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import platform  # noqa: E402
+import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
@@ -115,6 +116,29 @@ def free_memory(dev: torch.device) -> None:
     gc.collect()
     if cuda(dev):
         torch.cuda.empty_cache()
+
+
+def spread(xs: list[float], digits: int = 4) -> dict:
+    """Median, range and every repeat: a benchmark row shows its spread, not only its middle."""
+    rounded = [round(x, digits) for x in xs]
+    return {
+        "median": round(statistics.median(xs), digits),
+        "min": min(rounded),
+        "max": max(rounded),
+        "all": rounded,
+    }
+
+
+def report_header(dev: torch.device, args: argparse.Namespace) -> dict:
+    """What every benchmark report starts with: the command, its arguments, the tree and the device."""
+    return {
+        "command": " ".join([Path(sys.executable).name] + sys.argv),
+        "args": vars(args),
+        "git": harness.git_state(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "device_name": torch.cuda.get_device_name(dev) if cuda(dev) else "cpu",
+        "torch": torch.__version__,
+    }
 
 
 def make_prompts(n: int, vocab: int, mean: int, seed: int) -> list[list[int]]:

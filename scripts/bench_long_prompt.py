@@ -23,9 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import bench_engine as be  # same folder: the random model and timing helpers
@@ -36,12 +34,6 @@ ROWS = [  # name, arm (STATE: --state), chunks_per_forward
     ("chunk per forward", "STATE", 1),
     ("16k store points", "STATE@chunk=16384", None),
 ]
-
-
-def spread(xs: list[float]) -> dict:
-    rounded = [round(x, 3) for x in xs]
-    med = round(statistics.median(xs), 3)
-    return {"median": med, "min": min(rounded), "max": max(rounded), "all": rounded}
 
 
 def run_row(loaded, prompt, arm: str, cpf, args, dev) -> dict:
@@ -61,8 +53,8 @@ def run_row(loaded, prompt, arm: str, cpf, args, dev) -> dict:
             steps.append(eng.stats["prefill_steps"])
         ll = eng.loglikelihood([(prompt[:-16], prompt[-16:])])[0][0]
         inv = eng.describe()["batch_invariance"]
-        return {"arm": arm, "chunks_per_forward": cpf, "prefill_s": spread(times), "forwards": steps[-1],
-                "loglikelihood_last16": ll, "batch_invariance": inv}  # fmt: skip
+        return {"arm": arm, "chunks_per_forward": cpf, "prefill_s": be.spread(times, digits=3),
+                "forwards": steps[-1], "loglikelihood_last16": ll, "batch_invariance": inv}  # fmt: skip
     finally:
         eng.close()
         be.free_memory(dev)
@@ -91,12 +83,7 @@ def main() -> int:
     be.bootstrap_evalkit()
     dev = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     report: dict = {
-        "command": " ".join([Path(sys.executable).name] + sys.argv),
-        "args": vars(args),
-        "git": be.harness.git_state(),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "device_name": torch.cuda.get_device_name(dev) if be.cuda(dev) else "cpu",
-        "torch": torch.__version__,
+        **be.report_header(dev, args),
         "rows": {},
         "errors": {},
     }

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -38,15 +37,6 @@ import bench_engine as be  # same folder: the random model, engine kwargs, timin
 import torch
 
 MODES = ["sdpa", "flash", "triton"]
-
-
-def spread(xs: list[float]) -> dict:
-    return {
-        "median": round(statistics.median(xs), 4),
-        "min": round(min(xs), 4),
-        "max": round(max(xs), 4),
-        "all": xs,
-    }
 
 
 def chunk_shapes(length: int, chunk: int) -> list[tuple[int, int]]:
@@ -143,7 +133,7 @@ def part_attention(args, dev, report) -> None:
                 be.log(f"attention {dtype_name} {mode} FAILED: {out[mode]['error']}")
                 continue
             err = float((o[:1, -n_ref:].double() - ref).abs().max())
-            out[mode] = {**spread(times), "max_abs_err_vs_f64": err}
+            out[mode] = {**be.spread(times), "max_abs_err_vs_f64": err}
             be.log(f"attention {dtype_name} {mode}: {out[mode]}")
             del o
             be.free_memory(dev)
@@ -188,7 +178,7 @@ def part_engine(args, dev, report) -> None:
                 times.append(r["prefill_s"])
                 first = outs[0].token_ids[:1]
                 res.setdefault("peak_mem_gib", {})[mode] = r.get("peak_mem_gib")
-            res[mode] = {**spread(times), "first_token": first}
+            res[mode] = {**be.spread(times), "first_token": first}
             be.log(f"engine {mode}: {res[mode]}")
     finally:
         eng.close()
@@ -224,12 +214,7 @@ def main() -> int:
     be.bootstrap_evalkit()
     dev = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     report: dict = {
-        "command": " ".join([Path(sys.executable).name] + sys.argv),
-        "args": vars(args),
-        "git": be.harness.git_state(),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "device_name": torch.cuda.get_device_name(dev) if be.cuda(dev) else "cpu",
-        "torch": torch.__version__,
+        **be.report_header(dev, args),
         "errors": {},
     }
     parts = {"attention": part_attention, "engine": part_engine}
