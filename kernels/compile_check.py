@@ -100,6 +100,7 @@ def decode_build(
     cache="",
     v_inner=False,
     early=False,
+    persist=0,
 ) -> Build:
     """The decode kernel's build for a `state` pool; the keywords after V are `DecodeTile`'s
     options (`decode_tile_build` takes a whole tile), resolved to build constants as the wrapper does."""
@@ -110,9 +111,9 @@ def decode_build(
     sig = {
         "q": m, "k": m, "v": m, "g_raw": m, "beta_raw": m, "a_log": "*fp32", "dt_bias": "*fp32",
         "pool": _pool_ptr(state), "slots": "*i32", "positions": "*i64", "o": m, "scale": "fp32",
-        "sr_key": "i32",
+        "sr_key": "i32", "n_tiles": "i64",
     }  # fmt: skip
-    tile = DecodeTile(BV, num_warps, VEC, even, cache, v_inner, early)
+    tile = DecodeTile(BV, num_warps, VEC, even, cache, v_inner, early, persist)
     const = {"H": H, "K": K, "V": V, **tile.constexprs(K, V), **_format_constexprs(state)}
     return compile_kernel(kda_decode_kernel, sig, const, num_warps=num_warps)
 
@@ -123,7 +124,8 @@ def decode_tile_build(state: str, tile, *, model="bf16", H=32, K=128, V=128) -> 
 
     t = as_tile(tile)
     return decode_build(state, model=model, BV=t.BV, num_warps=t.num_warps, H=H, K=K, V=V, VEC=t.VEC,
-                        even=t.even, cache=t.cache, v_inner=t.v_inner, early=t.early)  # fmt: skip
+                        even=t.even, cache=t.cache, v_inner=t.v_inner, early=t.early,
+                        persist=t.persist)  # fmt: skip
 
 
 def recurrent_build(state: str, tile, *, model="bf16", H=32, K=128, V=128) -> Build:

@@ -95,3 +95,19 @@ def launch_key(fmt: StateFormat, sr_seed: int) -> int:
         return 0
     key = sr_key(fmt.seed, sr_seed)
     return key - 2**32 if key >= 2**31 else key
+
+
+INTERPRETED_MULTIPROCESSORS = 3  # the interpreter has no SMs; a few make a persistent grid loop
+
+
+@functools.cache
+def _cuda_multiprocessors(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def multiprocessors(device: torch.device) -> int:
+    """SMs of the launch's device: the size of a persistent grid (a few under the interpreter, so
+    its programs walk several tiles each, as they do on a GPU)."""
+    if device.type != "cuda":
+        return INTERPRETED_MULTIPROCESSORS
+    return _cuda_multiprocessors(device.index if device.index is not None else torch.cuda.current_device())

@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -408,6 +409,13 @@ SWEEP_B = [128, 512]
 SWEEP_PLAIN = [(32, 4), (64, 4), (128, 4), (64, 2), (64, 8), (128, 8), (32, 1), (16, 1)]
 SWEEP_COMBINED = [(32, 4), (64, 4), (128, 4), (64, 2), (32, 1), (16, 1)]
 SWEEP_BUDGET_S = 150  # stop starting builds after this (what was timed is kept)
+# Persistent grids (DecodeTile.persist: programs per SM, each prefetching its next tile's state): the
+# 16-bit pools' 64-72% of copy bandwidth did not move with tile, vector width, cache hints or warps,
+# so what is left is a program's own latency (load, two sums over K, store, in sequence).
+SWEEP_PERSIST = [2, 3, 4, 8]
+SWEEP_PERSIST_TILES = [(64, 4), (64, 8), (32, 4)]
+SWEEP_SET = "all"  # --sweep: "all" (every family) or "persist" (the default tile and the persistent ones)
+SWEEP_REPEATS = 1  # --sweep-repeats: interleaved rounds over the builds (median and spread per build)
 
 
 def decode_sweep_tiles(pool_name: str) -> list:
@@ -417,6 +425,11 @@ def decode_sweep_tiles(pool_name: str) -> list:
 
     fmt = parse_format(pool_name)
     default = decode_config(fmt, V)
+    persist = [DecodeTile(bv, nw, even=True, v_inner=True, early=True, persist=n)
+               for bv, nw in SWEEP_PERSIST_TILES for n in SWEEP_PERSIST]  # fmt: skip
+    if SWEEP_SET == "persist":
+        tiles = list(dict.fromkeys([default, *persist]))
+        return tiles[:2] + tiles[-1:] if SMOKE else tiles
     tiles = [default] + [DecodeTile(bv, nw) for bv, nw in SWEEP_PLAIN]
     tiles += [default._replace(**opt) for opt in ({"even": True}, {"cache": "evict_first"}, {"cache": "stream"},
                                                   {"v_inner": True}, {"early": True})]  # fmt: skip
@@ -425,6 +438,7 @@ def decode_sweep_tiles(pool_name: str) -> list:
     if fmt.pool_dtype.itemsize == 2:
         tiles += [default._replace(VEC=8)]
         tiles += [DecodeTile(bv, nw, 8, True, "", True, True) for bv, nw in ((64, 4), (128, 4))]
+    tiles += persist
     tiles = list(dict.fromkeys(tiles))  # the default tile is also a plain sweep tile
     return tiles[:2] + tiles[-1:] if SMOKE else tiles
 
@@ -442,6 +456,8 @@ def sec_decode_sweep(res: dict) -> dict:
         "B": batches,
         "copy_TBps": copy_tbps,
         "budget_s": SWEEP_BUDGET_S,
+        "repeats": SWEEP_REPEATS,
+        "set": SWEEP_SET,
         "rows": [],
         "best": {},
         "best_any": {},
@@ -460,31 +476,41 @@ def sec_decode_sweep(res: dict) -> dict:
         rep=25,
     )
     t0 = time.time()
-    # pools in turn, one tile each, so a stop at the budget leaves every pool about as far along
+    # pools in turn, one tile each, so a stop at the budget leaves every pool about as far along; with
+    # several rounds, every build once per round (a slow stretch of the machine hits them all)
     order = [(name, i) for i in range(max(map(len, plan.values()))) for name in POOLS if i < len(plan[name])]
-    for n_done, (name, i) in enumerate(order):
-        if time.time() - t0 > SWEEP_BUDGET_S:
-            out["stopped"] = (
-                f"budget of {SWEEP_BUDGET_S} s spent: {len(order) - n_done} of {len(order)} builds not timed"
-            )
-            log("decode sweep", out["stopped"])
-            break
-        tile = plan[name][i]
-        for B in batches:
-            x, pool, slots = cases[(name, B)]
-            row = {"pool": name, "B": B, "tile": tile.label(), **tile._asdict(), "twin_safe": tile.twin_safe}
-            kw = store_kw(name, B)
-            try:
-                fn = lambda x=x, pool=pool, slots=slots, kw=kw, tile=tile: kda_decode(  # noqa: E731
-                    *x.args(), pool, slots, config=tile, **kw
+    rows: dict = {}
+    for rnd in range(SWEEP_REPEATS):
+        for n_done, (name, i) in enumerate(order):
+            if time.time() - t0 > SWEEP_BUDGET_S:
+                out["stopped"] = (
+                    f"budget of {SWEEP_BUDGET_S} s spent in round {rnd + 1} of {SWEEP_REPEATS}: "
+                    f"{len(order) - n_done} of {len(order)} builds not timed in it"
                 )
-                row["graph_us"] = 1e3 * graph_ms(fn, warmup=5, rep=25)
-                row["TBps"] = 2 * B * H * K * V * pool_bytes(name) / (row["graph_us"] * 1e-6) / 1e12
-                if copy_tbps:
-                    row["frac_copy"] = row["TBps"] / copy_tbps
-            except Exception as exc:
-                row["error"] = f"{type(exc).__name__}: {exc}"[:300]
-            out["rows"].append(row)
+                log("decode sweep", out["stopped"])
+                break
+            tile = plan[name][i]
+            for B in batches:
+                x, pool, slots = cases[(name, B)]
+                row = rows.setdefault((name, i, B), {"pool": name, "B": B, "tile": tile.label(), **tile._asdict(),
+                                                     "twin_safe": tile.twin_safe, "graph_us_all": []})  # fmt: skip
+                kw = store_kw(name, B)
+                try:
+                    fn = lambda x=x, pool=pool, slots=slots, kw=kw, tile=tile: kda_decode(  # noqa: E731
+                        *x.args(), pool, slots, config=tile, **kw
+                    )
+                    row["graph_us_all"].append(round(1e3 * graph_ms(fn, warmup=5, rep=25), 2))
+                except Exception as exc:
+                    row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        if "stopped" in out:
+            break
+    for row in rows.values():
+        if row["graph_us_all"]:
+            row["graph_us"] = statistics.median(row["graph_us_all"])
+            row["TBps"] = 2 * row["B"] * H * K * V * pool_bytes(row["pool"]) / (row["graph_us"] * 1e-6) / 1e12
+            if copy_tbps:
+                row["frac_copy"] = row["TBps"] / copy_tbps
+        out["rows"].append(row)
     out["seconds"] = round(time.time() - t0, 1)
     for name in POOLS:
         for B in batches:
@@ -706,7 +732,7 @@ def decode_sweep_markdown(sw: dict) -> list[str]:
     L = ["", f"### Decode tile sweep (graph µs; BW = 2·B·H·K·V·bytes / time, % of copy bandwidth; "
          f"{sw.get('seconds', '?')} s)", "",
          "Tiles: BVxwarps, then the options on (`DecodeTile`); *twin-safe* = the fp32-twin check can "
-         "hold it (VEC ≤ 4).", "",
+         f"hold it (VEC ≤ 4). µs: median of {sw.get('repeats', 1)} interleaved rounds (range).", "",
          "| pool | tile | twin-safe | " + " | ".join(f"B={b} µs | B={b} TB/s (% copy)" for b in batches) + " |",
          "|---|---|---|" + "---|---|" * len(batches)]  # fmt: skip
     cells: dict = {}
@@ -718,7 +744,9 @@ def decode_sweep_markdown(sw: dict) -> list[str]:
         for b in batches:
             r = by_b.get(b, {})
             frac = r.get("frac_copy")
-            cols += [_f(r.get("graph_us")) if "error" not in r else "error",
+            reps = r.get("graph_us_all") or []
+            span = f" ({_f(min(reps))}–{_f(max(reps))})" if len(reps) > 1 else ""
+            cols += [_f(r.get("graph_us")) + span if "error" not in r else "error",
                      f"{_f(r.get('TBps'), 2)} ({_f(100 * frac, 0) if frac else '—'}%)"]  # fmt: skip
         safe = next(iter(by_b.values())).get("twin_safe", True)
         L.append(f"| {pool} | {tile} | {'yes' if safe else 'no'} | " + " | ".join(cols) + " |")
@@ -817,6 +845,8 @@ def main() -> int:
     ap.add_argument("--twin-launches", type=int, default=10000)
     ap.add_argument("--skip", default="", help="comma-separated section names to skip")
     ap.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes: test the script only")
+    ap.add_argument("--sweep", choices=["all", "persist"], default="all", help="which decode tiles to sweep")
+    ap.add_argument("--sweep-repeats", type=int, default=1, help="interleaved rounds of the decode sweep")
     ap.add_argument(
         "--formats",
         default=None,
@@ -824,6 +854,8 @@ def main() -> int:
         "e.g. fp32,fp16,bf16,fp8_e4m3,fp8_e5m2,m7,fp16-sr,bf16-rtz",
     )
     args = ap.parse_args()
+    global SWEEP_SET, SWEEP_REPEATS
+    SWEEP_SET, SWEEP_REPEATS = args.sweep, max(1, args.sweep_repeats)
     if args.smoke:
         smoke_mode()
         args.twin_launches = min(args.twin_launches, 4)

@@ -98,14 +98,15 @@ def test_mla_prefill_fp32_build_splits_its_dots_for_tf32x3():
     assert "cvt.rna.tf32.f32" not in bf16.ttgir and "warp_group_dot" in bf16.ttgir
 
 
-# the decode build options (DecodeTile: BV, num_warps, VEC, even, cache, v_inner, early): each one on
+# the decode build options (DecodeTile: BV, num_warps, VEC, even, cache, v_inner, early, persist): each on
 # the 16-bit default tile, and all together on the tiles the benchmark's decode sweep times
 OPTION_TILES = [
     (64, 4, 4, True), (64, 4, 4, False, "evict_first"), (64, 4, 4, False, "stream"),
     (64, 4, 4, False, "", True), (64, 4, 4, False, "", False, True),
     (32, 4, 4, True, "stream", True, True), (64, 4, 4, True, "evict_first", True, True),
     (128, 4, 4, True, "", True, True), (64, 2, 4, True, "stream", True, True),
-    (128, 8, 4, True, "evict_first", True, True),
+    (128, 8, 4, True, "evict_first", True, True), (64, 4, 4, True, "", True, True, 4),
+    (64, 8, 4, True, "", True, True, 2),
 ]  # fmt: skip
 
 
@@ -152,6 +153,16 @@ def test_decode_options_reach_the_ptx():
     assert state_load_before_barrier(compile_check.decode_build("fp32", BV=32, early=True).ptx)
     assert "ctaid.y" in plain.ptx
     assert "ctaid.y" not in compile_check.decode_build("fp32", BV=32, v_inner=True).ptx
+
+    # persist: a loop over tiles sized by the grid, the first tile's state loaded before it and the
+    # next tile's in its header (which the body, with the stores, follows)
+    def state_loads(ptx: str) -> int:
+        return sum(bool(re.search(r"ld\.global\S*\.v4\.b32", ln)) for ln in ptx.splitlines())
+
+    one = compile_check.decode_build("fp32", BV=32, even=True, early=True).ptx
+    persist = compile_check.decode_build("fp32", BV=32, even=True, early=True, persist=4).ptx
+    assert "nctaid.x" not in one and "nctaid.x" in persist and "Loop Header" in persist
+    assert state_loads(persist) == 2 * state_loads(one) > 0
 
 
 def test_vec8_lays_out_16bit_pools_unlike_their_fp32_twin():

@@ -91,6 +91,7 @@ DECODE_OPTIONS = [
     {}, {"VEC": 1}, {"VEC": 2}, {"VEC": 8}, {"even": True}, {"cache": "evict_first"}, {"cache": "stream"},
     {"v_inner": True}, {"early": True}, {"even": True, "cache": "stream", "v_inner": True, "early": True},
     {"VEC": 8, "even": True, "cache": "evict_first", "v_inner": True, "early": True},
+    {"persist": 1}, {"persist": 2, "even": True, "early": True}, {"persist": 64},
 ]  # fmt: skip
 DECODE_OPTION_FORMATS = ["fp16", "bf16", "fp8_e4m3", "fp16-sr", "m3-rtz"]
 
@@ -119,9 +120,14 @@ def test_decode_tile_options_match_reference_and_their_fp32_twin(tk, opts, K, V,
     pos = torch.randint(0, 10**6, (B,))
     pool32 = random_pool(S, H, K, V, torch.float32)
     pool_ref = pool32.clone().double()
+    pool_plain = pool32.clone()
     o32 = tk.decode.kda_decode(*x.args(), pool32, slots, out=nan_out(B, V), config=tile)
     o_ref = reference.kda_decode(*x.args(), pool_ref, slots)
     assert rel_err(o32, o_ref) < 1e-5 and rel_err(pool32[idx], pool_ref[idx]) < 1e-5
+    if tile.persist:  # a persistent grid (3 programs under the interpreter) walks the same tiles
+        plain = tile._replace(persist=0)
+        o_plain = tk.decode.kda_decode(*x.args(), pool_plain, slots, out=nan_out(B, V), config=plain)
+        assert bit_equal(o32, o_plain) and bit_equal(pool32, pool_plain)
     for name in DECODE_OPTION_FORMATS:
         fmt = parse_format(name)
         pool = round_to_format(random_pool(S, H, K, V, torch.float32), name.split("-")[0])
@@ -141,9 +147,16 @@ def test_decode_tiles_are_checked_and_the_defaults_are_twin_safe(tk):
     from evalkit.kernels import parse_format
 
     w = tk.decode
-    assert w.as_tile((64, 4)) == w.DecodeTile(64, 4, w.VEC, False, "", False, False)
+    assert w.as_tile((64, 4)) == w.DecodeTile(64, 4, w.VEC, False, "", False, False, 0)
     assert w.DecodeTile(64, 4, 4, True, "stream", True, True).label() == "64x4+even+stream+vinner+early"
-    for bad in [(48, 4), (64, 4, 3), (64, 0), (64, 4, 4, False, "lru")]:
+    assert w.DecodeTile(64, 4, early=True, persist=8).label() == "64x4+early+persist8"
+    for bad in [
+        (48, 4),
+        (64, 4, 3),
+        (64, 0),
+        (64, 4, 4, False, "lru"),
+        (64, 4, 4, False, "", False, False, -1),
+    ]:
         with pytest.raises(KernelInputError):
             w.as_tile(bad)
     assert not w.DecodeTile(64, 4, 8).twin_safe and w.DecodeTile(4, 4, 8).twin_safe  # VEC <= BV

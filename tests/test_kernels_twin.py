@@ -89,7 +89,7 @@ def test_twin_detects_an_output_difference(interp, monkeypatch):
     assert checker.passed == 0 and "outputs differ" in checker.stats["decode/fp16"].failures[0]
 
 
-ALL_OPTIONS = (16, 2, 4, True, "stream", True, True)  # a DecodeTile with every build option on
+ALL_OPTIONS = (16, 2, 4, True, "stream", True, True, 2)  # a DecodeTile with every build option on
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

@@ -25,7 +25,11 @@ sweep times them; tests hold every one to the float64 reference and to the twin 
   head's DRAM pages run together (the 2-D grid runs all heads' block 0 first, reading 1/NV of
   every page at a time).
 - EARLY: the slot and state loads are issued first, before the q/k loads and the norms (their
-  reductions end in barriers, which the state load otherwise waits behind)."""
+  reductions end in barriers, which the state load otherwise waits behind).
+- PERSIST: a fixed grid of programs, each walking its tiles in a loop and loading the next tile's
+  state before updating the current one (software prefetch), so a program's loads overlap its own
+  sums over K instead of waiting for another program to be scheduled; the tile's arithmetic is the
+  same code, so every result is the same bit for bit. 0 = one program per tile."""
 
 from __future__ import annotations
 
@@ -36,6 +40,16 @@ from ..triton_common import kda_gate, l2norm_vec, load_state, store_state, widen
 
 
 @triton.jit
+def _load_pool_raw(p, mask, EVEN: tl.constexpr, LOAD_CACHE: tl.constexpr, EVICT: tl.constexpr):
+    """The pool's stored values with the build's mask and cache options, not yet widened (a
+    prefetched 16-bit tile held this way takes half the registers)."""
+    if EVEN:
+        return tl.load(p, cache_modifier=LOAD_CACHE, eviction_policy=EVICT)
+    else:
+        return tl.load(p, mask=mask, other=0, cache_modifier=LOAD_CACHE, eviction_policy=EVICT)
+
+
+@triton.jit
 def _load_pool(
     p, mask, STORAGE: tl.constexpr, EVEN: tl.constexpr, LOAD_CACHE: tl.constexpr, EVICT: tl.constexpr
 ):
@@ -43,11 +57,7 @@ def _load_pool(
     `widen_state`); the plain build calls load_state."""
     if not EVEN and LOAD_CACHE == "" and EVICT == "":
         return load_state(p, mask, STORAGE)
-    if EVEN:
-        raw = tl.load(p, cache_modifier=LOAD_CACHE, eviction_policy=EVICT)
-    else:
-        raw = tl.load(p, mask=mask, other=0, cache_modifier=LOAD_CACHE, eviction_policy=EVICT)
-    return widen_state(raw, STORAGE)
+    return widen_state(_load_pool_raw(p, mask, EVEN, LOAD_CACHE, EVICT), STORAGE)
 
 
 @triton.jit
@@ -59,61 +69,35 @@ def _load_vec(p, mask, EVEN: tl.constexpr):
         return tl.load(p, mask=mask, other=0.0).to(tl.float32)
 
 
-@triton.jit(do_not_specialize=["sr_key"])
-def kda_decode_kernel(
-    q,
-    k,
-    v,
-    g_raw,
-    beta_raw,
-    a_log,
-    dt_bias,
-    pool,
-    slots,
-    positions,
-    o,
-    scale,
-    sr_key,
-    H: tl.constexpr,
-    K: tl.constexpr,
-    V: tl.constexpr,
-    BK: tl.constexpr,
-    BV: tl.constexpr,
-    VEC: tl.constexpr,
-    STORAGE: tl.constexpr,
-    MANT_BITS: tl.constexpr,
-    ROUNDING: tl.constexpr,
-    EVEN: tl.constexpr,
-    LOAD_CACHE: tl.constexpr,
-    STORE_CACHE: tl.constexpr,
-    EVICT: tl.constexpr,
-    V_INNER: tl.constexpr,
-    EARLY: tl.constexpr,
-):
-    if V_INNER:  # one axis: B*H*NV programs, the NV value blocks of a head side by side
-        NV: tl.constexpr = (V + BV - 1) // BV
-        pid = tl.program_id(0).to(tl.int64)
-        i_bh = pid // NV
-        i_v = pid % NV
-    else:
-        i_bh = tl.program_id(0).to(tl.int64)  # B*H can exceed the 65535 limit of grid axes 1 and 2
-        i_v = tl.program_id(1)
-    i_b = i_bh // H
-    i_h = i_bh % H
+@triton.jit
+def _tile_index(t, V: tl.constexpr, BV: tl.constexpr):
+    """(sequence x head, value block) of tile t of the 1-D order (a head's value blocks adjacent)."""
+    NV: tl.constexpr = (V + BV - 1) // BV
+    return t // NV, t % NV
 
+
+@triton.jit
+def _offsets(i_v, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, VEC: tl.constexpr):
     o_k = tl.arange(0, BK)
     o_v = i_v * BV + tl.arange(0, BV)
     # same contiguity (VEC) for every pool dtype -> same register layout -> same summation order
     o_v = (o_v // VEC) * VEC + (o_v % VEC)
-    m_k = o_k < K
-    m_v = o_v < V
-    m_s = m_k[:, None] & m_v[None, :]
+    return o_k, o_v
 
-    if EARLY:
-        slot = tl.load(slots + i_b).to(tl.int64)
-        p_s = pool + (slot * H + i_h) * K * V + o_k[:, None] * V + o_v[None, :]
-        b_s = _load_pool(p_s, m_s, STORAGE, EVEN, LOAD_CACHE, EVICT)
 
+@triton.jit
+def _state_ptrs(pool, slots, i_bh, o_k, o_v, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr):
+    i_b = i_bh // H
+    i_h = i_bh % H
+    slot = tl.load(slots + i_b).to(tl.int64)
+    return pool + (slot * H + i_h) * K * V + o_k[:, None] * V + o_v[None, :]
+
+
+@triton.jit
+def _head_inputs(q, k, g_raw, beta_raw, a_log, dt_bias, v, i_bh, o_k, o_v, m_k, m_v, scale,
+                 H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, EVEN: tl.constexpr):  # fmt: skip
+    """The token's q, k (normalised), decay, beta and value block of head i_bh, all fp32."""
+    i_h = i_bh % H
     b_q = _load_vec(q + i_bh * K + o_k, m_k, EVEN)
     b_k = _load_vec(k + i_bh * K + o_k, m_k, EVEN)
     b_gr = _load_vec(g_raw + i_bh * K + o_k, m_k, EVEN)
@@ -121,19 +105,23 @@ def kda_decode_kernel(
     b_a = tl.load(a_log + i_h).to(tl.float32)
     b_beta = tl.sigmoid(tl.load(beta_raw + i_bh).to(tl.float32))
     b_v = _load_vec(v + i_bh * V + o_v, m_v, EVEN)
-
     if EVEN:
         b_g = kda_gate(b_gr, b_bias, b_a)
     else:
         b_g = tl.where(m_k, kda_gate(b_gr, b_bias, b_a), 0.0)
     b_q = l2norm_vec(b_q) * scale
     b_k = l2norm_vec(b_k)
+    return b_q, b_k, b_g, b_beta, b_v
 
-    if not EARLY:
-        slot = tl.load(slots + i_b).to(tl.int64)
-        p_s = pool + (slot * H + i_h) * K * V + o_k[:, None] * V + o_v[None, :]
-        b_s = _load_pool(p_s, m_s, STORAGE, EVEN, LOAD_CACHE, EVICT)
 
+@triton.jit
+def _update_and_store(b_s, p_s, b_q, b_k, b_g, b_beta, b_v, o, positions, sr_key, i_bh, o_k, o_v, m_v, m_s,
+                      H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, STORAGE: tl.constexpr,
+                      MANT_BITS: tl.constexpr, ROUNDING: tl.constexpr, EVEN: tl.constexpr,
+                      STORE_CACHE: tl.constexpr, EVICT: tl.constexpr):  # fmt: skip
+    """The delta rule on one [K, BV] state tile (fp32), its output block, and the rounded store."""
+    i_b = i_bh // H
+    i_h = i_bh % H
     b_s = b_s * tl.exp(b_g)[:, None]
     b_u = b_beta * (b_v - tl.sum(b_s * b_k[:, None], axis=0))
     b_s = b_s + b_k[:, None] * b_u[None, :]
@@ -153,3 +141,138 @@ def kda_decode_kernel(
         tl.store(p_s, b_new, cache_modifier=STORE_CACHE, eviction_policy=EVICT)
     else:
         tl.store(p_s, b_new, mask=m_s, cache_modifier=STORE_CACHE, eviction_policy=EVICT)
+
+
+@triton.jit(do_not_specialize=["sr_key", "n_tiles"])
+def kda_decode_kernel(
+    q,
+    k,
+    v,
+    g_raw,
+    beta_raw,
+    a_log,
+    dt_bias,
+    pool,
+    slots,
+    positions,
+    o,
+    scale,
+    sr_key,
+    n_tiles,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    VEC: tl.constexpr,
+    STORAGE: tl.constexpr,
+    MANT_BITS: tl.constexpr,
+    ROUNDING: tl.constexpr,
+    EVEN: tl.constexpr,
+    LOAD_CACHE: tl.constexpr,
+    STORE_CACHE: tl.constexpr,
+    EVICT: tl.constexpr,
+    V_INNER: tl.constexpr,
+    EARLY: tl.constexpr,
+    PERSIST: tl.constexpr,
+):
+    m_k = tl.arange(0, BK) < K
+    if PERSIST:  # programs walk tiles pid, pid + P, ... in the 1-D order; the next state loads first
+        n_prog = tl.num_programs(0)
+        t = tl.program_id(0).to(tl.int64)
+        i_bh, i_v = _tile_index(t, V, BV)
+        o_k, o_v = _offsets(i_v, K, V, BK, BV, VEC)
+        m_s = m_k[:, None] & (o_v < V)[None, :]
+        b_raw = _load_pool_raw(
+            _state_ptrs(pool, slots, i_bh, o_k, o_v, H, K, V), m_s, EVEN, LOAD_CACHE, EVICT
+        )
+        while t < n_tiles:
+            # only the tile index and the raw state cross iterations (pointers and masks would take
+            # two registers and one per element); the last tile re-reads itself, a load nobody uses
+            t_next = tl.minimum(t + n_prog, n_tiles - 1)
+            j_bh, j_v = _tile_index(t_next, V, BV)
+            n_k, n_v = _offsets(j_v, K, V, BK, BV, VEC)
+            n_ms = m_k[:, None] & (n_v < V)[None, :]
+            b_next = _load_pool_raw(
+                _state_ptrs(pool, slots, j_bh, n_k, n_v, H, K, V), n_ms, EVEN, LOAD_CACHE, EVICT
+            )
+            i_bh, i_v = _tile_index(t, V, BV)
+            o_k, o_v = _offsets(i_v, K, V, BK, BV, VEC)
+            m_v = o_v < V
+            m_s = m_k[:, None] & m_v[None, :]
+            p_s = _state_ptrs(pool, slots, i_bh, o_k, o_v, H, K, V)
+            b_q, b_k, b_g, b_beta, b_v = _head_inputs(
+                q, k, g_raw, beta_raw, a_log, dt_bias, v, i_bh, o_k, o_v, m_k, m_v, scale, H, K, V, EVEN
+            )
+            _update_and_store(
+                widen_state(b_raw, STORAGE),
+                p_s,
+                b_q,
+                b_k,
+                b_g,
+                b_beta,
+                b_v,
+                o,
+                positions,
+                sr_key,
+                i_bh,
+                o_k,
+                o_v,
+                m_v,
+                m_s,
+                H,
+                K,
+                V,
+                STORAGE,
+                MANT_BITS,
+                ROUNDING,
+                EVEN,
+                STORE_CACHE,
+                EVICT,
+            )
+            t += n_prog
+            b_raw = b_next
+    else:
+        if V_INNER:  # one axis: B*H*NV programs, the NV value blocks of a head side by side
+            i_bh, i_v = _tile_index(tl.program_id(0).to(tl.int64), V, BV)
+        else:
+            i_bh = tl.program_id(0).to(tl.int64)  # B*H can exceed the 65535 limit of grid axes 1 and 2
+            i_v = tl.program_id(1)
+        o_k, o_v = _offsets(i_v, K, V, BK, BV, VEC)
+        m_v = o_v < V
+        m_s = m_k[:, None] & m_v[None, :]
+        if EARLY:
+            p_s = _state_ptrs(pool, slots, i_bh, o_k, o_v, H, K, V)
+            b_s = _load_pool(p_s, m_s, STORAGE, EVEN, LOAD_CACHE, EVICT)
+        b_q, b_k, b_g, b_beta, b_v = _head_inputs(
+            q, k, g_raw, beta_raw, a_log, dt_bias, v, i_bh, o_k, o_v, m_k, m_v, scale, H, K, V, EVEN
+        )
+        if not EARLY:
+            p_s = _state_ptrs(pool, slots, i_bh, o_k, o_v, H, K, V)
+            b_s = _load_pool(p_s, m_s, STORAGE, EVEN, LOAD_CACHE, EVICT)
+        _update_and_store(
+            b_s,
+            p_s,
+            b_q,
+            b_k,
+            b_g,
+            b_beta,
+            b_v,
+            o,
+            positions,
+            sr_key,
+            i_bh,
+            o_k,
+            o_v,
+            m_v,
+            m_s,
+            H,
+            K,
+            V,
+            STORAGE,
+            MANT_BITS,
+            ROUNDING,
+            EVEN,
+            STORE_CACHE,
+            EVICT,
+        )

@@ -10,7 +10,7 @@ import triton
 from ..common import check_kda_args, flat_a_log, resolve_format, state_dtype_name
 from ..errors import KernelInputError
 from ..formats import StateFormat
-from ..triton_launch import check_triton_device, format_constexprs, launch_key, pool_arg
+from ..triton_launch import check_triton_device, format_constexprs, launch_key, multiprocessors, pool_arg
 from .kernel import kda_decode_kernel
 
 VEC = 4  # the default contiguity along V the compiler may assume (DecodeTile.VEC)
@@ -40,6 +40,7 @@ class DecodeTile(NamedTuple):
     cache: str = ""  # cache hints for the streamed state: a key of CACHE_HINTS
     v_inner: bool = False  # 1-D grid with the value blocks of a head adjacent
     early: bool = False  # issue the slot and state loads before q/k and their norms
+    persist: int = 0  # programs per SM walking the tiles with the next state prefetched (0: one per tile)
 
     @property
     def twin_safe(self) -> bool:
@@ -61,12 +62,14 @@ class DecodeTile(NamedTuple):
             EVICT=evict,
             V_INNER=bool(self.v_inner),
             EARLY=bool(self.early),
+            PERSIST=bool(self.persist),
         )
 
     def label(self) -> str:
         """Short name for reports: BV x warps, then the options that are on."""
         opts = [f"vec{self.VEC}" if self.VEC != VEC else "", "even" if self.even else "", self.cache,
-                "vinner" if self.v_inner else "", "early" if self.early else ""]  # fmt: skip
+                "vinner" if self.v_inner else "", "early" if self.early else "",
+                f"persist{self.persist}" if self.persist else ""]  # fmt: skip
         return "+".join([f"{self.BV}x{self.num_warps}", *filter(None, opts)])
 
 
@@ -89,8 +92,10 @@ def as_tile(config: tuple | DecodeTile) -> DecodeTile:
     """A DecodeTile from a (BV, num_warps[, VEC, even, cache, v_inner, early]) tuple, checked."""
     tile = DecodeTile(*config)
     bv, vec = tile.BV, tile.VEC
-    if bv < 1 or bv & (bv - 1) or vec < 1 or vec & (vec - 1) or tile.num_warps < 1:
-        raise KernelInputError(f"decode tile needs powers of 2 for BV and VEC, num_warps >= 1: {config}")
+    if bv < 1 or bv & (bv - 1) or vec < 1 or vec & (vec - 1) or tile.num_warps < 1 or tile.persist < 0:
+        raise KernelInputError(
+            f"decode tile needs powers of 2 for BV and VEC, num_warps >= 1, persist >= 0: {config}"
+        )
     if tile.cache not in CACHE_HINTS:
         raise KernelInputError(f"decode tile cache must be one of {sorted(CACHE_HINTS)}, got {tile.cache!r}")
     return tile
@@ -139,7 +144,11 @@ def kda_decode(
         return out
     tile = as_tile(config) if config is not None else decode_config(fmt, V)
     NV = triton.cdiv(V, tile.BV)
-    grid = (B * H * NV,) if tile.v_inner else (B * H, NV)
+    n_tiles = B * H * NV
+    if tile.persist:
+        grid = (min(n_tiles, tile.persist * multiprocessors(q.device)),)
+    else:
+        grid = (n_tiles,) if tile.v_inner else (B * H, NV)
     kda_decode_kernel[grid](
         q,
         k,
@@ -154,6 +163,7 @@ def kda_decode(
         out,
         K**-0.5,
         launch_key(fmt, sr_seed),
+        n_tiles,
         H=H,
         K=K,
         V=V,
