@@ -204,32 +204,10 @@ def kda_decode_kernel(
             b_q, b_k, b_g, b_beta, b_v = _head_inputs(
                 q, k, g_raw, beta_raw, a_log, dt_bias, v, i_bh, o_k, o_v, m_k, m_v, scale, H, K, V, EVEN
             )
-            _update_and_store(
-                widen_state(b_raw, STORAGE),
-                p_s,
-                b_q,
-                b_k,
-                b_g,
-                b_beta,
-                b_v,
-                o,
-                positions,
-                sr_key,
-                i_bh,
-                o_k,
-                o_v,
-                m_v,
-                m_s,
-                H,
-                K,
-                V,
-                STORAGE,
-                MANT_BITS,
-                ROUNDING,
-                EVEN,
-                STORE_CACHE,
-                EVICT,
-            )
+            b_s = widen_state(b_raw, STORAGE)
+            _update_and_store(b_s, p_s, b_q, b_k, b_g, b_beta, b_v, o, positions, sr_key, i_bh, o_k, o_v,
+                              m_v, m_s, H, K, V, STORAGE, MANT_BITS, ROUNDING, EVEN, STORE_CACHE,
+                              EVICT)  # fmt: skip
             t += n_prog
             b_raw = b_next
     else:
@@ -250,29 +228,5 @@ def kda_decode_kernel(
         if not EARLY:
             p_s = _state_ptrs(pool, slots, i_bh, o_k, o_v, H, K, V)
             b_s = _load_pool(p_s, m_s, STORAGE, EVEN, LOAD_CACHE, EVICT)
-        _update_and_store(
-            b_s,
-            p_s,
-            b_q,
-            b_k,
-            b_g,
-            b_beta,
-            b_v,
-            o,
-            positions,
-            sr_key,
-            i_bh,
-            o_k,
-            o_v,
-            m_v,
-            m_s,
-            H,
-            K,
-            V,
-            STORAGE,
-            MANT_BITS,
-            ROUNDING,
-            EVEN,
-            STORE_CACHE,
-            EVICT,
-        )
+        _update_and_store(b_s, p_s, b_q, b_k, b_g, b_beta, b_v, o, positions, sr_key, i_bh, o_k, o_v, m_v,
+                          m_s, H, K, V, STORAGE, MANT_BITS, ROUNDING, EVEN, STORE_CACHE, EVICT)  # fmt: skip
