@@ -848,14 +848,17 @@ def main() -> int:
     ap.add_argument("--sweep", choices=["all", "persist"], default="all", help="which decode tiles to sweep")
     ap.add_argument("--sweep-repeats", type=int, default=1, help="interleaved rounds of the decode sweep")
     ap.add_argument(
+        "--sweep-budget-s", type=float, default=SWEEP_BUDGET_S, help="stop starting sweep builds after"
+    )
+    ap.add_argument(
         "--formats",
         default=None,
         help="comma-separated state formats for the decode sections (default fp32,fp16,bf16), "
         "e.g. fp32,fp16,bf16,fp8_e4m3,fp8_e5m2,m7,fp16-sr,bf16-rtz",
     )
     args = ap.parse_args()
-    global SWEEP_SET, SWEEP_REPEATS
-    SWEEP_SET, SWEEP_REPEATS = args.sweep, max(1, args.sweep_repeats)
+    global SWEEP_SET, SWEEP_REPEATS, SWEEP_BUDGET_S
+    SWEEP_SET, SWEEP_REPEATS, SWEEP_BUDGET_S = args.sweep, max(1, args.sweep_repeats), args.sweep_budget_s
     if args.smoke:
         smoke_mode()
         args.twin_launches = min(args.twin_launches, 4)

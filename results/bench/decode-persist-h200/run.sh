@@ -9,6 +9,7 @@ OUT=${1:?usage: run.sh OUT}
 source scripts/device_setup.sh
 mkdir -p "$OUT"
 timeout ${DECODE_S:-220} python3 scripts/bench_kernels.py --out "$OUT" --sweep persist --sweep-repeats 3 \
+  --sweep-budget-s ${SWEEP_S:-150} \
   --skip correctness,decode,prefill,twin,prefill_detail > "$OUT/log.txt" 2>&1
 echo "bench_kernels exit $?"
 grep -E "best|fp16 / fp32|stopped" "$OUT/bench_kernels.md" | head -n 20
