@@ -839,6 +839,7 @@ def markdown(res: dict) -> str:
 
 
 def main() -> int:
+    global SWEEP_SET, SWEEP_REPEATS, SWEEP_BUDGET_S
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="directory for bench_kernels.json / bench_kernels.md")
     ap.add_argument("--budget-s", type=float, default=340, help="stop starting new sections after this")
@@ -857,7 +858,6 @@ def main() -> int:
         "e.g. fp32,fp16,bf16,fp8_e4m3,fp8_e5m2,m7,fp16-sr,bf16-rtz",
     )
     args = ap.parse_args()
-    global SWEEP_SET, SWEEP_REPEATS, SWEEP_BUDGET_S
     SWEEP_SET, SWEEP_REPEATS, SWEEP_BUDGET_S = args.sweep, max(1, args.sweep_repeats), args.sweep_budget_s
     if args.smoke:
         smoke_mode()
