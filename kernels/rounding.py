@@ -45,6 +45,10 @@ TARGETS: dict[str, tuple[int, int, int, bool, int]] = {
     "fp8_e5m2": (113, 0x7B, 0x7F, True, 8),
 }
 _CODE_DTYPE = {32: torch.int32, 16: torch.int16, 8: torch.uint8}
+# Elements rounded per pass: the int64 bit arithmetic keeps ~15 temporaries of 8 bytes an element
+# (a whole B = 512 pool at 48B dims at once took ~75 GiB), so larger states go a slice of leading
+# rows at a time; the rounding is elementwise, so the slices give the same codes.
+ROUND_CHUNK_ELEMENTS = 1 << 22
 
 
 # ---------------------------------------------------------------------------------- random bits
@@ -136,6 +140,18 @@ def _round_codes(x: torch.Tensor, fmt: StateFormat, rand: torch.Tensor | None) -
     return torch.where(x.isnan(), nan_code | (sign << (width - 1)), out)
 
 
+def _round_in_slices(x: torch.Tensor, fmt: StateFormat, sr_seed: int, positions) -> torch.Tensor:
+    """round_to_format over slices of x's leading rows (each with its rows' positions)."""
+    rows = max(1, ROUND_CHUNK_ELEMENTS // (x.numel() // x.shape[0]))
+    if positions is not None:
+        positions = torch.as_tensor(positions, device=x.device).expand(x.shape[:-3])
+    parts = []
+    for i in range(0, x.shape[0], rows):
+        pos = None if positions is None else positions[i : i + rows]
+        parts.append(round_to_format(x[i : i + rows], fmt, sr_seed=sr_seed, positions=pos))
+    return torch.cat(parts)
+
+
 def round_to_format(
     x: torch.Tensor,
     fmt: StateFormat | str,
@@ -150,6 +166,9 @@ def round_to_format(
     x = x.to(torch.float32)
     if fmt.exact:
         return x.clone()
+    sr = fmt.rounding == "sr"
+    if x.numel() > ROUND_CHUNK_ELEMENTS and x.dim() > (3 if sr else 1) and x.shape[0] > 1:
+        return _round_in_slices(x, fmt, sr_seed, positions if sr else None)
     rand = None
     if fmt.rounding == "sr":
         if positions is None:

@@ -198,10 +198,7 @@ def decode_case(B, pool_name):
     x = kda_inputs(B, H, K, V, dtype=torch.bfloat16, device=DEV)
     S = 2 * B + 8
     base = parse_format(pool_name.split("-")[0])
-    # rounded a few slots at a time: round_to_format's temporaries take ~40x a slice's fp16 bytes (a
-    # whole B = 512 pool at once needed ~75 GiB, more than an H100 has)
-    pool = random_pool(S, H, K, V, torch.float32, device=DEV)
-    pool = torch.cat([round_to_format(part, base) for part in pool.split(16)])
+    pool = round_to_format(random_pool(S, H, K, V, torch.float32, device=DEV), base)
     slots = torch.randperm(S, device=DEV)[:B].to(torch.int32)
     return x, pool, slots
 

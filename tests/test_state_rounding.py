@@ -208,3 +208,22 @@ def test_sr_is_reproducible_seeded_and_batch_invariant():
         assert not torch.equal(bits(other), bits(a))
     with pytest.raises(ValueError, match="positions"):
         round_to_format(s, "fp16-sr")
+
+
+@pytest.mark.parametrize("name", ["fp16", "bf16-rtz", "fp8_e4m3", "m3", "fp16-sr", "m5-sr"])
+def test_large_states_round_in_slices_to_the_same_codes(monkeypatch, name):
+    """Above ROUND_CHUNK_ELEMENTS a state is rounded a slice of leading rows at a time (bounded
+    memory); each slice keeps its rows' positions, so the codes are those of one pass."""
+    from evalkit.kernels import rounding
+
+    x = torch.randn(7, 3, 4, 8) * 3.0
+    x[2, 1, 0, :3] = torch.tensor([float("nan"), float("inf"), 1e-30])
+    pos = torch.arange(7) * 1013 + 11
+    whole = round_to_format(x, name, sr_seed=3, positions=pos)
+    seen = []
+    real = rounding._round_codes
+    monkeypatch.setattr(rounding, "_round_codes", lambda x, *a: seen.append(x.shape[0]) or real(x, *a))
+    monkeypatch.setattr(rounding, "ROUND_CHUNK_ELEMENTS", 2 * 3 * 4 * 8)  # two rows a slice
+    sliced = round_to_format(x, name, sr_seed=3, positions=pos)
+    assert seen == [2, 2, 2, 1]
+    assert torch.equal(whole.view(torch.uint8), sliced.view(torch.uint8))
