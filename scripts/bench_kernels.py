@@ -12,7 +12,8 @@ timeout keeps what was measured):
      effective state bandwidth 2*B*H*K*V*bytes / time as a fraction of copy bandwidth
   4. decode tile sweep: DecodeTile (BV, num_warps and the kernel's build options) at B=128 and 512,
      graph timings, TB/s and % of copy bandwidth, the fastest twin-safe tile per pool and B (~90 s;
-     alone: --skip correctness,decode,prefill,twin,prefill_detail)
+     alone: --skip correctness,decode,prefill,twin,prefill_detail; --sweep persist: the default tile
+     and the persistent builds only; --sweep-repeats N: N interleaved rounds, median and range)
   5. prefill: B=1, H=32, K=V=128, T in {4k, 32k, 128k}: ours (fp32 chunk states, and bf16 chunk
      states) vs FLA chunk_kda; per-kernel breakdown at 32k; state-pass tile sweep at 32k
   6. fp32-twin check over >= 10^4 launches of random shapes (+ a truncating build that must fail)

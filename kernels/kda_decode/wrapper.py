@@ -89,7 +89,7 @@ DECODE_TILES: dict[str, DecodeTile] = {
 
 
 def as_tile(config: tuple | DecodeTile) -> DecodeTile:
-    """A DecodeTile from a (BV, num_warps[, VEC, even, cache, v_inner, early]) tuple, checked."""
+    """A DecodeTile from a (BV, num_warps[, VEC, even, cache, v_inner, early, persist]) tuple, checked."""
     tile = DecodeTile(*config)
     bv, vec = tile.BV, tile.VEC
     if bv < 1 or bv & (bv - 1) or vec < 1 or vec & (vec - 1) or tile.num_warps < 1 or tile.persist < 0:
