@@ -77,7 +77,18 @@ def _tile_index(t, V: tl.constexpr, BV: tl.constexpr):
 
 
 @triton.jit
-def _offsets(i_v, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, VEC: tl.constexpr):
+def delta_rule(b_s, b_q, b_k, b_g, b_beta, b_v):
+    """One token's update of a [K, BV] fp32 state tile and its output block: decay, the delta rule,
+    o = S^T q. Every decode-mode kernel calls this one, so their sums over K run in one order."""
+    b_s = b_s * tl.exp(b_g)[:, None]
+    b_u = b_beta * (b_v - tl.sum(b_s * b_k[:, None], axis=0))
+    b_s = b_s + b_k[:, None] * b_u[None, :]
+    return b_s, tl.sum(b_s * b_q[:, None], axis=0)
+
+
+@triton.jit
+def tile_offsets(i_v, BK: tl.constexpr, BV: tl.constexpr, VEC: tl.constexpr):
+    """Row (K) and column (V) offsets of value block i_v, columns in the tile's VEC order."""
     o_k = tl.arange(0, BK)
     o_v = i_v * BV + tl.arange(0, BV)
     # same contiguity (VEC) for every pool dtype -> same register layout -> same summation order
@@ -122,10 +133,7 @@ def _update_and_store(b_s, p_s, b_q, b_k, b_g, b_beta, b_v, o, positions, sr_key
     """The delta rule on one [K, BV] state tile (fp32), its output block, and the rounded store."""
     i_b = i_bh // H
     i_h = i_bh % H
-    b_s = b_s * tl.exp(b_g)[:, None]
-    b_u = b_beta * (b_v - tl.sum(b_s * b_k[:, None], axis=0))
-    b_s = b_s + b_k[:, None] * b_u[None, :]
-    b_o = tl.sum(b_s * b_q[:, None], axis=0)
+    b_s, b_o = delta_rule(b_s, b_q, b_k, b_g, b_beta, b_v)
 
     if EVEN:
         tl.store(o + i_bh * V + o_v, b_o.to(o.dtype.element_ty))
@@ -181,7 +189,7 @@ def kda_decode_kernel(
         n_prog = tl.num_programs(0)
         t = tl.program_id(0).to(tl.int64)
         i_bh, i_v = _tile_index(t, V, BV)
-        o_k, o_v = _offsets(i_v, K, V, BK, BV, VEC)
+        o_k, o_v = tile_offsets(i_v, BK, BV, VEC)
         m_s = m_k[:, None] & (o_v < V)[None, :]
         b_raw = _load_pool_raw(
             _state_ptrs(pool, slots, i_bh, o_k, o_v, H, K, V), m_s, EVEN, LOAD_CACHE, EVICT
@@ -191,13 +199,13 @@ def kda_decode_kernel(
             # two registers and one per element); the last tile re-reads itself, a load nobody uses
             t_next = tl.minimum(t + n_prog, n_tiles - 1)
             j_bh, j_v = _tile_index(t_next, V, BV)
-            n_k, n_v = _offsets(j_v, K, V, BK, BV, VEC)
+            n_k, n_v = tile_offsets(j_v, BK, BV, VEC)
             n_ms = m_k[:, None] & (n_v < V)[None, :]
             b_next = _load_pool_raw(
                 _state_ptrs(pool, slots, j_bh, n_k, n_v, H, K, V), n_ms, EVEN, LOAD_CACHE, EVICT
             )
             i_bh, i_v = _tile_index(t, V, BV)
-            o_k, o_v = _offsets(i_v, K, V, BK, BV, VEC)
+            o_k, o_v = tile_offsets(i_v, BK, BV, VEC)
             m_v = o_v < V
             m_s = m_k[:, None] & m_v[None, :]
             p_s = _state_ptrs(pool, slots, i_bh, o_k, o_v, H, K, V)
@@ -216,7 +224,7 @@ def kda_decode_kernel(
         else:
             i_bh = tl.program_id(0).to(tl.int64)  # B*H can exceed the 65535 limit of grid axes 1 and 2
             i_v = tl.program_id(1)
-        o_k, o_v = _offsets(i_v, K, V, BK, BV, VEC)
+        o_k, o_v = tile_offsets(i_v, BK, BV, VEC)
         m_v = o_v < V
         m_s = m_k[:, None] & m_v[None, :]
         if EARLY:

@@ -23,6 +23,7 @@ import triton.language as tl
 
 from ..errors import KernelInputError
 from ..triton_common import kda_gate, l2norm_vec, round_state
+from .kernel import delta_rule, tile_offsets
 from .wrapper import decode_config
 
 # the pool dtypes this kernel stores (round to nearest only)
@@ -54,9 +55,7 @@ def _recurrent_rounded_kernel(
 ):
     i_v = tl.program_id(0)
     i_h = tl.program_id(1).to(tl.int64)
-    o_k = tl.arange(0, BK)
-    o_v = i_v * BV + tl.arange(0, BV)
-    o_v = (o_v // VEC) * VEC + (o_v % VEC)
+    o_k, o_v = tile_offsets(i_v, BK, BV, VEC)  # the decode kernel's layout
     m_k = o_k < K
     m_v = o_v < V
     m_s = m_k[:, None] & m_v[None, :]
@@ -77,10 +76,7 @@ def _recurrent_rounded_kernel(
         b_g = tl.where(m_k, kda_gate(b_gr, b_bias, b_a), 0.0)
         b_q = l2norm_vec(b_q) * scale
         b_k = l2norm_vec(b_k)
-        b_s = b_s * tl.exp(b_g)[:, None]
-        b_u = b_beta * (b_v - tl.sum(b_s * b_k[:, None], axis=0))
-        b_s = b_s + b_k[:, None] * b_u[None, :]
-        b_o = tl.sum(b_s * b_q[:, None], axis=0)
+        b_s, b_o = delta_rule(b_s, b_q, b_k, b_g, b_beta, b_v)
         tl.store(o + i_th * V + o_v, b_o.to(o.dtype.element_ty), mask=m_v)
         # the decode kernel's store + next load: round to the pool dtype, widen exactly
         b_s = round_state(b_s, STATE_DTYPE, False).to(tl.float32)
