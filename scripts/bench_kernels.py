@@ -426,20 +426,18 @@ def decode_sweep_tiles(pool_name: str) -> list:
 
     fmt = parse_format(pool_name)
     default = decode_config(fmt, V)
-    persist = [DecodeTile(bv, nw, even=True, v_inner=True, early=True, persist=n)
-               for bv, nw in SWEEP_PERSIST_TILES for n in SWEEP_PERSIST]  # fmt: skip
-    if SWEEP_SET == "persist":
-        tiles = list(dict.fromkeys([default, *persist]))
-        return tiles[:2] + tiles[-1:] if SMOKE else tiles
-    tiles = [default] + [DecodeTile(bv, nw) for bv, nw in SWEEP_PLAIN]
-    tiles += [default._replace(**opt) for opt in ({"even": True}, {"cache": "evict_first"}, {"cache": "stream"},
-                                                  {"v_inner": True}, {"early": True})]  # fmt: skip
-    tiles += [DecodeTile(bv, nw, even=True, cache=c, v_inner=True, early=True)
-              for bv, nw in SWEEP_COMBINED for c in CACHE_HINTS]  # fmt: skip
-    if fmt.pool_dtype.itemsize == 2:
-        tiles += [default._replace(VEC=8)]
-        tiles += [DecodeTile(bv, nw, 8, True, "", True, True) for bv, nw in ((64, 4), (128, 4))]
-    tiles += persist
+    tiles = [default]
+    if SWEEP_SET == "all":
+        tiles += [DecodeTile(bv, nw) for bv, nw in SWEEP_PLAIN]
+        tiles += [default._replace(**opt) for opt in ({"even": True}, {"cache": "evict_first"}, {"cache": "stream"},
+                                                      {"v_inner": True}, {"early": True})]  # fmt: skip
+        tiles += [DecodeTile(bv, nw, even=True, cache=c, v_inner=True, early=True)
+                  for bv, nw in SWEEP_COMBINED for c in CACHE_HINTS]  # fmt: skip
+        if fmt.pool_dtype.itemsize == 2:
+            tiles += [default._replace(VEC=8)]
+            tiles += [DecodeTile(bv, nw, 8, True, "", True, True) for bv, nw in ((64, 4), (128, 4))]
+    tiles += [DecodeTile(bv, nw, even=True, v_inner=True, early=True, persist=n)
+              for bv, nw in SWEEP_PERSIST_TILES for n in SWEEP_PERSIST]  # fmt: skip
     tiles = list(dict.fromkeys(tiles))  # the default tile is also a plain sweep tile
     return tiles[:2] + tiles[-1:] if SMOKE else tiles
 
