@@ -22,8 +22,8 @@ MODELS = {
     "KDA v2": ROOT / "results" / "reference-model" / "h200",
 }
 MAMBA2 = ROOT / "results" / "reference-model-mamba2" / "h200"
-# the three models' retrieval sweeps in one call (results/retrieval-three-families-h200/run.sh)
-THREE = ROOT / "results" / "retrieval-three-families-h200"
+# the three models' retrieval sweeps in one call (results/retrieval-three-families-h100/run.sh)
+THREE = ROOT / "results" / "retrieval-three-families-h100"
 THREE_MODELS = {"KDA v2": "kda", "GDN twin": "gdn", "Mamba2": "mamba2"}
 ARMS = ("fp16", "bf16", "m4", "m3", "fp8_e4m3", "m3-rtz")
 FACTOR_ARMS = ("fp16", "fp16@chunk=65536", "bf16", "bf16@chunk=65536")
@@ -208,7 +208,7 @@ def main() -> None:
         weights = sorted({m.get("kernels", {}).get("weights_dtype", "unrecorded") for m in runs})
         print("## Retrieval: the three families in one call (same device, questions and task versions)\n")
         print(
-            f"`results/retrieval-three-families-h200/`: the three models swept together on "
+            f"`results/retrieval-three-families-h100/`: the three models swept together on "
             f"{', '.join(devices)} ({', '.join(weights)} weights), task version "
             f"{', '.join(map(str, versions))}; the retrieval table above is the earlier KDA/GDN call "
             "(task version 1).\n"

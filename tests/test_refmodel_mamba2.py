@@ -292,6 +292,7 @@ def test_side_by_side_without_mamba2_records_is_the_committed_two_model_table(mo
 
     sbs = load_script("gdn_kda_side_by_side")
     monkeypatch.setattr(sbs, "MAMBA2", tmp_path / "absent")
+    monkeypatch.setattr(sbs, "THREE", tmp_path / "absent")
     sbs.main()
     committed = (REPO / "results" / "reference-model-gdn" / "h200" / "side-by-side.md").read_text()
     assert capsys.readouterr().out == committed
@@ -312,6 +313,7 @@ def test_side_by_side_adds_mamba2_rows_and_marks_arms_it_lacks(monkeypatch, tmp_
         shutil.copy(gdn / "reports" / name, fake / "reports" / name)
     shutil.copytree(gdn / "drift-32k", fake / "drift-32k", ignore=shutil.ignore_patterns("runs"))
     monkeypatch.setattr(sbs, "MAMBA2", fake)
+    monkeypatch.setattr(sbs, "THREE", tmp_path / "absent")  # the one-call section has rows of its own
     sbs.main()
     out = capsys.readouterr().out
     retrieval, short = out.split("## Accuracy on the decode-heavy cells")
@@ -353,7 +355,7 @@ def test_the_cpu_cell_shares_needles_and_answers_with_the_h200_cells_but_not_the
 
 
 def test_side_by_side_shows_the_one_call_three_family_sweep_and_the_factor(monkeypatch, tmp_path, capsys):
-    """Stand-in records for results/retrieval-three-families-h200/: the committed KDA and GDN
+    """Stand-in records for results/retrieval-three-families-h100/: the committed KDA and GDN
     retrieval reports (and the GDN fp16 report standing in for the one-store arms)."""
     import shutil
 

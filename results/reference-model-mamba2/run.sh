@@ -4,7 +4,7 @@
 # questions as the KDA/GDN records, every part bounded by the call's deadline and run side by side:
 #   retrieval  passkey, niah_single_1 at 8k, 16k, 32k (the cells of results/reference-model{,-gdn}/h200/retrieval;
 #              those ran task version 1, the tasks are at version 2 now: for the three families on the
-#              same prompts use results/retrieval-three-families-h200/run.sh)
+#              same prompts use results/retrieval-three-families-h100/run.sh)
 #   short      copy_list, kv_recite, kv_recite_long at 2k (the decode-heavy cells of the main job)
 #   suite      the cells the training run's quick evaluation put in the 30-90% band (model/suite.json), if any
 #   drift-32k  `evalkit drift` via scripts/gpu_drift.py: 16 prompts x 32k, fp32 weights, prefill and

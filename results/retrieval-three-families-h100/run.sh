@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One call on one H200 (issue 41): the three reference models (KDA v2, its Gated DeltaNet twin, the
+# One call on one GPU (issue 41; run on an H100, call.log): the three reference models (KDA v2, its Gated DeltaNet twin, the
 # Mamba2 model: same sizes, tokenizer, data, loss and training clock) swept on the same retrieval
 # questions in the same call, so the three families sit side by side on one device and one version
 # of each task (the KDA/GDN sweeps of results/reference-model{,-gdn}/h200/retrieval ran passkey and
@@ -12,9 +12,9 @@
 # the run directories without prompt text, split at 7 MB) and call.log. Unpack into this folder,
 # then `bash scripts/three_family_reports.sh` (paired reports, and the side by side).
 # Device (repository root, carrying .whl):
-#   OUT=$OUT bash results/retrieval-three-families-h200/run.sh
+#   OUT=$OUT bash results/retrieval-three-families-h100/run.sh
 # CPU dry path (two questions a cell at 512 tokens, three arms; checks the script, measures nothing):
-#   DRY=1 OUT=/tmp/r3dry PY=.venv/bin/python bash results/retrieval-three-families-h200/run.sh
+#   DRY=1 OUT=/tmp/r3dry PY=.venv/bin/python bash results/retrieval-three-families-h100/run.sh
 [ "${DRY:-0}" = 1 ] || source scripts/device_setup.sh
 set -u
 start=$(( $(date +%s) - SECONDS ))  # the call's start: the setup above counts too
