@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# One device step (H200), issue 42 goal 1: the KDA decode step's persistent builds (DecodeTile.persist:
+# One device step (H200 or H100), issue 42 goal 1: the KDA decode step's persistent builds (DecodeTile.persist:
 # a fixed grid of programs per SM, each loading its next tile's state before updating the current
 # one) against the default tile, for fp32 / fp16 / bf16 pools at B = 128 and 512, three interleaved
 # rounds (median and range), with the copy bandwidth measured in the same process.
-# Usage (device, repository root, carrying .whl): bash results/bench/decode-persist-h200/run.sh OUT
+# Usage (device, repository root, carrying .whl): bash results/bench/decode-persist/run.sh OUT
 set -u
 OUT=${1:?usage: run.sh OUT}
 source scripts/device_setup.sh
