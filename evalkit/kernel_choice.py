@@ -12,8 +12,8 @@ Keys (values, the default first):
   math in another order: a numerics floor (the same arm, other last bits).
 - `ssd_prefill` (walk, split): the Triton Mamba2 SSD prefill (`kernels/ssd_prefill`): one
   sequential program per sequence, head and row block, or a sequential state pass and every
-  block's output in parallel; the same products in the same order (offline, their sm_90 builds run
-  the same dots), so the same last bits are expected: recorded all the same.
+  block's output in parallel; the same products in the same order, bit-equal under the interpreter
+  but not on an H100 (`results/ssd-prefill-split/`): a numerics floor.
 - `prefill_dots` (fp32, bf16): the prefill's products with fp32 operands (tf32x3 on tensor cores,
   ~fp32 accuracy) or bf16 operands, the servers' numerics (FLA's chunk kernel); bf16 needs the
   Triton path (GPU).

@@ -3,7 +3,7 @@
 # (fp32 state stored every 2,048 tokens, the default 16,384-token batch-invariant forwards): several
 # store chunks per forward (the default) against one per forward, and the 16k-store-point arm; the
 # first two must agree to the last bit (scripts/bench_long_prompt.py). Then, with the time left, the
-# split SSD prefill against the walk kernel and FLA (issue 41; results/ssd-prefill-split-h200/run.sh).
+# split SSD prefill against the walk kernel and FLA (issue 41; results/ssd-prefill-split/run.sh).
 # Usage (device, repository root, carrying .whl): bash results/bench/long-prompt-h200/run.sh OUT
 # (ROWS=pieces,... picks rows; CALL_S=0 skips the split part)
 set -u
@@ -17,7 +17,7 @@ echo "bench_long_prompt exit $? after $(( $(date +%s) - start )) s"
 tail -n 4 "$OUT/long-prompt/log.txt"
 left=$(( ${CALL_S:-570} - ($(date +%s) - start) ))
 if [ "$left" -gt 120 ]; then
-  BUDGET_S=$(( left - 30 )) bash results/ssd-prefill-split-h200/run.sh "$OUT/split"
+  BUDGET_S=$(( left - 30 )) bash results/ssd-prefill-split/run.sh "$OUT/split"
 fi
 nvidia-smi --query-gpu=name --format=csv,noheader
 echo "end after $(( $(date +%s) - start )) s"

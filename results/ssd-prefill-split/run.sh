@@ -5,7 +5,7 @@
 # 128k, with three more tiles that compile without spills for the split kernels (offline, sm_90:
 # 64,64,32,8,2; 64,32,32,4,2; 32,64,64,8,2); each row also says whether split and walk agree to the
 # last bit (output and stored state) on the GPU. Copy, decode, correctness and engine are skipped.
-# Usage (device, repository root, carrying .whl): bash results/ssd-prefill-split-h200/run.sh OUT
+# Usage (device, repository root, carrying .whl): bash results/ssd-prefill-split/run.sh OUT
 # OUT ends with one archive (a call returns at most 8 files).
 set -u
 OUT=${1:?usage: run.sh OUT}
