@@ -305,3 +305,23 @@ def test_a_study_records_which_weights_it_measured():
     assert d1["config_hash"] == d2["config_hash"]
     assert len(d2["weights_fingerprint"]) == 64
     assert d1["weights_fingerprint"] != d2["weights_fingerprint"]
+
+
+def test_a_study_names_the_kernel_that_steps_its_state():
+    """Decode mode's kernel is part of a study's identity, per recurrence: a Mamba2 model's study
+    names the SSD kernels (its one-launch kernel and its per-token launches need not agree to the
+    last bit on a GPU), a KDA model's the KDA ones. The Mamba2 model's H200 study, written when
+    the description named the KDA kernel whatever stepped the state, is not resumed by this code."""
+    from evalkit.reference_model import ASSET_DIR
+
+    repo = Path(__file__).resolve().parents[1]
+    mamba2 = EngineDriftModel.load(str(repo / "models" / "reference-model-mamba2"), device="cpu", max_len=1024)
+    kda = EngineDriftModel.load(str(ASSET_DIR), device="cpu", max_len=1024)
+    assert "kernels.ssd_decode.recurrent" in mamba2.describe()["decode_kernel"]
+    assert "kernels.kda_decode.recurrent" in kda.describe()["decode_kernel"]
+    mamba2.fused_decode = kda.fused_decode = False
+    assert mamba2.describe()["decode_kernel"] == "kernels.ssd_decode per token"
+    assert kda.describe()["decode_kernel"] == "kernels.kda_decode per token"
+    old = repo / "results" / "reference-model-mamba2" / "h200" / "drift-32k" / "runs" / "ref-fp32-weights"
+    recorded = json.loads((old / "manifest.json").read_text())["model"]["decode_kernel"]
+    assert "kda_decode" in recorded

@@ -326,11 +326,7 @@ class EngineDriftModel:
             # MLA prefill attention path: a resumed study must not change it between calls
             **({"mla_prefill": self.kernels.mla_prefill} if a.mla_layers else {}),
             "kernels": self.kernels.describe(),
-            "decode_kernel": (
-                "one-launch per block (evalkit.kernels.kda_decode.recurrent) where Triton runs"
-                if self.fused_decode
-                else "kernels.kda_decode per token"
-            ),
+            "decode_kernel": decode_kernel_description(getattr(a, "recurrence", "kda"), self.fused_decode),
             **({"decode_layout": decode_layouts()} if self.device.type == "cuda" else {}),
         }
 
@@ -338,6 +334,16 @@ class EngineDriftModel:
         if self.tokenizer is None:
             raise InputError("this model has no tokenizer; give token ids (--random-tokens) instead of text")
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def decode_kernel_description(recurrence: str, fused: bool) -> str:
+    """The code that steps the state in decode mode, in a study's identity: "kda" (KDA and Gated
+    DeltaNet layers) or "ssd" (Mamba2 layers). A resumed study must not mix two of them: the SSD's
+    one-launch kernel and its per-token launches round alike but need not agree to the last bit on
+    a GPU (one fused multiply-add suffices), so each is named."""
+    if fused:
+        return f"one-launch per block (evalkit.kernels.{recurrence}_decode.recurrent) where Triton runs"
+    return f"kernels.{recurrence}_decode per token"
 
 
 def decode_layouts() -> dict[str, str]:
