@@ -151,10 +151,13 @@ def drift_table() -> list[str]:
         "| KL growth exponent [95% CI] | state rel. error at end | state error exponent |",
         "|---|---|---:|---|---:|---|---|---:|---|",
     ]
-    for model, d in models().items():
-        if not (d / "drift-32k" / "summary.json").is_file():
+    studies = [(model, d / "drift-32k") for model, d in models().items()]
+    if "Mamba2" in models():  # the Mamba2 study run whole on an H100 (the H200 one stopped at 6 of 16)
+        studies.append(("Mamba2 (H100)", MAMBA2.parent / "drift-32k-h100"))
+    for model, study in studies:
+        if not (study / "summary.json").is_file():
             continue
-        part = json.loads((d / "drift-32k" / "summary.json").read_text())["parts"][0]
+        part = json.loads((study / "summary.json").read_text())["parts"][0]
         for mode in ("prefill", "decode"):
             res = part["results"][mode]
             prompts = f"{res['n_prompts']} of {part['n_prompts']}"
@@ -247,6 +250,13 @@ def main() -> None:
         "[254, 31.8k] (decode) and averaged across prompts (sensitivity rows and caveats: each "
         "study's `note.md`)."
     )
+    if (MAMBA2.parent / "drift-32k-h100" / "summary.json").is_file() and "Mamba2" in models():
+        print(
+            "\n`Mamba2 (H100)`: the same study run whole on an H100, decode mode in one launch per block "
+            "(`results/reference-model-mamba2/drift-32k-h100/`); its prefill rows equal the H200 "
+            "study's prompt by prompt, its decode figures differ from the H200's 6 prompts in the last "
+            "digits (that folder's README)."
+        )
 
 
 if __name__ == "__main__":

@@ -315,7 +315,9 @@ def test_a_study_names_the_kernel_that_steps_its_state():
     from evalkit.reference_model import ASSET_DIR
 
     repo = Path(__file__).resolve().parents[1]
-    mamba2 = EngineDriftModel.load(str(repo / "models" / "reference-model-mamba2"), device="cpu", max_len=1024)
+    mamba2 = EngineDriftModel.load(
+        str(repo / "models" / "reference-model-mamba2"), device="cpu", max_len=1024
+    )
     kda = EngineDriftModel.load(str(ASSET_DIR), device="cpu", max_len=1024)
     assert "kernels.ssd_decode.recurrent" in mamba2.describe()["decode_kernel"]
     assert "kernels.kda_decode.recurrent" in kda.describe()["decode_kernel"]

@@ -391,3 +391,25 @@ def test_side_by_side_shows_the_one_call_three_family_sweep_and_the_factor(monke
     monkeypatch.setattr(sbs, "THREE", tmp_path / "absent")
     sbs.main()
     assert "three families in one call" not in capsys.readouterr().out
+
+
+def test_the_h100_drift_study_is_whole_and_its_prefill_rows_are_the_h200_studys():
+    """What drift-32k-h100/README.md says: 16 of 16 prompts in both modes there; prefill figures
+    equal to the H200 study's prompt by prompt, decode figures of the H200's 6 prompts not."""
+    import csv
+
+    def rows(folder):
+        path = folder / "runs" / "ref-fp32-weights" / "prompt_results.csv"
+        return {(r["prompt"], r["mode"], r["arm"]): r["mean_kl"] for r in csv.DictReader(path.open())}
+
+    base = REPO / "results" / "reference-model-mamba2"
+    h100, h200 = rows(base / "drift-32k-h100"), rows(base / "h200" / "drift-32k")
+    assert {m: len({k[0] for k in h100 if k[1] == m}) for m in ("prefill", "decode")} == {
+        "prefill": 16,
+        "decode": 16,
+    }
+    shared = [k for k in h200 if k in h100]
+    prefill = [k for k in shared if k[1] == "prefill"]
+    decode = [k for k in shared if k[1] == "decode" and k[2] != "fp32-aa"]
+    assert len(prefill) == 48 and all(h100[k] == h200[k] for k in prefill)
+    assert len(decode) == 12 and not any(h100[k] == h200[k] for k in decode)
