@@ -13,8 +13,9 @@ part cut down to the state recurrence (as FLA's chunk kernels split `chunk_fwd_h
 Every product has the walk kernel's operands, shapes and precision (3xTF32) and the state update
 its order, so the two builds agree to the last bit wherever Triton lowers the same dot the same way
 (tests check it under the interpreter); on an H100 they did not for the wrapper's tile
-(`results/ssd-prefill-split/`), so choosing this variant is a numerics floor, not an equivalent. The cost is `h`: one fp32 state per block of BT tokens per
-head (at NemotronH's dims, 32 KiB per head and block)."""
+(`results/ssd-prefill-split/`), so choosing this variant is a numerics floor, not an equivalent.
+The cost is `h`: one fp32 state per block of BT tokens per head (at NemotronH's dims, 32 KiB per
+head and block)."""
 
 from __future__ import annotations
 
