@@ -255,7 +255,7 @@ def main() -> None:
             "\n`Mamba2 (H100)`: the same study run whole on an H100, decode mode in one launch per block "
             "(`results/reference-model-mamba2/drift-32k-h100/`); its prefill rows equal the H200 "
             "study's prompt by prompt, its decode figures differ from the H200's 6 prompts in the last "
-            "digits (that folder's README)."
+            "digits, from the one-launch kernel, not the device (that folder's README)."
         )
 
 

@@ -413,3 +413,23 @@ def test_the_h100_drift_study_is_whole_and_its_prefill_rows_are_the_h200_studys(
     decode = [k for k in shared if k[1] == "decode" and k[2] != "fp32-aa"]
     assert len(prefill) == 48 and all(h100[k] == h200[k] for k in prefill)
     assert len(decode) == 12 and not any(h100[k] == h200[k] for k in decode)
+
+
+def test_per_token_launches_on_the_h100_reproduce_the_h200_decode_figures():
+    """drift-32k-h100/per-token-check: the last bits moved with drift's one-launch SSD kernel, not
+    with the device — per-token launches on the H100 give the H200 study's first decode prompt."""
+    import csv
+
+    def rows(path):
+        return {(r["prompt"], r["mode"], r["arm"]): r for r in csv.DictReader(path.open())}
+
+    base = REPO / "results" / "reference-model-mamba2"
+    csv_name = Path("runs") / "ref-fp32-weights" / "prompt_results.csv"
+    per_token = rows(base / "drift-32k-h100" / "per-token-check" / "prompt_results.csv")
+    one_launch, h200 = rows(base / "drift-32k-h100" / csv_name), rows(base / "h200" / "drift-32k" / csv_name)
+    decode = [k for k in per_token if k[1] == "decode"]
+    assert {k[0] for k in decode} == {"0"} and len(decode) == 3
+    for k in decode:  # every figure the H200 study recorded (its seconds are the device's)
+        assert all(per_token[k].get(c) == v for c, v in h200[k].items() if c != "seconds"), k
+    assert not any(per_token[k]["mean_kl"] == one_launch[k]["mean_kl"] for k in decode)
+    assert all(per_token[k]["mean_kl"] == one_launch[k]["mean_kl"] for k in per_token if k[1] == "prefill")

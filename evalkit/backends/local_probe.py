@@ -339,8 +339,8 @@ class EngineDriftModel:
 def decode_kernel_description(recurrence: str, fused: bool) -> str:
     """The code that steps the state in decode mode, in a study's identity: "kda" (KDA and Gated
     DeltaNet layers) or "ssd" (Mamba2 layers). A resumed study must not mix two of them: the SSD's
-    one-launch kernel and its per-token launches round alike but need not agree to the last bit on
-    a GPU (one fused multiply-add suffices), so each is named."""
+    one-launch kernel and its per-token launches round alike but did not agree to the last bit over
+    32k tokens on an H100 (`results/reference-model-mamba2/drift-32k-h100/`), so each is named."""
     if fused:
         return f"one-launch per block (evalkit.kernels.{recurrence}_decode.recurrent) where Triton runs"
     return f"kernels.{recurrence}_decode per token"
