@@ -70,6 +70,20 @@ def find_ref_model(arg: str | None) -> str | None:
         return None
 
 
+def ssd_dims(path: str | None) -> dict | None:
+    """The SSD head dims (H, G, P, N) of a Mamba2-family checkpoint at `path`; None for another
+    family or an unreadable config."""
+    try:
+        from evalkit.model.families import parse_any_config
+
+        arch = parse_any_config(json.loads((Path(path) / "config.json").read_text()))
+    except Exception:  # noqa: BLE001 - no model, or not one this check applies to
+        return None
+    if getattr(arch, "recurrence", "kda") != "ssd":
+        return None
+    return {"H": arch.mamba_num_heads, "G": arch.n_groups, "P": arch.mamba_head_dim, "N": arch.ssm_state_size}
+
+
 def kernel_check(args) -> dict:
     """Drift's one-launch decode kernel against the engine's decode kernel at real dims."""
     import torch
@@ -87,6 +101,10 @@ def kernel_check(args) -> dict:
 
         rep["ssd"] = ssd_check(H=128, G=8, P=64, N=128, T=256, device="cuda")  # NemotronH's head dims
         rep["ok"] = rep["ok"] and rep["ssd"]["ok"]
+        dims = ssd_dims(find_ref_model(args.ref_model))
+        if dims:  # the reference model's own head dims too: its build is another compiled kernel
+            rep["ssd_ref_model"] = ssd_check(**dims, T=256, device="cuda")
+            rep["ok"] = rep["ok"] and rep["ssd_ref_model"]["ok"]
     except Exception as exc:  # noqa: BLE001
         rep = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     if not rep.get("ok"):
@@ -100,11 +118,15 @@ def kernel_check(args) -> dict:
                 f"bit-identical {rep[d]['bit_identical']})"
                 for d in ("fp32", "fp16", "bf16")
             )
-            + "; SSD, bit-identical per format: "
-            + ", ".join(
-                f"{d} {r['bit_identical']}"
-                for d, r in rep["ssd"].items()
-                if isinstance(r, dict) and "effect" in r
+            + "".join(
+                f"; SSD at {rep[key]['shape']}, bit-identical per format: "
+                + ", ".join(
+                    f"{d} {r['bit_identical']}"
+                    for d, r in rep[key].items()
+                    if isinstance(r, dict) and "effect" in r
+                )
+                for key in ("ssd", "ssd_ref_model")
+                if key in rep
             )
         )
     rep["fused_decode"] = args.fused_decode
