@@ -79,7 +79,7 @@ def ssd_dims(path: str | None) -> dict | None:
         arch = parse_any_config(json.loads((Path(path) / "config.json").read_text()))
     except Exception:  # noqa: BLE001 - no model, or not one this check applies to
         return None
-    if getattr(arch, "recurrence", "kda") != "ssd":
+    if arch.recurrence != "ssd":
         return None
     return {"H": arch.mamba_num_heads, "G": arch.n_groups, "P": arch.mamba_head_dim, "N": arch.ssm_state_size}
 

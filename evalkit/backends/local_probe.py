@@ -326,7 +326,7 @@ class EngineDriftModel:
             # MLA prefill attention path: a resumed study must not change it between calls
             **({"mla_prefill": self.kernels.mla_prefill} if a.mla_layers else {}),
             "kernels": self.kernels.describe(),
-            "decode_kernel": decode_kernel_description(getattr(a, "recurrence", "kda"), self.fused_decode),
+            "decode_kernel": decode_kernel_description(a.recurrence, self.fused_decode),
             **({"decode_layout": decode_layouts()} if self.device.type == "cuda" else {}),
         }
 

@@ -38,6 +38,9 @@ class LayerKinds:
     (served by the state pools) and those with a per-token cache (served by the paged cache)."""
 
     layer_types: list[str]
+    # which op steps the recurrent state: the KDA kernels (KDA and GDN layers) unless a family says
+    # otherwise (Mamba2: "ssd"); the drift probe names its kernels in a study's identity
+    recurrence = "kda"
 
     @property
     def kda_layers(self) -> list[int]:

@@ -28,8 +28,7 @@ class Mamba2Vocabulary(GQACacheVocabulary):
     layers; NemotronH, Granite-4.0-H, Bamba and Falcon-H1 share both layers, so they share these
     answers."""
 
-    # which op steps the recurrent state (the drift probe names its kernels in a study's identity)
-    recurrence = "ssd"
+    recurrence = "ssd"  # LayerKinds.recurrence: the SSD kernels step the state
 
     @property
     def recurrent_state_shape(self) -> tuple[int, int, int]:
