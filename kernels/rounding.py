@@ -170,7 +170,7 @@ def round_to_format(
     if x.numel() > ROUND_CHUNK_ELEMENTS and x.dim() > (3 if sr else 1) and x.shape[0] > 1:
         return _round_in_slices(x, fmt, sr_seed, positions if sr else None)
     rand = None
-    if fmt.rounding == "sr":
+    if sr:
         if positions is None:
             raise ValueError("stochastic rounding needs the sequence positions of the stores")
         if x.dim() < 3:
