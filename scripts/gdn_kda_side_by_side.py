@@ -145,6 +145,13 @@ def _ci(d: dict, fmt: str) -> str:
     return f"{d['mean']:{fmt}} [{d['ci_low']:{fmt}}, {d['ci_high']:{fmt}}]"
 
 
+def mamba2_whole_drift() -> Path | None:
+    """The Mamba2 drift study run whole on an H100 (the H200 one stopped at 6 of 16 decode prompts),
+    when the Mamba2 model's records are there."""
+    study = MAMBA2.parent / "drift-32k-h100"
+    return study if "Mamba2" in models() and (study / "summary.json").is_file() else None
+
+
 def drift_table() -> list[str]:
     out = [
         "| model | mode | prompts | arm | KL per token at 31.8k (mean over prompts) | × A/A floor [95% CI] "
@@ -152,8 +159,8 @@ def drift_table() -> list[str]:
         "|---|---|---:|---|---:|---|---|---:|---|",
     ]
     studies = [(model, d / "drift-32k") for model, d in models().items()]
-    if "Mamba2" in models():  # the Mamba2 study run whole on an H100 (the H200 one stopped at 6 of 16)
-        studies.append(("Mamba2 (H100)", MAMBA2.parent / "drift-32k-h100"))
+    if whole := mamba2_whole_drift():
+        studies.append(("Mamba2 (H100)", whole))
     for model, study in studies:
         if not (study / "summary.json").is_file():
             continue
@@ -250,7 +257,7 @@ def main() -> None:
         "[254, 31.8k] (decode) and averaged across prompts (sensitivity rows and caveats: each "
         "study's `note.md`)."
     )
-    if (MAMBA2.parent / "drift-32k-h100" / "summary.json").is_file() and "Mamba2" in models():
+    if mamba2_whole_drift():
         print(
             "\n`Mamba2 (H100)`: the same study run whole on an H100, decode mode in one launch per block "
             "(`results/reference-model-mamba2/drift-32k-h100/`); its prefill rows equal the H200 "
