@@ -393,17 +393,26 @@ def test_side_by_side_shows_the_one_call_three_family_sweep_and_the_factor(monke
     assert "three families in one call" not in capsys.readouterr().out
 
 
+# a drift study's per-prompt figures, under its folder
+STUDY_ROWS = Path("runs") / "ref-fp32-weights" / "prompt_results.csv"
+
+
+def _prompt_results(path: Path) -> dict[tuple[str, str, str], dict[str, str]]:
+    """A drift study's prompt_results.csv, keyed by (prompt, mode, arm)."""
+    import csv
+
+    with path.open() as f:
+        return {(r["prompt"], r["mode"], r["arm"]): r for r in csv.DictReader(f)}
+
+
 def test_the_h100_drift_study_is_whole_and_its_prefill_rows_are_the_h200_studys():
     """What drift-32k-h100/README.md says: 16 of 16 prompts in both modes there; prefill figures
     equal to the H200 study's prompt by prompt, decode figures of the H200's 6 prompts not."""
-    import csv
-
-    def rows(folder):
-        path = folder / "runs" / "ref-fp32-weights" / "prompt_results.csv"
-        return {(r["prompt"], r["mode"], r["arm"]): r["mean_kl"] for r in csv.DictReader(path.open())}
-
     base = REPO / "results" / "reference-model-mamba2"
-    h100, h200 = rows(base / "drift-32k-h100"), rows(base / "h200" / "drift-32k")
+    h100, h200 = (
+        {k: r["mean_kl"] for k, r in _prompt_results(folder / STUDY_ROWS).items()}
+        for folder in (base / "drift-32k-h100", base / "h200" / "drift-32k")
+    )
     assert {m: len({k[0] for k in h100 if k[1] == m}) for m in ("prefill", "decode")} == {
         "prefill": 16,
         "decode": 16,
@@ -418,15 +427,10 @@ def test_the_h100_drift_study_is_whole_and_its_prefill_rows_are_the_h200_studys(
 def test_per_token_launches_on_the_h100_reproduce_the_h200_decode_figures():
     """drift-32k-h100/per-token-check: the last bits moved with drift's one-launch SSD kernel, not
     with the device — per-token launches on the H100 give the H200 study's first decode prompt."""
-    import csv
-
-    def rows(path):
-        return {(r["prompt"], r["mode"], r["arm"]): r for r in csv.DictReader(path.open())}
-
     base = REPO / "results" / "reference-model-mamba2"
-    csv_name = Path("runs") / "ref-fp32-weights" / "prompt_results.csv"
-    per_token = rows(base / "drift-32k-h100" / "per-token-check" / "prompt_results.csv")
-    one_launch, h200 = rows(base / "drift-32k-h100" / csv_name), rows(base / "h200" / "drift-32k" / csv_name)
+    per_token = _prompt_results(base / "drift-32k-h100" / "per-token-check" / "prompt_results.csv")
+    one_launch = _prompt_results(base / "drift-32k-h100" / STUDY_ROWS)
+    h200 = _prompt_results(base / "h200" / "drift-32k" / STUDY_ROWS)
     decode = [k for k in per_token if k[1] == "decode"]
     assert {k[0] for k in decode} == {"0"} and len(decode) == 3
     for k in decode:  # every figure the H200 study recorded (its seconds are the device's)
