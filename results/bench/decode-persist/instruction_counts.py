@@ -1,6 +1,8 @@
 """Offline (no GPU; Triton's own ptxas): instructions per thread and registers of the KDA decode
 kernel's sm_90 builds, for decode-persist/README.md's reading of the two devices' times.
-Usage (repository root): python results/bench/decode-persist/instruction_counts.py > results/bench/decode-persist/instruction_counts.txt"""
+Usage (repository root):
+  python results/bench/decode-persist/instruction_counts.py > /tmp/c.txt
+  && mv /tmp/c.txt results/bench/decode-persist/instruction_counts.txt"""
 
 import collections
 import os
@@ -11,8 +13,11 @@ os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 from evalkit.kernels import compile_check as cc  # noqa: E402
 from evalkit.kernels.kda_decode.wrapper import DECODE_TILES, DecodeTile  # noqa: E402
 
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-dirty = bool(subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True).stdout.strip())
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], capture_output=True, text=True).stdout.strip()
+
+
+commit, dirty = git("rev-parse", "--short", "HEAD"), bool(git("status", "--porcelain"))
 print(f"commit {commit}, {'dirty' if dirty else 'clean'} tree; sm_90 builds, H = 32, K = V = 128, bf16 model")
 print("pool | tile | instructions per thread | conversions (cvt) | registers | programs per SM by registers")
 for pool, tile in (("fp32", DECODE_TILES["fp32"]), ("fp16", DECODE_TILES["fp16"]),

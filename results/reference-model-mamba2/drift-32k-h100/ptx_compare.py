@@ -1,8 +1,9 @@
 """Offline (no GPU; Triton's own ptxas): the sm_90 PTX of the engine's SSD decode step and of
 drift's one-launch SSD kernel at this model's head dims (H 4, G 4, P 64, N 64; fp32 model and pool),
 compared by their float instructions, for this folder's README.
-Usage (repository root): python results/reference-model-mamba2/drift-32k-h100/ptx_compare.py
-  > results/reference-model-mamba2/drift-32k-h100/ptx_compare.txt"""
+Usage (repository root):
+  python results/reference-model-mamba2/drift-32k-h100/ptx_compare.py > /tmp/p.txt
+  && mv /tmp/p.txt results/reference-model-mamba2/drift-32k-h100/ptx_compare.txt"""
 
 import collections
 import os
@@ -12,10 +13,13 @@ import subprocess
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 from evalkit.kernels import compile_check as cc  # noqa: E402
 
-FLOAT_OP = re.compile(r"\s*(?:@%p\d+ )?((?:fma|mul|add|sub|ex2|lg2|div|rcp|max|min|neg|abs|sqrt)\.[\w.]*f32)\s")
+FLOAT_OP = re.compile(r"\s*(?:@%p\d+ )?((?:fma|mul|add|sub|ex2|lg2|div|rcp|max|min|neg|abs|sqrt)\.[\w.]*f32)\s")  # noqa: E501
 
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-dirty = bool(subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True).stdout.strip())
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], capture_output=True, text=True).stdout.strip()
+
+
+commit, dirty = git("rev-parse", "--short", "HEAD"), bool(git("status", "--porcelain"))
 print(f"commit {commit}, {'dirty' if dirty else 'clean'} tree")
 dims = {"H": 4, "G": 4, "P": 64, "N": 64}
 builds = {"decode step": cc.ssd_decode_build("fp32", model="fp32", **dims),
