@@ -101,6 +101,7 @@ def decode_build(
     v_inner=False,
     early=False,
     persist=0,
+    reload=False,
 ) -> Build:
     """The decode kernel's build for a `state` pool; the keywords after V are `DecodeTile`'s
     options (`decode_tile_build` takes a whole tile), resolved to build constants as the wrapper does."""
@@ -113,7 +114,7 @@ def decode_build(
         "pool": _pool_ptr(state), "slots": "*i32", "positions": "*i64", "o": m, "scale": "fp32",
         "sr_key": "i32", "n_tiles": "i64",
     }  # fmt: skip
-    tile = DecodeTile(BV, num_warps, VEC, even, cache, v_inner, early, persist)
+    tile = DecodeTile(BV, num_warps, VEC, even, cache, v_inner, early, persist, reload)
     const = {"H": H, "K": K, "V": V, **tile.constexprs(K, V), **_format_constexprs(state)}
     return compile_kernel(kda_decode_kernel, sig, const, num_warps=num_warps)
 
@@ -125,7 +126,7 @@ def decode_tile_build(state: str, tile, *, model="bf16", H=32, K=128, V=128) -> 
     t = as_tile(tile)
     return decode_build(state, model=model, BV=t.BV, num_warps=t.num_warps, H=H, K=K, V=V, VEC=t.VEC,
                         even=t.even, cache=t.cache, v_inner=t.v_inner, early=t.early,
-                        persist=t.persist)  # fmt: skip
+                        persist=t.persist, reload=t.reload)  # fmt: skip
 
 
 def recurrent_build(state: str, tile, *, model="bf16", H=32, K=128, V=128) -> Build:

@@ -13,7 +13,8 @@ timeout keeps what was measured):
   4. decode tile sweep: DecodeTile (BV, num_warps and the kernel's build options) at B=128 and 512,
      graph timings, TB/s and % of copy bandwidth, the fastest twin-safe tile per pool and B (~90 s;
      alone: --skip correctness,decode,prefill,twin,prefill_detail; --sweep persist: the default tile
-     and the persistent builds only; --sweep-repeats N: N interleaved rounds, median and range)
+     and the persistent builds only; --sweep reload: the default tile and the re-reading builds;
+     --sweep-repeats N: N interleaved rounds, median and range)
   5. prefill: B=1, H=32, K=V=128, T in {4k, 32k, 128k}: ours (fp32 chunk states, and bf16 chunk
      states) vs FLA chunk_kda; per-kernel breakdown at 32k; state-pass tile sweep at 32k
   6. fp32-twin check over >= 10^4 launches of random shapes (+ a truncating build that must fail)
@@ -415,7 +416,11 @@ SWEEP_BUDGET_S = 150  # stop starting builds after this (what was timed is kept)
 # so what is left is a program's own latency (load, two sums over K, store, in sequence).
 SWEEP_PERSIST = [2, 3, 4, 8]
 SWEEP_PERSIST_TILES = [(64, 4), (64, 8), (32, 4)]
-SWEEP_SET = "all"  # --sweep: "all" (every family) or "persist" (the default tile and the persistent ones)
+# Re-reading builds (DecodeTile.reload: the state read again for the update instead of held widened
+# across the first sum; Nsight Compute, decode-ncu/: every pool's step waits on its loads at 4
+# programs per SM, the registers' limit, so a 16-bit pool has half the fp32 pool's bytes in flight).
+SWEEP_RELOAD_TILES = [(32, 4), (64, 4), (128, 4), (64, 2), (128, 8)]
+SWEEP_SET = "all"  # --sweep: "all" (every family), "persist" or "reload" (the default tile and that family)
 SWEEP_REPEATS = 1  # --sweep-repeats: interleaved rounds over the builds (median and spread per build)
 
 
@@ -436,8 +441,12 @@ def decode_sweep_tiles(pool_name: str) -> list:
         if fmt.pool_dtype.itemsize == 2:
             tiles += [default._replace(VEC=8)]
             tiles += [DecodeTile(bv, nw, 8, True, "", True, True) for bv, nw in ((64, 4), (128, 4))]
-    tiles += [DecodeTile(bv, nw, even=True, v_inner=True, early=True, persist=n)
-              for bv, nw in SWEEP_PERSIST_TILES for n in SWEEP_PERSIST]  # fmt: skip
+    if SWEEP_SET in ("all", "persist"):
+        tiles += [DecodeTile(bv, nw, even=True, v_inner=True, early=True, persist=n)
+                  for bv, nw in SWEEP_PERSIST_TILES for n in SWEEP_PERSIST]  # fmt: skip
+    if SWEEP_SET in ("all", "reload"):
+        tiles += [DecodeTile(bv, nw, even=True, v_inner=True, early=True, reload=True)
+                  for bv, nw in SWEEP_RELOAD_TILES]  # fmt: skip
     tiles = list(dict.fromkeys(tiles))  # the default tile is also a plain sweep tile
     return tiles[:2] + tiles[-1:] if SMOKE else tiles
 
@@ -845,7 +854,9 @@ def main() -> int:
     ap.add_argument("--twin-launches", type=int, default=10000)
     ap.add_argument("--skip", default="", help="comma-separated section names to skip")
     ap.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes: test the script only")
-    ap.add_argument("--sweep", choices=["all", "persist"], default="all", help="which decode tiles to sweep")
+    ap.add_argument(
+        "--sweep", choices=["all", "persist", "reload"], default="all", help="which decode tiles to sweep"
+    )
     ap.add_argument("--sweep-repeats", type=int, default=1, help="interleaved rounds of the decode sweep")
     ap.add_argument(
         "--sweep-budget-s", type=float, default=SWEEP_BUDGET_S, help="stop starting sweep builds after"

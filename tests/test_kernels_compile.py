@@ -164,6 +164,14 @@ def test_decode_options_reach_the_ptx():
     assert "nctaid.x" not in one and "nctaid.x" in persist and "Loop Header" in persist
     assert state_loads(persist) == 2 * state_loads(one) > 0
 
+    # reload: the state read twice, the second read after the first sum over K's barriers and
+    # marked to be dropped from the cache (the first to be kept), so the two are not merged
+    reload = compile_check.decode_build("fp32", BV=32, even=True, early=True, reload=True).ptx.splitlines()
+    first = [i for i, ln in enumerate(reload) if re.search(r"ld\.global\.L1::evict_last\S*\.v4\.b32", ln)]
+    second = [i for i, ln in enumerate(reload) if re.search(r"ld\.global\.L1::evict_first\S*\.v4\.b32", ln)]
+    assert len(first) == len(second) == state_loads(one) > 0
+    assert any("bar.sync" in ln for ln in reload[max(first) : min(second)])
+
 
 def test_vec8_lays_out_16bit_pools_unlike_their_fp32_twin():
     """Why VEC stops at TWIN_SAFE_VEC: Triton gives a thread at most 128 bits of one load, so at

@@ -92,6 +92,7 @@ DECODE_OPTIONS = [
     {"v_inner": True}, {"early": True}, {"even": True, "cache": "stream", "v_inner": True, "early": True},
     {"VEC": 8, "even": True, "cache": "evict_first", "v_inner": True, "early": True},
     {"persist": 1}, {"persist": 2, "even": True, "early": True}, {"persist": 64},
+    {"reload": True}, {"reload": True, "even": True, "cache": "stream", "v_inner": True, "early": True},
 ]  # fmt: skip
 DECODE_OPTION_FORMATS = ["fp16", "bf16", "fp8_e4m3", "fp16-sr", "m3-rtz"]
 
@@ -124,8 +125,8 @@ def test_decode_tile_options_match_reference_and_their_fp32_twin(tk, opts, K, V,
     o32 = tk.decode.kda_decode(*x.args(), pool32, slots, out=nan_out(B, V), config=tile)
     o_ref = reference.kda_decode(*x.args(), pool_ref, slots)
     assert rel_err(o32, o_ref) < 1e-5 and rel_err(pool32[idx], pool_ref[idx]) < 1e-5
-    if tile.persist:  # a persistent grid (3 programs under the interpreter) walks the same tiles
-        plain = tile._replace(persist=0)
+    if tile.persist or tile.reload:  # a persistent grid walks the same tiles; reload re-reads them
+        plain = tile._replace(persist=0, reload=False)
         o_plain = tk.decode.kda_decode(*x.args(), pool_plain, slots, out=nan_out(B, V), config=plain)
         assert bit_equal(o32, o_plain) and bit_equal(pool32, pool_plain)
     for name in DECODE_OPTION_FORMATS:
@@ -147,15 +148,17 @@ def test_decode_tiles_are_checked_and_the_defaults_are_twin_safe(tk):
     from evalkit.kernels import parse_format
 
     w = tk.decode
-    assert w.as_tile((64, 4)) == w.DecodeTile(64, 4, w.VEC, False, "", False, False, 0)
+    assert w.as_tile((64, 4)) == w.DecodeTile(64, 4, w.VEC, False, "", False, False, 0, False)
     assert w.DecodeTile(64, 4, 4, True, "stream", True, True).label() == "64x4+even+stream+vinner+early"
     assert w.DecodeTile(64, 4, early=True, persist=8).label() == "64x4+early+persist8"
+    assert w.DecodeTile(64, 4, even=True, reload=True).label() == "64x4+even+reload"
     for bad in [
         (48, 4),
         (64, 4, 3),
         (64, 0),
         (64, 4, 4, False, "lru"),
         (64, 4, 4, False, "", False, False, -1),
+        (64, 4, 4, False, "", False, False, 2, True),  # persist and reload do not combine
     ]:
         with pytest.raises(KernelInputError):
             w.as_tile(bad)

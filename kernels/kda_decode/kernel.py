@@ -29,7 +29,14 @@ sweep times them; tests hold every one to the float64 reference and to the twin 
 - PERSIST: a fixed grid of programs, each walking its tiles in a loop and loading the next tile's
   state before updating the current one (software prefetch), so a program's loads overlap its own
   sums over K instead of waiting for another program to be scheduled; the tile's arithmetic is the
-  same code, so every result is the same bit for bit. 0 = one program per tile."""
+  same code, so every result is the same bit for bit. 0 = one program per tile.
+- RELOAD: the state tile is read twice, for the sum k.S (first pass) and again for the update, the
+  store and q.S (second pass, a cache hit: the first load asks to keep the lines, the second to
+  drop them), instead of being held in registers across the first sum's barriers. A 16-bit pool's
+  tile then lives in registers at its stored width while its load is in flight, so the same
+  registers hold twice as many of its bytes in flight (Nsight Compute on an H100: the 16-bit
+  steps stall on their loads with 4 programs per SM, all that the registers of the widened tile
+  allow). Both passes compute the plain build's products in its order (`delta_rule`'s parts)."""
 
 from __future__ import annotations
 
@@ -79,10 +86,28 @@ def _tile_index(t, V: tl.constexpr, BV: tl.constexpr):
 @triton.jit
 def delta_rule(b_s, b_q, b_k, b_g, b_beta, b_v):
     """One token's update of a [K, BV] fp32 state tile and its output block: decay, the delta rule,
-    o = S^T q. Every decode-mode kernel calls this one, so their sums over K run in one order."""
-    b_s = b_s * tl.exp(b_g)[:, None]
-    b_u = b_beta * (b_v - tl.sum(b_s * b_k[:, None], axis=0))
-    b_s = b_s + b_k[:, None] * b_u[None, :]
+    o = S^T q. Every decode-mode kernel calls this one (or its two parts, below, in this order),
+    so their sums over K run in one order."""
+    b_sd = decay(b_s, b_g)
+    return delta_update(b_sd, b_q, b_k, delta_u(b_sd, b_k, b_beta, b_v))
+
+
+@triton.jit
+def decay(b_s, b_g):
+    """The state tile decayed by exp(g) along K (the same product in every pass that needs it)."""
+    return b_s * tl.exp(b_g)[:, None]
+
+
+@triton.jit
+def delta_u(b_sd, b_k, b_beta, b_v):
+    """The delta rule's correction u = beta (v - k.S) of the decayed tile, one value per column."""
+    return b_beta * (b_v - tl.sum(b_sd * b_k[:, None], axis=0))
+
+
+@triton.jit
+def delta_update(b_sd, b_q, b_k, b_u):
+    """The decayed tile's update S + k u^T and its output block o = S^T q."""
+    b_s = b_sd + b_k[:, None] * b_u[None, :]
     return b_s, tl.sum(b_s * b_q[:, None], axis=0)
 
 
@@ -129,11 +154,18 @@ def _head_inputs(q, k, g_raw, beta_raw, a_log, dt_bias, v, i_bh, o_k, o_v, m_k, 
 def _update_and_store(b_s, p_s, b_q, b_k, b_g, b_beta, b_v, o, positions, sr_key, i_bh, o_k, o_v, m_v, m_s,
                       H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, STORAGE: tl.constexpr,
                       MANT_BITS: tl.constexpr, ROUNDING: tl.constexpr, EVEN: tl.constexpr,
-                      STORE_CACHE: tl.constexpr, EVICT: tl.constexpr):  # fmt: skip
-    """The delta rule on one [K, BV] state tile (fp32), its output block, and the rounded store."""
+                      LOAD_CACHE: tl.constexpr, STORE_CACHE: tl.constexpr, EVICT: tl.constexpr,
+                      RELOAD: tl.constexpr):  # fmt: skip
+    """The delta rule on one [K, BV] state tile (fp32), its output block, and the rounded store
+    (RELOAD: b_s is the first pass's tile; the second pass reads the pool again)."""
     i_b = i_bh // H
     i_h = i_bh % H
-    b_s, b_o = delta_rule(b_s, b_q, b_k, b_g, b_beta, b_v)
+    if RELOAD:
+        b_u = delta_u(decay(b_s, b_g), b_k, b_beta, b_v)
+        b_s = widen_state(_load_pool_raw(p_s, m_s, EVEN, LOAD_CACHE, "evict_first"), STORAGE)
+        b_s, b_o = delta_update(decay(b_s, b_g), b_q, b_k, b_u)
+    else:
+        b_s, b_o = delta_rule(b_s, b_q, b_k, b_g, b_beta, b_v)
 
     if EVEN:
         tl.store(o + i_bh * V + o_v, b_o.to(o.dtype.element_ty))
@@ -183,6 +215,7 @@ def kda_decode_kernel(
     V_INNER: tl.constexpr,
     EARLY: tl.constexpr,
     PERSIST: tl.constexpr,
+    RELOAD: tl.constexpr,
 ):
     m_k = tl.arange(0, BK) < K
     if PERSIST:  # programs walk tiles pid, pid + P, ... in the 1-D order; the next state loads first
@@ -214,8 +247,8 @@ def kda_decode_kernel(
             )
             b_s = widen_state(b_raw, STORAGE)
             _update_and_store(b_s, p_s, b_q, b_k, b_g, b_beta, b_v, o, positions, sr_key, i_bh, o_k, o_v,
-                              m_v, m_s, H, K, V, STORAGE, MANT_BITS, ROUNDING, EVEN, STORE_CACHE,
-                              EVICT)  # fmt: skip
+                              m_v, m_s, H, K, V, STORAGE, MANT_BITS, ROUNDING, EVEN, LOAD_CACHE,
+                              STORE_CACHE, EVICT, False)  # fmt: skip
             t += n_prog
             b_raw = b_next
     else:
@@ -227,14 +260,17 @@ def kda_decode_kernel(
         o_k, o_v = tile_offsets(i_v, BK, BV, VEC)
         m_v = o_v < V
         m_s = m_k[:, None] & m_v[None, :]
+        # RELOAD: the first read asks the cache to keep the lines for the second
+        evict_in: tl.constexpr = "evict_last" if RELOAD else EVICT
         if EARLY:
             p_s = _state_ptrs(pool, slots, i_bh, o_k, o_v, H, K, V)
-            b_s = _load_pool(p_s, m_s, STORAGE, EVEN, LOAD_CACHE, EVICT)
+            b_s = _load_pool(p_s, m_s, STORAGE, EVEN, LOAD_CACHE, evict_in)
         b_q, b_k, b_g, b_beta, b_v = _head_inputs(
             q, k, g_raw, beta_raw, a_log, dt_bias, v, i_bh, o_k, o_v, m_k, m_v, scale, H, K, V, EVEN
         )
         if not EARLY:
             p_s = _state_ptrs(pool, slots, i_bh, o_k, o_v, H, K, V)
-            b_s = _load_pool(p_s, m_s, STORAGE, EVEN, LOAD_CACHE, EVICT)
+            b_s = _load_pool(p_s, m_s, STORAGE, EVEN, LOAD_CACHE, evict_in)
         _update_and_store(b_s, p_s, b_q, b_k, b_g, b_beta, b_v, o, positions, sr_key, i_bh, o_k, o_v, m_v,
-                          m_s, H, K, V, STORAGE, MANT_BITS, ROUNDING, EVEN, STORE_CACHE, EVICT)  # fmt: skip
+                          m_s, H, K, V, STORAGE, MANT_BITS, ROUNDING, EVEN, LOAD_CACHE, STORE_CACHE, EVICT,
+                          RELOAD)  # fmt: skip

@@ -41,6 +41,7 @@ class DecodeTile(NamedTuple):
     v_inner: bool = False  # 1-D grid with the value blocks of a head adjacent
     early: bool = False  # issue the slot and state loads before q/k and their norms
     persist: int = 0  # programs per SM walking the tiles with the next state prefetched (0: one per tile)
+    reload: bool = False  # read the state twice (k.S, then the update) instead of holding it widened
 
     @property
     def twin_safe(self) -> bool:
@@ -63,13 +64,15 @@ class DecodeTile(NamedTuple):
             V_INNER=bool(self.v_inner),
             EARLY=bool(self.early),
             PERSIST=bool(self.persist),
+            RELOAD=bool(self.reload),
         )
 
     def label(self) -> str:
         """Short name for reports: BV x warps, then the options that are on."""
         opts = [f"vec{self.VEC}" if self.VEC != VEC else "", "even" if self.even else "", self.cache,
                 "vinner" if self.v_inner else "", "early" if self.early else "",
-                f"persist{self.persist}" if self.persist else ""]  # fmt: skip
+                f"persist{self.persist}" if self.persist else "",
+                "reload" if self.reload else ""]  # fmt: skip
         return "+".join([f"{self.BV}x{self.num_warps}", *filter(None, opts)])
 
 
@@ -89,13 +92,16 @@ DECODE_TILES: dict[str, DecodeTile] = {
 
 
 def as_tile(config: tuple | DecodeTile) -> DecodeTile:
-    """A DecodeTile from a (BV, num_warps[, VEC, even, cache, v_inner, early, persist]) tuple, checked."""
+    """A DecodeTile from a (BV, num_warps[, VEC, even, cache, v_inner, early, persist, reload]) tuple,
+    checked."""
     tile = DecodeTile(*config)
     bv, vec = tile.BV, tile.VEC
     if bv < 1 or bv & (bv - 1) or vec < 1 or vec & (vec - 1) or tile.num_warps < 1 or tile.persist < 0:
         raise KernelInputError(
             f"decode tile needs powers of 2 for BV and VEC, num_warps >= 1, persist >= 0: {config}"
         )
+    if tile.persist and tile.reload:
+        raise KernelInputError(f"decode tile: persist and reload do not combine (pick one): {config}")
     if tile.cache not in CACHE_HINTS:
         raise KernelInputError(f"decode tile cache must be one of {sorted(CACHE_HINTS)}, got {tile.cache!r}")
     return tile
