@@ -444,7 +444,8 @@ def decode_sweep_tiles(pool_name: str) -> list:
     if SWEEP_SET in ("all", "persist"):
         tiles += [DecodeTile(bv, nw, even=True, v_inner=True, early=True, persist=n)
                   for bv, nw in SWEEP_PERSIST_TILES for n in SWEEP_PERSIST]  # fmt: skip
-    if SWEEP_SET in ("all", "reload"):
+    if SWEEP_SET in ("all", "reload"):  # the default's own counterpart too (holding the tile)
+        tiles += [default._replace(reload=not default.reload)]
         tiles += [DecodeTile(bv, nw, even=True, v_inner=True, early=True, reload=True)
                   for bv, nw in SWEEP_RELOAD_TILES]  # fmt: skip
     tiles = list(dict.fromkeys(tiles))  # the default tile is also a plain sweep tile

@@ -76,16 +76,17 @@ class DecodeTile(NamedTuple):
         return "+".join([f"{self.BV}x{self.num_warps}", *filter(None, opts)])
 
 
-# The tile per pool dtype, from the H200 sweep (results/bench/decode-sweep-h200/: 64 value columns
-# on 4 warps, masks off, a head's value blocks side by side in a 1-D grid, the state load issued
-# first: 1.27-1.29x the old fp32 tile (32x4) and 1.08-1.12x the old 16-bit one, fastest of the sweep
-# for fp32, fp16 and bf16 at B = 128 and 512). The options move bytes only; BV, num_warps and VEC
-# set the layout, which the fp32-twin check and drift's recurrent kernel take from here. fp8 keeps
-# the plain 16-bit tile: not swept.
+# The tile per pool dtype. The layout (64 value columns on 4 warps) and the byte options (masks
+# off, a head's value blocks side by side in a 1-D grid, the state load issued first) come from the
+# H200 sweep (results/bench/decode-sweep-h200/: fastest for fp32, fp16 and bf16 at B = 128 and 512);
+# `reload` from the H100 sweep of re-reading builds (results/bench/decode-reload/: the 16-bit steps
+# 80-86% -> 84-91% of copy bandwidth, fp32 unchanged at 93-96%; bit-identical). The options move
+# bytes only; BV, num_warps and VEC set the layout, which the fp32-twin check and drift's
+# recurrent kernel take from here. fp8 keeps the plain tile: not swept.
 DECODE_TILES: dict[str, DecodeTile] = {
-    "fp32": DecodeTile(64, 4, even=True, v_inner=True, early=True),
-    "fp16": DecodeTile(64, 4, even=True, v_inner=True, early=True),
-    "bf16": DecodeTile(64, 4, even=True, v_inner=True, early=True),
+    "fp32": DecodeTile(64, 4, even=True, v_inner=True, early=True, reload=True),
+    "fp16": DecodeTile(64, 4, even=True, v_inner=True, early=True, reload=True),
+    "bf16": DecodeTile(64, 4, even=True, v_inner=True, early=True, reload=True),
     "fp8_e4m3": DecodeTile(64, 4),
     "fp8_e5m2": DecodeTile(64, 4),
 }
