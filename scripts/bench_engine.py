@@ -159,7 +159,8 @@ def floor_s(n: int, mean_prompt: int, new_tokens: int) -> float:
 def build_model(args, dev):
     from evalkit.model import LoadedModel, kimi_linear_48b_config, parse_config, random_model
 
-    raw = kimi_linear_48b_config() if args.arch == "real" else TINY_CONFIG
+    # --layers (where a script offers it): the 48B model's first N layers, for a GPU that cannot hold 27
+    raw = kimi_linear_48b_config(getattr(args, "layers", None) or 27) if args.arch == "real" else TINY_CONFIG
     arch = parse_config(raw)
     dtype = torch.bfloat16 if cuda(dev) else torch.float32
     t = time.perf_counter()

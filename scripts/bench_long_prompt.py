@@ -69,6 +69,12 @@ def main() -> int:
     ap.add_argument("--rows", default=",".join(r[0] for r in ROWS))
     ap.add_argument("--state", default="fp32", help="the arms' state format (default fp32, the engine's)")
     ap.add_argument("--arch", choices=["real", "tiny"], default="real")
+    ap.add_argument(
+        "--layers",
+        type=int,
+        default=None,
+        help="the 48B model's first N layers (default 27; fewer where a GPU cannot hold it)",
+    )
     ap.add_argument("--device", default=None)
     ap.add_argument("--smoke", action="store_true", help="CPU, tiny model, 300 tokens, chunk 64, budget 256")
     args = ap.parse_args()
@@ -87,7 +93,8 @@ def main() -> int:
         "rows": {},
         "errors": {},
     }
-    loaded, report["model"] = be.build_model(argparse.Namespace(arch=args.arch), dev)
+    loaded, report["model"] = be.build_model(argparse.Namespace(arch=args.arch, layers=args.layers), dev)
+    report["model"]["layers"] = loaded.arch.num_hidden_layers
     prompt = be.make_prompts(1, loaded.arch.vocab_size, args.len, seed=3)[0][: args.len]
     report["prompt_len"] = len(prompt)
     for name, arm, cpf in rows:
