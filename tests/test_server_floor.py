@@ -123,9 +123,14 @@ def runs(tiny_hybrid_ckpt, tmp_path_factory):
 def test_the_request_order_is_the_seeded_permutation_and_is_recorded(runs):
     root, given, shuffled = runs
     assert sorted(shuffled) == sorted(given) and shuffled != given
-    # with 2 in flight, the arrival order may swap neighbours, never more than that
+    # two workers take the requests in the seeded order: when one arrives, a request from earlier in
+    # that order can still be on its way only in the other worker's hands, so at most one of them
+    # arrives later (however the threads are scheduled: no bound on how far it is displaced)
     want = [given[i] for i in request_sequence(len(given), "shuffled:7")]
-    assert all(key in want[max(0, i - 1) : i + 2] for i, key in enumerate(shuffled))
+    assert len(set(want)) == len(want)
+    place = {key: i for i, key in enumerate(want)}
+    overtaken = [sum(place[b] < place[a] for b in shuffled[j + 1 :]) for j, a in enumerate(shuffled)]
+    assert max(overtaken) <= 1
     backend = json.loads((root / "floor" / "manifest.json").read_text())["backend"]
     assert backend["request_order"] == "shuffled:7" and backend["concurrency_per_server"] == 2
     base = json.loads((root / "base" / "manifest.json").read_text())["backend"]
