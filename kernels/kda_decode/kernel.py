@@ -162,7 +162,7 @@ def _update_and_store(b_s, p_s, b_q, b_k, b_g, b_beta, b_v, o, positions, sr_key
     i_h = i_bh % H
     if RELOAD:
         b_u = delta_u(decay(b_s, b_g), b_k, b_beta, b_v)
-        b_s = widen_state(_load_pool_raw(p_s, m_s, EVEN, LOAD_CACHE, "evict_first"), STORAGE)
+        b_s = _load_pool(p_s, m_s, STORAGE, EVEN, LOAD_CACHE, "evict_first")
         b_s, b_o = delta_update(decay(b_s, b_g), b_q, b_k, b_u)
     else:
         b_s, b_o = delta_rule(b_s, b_q, b_k, b_g, b_beta, b_v)
