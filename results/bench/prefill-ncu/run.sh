@@ -10,8 +10,8 @@ OUT=${1:?usage: run.sh OUT}
 source scripts/device_setup.sh
 mkdir -p "$OUT"
 timeout 150 python3 scripts/bench_prefill.py --out /tmp/kernels --parts kernels > "$OUT/kernels.log" 2>&1
-cp /tmp/kernels/bench_prefill.json "$OUT/kernels.json"
 echo "bench_prefill kernels exit $?"
+cp /tmp/kernels/bench_prefill.json "$OUT/kernels.json"
 timeout 240 ncu --clock-control none --kernel-name regex:"scan_kernel|output_kernel|wu_kernel" \
   --launch-skip 3 --launch-count 3 --set full --import-source yes -o /tmp/prefill -f \
   python3 results/bench/prefill-ncu/profile_prefill.py 32768 > "$OUT/ncu.log" 2>&1
