@@ -221,6 +221,8 @@ def stream_builds(
     (bkc, nwo, nso, group), (nwi,), (bkw, nww, nsw) = t["offdiag"], t["inverse"], t["wu"]
     (bvs, nwc, nsc, fuse), (bvo, nw_out, ns_out) = t["scan"], t["output"]
     chunks = {"chunk_start": i32, "chunk_end": i32}
+    lp = {n: w.launch_precision(prec, t, n) for n in ("offdiag", "wu", "scan", "output")}
+    lp["inverse"] = w.launch_precision(w.solve_precision(prec), t, "inverse")
     builds = [
         compile_kernel(ks.prep_kernel,
                        {"g_raw": m, "a_log": f, "dt_bias": f, "G": f, "EGl": f, **chunks},
@@ -236,16 +238,16 @@ def stream_builds(
                        {"q": m, "k": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Akk": f, "Aqk": o,
                         **chunks},
                        {"H": H, "K": K, "BT": 64, "BC": 16, "BK": BK, "BKC": max(16, min(bkc, BK)),
-                        "DOT_PREC": prec, "GROUP": group, "HEAD_FAST": head_fast},
+                        "DOT_PREC": lp["offdiag"], "GROUP": group, "HEAD_FAST": head_fast},
                        num_warps=nwo, num_stages=nso),
         compile_kernel(ks.inverse_kernel, {"Akk": f, "Aqk": o, "Tinv": o, **chunks},
-                       {"H": H, "BT": 64, "BC": 16, "SOLVE_PREC": w.solve_precision(prec),
+                       {"H": H, "BT": 64, "BC": 16, "SOLVE_PREC": lp["inverse"],
                         "HEAD_FAST": head_fast}, num_warps=nwi),
         compile_kernel(ks.wu_kernel,
                        {"q": m, "k": m, "v": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Tinv": o, "W": o,
                         "U": o, "Qg": o, "Kd": o, **chunks},
                        {"H": H, "K": K, "V": V, "BT": 64, "BK": BK, "BV": BV,
-                        "BKC": max(16, min(bkw, BK, BV)), "DOT_PREC": prec, "HEAD_FAST": head_fast},
+                        "BKC": max(16, min(bkw, BK, BV)), "DOT_PREC": lp["wu"], "HEAD_FAST": head_fast},
                        num_warps=nww, num_stages=nsw),
     ]  # fmt: skip
     builds.append(compile_kernel(ks.scan_kernel,
@@ -253,14 +255,14 @@ def stream_builds(
                         "pool": _pool_ptr(state), "slots": i32, "positions": "*i64", "sr_key": "i32",
                         "cu_seqlens": i32, "chunk_offsets": i32, "has_initial_state": i32},
                        {"H": H, "K": K, "V": V, "BT": 64, "BKH": max(16, BK // 2), "BV": min(bvs, BV),
-                        "DOT_PREC": prec, **_format_constexprs(state), "INTRA_BF16": False,
+                        "DOT_PREC": lp["scan"], **_format_constexprs(state), "INTRA_BF16": False,
                         "FUSE_OUT": bool(fuse)},
                        num_warps=nwc, num_stages=nsc))  # fmt: skip
     if not fuse:
         builds.append(compile_kernel(ks.output_kernel,
                                      {"Qg": o, "Aqk": o, "Vn": o, "Hs": o, "o": m, **chunks},
                                      {"H": H, "K": K, "V": V, "BT": 64, "BK": BK, "BV": min(bvo, BV),
-                                      "DOT_PREC": prec},
+                                      "DOT_PREC": lp["output"]},
                                      num_warps=nw_out, num_stages=ns_out))  # fmt: skip
     return builds
 

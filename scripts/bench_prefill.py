@@ -4,7 +4,8 @@
     python scripts/bench_prefill.py --out DIR [--parts check,sweep,lengths,varlen,kernels] [--budget-s 540]
 
 Cases (B = 1, H = 32, K = V = 128, bf16 inputs, fp32 pool, an initial state): `split`
-(the earlier variant, the numerics floor), `stream` (fp32 operands, tf32x3 products: evalkit's arithmetic), `stream_bf16`
+(the earlier variant, the numerics floor), `stream` (fp32 operands, tf32x3 products: evalkit's arithmetic), `stream_split`
+(the same with the "split" tile: some launches' tf32x3 operands split by bit arithmetic, kernels/tf32x3.py), `stream_bf16`
 (the production form: bf16 operands as FLA-based servers run, `dot_precision="bf16"`) and `fla`
 (`chunk_kda` with the l2 norm, gate and beta sigmoid in its kernels, fp32 initial/final state).
 
@@ -14,14 +15,14 @@ Parts, in this order (each a section of the report; a failure is recorded and th
            on bf16 inputs, stream_bf16 against FLA
   sweep    tiles of the stream variant's launches at T = 32k per operand dtype (SWEEP), each part
            with the best of the parts before; each tile's output checked against the default
-           tile's; the fastest tiles are then used by the parts after it (`--no-adopt` keeps the
+           tile's (a "split" tile is adopted only if every output and state bit is the default's); the fastest tiles are then used by the parts after it (`--no-adopt` keeps the
            wrapper's)
   lengths  T in {8k, 32k, 128k}: median of 3 interleaved do_bench medians per case; ratios vs FLA
   varlen   32,768 tokens as sequences of 500-1,300 tokens (an engine prefill batch); FLA with cu_seqlens
   scan_batches  (on request) the bf16 form with each of SCAN_BY_BATCH's scan tiles, on one
            sequence of 8k/32k/128k, 2-32 equal sequences of 32k tokens in all, the varlen batch and
            one 16k sequence among short ones, FLA beside them (what chose the bf16 scan tile)
-  kernels  per-kernel CUDA time of one prefill at 32k, stream, stream_bf16 and FLA (torch profiler),
+  kernels  per-kernel CUDA time of one prefill at 32k, stream, stream_split, stream_bf16 and FLA (torch profiler),
            stream_bf16 and FLA on the varlen batch, and each call's wall time beside its kernels' sum
 Timings: `triton.testing.do_bench` medians; Python 3.12, torch 2.11+cu130, triton 3.6, fla-core 0.6.0.
 `--smoke` runs the parts on the CPU interpreter at tiny shapes (the script's plumbing, not a measurement).
@@ -52,11 +53,14 @@ REPEATS = 3
 CASES = {
     "split": dict(variant="split"),
     "stream": dict(variant="stream"),
+    # the fp32 form with these launches' tf32x3 operands split by bit arithmetic (the "split" tile,
+    # kernels/tf32x3.py; the sweep's split part puts its fastest bit-identical set here)
+    "stream_split": dict(variant="stream", split=("offdiag", "wu", "scan")),
     "stream_bf16": dict(variant="stream", dot_precision="bf16"),
 }
 # split was measured before (results/bench/prefill-variants-h200, prefill-stream-h200/call2); the
 # "fused" variant measured there is deleted (the product keeps stream, and split as a numerics floor)
-TIMED = ["stream", "stream_bf16"]
+TIMED = ["stream", "stream_split", "stream_bf16"]
 # Tiles swept at SWEEP_T, per operand dtype, each part with the best of the parts before it (the
 # other parts' tiles: the wrapper's, from the sweeps of results/bench/prefill-stream-h200/call2).
 _DIAG = {
@@ -75,6 +79,15 @@ SWEEP = {
         # states written and read back at 32k; output tiles of fewer registers (222-223)
         "scan": [(16, 4, 2, False), (16, 4, 3, False), (16, 4, 2, True), (16, 8, 2, True), (16, 4, 3, True)],
         "output": [(64, 4, 2), (64, 8, 2), (32, 4, 2), (64, 4, 3)],
+        # adopted only when every output and state bit equals the default's (kernels/tf32x3.py)
+        "split": [
+            (),
+            ("scan",),
+            ("wu", "scan"),
+            ("offdiag", "wu", "scan"),
+            ("offdiag", "inverse", "wu", "scan"),
+            ("offdiag", "inverse", "wu", "scan", "output"),
+        ],
     },
     "bf16": {
         "prep": [
@@ -170,7 +183,20 @@ class Problem:
 
         pool = self.pool0.clone()
         args = (*self.x.args(), pool, self.slots, self.cu.cpu(), self.init)
-        return lambda: pw.kda_prefill(*args, **kw)
+        split = kw.pop("split", None)
+
+        def run():
+            if split is None:
+                return pw.kda_prefill(*args, **kw)
+            tiles = pw.STREAM_TILES["fp32"]
+            saved, tiles["split"] = tiles.get("split", ()), split
+            try:
+                return pw.kda_prefill(*args, **kw)
+            finally:
+                tiles["split"] = saved
+
+        run.pool = pool  # the stored states, for bit comparisons
+        return run
 
     def fla(self):
         """FLA's chunk_kda on the same rows (one batch row, cu_seqlens when several sequences)."""
@@ -288,7 +314,9 @@ def part_sweep(
             continue
         kw = dict(variant="stream", dot_precision=prec)
         with torch.inference_mode():
-            o_default = chk.ours(**kw)().float()
+            run_default = chk.ours(**kw)
+            o_default = run_default().float()
+            s_default = run_default.pool.clone()
         best = dict(pw.STREAM_TILES[kind])
         for part in sweep[kind]:
             if only and part not in only:
@@ -303,9 +331,14 @@ def part_sweep(
                 e: dict = {"tile": list(tile)}
                 try:
                     with torch.inference_mode():
-                        o = chk.ours(**kw)().float()
+                        run = chk.ours(**kw)
+                        o = run().float()
                         e["out_rel_diff_vs_default"] = rel_err(o, o_default)
-                        o = None
+                        e["bits_equal_default"] = bool(
+                            torch.equal(o.view(torch.int32), o_default.view(torch.int32))
+                            and torch.equal(run.pool.view(torch.int32), s_default.view(torch.int32))
+                        )
+                        o = run = None
                         e["ms"] = bench_ms(p.ours(**kw), warmup=5, rep=50)
                 except Exception as exc:  # noqa: BLE001
                     e["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
@@ -316,16 +349,23 @@ def part_sweep(
             ok = [
                 e
                 for e in entries
-                if "ms" in e and e["out_rel_diff_vs_default"] < (5e-2 if kind == "bf16" else 1e-3)
+                if "ms" in e
+                and e["out_rel_diff_vs_default"] < (5e-2 if kind == "bf16" else 1e-3)
+                and (e["bits_equal_default"] or part != "split")
             ]
             if ok:
                 best[part] = tuple(min(ok, key=lambda e: e["ms"])["tile"])
+            if part == "split" and any(e["tile"] for e in ok):  # the timed split case: the fastest
+                CASES["stream_split"]["split"] = tuple(
+                    min((e for e in ok if e["tile"]), key=lambda e: e["ms"])["tile"]
+                )
             res[f"{kind}_{part}"] = entries
         res[f"{kind}_best"] = {k: list(v) for k, v in best.items()}
         if adopt:
             pw.STREAM_TILES[kind] = best
         if not SMOKE:
             torch.cuda.empty_cache()
+    res["stream_split_case"] = list(CASES["stream_split"]["split"])
     log("sweep best", {k: v for k, v in res.items() if k.endswith("_best")})
     return res
 
@@ -437,7 +477,7 @@ def part_kernels() -> dict:
 
     p, pv = Problem([SWEEP_T]), Problem(varlen_lengths())
     out = {}
-    cases = {label: p.ours(**CASES[label]) for label in ("stream", "stream_bf16")}
+    cases = {label: p.ours(**CASES[label]) for label in ("stream", "stream_split", "stream_bf16")}
     cases["stream_bf16 varlen"] = pv.ours(**CASES["stream_bf16"])
     if not SMOKE:  # the peer's own split, stage by stage, as the target of each launch
         cases["fla"], cases["fla varlen"] = p.fla(), pv.fla()

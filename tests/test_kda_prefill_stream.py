@@ -60,6 +60,20 @@ def test_stream_matches_reference(pw, monkeypatch, init, fuse):
     assert err_o < 1e-4 and err_s < 1e-4
 
 
+@pytest.mark.parametrize("fuse", [True, False])
+def test_stream_bit_split_products_match_reference(pw, monkeypatch, fuse):
+    """Every launch's tf32x3 products with the operands split by bit arithmetic (the "split" tile,
+    kernels/tf32x3.py): as close to the reference as the default build (the interpreter multiplies
+    in full fp32, so a dropped product would be off by ~1e-4 here)."""
+    tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
+    tiles["fp32"]["scan"] = (16, 4, 1, fuse)
+    tiles["fp32"]["split"] = ("offdiag", "inverse", "wu", "scan", "output")
+    monkeypatch.setattr(pw, "STREAM_TILES", tiles)
+    lengths = [int(torch.randint(65, 140, ())), 1, int(torch.randint(2, 64, ()))]
+    err_o, err_s = _against_reference(pw, *_case(lengths, 16, 32, [True, False, True]))
+    assert err_o < 1e-5 and err_s < 1e-5
+
+
 def test_stream_head_dims_not_powers_of_two(pw):
     """K = 48, V = 24: the state halves, column blocks and tiles are masked past K and V."""
     err_o, err_s = _against_reference(pw, *_case([int(torch.randint(70, 130, ())), 9], 48, 24, [True, False]))

@@ -221,6 +221,18 @@ def test_stream_prefill_builds_for_sm90(prec):
         assert r["stack"] <= limit, f"{prec} {b.name} spills {r['stack']} bytes per thread"
 
 
+def test_stream_split_tile_reaches_its_launches():
+    """The fp32 form's "split" tile: the launches it names split their tf32x3 operands by bit
+    arithmetic (kernels/tf32x3.py: no cvt.rna.tf32 in their PTX), the others keep Triton's split."""
+    split = ("wu", "scan")
+    products = {"offdiag_kernel", "inverse_kernel", "wu_kernel", "scan_kernel", "output_kernel"}
+    builds = {b.name: b for b in compile_check.stream_builds(tiles={"split": split})}
+    assert products <= set(builds)
+    for name in products:
+        bit_split = name.removesuffix("_kernel") in split
+        assert ("cvt.rna.tf32" in builds[name].ptx) != bit_split, name
+
+
 @pytest.mark.parametrize("prec", ["tf32x3", "bf16"])
 @pytest.mark.parametrize("tile", [(1, 1), (2, 1), (4, 1)])
 def test_stream_diag_loop_has_no_shared_memory_round_trip(prec, tile):

@@ -46,6 +46,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ..tf32x3 import dot_tf32x3
 from ..triton_common import COMPILED, load_state, round_to_bf16_bits, row_norms, store_state
 from .gate import chunk_gate_cumsum
 from .tiles import load_rows_vec, load_tile, load_tile_as_is, store_tile
@@ -54,8 +55,11 @@ from .tiles import load_rows_vec, load_tile, load_tile_as_is, store_tile
 @triton.jit
 def mm(a, b, acc, DOT_PREC: tl.constexpr):
     """a @ b (+ acc, when not None) in fp32: bf16 operands when DOT_PREC == "bf16", else fp32
-    operands at that input precision."""
-    if DOT_PREC == "bf16":
+    operands at that input precision; "tf32x3-bits" is "tf32x3" with the operands split by bit
+    arithmetic (`dot_tf32x3`: the same bits for finite operands, fewer instructions)."""
+    if DOT_PREC == "tf32x3-bits":
+        return dot_tf32x3(a, b, acc)
+    elif DOT_PREC == "bf16":
         # Triton's CPU interpreter multiplies bf16 operands wrongly (triton 3.9: ~1e10 off); there a
         # bf16 product is computed as exact fp32 products of the bf16-rounded operands, summed in fp32
         if COMPILED:

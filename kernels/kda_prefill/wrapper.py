@@ -49,14 +49,16 @@ SOLVE_WARPS = 8
 # step, num_warps, num_stages, block pairs per program: "pair", "row", "chunk"), "inverse"
 # (num_warps), "wu" (BKC columns per step, num_warps, num_stages), "scan" (BV, num_warps,
 # num_stages, output fused into the scan), "output" (BV, num_warps, num_stages; only without a fused
-# output). Each is the fastest of the H200 sweeps at 32k (results/bench/prefill-stream-h200/README.md
-# says which sweep chose each, and lists the forms measured slower and removed): head-first program
-# order, the diagonal blocks per token, and the bf16 form's approximate gate (FLA's). The bf16
-# scan's BV 64 with three stages halves the programs (each chunk's W, Kd and Qg loaded by half as
-# many): faster on one sequence and on many; one pipeline stage with 4 warps faults the GPU in the
-# bf16 scan (undiagnosed), so its tile keeps three stages. tf32x3 scans
-# spill with a fused output or BV > 16 (kernels/compile_check.py; tests/test_kernels_compile.py
-# bounds the spills); the bf16 scan's three stages need K <= 128 (shared memory).
+# output), "split" (the launches whose tf32x3 products split their operands by bit arithmetic,
+# `launch_precision`). Each is the fastest of the H200 sweeps at 32k
+# (results/bench/prefill-stream-h200/README.md says which sweep chose each, and lists the forms
+# measured slower and removed): head-first program order, the diagonal blocks per token, and the
+# bf16 form's approximate gate (FLA's). The bf16 scan's BV 64 with three stages halves the
+# programs (each chunk's W, Kd and Qg loaded by half as many): faster on one sequence and on many;
+# one pipeline stage with 4 warps faults the GPU in the bf16 scan (undiagnosed), so its tile keeps
+# three stages. tf32x3 scans spill with a fused output or BV > 16 (kernels/compile_check.py;
+# tests/test_kernels_compile.py bounds the spills); the bf16 scan's three stages need K <= 128
+# (shared memory).
 STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
         "order": (True,),
@@ -67,6 +69,7 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
         "wu": (32, 4, 1),
         "scan": (16, 4, 2, False),
         "output": (64, 4, 2),
+        "split": (),
     },
     "bf16": {
         "order": (True,),
@@ -77,6 +80,7 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
         "wu": (128, 8, 1),
         "scan": (64, 4, 3, True),
         "output": (64, 4, 2),
+        "split": (),
     },
 }
 DOT_PRECISIONS = ("tf32x3", "ieee", "tf32", "bf16")
@@ -277,6 +281,13 @@ def solve_precision(prec: str) -> str:
     return "tf32" if prec == "bf16" else prec
 
 
+def launch_precision(prec: str, tiles: dict, launch: str) -> str:
+    """The dot precision one stream launch is built with: "tf32x3-bits" where the tile's "split"
+    names it (kernels/tf32x3.py: Triton's tf32x3 products with a cheaper split, the same bits for
+    finite operands), else prec."""
+    return "tf32x3-bits" if prec == "tf32x3" and launch in tiles.get("split", ()) else prec
+
+
 def operand_kind(prec: str) -> str:
     """The STREAM_TILES key of a dot precision: "bf16" operands, or fp32 ones (tf32x3, ieee, tf32)."""
     return "bf16" if prec == "bf16" else "fp32"
@@ -343,19 +354,21 @@ def stream_local(
     bkc, nwo, nso, group = tiles["offdiag"]
     stream.offdiag_kernel[grid(NC, stream.OFFDIAG_PROGRAMS[group], H)](
         q, k, G, beta_raw, RQ, RK, Akk, Aqk, c_start, c_end,
-        H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BKC=max(16, min(bkc, BK)), DOT_PREC=prec, GROUP=group,
+        H=H, K=K, BT=CHUNK, BC=SUB, BK=BK, BKC=max(16, min(bkc, BK)),
+        DOT_PREC=launch_precision(prec, tiles, "offdiag"), GROUP=group,
         HEAD_FAST=head_fast, num_warps=nwo, num_stages=nso,
     )  # fmt: skip
     (nwi,) = tiles["inverse"]
     stream.inverse_kernel[grid(NC, H)](
         Akk, Aqk, c["Tinv"], c_start, c_end,
-        H=H, BT=CHUNK, BC=SUB, SOLVE_PREC=solve_precision(prec), HEAD_FAST=head_fast, num_warps=nwi,
+        H=H, BT=CHUNK, BC=SUB, SOLVE_PREC=launch_precision(solve_precision(prec), tiles, "inverse"),
+        HEAD_FAST=head_fast, num_warps=nwi,
     )  # fmt: skip
     bkc, nww, nsw = tiles["wu"]
     stream.wu_kernel[grid(NC, H)](
         q, k, v, G, beta_raw, RQ, RK, c["Tinv"], c["W"], c["U"], c["Qg"], c["Kd"], c_start, c_end,
-        H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=BVf, BKC=max(16, min(bkc, BK, BVf)), DOT_PREC=prec,
-        HEAD_FAST=head_fast, num_warps=nww, num_stages=nsw,
+        H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=BVf, BKC=max(16, min(bkc, BK, BVf)),
+        DOT_PREC=launch_precision(prec, tiles, "wu"), HEAD_FAST=head_fast, num_warps=nww, num_stages=nsw,
     )  # fmt: skip
     return c
 
@@ -397,7 +410,8 @@ def stream_scan(
         c["Kd"], c["EGl"], c["W"], c["U"], c["Qg"], c["Aqk"], Vn, Hs, out, pool_arg(state_pool),
         slots.contiguous(), pos, launch_key(fmt, sr_seed),
         cu_seqlens.to(torch.int32).contiguous(), c_off, has_initial_state.to(torch.int32).contiguous(),
-        H=H, K=K, V=V, BT=CHUNK, BKH=max(16, BK // 2), BV=bv, DOT_PREC=prec,
+        H=H, K=K, V=V, BT=CHUNK, BKH=max(16, BK // 2), BV=bv,
+        DOT_PREC=launch_precision(prec, tiles, "scan"),
         **format_constexprs(fmt, rounding),
         INTRA_BF16=intra_chunk_dtype == torch.bfloat16, FUSE_OUT=bool(fuse), num_warps=nw, num_stages=ns,
     )  # fmt: skip
@@ -406,7 +420,8 @@ def stream_scan(
         bvo = min(bvo, BVf)
         stream.output_kernel[(NC, H, triton.cdiv(V, bvo))](
             c["Qg"], c["Aqk"], Vn, Hs, out, c_start, c_end,
-            H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=bvo, DOT_PREC=prec, num_warps=nwo, num_stages=nso,
+            H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=bvo, DOT_PREC=launch_precision(prec, tiles, "output"),
+            num_warps=nwo, num_stages=nso,
         )  # fmt: skip
     return out
 
