@@ -223,6 +223,7 @@ def stream_builds(
     chunks = {"chunk_start": i32, "chunk_end": i32}
     lp = {n: w.launch_precision(prec, t, n) for n in ("offdiag", "wu", "scan", "output")}
     lp["inverse"] = w.launch_precision(w.solve_precision(prec), t, "inverse")
+    (out_order,) = t.get("output_order", ("chunk",))
     builds = [
         compile_kernel(ks.prep_kernel,
                        {"g_raw": m, "a_log": f, "dt_bias": f, "G": f, "EGl": f, **chunks},
@@ -262,7 +263,7 @@ def stream_builds(
         builds.append(compile_kernel(ks.output_kernel,
                                      {"Qg": o, "Aqk": o, "Vn": o, "Hs": o, "o": m, **chunks},
                                      {"H": H, "K": K, "V": V, "BT": 64, "BK": BK, "BV": min(bvo, BV),
-                                      "DOT_PREC": lp["output"]},
+                                      "DOT_PREC": lp["output"], "ORDER": out_order},
                                      num_warps=nw_out, num_stages=ns_out))  # fmt: skip
     return builds
 

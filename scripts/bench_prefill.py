@@ -4,8 +4,8 @@
     python scripts/bench_prefill.py --out DIR [--parts check,sweep,lengths,varlen,kernels] [--budget-s 540]
 
 Cases (B = 1, H = 32, K = V = 128, bf16 inputs, fp32 pool, an initial state): `split`
-(the earlier variant, the numerics floor), `stream` (fp32 operands, tf32x3 products: evalkit's arithmetic), `stream_split`
-(the same with the "split" tile: some launches' tf32x3 operands split by bit arithmetic, kernels/tf32x3.py), `stream_bf16`
+(the earlier variant, the numerics floor), `stream` (fp32 operands, tf32x3 products: evalkit's arithmetic), `stream_swept`
+(the same with the sweep's fastest fp32 tiles where they differ from the wrapper's, e.g. tf32x3 operands split by bit arithmetic), `stream_bf16`
 (the production form: bf16 operands as FLA-based servers run, `dot_precision="bf16"`) and `fla`
 (`chunk_kda` with the l2 norm, gate and beta sigmoid in its kernels, fp32 initial/final state).
 
@@ -22,7 +22,7 @@ Parts, in this order (each a section of the report; a failure is recorded and th
   scan_batches  (on request) the bf16 form with each of SCAN_BY_BATCH's scan tiles, on one
            sequence of 8k/32k/128k, 2-32 equal sequences of 32k tokens in all, the varlen batch and
            one 16k sequence among short ones, FLA beside them (what chose the bf16 scan tile)
-  kernels  per-kernel CUDA time of one prefill at 32k, stream, stream_split, stream_bf16 and FLA (torch profiler),
+  kernels  per-kernel CUDA time of one prefill at 32k, stream, stream_swept, stream_bf16 and FLA (torch profiler),
            stream_bf16 and FLA on the varlen batch, and each call's wall time beside its kernels' sum
 Timings: `triton.testing.do_bench` medians; Python 3.12, torch 2.11+cu130, triton 3.6, fla-core 0.6.0.
 `--smoke` runs the parts on the CPU interpreter at tiny shapes (the script's plumbing, not a measurement).
@@ -53,14 +53,14 @@ REPEATS = 3
 CASES = {
     "split": dict(variant="split"),
     "stream": dict(variant="stream"),
-    # the fp32 form with these launches' tf32x3 operands split by bit arithmetic (the "split" tile,
-    # kernels/tf32x3.py; the sweep's split part puts its fastest bit-identical set here)
-    "stream_split": dict(variant="stream", split=("offdiag", "wu", "scan")),
+    # the fp32 form with the sweep's fastest tiles where they differ from the wrapper's (a "split"
+    # set only if bit-identical): the sweep fills `tiles`; without a sweep it is `stream`
+    "stream_swept": dict(variant="stream", tiles={}),
     "stream_bf16": dict(variant="stream", dot_precision="bf16"),
 }
 # split was measured before (results/bench/prefill-variants-h200, prefill-stream-h200/call2); the
 # "fused" variant measured there is deleted (the product keeps stream, and split as a numerics floor)
-TIMED = ["stream", "stream_split", "stream_bf16"]
+TIMED = ["stream", "stream_swept", "stream_bf16"]
 # Tiles swept at SWEEP_T, per operand dtype, each part with the best of the parts before it (the
 # other parts' tiles: the wrapper's, from the sweeps of results/bench/prefill-stream-h200/call2).
 _DIAG = {
@@ -79,6 +79,7 @@ SWEEP = {
         # states written and read back at 32k; output tiles of fewer registers (222-223)
         "scan": [(16, 4, 2, False), (16, 4, 3, False), (16, 4, 2, True), (16, 8, 2, True), (16, 4, 3, True)],
         "output": [(64, 4, 2), (64, 8, 2), (32, 4, 2), (64, 4, 3)],
+        "output_order": [("chunk",), ("head",)],
         # adopted only when every output and state bit equals the default's (kernels/tf32x3.py)
         "split": [
             (),
@@ -183,17 +184,16 @@ class Problem:
 
         pool = self.pool0.clone()
         args = (*self.x.args(), pool, self.slots, self.cu.cpu(), self.init)
-        split = kw.pop("split", None)
+        kw = dict(kw)
+        overrides = kw.pop("tiles", {})
 
         def run():
-            if split is None:
-                return pw.kda_prefill(*args, **kw)
-            tiles = pw.STREAM_TILES["fp32"]
-            saved, tiles["split"] = tiles.get("split", ()), split
+            saved = pw.STREAM_TILES["fp32"]
+            pw.STREAM_TILES["fp32"] = {**saved, **overrides}
             try:
                 return pw.kda_prefill(*args, **kw)
             finally:
-                tiles["split"] = saved
+                pw.STREAM_TILES["fp32"] = saved
 
         run.pool = pool  # the stored states, for bit comparisons
         return run
@@ -355,17 +355,16 @@ def part_sweep(
             ]
             if ok:
                 best[part] = tuple(min(ok, key=lambda e: e["ms"])["tile"])
-            if part == "split" and any(e["tile"] for e in ok):  # the timed split case: the fastest
-                CASES["stream_split"]["split"] = tuple(
-                    min((e for e in ok if e["tile"]), key=lambda e: e["ms"])["tile"]
-                )
             res[f"{kind}_{part}"] = entries
         res[f"{kind}_best"] = {k: list(v) for k, v in best.items()}
         if adopt:
             pw.STREAM_TILES[kind] = best
         if not SMOKE:
             torch.cuda.empty_cache()
-    res["stream_split_case"] = list(CASES["stream_split"]["split"])
+    defaults = pw.STREAM_TILES["fp32"]
+    swept = {k: v for k, v in res.get("fp32_best", {}).items() if tuple(v) != tuple(defaults.get(k, ()))}
+    CASES["stream_swept"]["tiles"] = {k: tuple(v) for k, v in swept.items()}
+    res["stream_swept_tiles"] = swept
     log("sweep best", {k: v for k, v in res.items() if k.endswith("_best")})
     return res
 
@@ -477,7 +476,7 @@ def part_kernels() -> dict:
 
     p, pv = Problem([SWEEP_T]), Problem(varlen_lengths())
     out = {}
-    cases = {label: p.ours(**CASES[label]) for label in ("stream", "stream_split", "stream_bf16")}
+    cases = {label: p.ours(**CASES[label]) for label in ("stream", "stream_swept", "stream_bf16")}
     cases["stream_bf16 varlen"] = pv.ours(**CASES["stream_bf16"])
     if not SMOKE:  # the peer's own split, stage by stage, as the target of each launch
         cases["fla"], cases["fla varlen"] = p.fla(), pv.fla()

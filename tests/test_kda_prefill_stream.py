@@ -74,6 +74,19 @@ def test_stream_bit_split_products_match_reference(pw, monkeypatch, fuse):
     assert err_o < 1e-5 and err_s < 1e-5
 
 
+@pytest.mark.parametrize("order", ["chunk", "head"])
+def test_stream_output_launch_orders(pw, monkeypatch, order):
+    """The output launch's programs numbered chunk first or a chunk-head's V blocks first (V = 24
+    in two blocks of 16, the second masked past V; K = 48)."""
+    tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
+    tiles["fp32"]["scan"] = (16, 4, 1, False)
+    tiles["fp32"]["output"] = (16, 4, 1)
+    tiles["fp32"]["output_order"] = (order,)
+    monkeypatch.setattr(pw, "STREAM_TILES", tiles)
+    err_o, err_s = _against_reference(pw, *_case([int(torch.randint(70, 130, ())), 9], 48, 24, [True, False]))
+    assert err_o < 1e-4 and err_s < 1e-4
+
+
 def test_stream_head_dims_not_powers_of_two(pw):
     """K = 48, V = 24: the state halves, column blocks and tiles are masked past K and V."""
     err_o, err_s = _against_reference(pw, *_case([int(torch.randint(70, 130, ())), 9], 48, 24, [True, False]))

@@ -49,16 +49,19 @@ SOLVE_WARPS = 8
 # step, num_warps, num_stages, block pairs per program: "pair", "row", "chunk"), "inverse"
 # (num_warps), "wu" (BKC columns per step, num_warps, num_stages), "scan" (BV, num_warps,
 # num_stages, output fused into the scan), "output" (BV, num_warps, num_stages; only without a fused
-# output), "split" (the launches whose tf32x3 products split their operands by bit arithmetic,
-# `launch_precision`). Each is the fastest of the H200 sweeps at 32k
-# (results/bench/prefill-stream-h200/README.md says which sweep chose each, and lists the forms
-# measured slower and removed): head-first program order, the diagonal blocks per token, and the
-# bf16 form's approximate gate (FLA's). The bf16 scan's BV 64 with three stages halves the
-# programs (each chunk's W, Kd and Qg loaded by half as many): faster on one sequence and on many;
-# one pipeline stage with 4 warps faults the GPU in the bf16 scan (undiagnosed), so its tile keeps
-# three stages. tf32x3 scans spill with a fused output or BV > 16 (kernels/compile_check.py;
-# tests/test_kernels_compile.py bounds the spills); the bf16 scan's three stages need K <= 128
-# (shared memory).
+# output), "output_order" (`stream.output_kernel`'s ORDER), "split" (the launches whose tf32x3
+# products split their operands by bit arithmetic, `launch_precision`). Each is the fastest of the
+# H200 sweeps at 32k (results/bench/prefill-stream-h200/README.md says which sweep chose each, and
+# lists the forms measured slower and removed): head-first program order, the diagonal blocks per
+# token, and the bf16 form's approximate gate (FLA's). The bf16 scan's BV 64 with three stages
+# halves the programs (each chunk's W, Kd and Qg loaded by half as many): faster on one sequence and
+# on many; one pipeline stage with 4 warps faults the GPU in the bf16 scan (undiagnosed), so its
+# tile keeps three stages. tf32x3 scans spill with a fused output or BV > 16
+# (kernels/compile_check.py; tests/test_kernels_compile.py bounds the spills); the bf16 scan's three
+# stages need K <= 128 (shared memory).
+# The fp32 scan's products split their operands by bit arithmetic: bit-identical to Triton's split
+# and 3% faster on the whole prefill on an H100 (results/bench/prefill-split/); other launches
+# measured no faster with it, the output slower.
 STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
         "order": (True,),
@@ -69,7 +72,8 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
         "wu": (32, 4, 1),
         "scan": (16, 4, 2, False),
         "output": (64, 4, 2),
-        "split": (),
+        "output_order": ("chunk",),
+        "split": ("scan",),
     },
     "bf16": {
         "order": (True,),
@@ -80,6 +84,7 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
         "wu": (128, 8, 1),
         "scan": (64, 4, 3, True),
         "output": (64, 4, 2),
+        "output_order": ("chunk",),
         "split": (),
     },
 }
@@ -418,10 +423,14 @@ def stream_scan(
     if not fuse and NC > 0:
         bvo, nwo, nso = tiles["output"]
         bvo = min(bvo, BVf)
-        stream.output_kernel[(NC, H, triton.cdiv(V, bvo))](
+        (order,) = tiles.get("output_order", ("chunk",))
+        order = order if NC <= 65535 else "chunk"  # chunks on grid axis 1: at most 65535
+        nvo = triton.cdiv(V, bvo)
+        out_grid = (nvo * H, NC) if order == "head" else (NC, H, nvo)
+        stream.output_kernel[out_grid](
             c["Qg"], c["Aqk"], Vn, Hs, out, c_start, c_end,
             H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=bvo, DOT_PREC=launch_precision(prec, tiles, "output"),
-            num_warps=nwo, num_stages=nso,
+            ORDER=order, num_warps=nwo, num_stages=nso,
         )  # fmt: skip
     return out
 
