@@ -59,9 +59,10 @@ SOLVE_WARPS = 8
 # tile keeps three stages. tf32x3 scans spill with a fused output or BV > 16
 # (kernels/compile_check.py; tests/test_kernels_compile.py bounds the spills); the bf16 scan's three
 # stages need K <= 128 (shared memory).
-# The fp32 scan's products split their operands by bit arithmetic: bit-identical to Triton's split
-# and 3% faster on the whole prefill on an H100 (results/bench/prefill-split/); other launches
-# measured no faster with it, the output slower.
+# The fp32 form's last two entries were measured on an H100 (results/bench/prefill-split/, every
+# output and state bit equal to the build before): the scan's products split their operands by bit
+# arithmetic (the scan 7% faster; other launches no faster with it, the output slower), and the
+# output launch numbers a chunk-head's V blocks side by side (the output 9% faster).
 STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
         "order": (True,),
@@ -72,7 +73,7 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
         "wu": (32, 4, 1),
         "scan": (16, 4, 2, False),
         "output": (64, 4, 2),
-        "output_order": ("chunk",),
+        "output_order": ("head",),
         "split": ("scan",),
     },
     "bf16": {
