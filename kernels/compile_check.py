@@ -181,7 +181,8 @@ def prefill_builds(
         state_pass_build(state, H=H, K=K, V=V, prec=prec, tile=sp),
         compile_kernel(ks.output_kernel,
                        {"Qg": f, "Aqk": f, "Vn": f, "Hs": f, "o": m, "chunk_start": i32, "chunk_end": i32},
-                       {"H": H, "K": K, "V": V, "BT": 64, "BK": BK, "BV": min(op[0], BV), "DOT_PREC": prec},
+                       {"H": H, "K": K, "V": V, "BT": 64, "BK": BK, "BV": min(op[0], BV), "DOT_PREC": prec,
+                        "ORDER": "chunk"},
                        num_warps=op[1], num_stages=op[2]),
     ]  # fmt: skip
 

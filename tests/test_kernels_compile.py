@@ -203,11 +203,12 @@ def test_drift_recurrent_kernel_sums_as_the_engine_decode_does(state):
     assert compile_check.summation_signature(other.ttgir) != decode
 
 
-# The stream prefill's fp32 (tf32x3: each operand held as two tf32 parts) scan spills a little at
-# the tile the H200 timed fastest (triton 3.9 builds; 8 bytes per thread today;
-# results/bench/prefill-stream-h200/). A larger spill is a regression to look at, not a number to
-# raise.
-STREAM_FP32_SPILL_BYTES = {"scan_kernel": 16}
+# The stream prefill's fp32 (tf32x3: each operand held as two tf32 parts) scan spills a little in
+# triton 3.9's build: 8 bytes per thread with Triton's split, 32 with the bit-arithmetic split the
+# wrapper uses (kernels/tf32x3.py). Triton 3.6, which built the timed kernels, spills none with
+# either (results/bench/prefill-split/: the bit split 7% faster there). A larger spill is a
+# regression to look at, not a number to raise.
+STREAM_FP32_SPILL_BYTES = {"scan_kernel": 32}
 
 
 @pytest.mark.parametrize("prec", ["tf32x3", "bf16"])

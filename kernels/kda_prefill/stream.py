@@ -565,7 +565,7 @@ def output_kernel(
     BK: tl.constexpr,
     BV: tl.constexpr,
     DOT_PREC: tl.constexpr,
-    ORDER: tl.constexpr = "chunk",
+    ORDER: tl.constexpr,
 ):
     """o = Qg S_start + Aqk v_new per (chunk, head, V block): the scan without FUSE_OUT. ORDER
     "chunk": grid (chunks, heads, V blocks), chunk first; "head": grid (V blocks x heads, chunks),

@@ -227,7 +227,8 @@ def split_prefill(
         bvo = min(bvo, BVf)
         stream.output_kernel[(NC, H, triton.cdiv(V, bvo))](
             Qg, Aqk, Vn, Hs, out, c_start, c_end,
-            H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=bvo, DOT_PREC=prec, num_warps=nwo, num_stages=nso,
+            H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=bvo, DOT_PREC=prec, ORDER="chunk", num_warps=nwo,
+            num_stages=nso,
         )  # fmt: skip
     return out
 
