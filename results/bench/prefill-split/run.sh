@@ -3,8 +3,9 @@
 # arithmetic (kernels/tf32x3.py; Nsight Compute showed Triton's emulated cvt.rna.tf32 to be half
 # the scan's instructions, results/bench/prefill-ncu/). The split sweep at 32k (each set of
 # launches against the default in the same process, every output and state bit compared), then
-# 8k/32k/128k against FLA's chunk_kda (stream, stream_split with the sweep's fastest bit-identical
-# set, stream_bf16; medians of 3 interleaved runs), then per-kernel times. SWEEP_ONLY=... names
+# 8k/32k/128k against FLA's chunk_kda (stream; stream_swept, the sweep's fastest tiles where they
+# differ from the defaults, a split set only if bit-identical; called stream_split in the first
+# call; stream_bf16; medians of 3 interleaved runs), then per-kernel times. SWEEP_ONLY=... names
 # the swept parts (default: split).
 # Usage (device, repository root, carrying .whl): bash results/bench/prefill-split/run.sh OUT
 set -u
