@@ -73,13 +73,11 @@ SWEEP = {
         "prep": [(32, 4, "exact", "head"), (32, 4, "exact", "column"), (32, 4, "exact", "chunk")],
         **_DIAG,
         "offdiag": [(32, 1, 1, "pair"), (32, 2, 1, "pair"), (128, 2, 1, "chunk")],
+        # one program per column block (the fourth entry: more programs in flight); the other
+        # one-program-per-chunk tiles, (32, 8, 1), (32, 4, 2), (16, 4, 1), (64, 8, 1), were slower
+        # (prefill-stream-h200/call19/)
         "wu": [
             (32, 4, 1),
-            (32, 8, 1),
-            (32, 4, 2),
-            (16, 4, 1),
-            (64, 8, 1),
-            # one program per column block (the fourth entry): more programs in flight
             (32, 4, 1, True),
             (16, 4, 1, True),
             (32, 8, 1, True),

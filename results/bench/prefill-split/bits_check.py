@@ -1,8 +1,9 @@
 """On the GPU: the fp32 prefill form's defaults (the scan's tf32x3 operands split by bit
 arithmetic, the output launch's V blocks side by side) against the build before (Triton's split,
 chunk-first output), bit for bit (outputs and stored states), over packed sequences with partial
-chunks and single tokens, a varlen batch, one 32k sequence, fp32 and bf16 inputs, head dims that are
-not powers of two, fp16 pools (rounded on store) and an intra-chunk bf16 state. The interpreter's
+chunks and single tokens, a varlen batch, head dims that are not powers of two, an fp16 pool with
+stochastic rounding on store and an intra-chunk bf16 state (bench_prefill.py's sweep compares one
+32k sequence). The interpreter's
 tests check the split against float64 in CI; this is the compiled code's check. Prints one JSON line.
 Usage (device, repository root): python3 results/bench/prefill-split/bits_check.py
 (--smoke: tiny shapes on the CPU interpreter, TRITON_INTERPRET=1: checks the script only)"""
@@ -27,16 +28,13 @@ g = torch.Generator().manual_seed(0)
 varlen = [int(n) for n in torch.randint(500, 1300, (37,), generator=g)]
 CASES = [  # (label, lengths, H, K, V, input dtype, pool dtype, fmt, intra-chunk dtype)
     ("partial chunks", [130, 1, 64, 2000], 32, 128, 128, torch.bfloat16, torch.float32, None, None),
-    ("fp32 inputs", [130, 1, 64, 2000], 32, 128, 128, torch.float32, torch.float32, None, None),
     ("varlen 37", varlen, 32, 128, 128, torch.bfloat16, torch.float32, None, None),
-    ("one 32k", [32768], 32, 128, 128, torch.bfloat16, torch.float32, None, None),
     ("K 96, V 80", [300, 17], 4, 96, 80, torch.bfloat16, torch.float32, None, None),
-    ("fp16 pool", [700, 33], 32, 128, 128, torch.bfloat16, torch.float16, "fp16", None),
     ("fp16-sr pool", [700, 33], 32, 128, 128, torch.bfloat16, torch.float16, "fp16-sr", None),
     ("bf16 intra-chunk", [700, 33], 32, 128, 128, torch.bfloat16, torch.float32, None, torch.bfloat16),
 ]
 if smoke:
-    CASES = [(c[0], [70, 1], 2, 32, 32, *c[5:]) for c in CASES[:1] + CASES[5:6]]
+    CASES = [(c[0], [70, 1], 2, 32, 32, *c[5:]) for c in CASES[:1] + CASES[3:4]]
 
 
 def run(x, pool0, slots, cu, init, fmt, intra, tiles):

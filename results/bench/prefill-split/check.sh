@@ -8,9 +8,9 @@ set -u
 OUT=${1:?usage: check.sh OUT}
 source scripts/device_setup.sh
 mkdir -p "$OUT"
-timeout 150 python3 results/bench/prefill-split/bits_check.py > "$OUT/bits_check.json" 2> "$OUT/bits_check.err"
+timeout 110 python3 results/bench/prefill-split/bits_check.py > "$OUT/bits_check.json" 2> "$OUT/bits_check.err"
 echo "bits_check exit $?: $(head -c 400 "$OUT/bits_check.json")"
-timeout ${SWEEP_S:-170} python3 scripts/bench_prefill.py --out "$OUT/wu" --parts sweep --sweep-only wu \
+timeout ${SWEEP_S:-100} python3 scripts/bench_prefill.py --out "$OUT/wu" --parts sweep --sweep-only wu \
   --sweep-kinds fp32 --no-adopt > "$OUT/wu-log.txt" 2>&1
 echo "bench_prefill wu sweep exit $?"
 grep -E "wu" "$OUT/wu/bench_prefill.md" | head -n 5
