@@ -219,7 +219,7 @@ def stream_builds(
     o = "*bf16" if prec == "bf16" else f
     BK, BV = triton.next_power_of_2(K), triton.next_power_of_2(V)
     (bkg, nwp, gate, prep_order), head_fast = t["prep"], t["order"][0]
-    (bkc, nwo, nso, group), (nwi,), (bkw, nww, nsw, *per) = t["offdiag"], t["inverse"], t["wu"]
+    (bkc, nwo, nso, group), (nwi,), (bkw, nww, nsw) = t["offdiag"], t["inverse"], t["wu"]
     (bvs, nwc, nsc, fuse), (bvo, nw_out, ns_out) = t["scan"], t["output"]
     chunks = {"chunk_start": i32, "chunk_end": i32}
     lp = {n: w.launch_precision(prec, t, n) for n in ("offdiag", "wu", "scan", "output")}
@@ -249,8 +249,7 @@ def stream_builds(
                        {"q": m, "k": m, "v": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Tinv": o, "W": o,
                         "U": o, "Qg": o, "Kd": o, **chunks},
                        {"H": H, "K": K, "V": V, "BT": 64, "BK": BK, "BV": BV,
-                        "BKC": max(16, min(bkw, BK, BV)), "DOT_PREC": lp["wu"], "HEAD_FAST": head_fast,
-                        "PER_BLOCK": bool(per and per[0])},
+                        "BKC": max(16, min(bkw, BK, BV)), "DOT_PREC": lp["wu"], "HEAD_FAST": head_fast},
                        num_warps=nww, num_stages=nsw),
     ]  # fmt: skip
     builds.append(compile_kernel(ks.scan_kernel,

@@ -87,16 +87,6 @@ def test_stream_output_launch_orders(pw, monkeypatch, order):
     assert err_o < 1e-4 and err_s < 1e-4
 
 
-def test_stream_wu_one_program_per_column_block(pw, monkeypatch):
-    """The wu launch with one program per (chunk, column block, head): K = 48 in four blocks of 16
-    (the last past K), V = 24 in two (the second masked past V)."""
-    tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
-    tiles["fp32"]["wu"] = (16, 4, 1, True)
-    monkeypatch.setattr(pw, "STREAM_TILES", tiles)
-    err_o, err_s = _against_reference(pw, *_case([int(torch.randint(70, 130, ())), 9], 48, 24, [True, False]))
-    assert err_o < 1e-4 and err_s < 1e-4
-
-
 def test_stream_head_dims_not_powers_of_two(pw):
     """K = 48, V = 24: the state halves, column blocks and tiles are masked past K and V."""
     err_o, err_s = _against_reference(pw, *_case([int(torch.randint(70, 130, ())), 9], 48, 24, [True, False]))

@@ -388,21 +388,6 @@ def _zeros_above(A, z, t0, t1, H, i_h, BT: tl.constexpr, BC: tl.constexpr):
 
 # ----------------------------------------------------------------------------------------- 5
 @triton.jit
-def _wu_k_block(q, k, G, W, Qg, Kd, b_t, b_beta, b_rk, b_rq, t0, t1, m_t, H, i_h, K: tl.constexpr,
-                c0, BT: tl.constexpr, BKC: tl.constexpr, DOT_PREC: tl.constexpr):  # fmt: skip
-    """Columns c0:c0+BKC of Kd, W and Qg for one chunk-head."""
-    o_k = c0 + tl.arange(0, BKC)
-    b_gl = tl.load(G + ((t1 - 1).to(tl.int64) * H + i_h) * K + o_k, mask=o_k < K, other=0.0)[None, :]
-    b_g = load_tile(G, t0, t1, H, i_h, K, c0, BT, BKC)
-    b_k = load_tile(k, t0, t1, H, i_h, K, c0, BT, BKC) * b_rk
-    store_tile(Kd, b_k * tl.exp(tl.where(m_t[:, None], b_gl - b_g, 0.0)), t0, t1, H, i_h, K, c0, BT, BKC)
-    b_g = tl.exp(b_g)
-    store_tile(W, mm(b_t, b_k * b_g * b_beta, None, DOT_PREC), t0, t1, H, i_h, K, c0, BT, BKC)
-    b_q = load_tile(q, t0, t1, H, i_h, K, c0, BT, BKC) * b_rq
-    store_tile(Qg, b_q * b_g, t0, t1, H, i_h, K, c0, BT, BKC)
-
-
-@triton.jit
 def wu_kernel(
     q,
     k,
@@ -427,42 +412,31 @@ def wu_kernel(
     BKC: tl.constexpr,
     DOT_PREC: tl.constexpr,
     HEAD_FAST: tl.constexpr,
-    PER_BLOCK: tl.constexpr,
 ):
     """Per (chunk, head): W = T (beta k e^G), U = T (beta v) as whole-chunk products [BT, BT] x
-    [BT, BKC], and the scan's Kd = k e^{G_last - G} and Qg = q e^G. PER_BLOCK: one program per
-    (chunk, column block, head) instead, the K blocks first, then V's (grid axis 1): each reads the
-    chunk's T again (from L2), for more programs in flight where one per chunk-head waits on its
-    loads (Nsight Compute: long-scoreboard stalls, 3 programs per SM)."""
-    i_c, i_h = chunk_and_head(HEAD_FAST, 2 if PER_BLOCK else 1)
+    [BT, BKC], and the scan's Kd = k e^{G_last - G} and Qg = q e^G."""
+    i_c, i_h = chunk_and_head(HEAD_FAST, 1)
     t0 = tl.load(chunk_start + i_c)
     t1 = tl.load(chunk_end + i_c)
     o_t = tl.arange(0, BT)
     m_t = t0 + o_t < t1
     b_t = load_tile_as_is(Tinv, t0, t1, H, i_h, BT, 0, BT, BT)
     b_beta = tl.sigmoid(load_rows_vec(beta_raw, t0 + o_t, m_t, H, i_h))[:, None]
-    if PER_BLOCK:
-        NKB: tl.constexpr = BK // BKC
-        i_b = tl.program_id(1)
-        if i_b < NKB:
-            b_rk = load_rows_vec(RK, t0 + o_t, m_t, H, i_h)[:, None]
-            b_rq = load_rows_vec(RQ, t0 + o_t, m_t, H, i_h)[:, None]
-            c0 = i_b * BKC
-            _wu_k_block(q, k, G, W, Qg, Kd, b_t, b_beta, b_rk, b_rq, t0, t1, m_t, H, i_h, K, c0, BT, BKC,
-                        DOT_PREC)  # fmt: skip
-        else:
-            c0 = (i_b - NKB) * BKC
-            b_v = load_tile(v, t0, t1, H, i_h, V, c0, BT, BKC) * b_beta
-            store_tile(U, mm(b_t, b_v, None, DOT_PREC), t0, t1, H, i_h, V, c0, BT, BKC)
-    else:
-        b_rk = load_rows_vec(RK, t0 + o_t, m_t, H, i_h)[:, None]
-        b_rq = load_rows_vec(RQ, t0 + o_t, m_t, H, i_h)[:, None]
-        for c0 in range(0, BK, BKC):
-            _wu_k_block(q, k, G, W, Qg, Kd, b_t, b_beta, b_rk, b_rq, t0, t1, m_t, H, i_h, K, c0, BT, BKC,
-                        DOT_PREC)  # fmt: skip
-        for c0 in range(0, BV, BKC):
-            b_v = load_tile(v, t0, t1, H, i_h, V, c0, BT, BKC) * b_beta
-            store_tile(U, mm(b_t, b_v, None, DOT_PREC), t0, t1, H, i_h, V, c0, BT, BKC)
+    b_rk = load_rows_vec(RK, t0 + o_t, m_t, H, i_h)[:, None]
+    b_rq = load_rows_vec(RQ, t0 + o_t, m_t, H, i_h)[:, None]
+    for c0 in range(0, BK, BKC):
+        o_k = c0 + tl.arange(0, BKC)
+        b_gl = tl.load(G + ((t1 - 1).to(tl.int64) * H + i_h) * K + o_k, mask=o_k < K, other=0.0)[None, :]
+        b_g = load_tile(G, t0, t1, H, i_h, K, c0, BT, BKC)
+        b_k = load_tile(k, t0, t1, H, i_h, K, c0, BT, BKC) * b_rk
+        store_tile(Kd, b_k * tl.exp(tl.where(m_t[:, None], b_gl - b_g, 0.0)), t0, t1, H, i_h, K, c0, BT, BKC)
+        b_g = tl.exp(b_g)
+        store_tile(W, mm(b_t, b_k * b_g * b_beta, None, DOT_PREC), t0, t1, H, i_h, K, c0, BT, BKC)
+        b_q = load_tile(q, t0, t1, H, i_h, K, c0, BT, BKC) * b_rq
+        store_tile(Qg, b_q * b_g, t0, t1, H, i_h, K, c0, BT, BKC)
+    for c0 in range(0, BV, BKC):
+        b_v = load_tile(v, t0, t1, H, i_h, V, c0, BT, BKC) * b_beta
+        store_tile(U, mm(b_t, b_v, None, DOT_PREC), t0, t1, H, i_h, V, c0, BT, BKC)
 
 
 # ----------------------------------------------------------------------------------------- 6

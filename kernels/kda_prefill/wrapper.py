@@ -47,22 +47,22 @@ SOLVE_WARPS = 8
 # log "exact" or "approx" (`triton_common.kda_gate`; the bf16 form's as FLA's), the programs' order
 # (`stream.prep_kernel`)), "diag" (BH heads per program, num_warps), "offdiag" (BKC columns per
 # step, num_warps, num_stages, block pairs per program: "pair", "row", "chunk"), "inverse"
-# (num_warps), "wu" (BKC columns per step, num_warps, num_stages[, one program per column block]),
-# "scan" (BV, num_warps, num_stages, output fused into the scan), "output" (BV, num_warps,
-# num_stages; only without a fused output), "output_order" (`stream.output_kernel`'s ORDER), "split"
-# (the launches whose tf32x3 products split their operands by bit arithmetic, `launch_precision`).
-# Each is the fastest of the H200 sweeps at 32k (results/bench/prefill-stream-h200/README.md says
-# which sweep chose each, and lists the forms measured slower and removed): head-first program
-# order, the diagonal blocks per token, and the bf16 form's approximate gate (FLA's). The bf16
-# scan's BV 64 with three stages halves the programs (each chunk's W, Kd and Qg loaded by half as
-# many): faster on one sequence and on many; one pipeline stage with 4 warps faults the GPU in the
-# bf16 scan (undiagnosed), so its tile keeps three stages. tf32x3 scans spill with a fused output or
-# BV > 16 (kernels/compile_check.py; tests/test_kernels_compile.py bounds the spills); the bf16
-# scan's three stages need K <= 128 (shared memory). The fp32 form's last two entries were measured
-# on an H100 (results/bench/prefill-split/, every output and state bit equal to the build before):
-# the scan's products split their operands by bit arithmetic (the scan 7% faster; other launches no
-# faster with it, the output slower), and the output launch numbers a chunk-head's V blocks side by
-# side (the output 9% faster).
+# (num_warps), "wu" (BKC columns per step, num_warps, num_stages), "scan" (BV, num_warps,
+# num_stages, output fused into the scan), "output" (BV, num_warps, num_stages; only without a fused
+# output), "output_order" (`stream.output_kernel`'s ORDER), "split" (the launches whose tf32x3
+# products split their operands by bit arithmetic, `launch_precision`). Each is the fastest of the
+# H200 sweeps at 32k (results/bench/prefill-stream-h200/README.md says which sweep chose each, and
+# lists the forms measured slower and removed): head-first program order, the diagonal blocks per
+# token, and the bf16 form's approximate gate (FLA's). The bf16 scan's BV 64 with three stages
+# halves the programs (each chunk's W, Kd and Qg loaded by half as many): faster on one sequence and
+# on many; one pipeline stage with 4 warps faults the GPU in the bf16 scan (undiagnosed), so its
+# tile keeps three stages. tf32x3 scans spill with a fused output or BV > 16
+# (kernels/compile_check.py; tests/test_kernels_compile.py bounds the spills); the bf16 scan's three
+# stages need K <= 128 (shared memory).
+# The fp32 form's last two entries were measured on an H100 (results/bench/prefill-split/, every
+# output and state bit equal to the build before): the scan's products split their operands by bit
+# arithmetic (the scan 7% faster; other launches no faster with it, the output slower), and the
+# output launch numbers a chunk-head's V blocks side by side (the output 9% faster).
 STREAM_TILES: dict[str, dict[str, tuple]] = {
     "fp32": {
         "order": (True,),
@@ -371,14 +371,11 @@ def stream_local(
         H=H, BT=CHUNK, BC=SUB, SOLVE_PREC=launch_precision(solve_precision(prec), tiles, "inverse"),
         HEAD_FAST=head_fast, num_warps=nwi,
     )  # fmt: skip
-    bkc, nww, nsw, *per = tiles["wu"]
-    per_block = bool(per and per[0])
-    bkc = max(16, min(bkc, BK, BVf))
-    wu_grid = grid(NC, BK // bkc + triton.cdiv(V, bkc), H) if per_block else grid(NC, H)
-    stream.wu_kernel[wu_grid](
+    bkc, nww, nsw = tiles["wu"]
+    stream.wu_kernel[grid(NC, H)](
         q, k, v, G, beta_raw, RQ, RK, c["Tinv"], c["W"], c["U"], c["Qg"], c["Kd"], c_start, c_end,
-        H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=BVf, BKC=bkc, DOT_PREC=launch_precision(prec, tiles, "wu"),
-        HEAD_FAST=head_fast, PER_BLOCK=per_block, num_warps=nww, num_stages=nsw,
+        H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=BVf, BKC=max(16, min(bkc, BK, BVf)),
+        DOT_PREC=launch_precision(prec, tiles, "wu"), HEAD_FAST=head_fast, num_warps=nww, num_stages=nsw,
     )  # fmt: skip
     return c
 
