@@ -32,7 +32,11 @@ Measured on the H200 (results/bench/prefill-stream-h200/): 9.2 ms at 32k with fp
 float64; at 8k/32k/128k 0.44-0.45x FLA's `chunk_kda` with fp32 operands and
 1.04-1.10x with bf16 ones, 0.39x / 1.08x on a batch of 37 sequences (the bf16 scan with BV 64
 and three stages; that folder's README names the calls). Every chunk-local launch numbers its
-programs head first (`chunk_and_head`): 0.3-0.5 ms faster at 32k than chunk first.
+programs head first (`chunk_and_head`): 0.3-0.5 ms faster at 32k than chunk first. On an H100
+(results/bench/prefill-ncu/, prefill-split/): half the fp32 scan's instructions were Triton's
+emulated tf32 rounding, so the scan splits its operands by bit arithmetic (`kernels/tf32x3.py`, the
+same bits), and the output launch numbers a chunk-head's V blocks side by side (its L2 hit rate was
+8.5%): 9.61 -> 9.13 ms at 32k there, 0.53x FLA.
 
 Operands: DOT_PREC "tf32x3" (or "ieee") keeps every intermediate fp32 and every product at about
 fp32 accuracy: evalkit's arithmetic. DOT_PREC "bf16" is the production form FLA-based servers run:
