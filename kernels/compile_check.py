@@ -224,7 +224,7 @@ def stream_builds(
     chunks = {"chunk_start": i32, "chunk_end": i32}
     lp = {n: w.launch_precision(prec, t, n) for n in ("offdiag", "wu", "scan", "output")}
     lp["inverse"] = w.launch_precision(w.solve_precision(prec), t, "inverse")
-    (out_order,) = t.get("output_order", ("chunk",))
+    (out_order,) = t["output_order"]
     builds = [
         compile_kernel(ks.prep_kernel,
                        {"g_raw": m, "a_log": f, "dt_bias": f, "G": f, "EGl": f, **chunks},

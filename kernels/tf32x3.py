@@ -30,7 +30,8 @@ def tf32_rna(x):
 @triton.jit
 def dot_tf32x3(a, b, acc):
     """a @ b (+ acc, when not None) as `tl.dot(a, b, acc, input_precision="tf32x3")`: the same three
-    tf32 products in the same order, the same NaN guard, acc added last."""
+    tf32 products in the same order, the same NaN guard, acc added last (without acc a zero one, as
+    tl.dot's: the add turns a -0.0 result into +0.0 there too)."""
     a = a.to(tl.float32)
     b = b.to(tl.float32)
     a_hi = tf32_rna(a)

@@ -306,6 +306,7 @@ def part_sweep(
     import torch
 
     from evalkit.kernels.kda_prefill import wrapper as pw
+    from evalkit.kernels.twin_check import bit_equal
 
     p = Problem(varlen_lengths() if varlen else [SWEEP_T])
     res: dict = {"T": SWEEP_T, "adopted": adopt, "varlen": varlen}
@@ -336,10 +337,7 @@ def part_sweep(
                         run = chk.ours(**kw)
                         o = run().float()
                         e["out_rel_diff_vs_default"] = rel_err(o, o_default)
-                        e["bits_equal_default"] = bool(
-                            torch.equal(o.view(torch.int32), o_default.view(torch.int32))
-                            and torch.equal(run.pool.view(torch.int32), s_default.view(torch.int32))
-                        )
+                        e["bits_equal_default"] = bit_equal(o, o_default) and bit_equal(run.pool, s_default)
                         o = run = None
                         e["ms"] = bench_ms(p.ours(**kw), warmup=5, rep=50)
                 except Exception as exc:  # noqa: BLE001

@@ -292,7 +292,7 @@ def launch_precision(prec: str, tiles: dict, launch: str) -> str:
     """The dot precision one stream launch is built with: "tf32x3-bits" where the tile's "split"
     names it (kernels/tf32x3.py: Triton's tf32x3 products with a cheaper split, the same bits for
     finite operands), else prec."""
-    return "tf32x3-bits" if prec == "tf32x3" and launch in tiles.get("split", ()) else prec
+    return "tf32x3-bits" if prec == "tf32x3" and launch in tiles["split"] else prec
 
 
 def operand_kind(prec: str) -> str:
@@ -425,7 +425,7 @@ def stream_scan(
     if not fuse and NC > 0:
         bvo, nwo, nso = tiles["output"]
         bvo = min(bvo, BVf)
-        (order,) = tiles.get("output_order", ("chunk",))
+        (order,) = tiles["output_order"]
         order = order if NC <= 65535 else "chunk"  # chunks on grid axis 1: at most 65535
         nvo = triton.cdiv(V, bvo)
         out_grid = (nvo * H, NC) if order == "head" else (NC, H, nvo)
