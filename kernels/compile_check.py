@@ -225,6 +225,7 @@ def stream_builds(
     lp = {n: w.launch_precision(prec, t, n) for n in ("offdiag", "wu", "scan", "output")}
     lp["inverse"] = w.launch_precision(w.solve_precision(prec), t, "inverse")
     (out_order,) = t["output_order"]
+    presplit = w.scan_presplit(prec, t)
     builds = [
         compile_kernel(ks.prep_kernel,
                        {"g_raw": m, "a_log": f, "dt_bias": f, "G": f, "EGl": f, **chunks},
@@ -247,18 +248,21 @@ def stream_builds(
                         "HEAD_FAST": head_fast}, num_warps=nwi),
         compile_kernel(ks.wu_kernel,
                        {"q": m, "k": m, "v": m, "G": f, "beta_raw": m, "RQ": f, "RK": f, "Tinv": o, "W": o,
-                        "U": o, "Qg": o, "Kd": o, **chunks},
+                        "U": o, "Qg": o, "Kd": o, "Wlo": o, "Kdlo": o, **chunks},
                        {"H": H, "K": K, "V": V, "BT": 64, "BK": BK, "BV": BV,
-                        "BKC": max(16, min(bkw, BK, BV)), "DOT_PREC": lp["wu"], "HEAD_FAST": head_fast},
+                        "BKC": max(16, min(bkw, BK, BV)), "DOT_PREC": lp["wu"], "HEAD_FAST": head_fast,
+                        "PRESPLIT_W": "w" in presplit, "PRESPLIT_KD": "kd" in presplit},
                        num_warps=nww, num_stages=nsw),
     ]  # fmt: skip
     builds.append(compile_kernel(ks.scan_kernel,
-                       {"Kd": o, "EGl": f, "W": o, "U": o, "Qg": o, "Aqk": o, "Vn": o, "Hs": o, "o": m,
+                       {"Kd": o, "EGl": f, "W": o, "Wlo": o, "Kdlo": o, "U": o, "Qg": o, "Aqk": o, "Vn": o,
+                        "Hs": o, "o": m,
                         "pool": _pool_ptr(state), "slots": i32, "positions": "*i64", "sr_key": "i32",
                         "cu_seqlens": i32, "chunk_offsets": i32, "has_initial_state": i32},
                        {"H": H, "K": K, "V": V, "BT": 64, "BKH": max(16, BK // 2), "BV": min(bvs, BV),
                         "DOT_PREC": lp["scan"], **_format_constexprs(state), "INTRA_BF16": False,
-                        "FUSE_OUT": bool(fuse)},
+                        "FUSE_OUT": bool(fuse), "PRESPLIT_W": "w" in presplit,
+                        "PRESPLIT_KD": "kd" in presplit},
                        num_warps=nwc, num_stages=nsc))  # fmt: skip
     if not fuse:
         builds.append(compile_kernel(ks.output_kernel,

@@ -33,10 +33,19 @@ def dot_tf32x3(a, b, acc):
     tf32 products in the same order, the same NaN guard, acc added last (without acc a zero one, as
     tl.dot's: the add turns a -0.0 result into +0.0 there too)."""
     a = a.to(tl.float32)
-    b = b.to(tl.float32)
     a_hi = tf32_rna(a)
+    return dot_tf32x3_split(a_hi, a - a_hi, b, acc)
+
+
+@triton.jit
+def dot_tf32x3_split(a_hi, a_lo, b, acc):
+    """`dot_tf32x3(a, b, acc)` with a given as its halves a_hi = tf32_rna(a), a_lo = a - a_hi,
+    split once where a is made (the prefill scan's W and Kd: every program of a head multiplies
+    the same rows). Loaded halves feed the tensor cores from shared memory, never passing through
+    registers, which is what lets the scan hold a wider state tile."""
+    b = b.to(tl.float32)
     b_hi = tf32_rna(b)
-    d = tl.dot(a - a_hi, b_hi, input_precision="tf32")
+    d = tl.dot(a_lo, b_hi, input_precision="tf32")
     d = tl.dot(a_hi, b - b_hi, d, input_precision="tf32")
     d = tl.where(d != d, 0.0, d)
     d = tl.dot(a_hi, b_hi, d, input_precision="tf32")

@@ -91,6 +91,17 @@ SWEEP = {
             ("offdiag", "inverse", "wu", "scan"),
             ("offdiag", "inverse", "wu", "scan", "output"),
         ],
+        # (scan tile, presplit): the wu launch writes W and / or Kd as their tf32x3 halves, which
+        # the scan feeds to the tensor cores from shared memory, so its registers allow BV 32
+        # (kernels/compile_check.py); both halves of both need more shared memory than an SM has
+        "presplit": [
+            ((16, 4, 2, False), ()),
+            ((32, 8, 2, False), ("kd",)),
+            ((32, 4, 2, False), ("kd",)),
+            ((32, 8, 2, False), ("w",)),
+            ((16, 4, 2, False), ("kd",)),
+            ((16, 4, 2, False), ("w",)),
+        ],
     },
     "bf16": {
         "prep": [
@@ -328,10 +339,14 @@ def part_sweep(
                 continue  # the output kernel runs only without a fused output
             entries = []
             for tile in sweep[kind][part]:
-                trial = {**best, part: tile}
+                trial = (
+                    {**best, "scan": tile[0], "presplit": tile[1]}
+                    if part == "presplit"
+                    else {**best, part: tile}
+                )
                 saved = pw.STREAM_TILES[kind]
                 pw.STREAM_TILES[kind] = trial
-                e: dict = {"tile": list(tile)}
+                e: dict = {"tile": [list(t) if isinstance(t, tuple) else t for t in tile]}
                 try:
                     with torch.inference_mode():
                         run = chk.ours(**kw)
@@ -351,9 +366,12 @@ def part_sweep(
                 for e in entries
                 if "ms" in e
                 and e["out_rel_diff_vs_default"] < (5e-2 if kind == "bf16" else 1e-3)
-                and (e["bits_equal_default"] or part != "split")
+                and (e["bits_equal_default"] or part not in ("split", "presplit"))
             ]
-            if ok:
+            if ok and part == "presplit":
+                scan, presplit = min(ok, key=lambda e: e["ms"])["tile"]
+                best["scan"], best["presplit"] = tuple(scan), tuple(presplit)
+            elif ok:
                 best[part] = tuple(min(ok, key=lambda e: e["ms"])["tile"])
             res[f"{kind}_{part}"] = entries
         res[f"{kind}_best"] = {k: list(v) for k, v in best.items()}

@@ -74,6 +74,30 @@ def test_stream_bit_split_products_match_reference(pw, monkeypatch, fuse):
     assert err_o < 1e-5 and err_s < 1e-5
 
 
+@pytest.mark.parametrize("fuse", [True, False])
+@pytest.mark.parametrize("presplit", [("w",), ("kd",), ("w", "kd")])
+def test_stream_presplit_operands_give_the_same_bits(pw, monkeypatch, presplit, fuse):
+    """W and / or Kd written as their tf32x3 halves by the wu launch (Kd^T chunk-transposed) and
+    multiplied as such by the scan: every output and stored-state bit of the scan splitting them
+    itself, on sequences with partial chunks (one of a single token) and K = 48, V = 24 (the
+    transposed tiles masked past K). A misplaced row, a stale column or a dropped half shows."""
+    tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
+    tiles["fp32"]["scan"] = (16, 4, 1, fuse)
+    tiles["fp32"]["split"] = ("scan",)
+    monkeypatch.setattr(pw, "STREAM_TILES", tiles)
+    x, pool, slots, cu, init = _case([int(torch.randint(70, 150, ())), 1, 40], 48, 24, [True, False, True])
+    outs = {}
+    for ps in ((), presplit):
+        tiles["fp32"]["presplit"] = ps
+        p = pool.clone()
+        outs[ps] = (pw.kda_prefill(*x.args(), p, slots, cu, init, variant="stream"), p)
+    (o0, s0), (o1, s1) = outs[()], outs[presplit]
+    assert torch.equal(o0.view(torch.int32), o1.view(torch.int32))
+    assert torch.equal(s0.view(torch.int32), s1.view(torch.int32))
+    err_o, err_s = _against_reference(pw, x, pool, slots, cu, init)
+    assert err_o < 1e-5 and err_s < 1e-5
+
+
 @pytest.mark.parametrize("order", ["chunk", "head"])
 def test_stream_output_launch_orders(pw, monkeypatch, order):
     """The output launch's programs numbered chunk first or a chunk-head's V blocks first (V = 24

@@ -50,10 +50,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..tf32x3 import dot_tf32x3
+from ..tf32x3 import dot_tf32x3, dot_tf32x3_split, tf32_rna
 from ..triton_common import COMPILED, load_state, round_to_bf16_bits, row_norms, store_state
 from .gate import chunk_gate_cumsum
-from .tiles import load_rows_vec, load_tile, load_tile_as_is, store_tile
+from .tiles import load_chunk_t, load_rows_vec, load_tile, load_tile_as_is, store_chunk_t, store_tile
 
 
 @triton.jit
@@ -405,6 +405,8 @@ def wu_kernel(
     U,
     Qg,
     Kd,
+    Wlo,
+    Kdlo,
     chunk_start,
     chunk_end,
     H: tl.constexpr,
@@ -416,9 +418,13 @@ def wu_kernel(
     BKC: tl.constexpr,
     DOT_PREC: tl.constexpr,
     HEAD_FAST: tl.constexpr,
+    PRESPLIT_W: tl.constexpr,
+    PRESPLIT_KD: tl.constexpr,
 ):
     """Per (chunk, head): W = T (beta k e^G), U = T (beta v) as whole-chunk products [BT, BT] x
-    [BT, BKC], and the scan's Kd = k e^{G_last - G} and Qg = q e^G."""
+    [BT, BKC], and the scan's Kd = k e^{G_last - G} and Qg = q e^G. PRESPLIT (fp32 operands): W and
+    Kd as their tf32x3 halves, hi = tf32_rna(x) into W / Kd and lo = x - hi into Wlo / Kdlo, Kd's
+    chunk-transposed ([chunks, H, K, BT], `tiles.store_chunk_t`), for the scan's PRESPLIT."""
     i_c, i_h = chunk_and_head(HEAD_FAST, 1)
     t0 = tl.load(chunk_start + i_c)
     t1 = tl.load(chunk_end + i_c)
@@ -433,9 +439,21 @@ def wu_kernel(
         b_gl = tl.load(G + ((t1 - 1).to(tl.int64) * H + i_h) * K + o_k, mask=o_k < K, other=0.0)[None, :]
         b_g = load_tile(G, t0, t1, H, i_h, K, c0, BT, BKC)
         b_k = load_tile(k, t0, t1, H, i_h, K, c0, BT, BKC) * b_rk
-        store_tile(Kd, b_k * tl.exp(tl.where(m_t[:, None], b_gl - b_g, 0.0)), t0, t1, H, i_h, K, c0, BT, BKC)
+        b_kd = b_k * tl.exp(tl.where(m_t[:, None], b_gl - b_g, 0.0))  # 0 on rows past t1 (k is)
         b_g = tl.exp(b_g)
-        store_tile(W, mm(b_t, b_k * b_g * b_beta, None, DOT_PREC), t0, t1, H, i_h, K, c0, BT, BKC)
+        b_w = mm(b_t, b_k * b_g * b_beta, None, DOT_PREC)
+        if PRESPLIT_KD:
+            hi = tf32_rna(b_kd)
+            store_chunk_t(Kd, hi, i_c, H, i_h, K, c0, BT, BKC)
+            store_chunk_t(Kdlo, b_kd - hi, i_c, H, i_h, K, c0, BT, BKC)
+        else:
+            store_tile(Kd, b_kd, t0, t1, H, i_h, K, c0, BT, BKC)
+        if PRESPLIT_W:
+            hi = tf32_rna(b_w)
+            store_tile(W, hi, t0, t1, H, i_h, K, c0, BT, BKC)
+            store_tile(Wlo, b_w - hi, t0, t1, H, i_h, K, c0, BT, BKC)
+        else:
+            store_tile(W, b_w, t0, t1, H, i_h, K, c0, BT, BKC)
         b_q = load_tile(q, t0, t1, H, i_h, K, c0, BT, BKC) * b_rq
         store_tile(Qg, b_q * b_g, t0, t1, H, i_h, K, c0, BT, BKC)
     for c0 in range(0, BV, BKC):
@@ -458,6 +476,8 @@ def scan_kernel(
     Kd,
     EGl,
     W,
+    Wlo,
+    Kdlo,
     U,
     Qg,
     Aqk,
@@ -483,10 +503,14 @@ def scan_kernel(
     ROUNDING: tl.constexpr,
     INTRA_BF16: tl.constexpr,
     FUSE_OUT: tl.constexpr,
+    PRESPLIT_W: tl.constexpr,
+    PRESPLIT_KD: tl.constexpr,
 ):
     """The state as two row halves S1 = S[:BKH], S2 = S[BKH:2 BKH] (BKH >= K / 2): every product
     is split along K, so no operand tile is wider than BKH (fp32 operands of tf32x3 products at
-    K = 128 spill registers otherwise)."""
+    K = 128 spill registers otherwise). PRESPLIT: W and Kd come as the tf32x3 halves `wu_kernel`
+    wrote (Kd^T chunk-transposed), the products `dot_tf32x3_split`: the same bits as splitting
+    here, with W and Kd fed to the tensor cores as loaded."""
     i_nh = tl.program_id(0)  # N*H can exceed the 65535 limit of grid axes 1 and 2
     i_v = tl.program_id(1)
     i_n = i_nh // H
@@ -514,12 +538,23 @@ def scan_kernel(
         b_w1 = load_tile_as_is(W, t0, t1, H, i_h, K, 0, BT, BKH)
         b_w2 = load_tile_as_is(W, t0, t1, H, i_h, K, BKH, BT, BKH)
         b_u = load_tile(U, t0, t1, H, i_h, V, v0, BT, BV)
-        b_kd1 = load_tile_as_is(Kd, t0, t1, H, i_h, K, 0, BT, BKH)
-        b_kd2 = load_tile_as_is(Kd, t0, t1, H, i_h, K, BKH, BT, BKH)
         p_el = EGl + (i_c * H + i_h) * K
         b_el1 = tl.load(p_el + o_k1, mask=o_k1 < K, other=0.0)
         b_el2 = tl.load(p_el + o_k2, mask=o_k2 < K, other=0.0)
-        b_vn = b_u - mm(b_w2, b_s2, mm(b_w1, b_s1, None, DOT_PREC), DOT_PREC)
+        if PRESPLIT_KD:
+            b_kt1 = load_chunk_t(Kd, i_c, H, i_h, K, 0, BT, BKH)
+            b_kt2 = load_chunk_t(Kd, i_c, H, i_h, K, BKH, BT, BKH)
+            b_ktl1 = load_chunk_t(Kdlo, i_c, H, i_h, K, 0, BT, BKH)
+            b_ktl2 = load_chunk_t(Kdlo, i_c, H, i_h, K, BKH, BT, BKH)
+        else:
+            b_kd1 = load_tile_as_is(Kd, t0, t1, H, i_h, K, 0, BT, BKH)
+            b_kd2 = load_tile_as_is(Kd, t0, t1, H, i_h, K, BKH, BT, BKH)
+        if PRESPLIT_W:
+            b_wl1 = load_tile_as_is(Wlo, t0, t1, H, i_h, K, 0, BT, BKH)
+            b_wl2 = load_tile_as_is(Wlo, t0, t1, H, i_h, K, BKH, BT, BKH)
+            b_vn = b_u - dot_tf32x3_split(b_w2, b_wl2, b_s2, dot_tf32x3_split(b_w1, b_wl1, b_s1, None))
+        else:
+            b_vn = b_u - mm(b_w2, b_s2, mm(b_w1, b_s1, None, DOT_PREC), DOT_PREC)
         if FUSE_OUT:
             b_qg1 = load_tile_as_is(Qg, t0, t1, H, i_h, K, 0, BT, BKH)
             b_qg2 = load_tile_as_is(Qg, t0, t1, H, i_h, K, BKH, BT, BKH)
@@ -532,8 +567,12 @@ def scan_kernel(
             tl.store(p_hs + o_k1[:, None] * V, b_s1.to(Hs.dtype.element_ty), mask=(o_k1 < K)[:, None] & m_v)
             tl.store(p_hs + o_k2[:, None] * V, b_s2.to(Hs.dtype.element_ty), mask=(o_k2 < K)[:, None] & m_v)
             store_tile(Vn, b_vn, t0, t1, H, i_h, V, v0, BT, BV)
-        b_s1 = b_s1 * b_el1[:, None] + mm(tl.trans(b_kd1), b_vn, None, DOT_PREC)
-        b_s2 = b_s2 * b_el2[:, None] + mm(tl.trans(b_kd2), b_vn, None, DOT_PREC)
+        if PRESPLIT_KD:
+            b_s1 = b_s1 * b_el1[:, None] + dot_tf32x3_split(b_kt1, b_ktl1, b_vn, None)
+            b_s2 = b_s2 * b_el2[:, None] + dot_tf32x3_split(b_kt2, b_ktl2, b_vn, None)
+        else:
+            b_s1 = b_s1 * b_el1[:, None] + mm(tl.trans(b_kd1), b_vn, None, DOT_PREC)
+            b_s2 = b_s2 * b_el2[:, None] + mm(tl.trans(b_kd2), b_vn, None, DOT_PREC)
         if INTRA_BF16:
             if i_t + 1 < n_chunks:
                 b_s1 = round_to_bf16_bits(b_s1, False).to(tl.float32)

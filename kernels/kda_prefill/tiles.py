@@ -43,3 +43,30 @@ def load_tile_as_is(base, t0, t_end, H, i_h, D: tl.constexpr, c0, BR: tl.constex
     """The tile in the tensor's own dtype (a bf16 operand stays bf16 for its tensor-core product)."""
     ptr, mask = tile_ptrs(base, t0, t_end, H, i_h, D, c0, BR, BD)
     return tl.load(ptr, mask=mask, other=0.0)
+
+
+@triton.jit
+def chunk_t_ptrs(base, i_c, H, i_h, D: tl.constexpr, c0, BT: tl.constexpr, BD: tl.constexpr):
+    """Pointers and mask for columns c0..c0+BD-1 (< D) of one chunk and head of a chunk-transposed
+    [chunks, H, D, BT] tensor: a [BD, BT] tile whose rows are the chunk's columns. A tf32 tensor-core
+    product reads its first operand from shared memory only with the summed index contiguous, so
+    Kd^T of the prefill scan is written in this layout."""
+    o_d = c0 + tl.arange(0, BD)
+    o_t = tl.arange(0, BT)
+    ptr = base + ((i_c.to(tl.int64) * H + i_h) * D + o_d[:, None]) * BT + o_t[None, :]
+    return ptr, (o_d < D)[:, None]
+
+
+@triton.jit
+def store_chunk_t(base, x, i_c, H, i_h, D: tl.constexpr, c0, BT: tl.constexpr, BD: tl.constexpr):
+    """x [BT, BD] (a chunk's rows, columns c0..) stored transposed into a [chunks, H, D, BT] tensor;
+    rows past the chunk's end are stored as they are (zeros where the caller loaded zeros)."""
+    ptr, mask = chunk_t_ptrs(base, i_c, H, i_h, D, c0, BT, BD)
+    tl.store(ptr, tl.trans(x).to(base.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def load_chunk_t(base, i_c, H, i_h, D: tl.constexpr, c0, BT: tl.constexpr, BD: tl.constexpr):
+    """The [BD, BT] tile of a chunk-transposed tensor in its own dtype, 0 past column D."""
+    ptr, mask = chunk_t_ptrs(base, i_c, H, i_h, D, c0, BT, BD)
+    return tl.load(ptr, mask=mask, other=0.0)
