@@ -93,7 +93,8 @@ SWEEP = {
         ],
         # (scan tile, presplit): the wu launch writes W and / or Kd as their tf32x3 halves, which
         # the scan feeds to the tensor cores from shared memory, so its registers allow BV 32
-        # (kernels/compile_check.py); both halves of both need more shared memory than an SM has
+        # (kernels/compile_check.py); both operands presplit fit an SM's shared memory only with
+        # one pipeline stage
         "presplit": [
             ((16, 4, 2, False), ()),
             ((32, 8, 2, False), ("kd",)),
@@ -101,6 +102,8 @@ SWEEP = {
             ((32, 8, 2, False), ("w",)),
             ((16, 4, 2, False), ("kd",)),
             ((16, 4, 2, False), ("w",)),
+            ((16, 4, 1, False), ("w",)),
+            ((16, 4, 1, False), ("w", "kd")),
         ],
     },
     "bf16": {
