@@ -471,6 +471,54 @@ def _state_half(pool_row, has_init, o_k, o_v, K: tl.constexpr, V: tl.constexpr, 
     )
 
 
+@triton.jit
+def _chunk_w(W, Wlo, t0, t1, H, i_h, K: tl.constexpr, BT: tl.constexpr, BKH: tl.constexpr,
+             PRESPLIT_W: tl.constexpr):  # fmt: skip
+    """The chunk's W rows as two halves of K, and with PRESPLIT_W their low tf32x3 halves (else
+    the same tiles again, unused)."""
+    w1 = load_tile_as_is(W, t0, t1, H, i_h, K, 0, BT, BKH)
+    w2 = load_tile_as_is(W, t0, t1, H, i_h, K, BKH, BT, BKH)
+    if PRESPLIT_W:
+        return (
+            w1,
+            w2,
+            load_tile_as_is(Wlo, t0, t1, H, i_h, K, 0, BT, BKH),
+            load_tile_as_is(Wlo, t0, t1, H, i_h, K, BKH, BT, BKH),
+        )
+    else:
+        return w1, w2, w1, w2
+
+
+@triton.jit
+def _chunk_kd_t(Kd, Kdlo, i_c, t0, t1, H, i_h, K: tl.constexpr, BT: tl.constexpr, BKH: tl.constexpr,
+                PRESPLIT_KD: tl.constexpr):  # fmt: skip
+    """Kd^T of the chunk as two halves of K [BKH, BT], and with PRESPLIT_KD their low tf32x3 halves
+    (read as written, chunk-transposed; else the same tiles again, unused)."""
+    if PRESPLIT_KD:
+        k1 = load_chunk_t(Kd, i_c, H, i_h, K, 0, BT, BKH)
+        k2 = load_chunk_t(Kd, i_c, H, i_h, K, BKH, BT, BKH)
+        return (
+            k1,
+            k2,
+            load_chunk_t(Kdlo, i_c, H, i_h, K, 0, BT, BKH),
+            load_chunk_t(Kdlo, i_c, H, i_h, K, BKH, BT, BKH),
+        )
+    else:
+        k1 = tl.trans(load_tile_as_is(Kd, t0, t1, H, i_h, K, 0, BT, BKH))
+        k2 = tl.trans(load_tile_as_is(Kd, t0, t1, H, i_h, K, BKH, BT, BKH))
+        return k1, k2, k1, k2
+
+
+@triton.jit
+def _mm_halves(a, a_lo, b, acc, DOT_PREC: tl.constexpr, PRESPLIT: tl.constexpr):
+    """a @ b (+ acc): with PRESPLIT, a and a_lo are a's tf32x3 halves (`dot_tf32x3_split`), else
+    a_lo is unused (`mm`)."""
+    if PRESPLIT:
+        return dot_tf32x3_split(a, a_lo, b, acc)
+    else:
+        return mm(a, b, acc, DOT_PREC)
+
+
 @triton.jit(do_not_specialize=["sr_key"])
 def scan_kernel(
     Kd,
@@ -508,9 +556,8 @@ def scan_kernel(
 ):
     """The state as two row halves S1 = S[:BKH], S2 = S[BKH:2 BKH] (BKH >= K / 2): every product
     is split along K, so no operand tile is wider than BKH (fp32 operands of tf32x3 products at
-    K = 128 spill registers otherwise). PRESPLIT: W and Kd come as the tf32x3 halves `wu_kernel`
-    wrote (Kd^T chunk-transposed), the products `dot_tf32x3_split`: the same bits as splitting
-    here, with W and Kd fed to the tensor cores as loaded."""
+    K = 128 spill registers otherwise). PRESPLIT_W / _KD: W / Kd^T as the tf32x3 halves `wu_kernel`
+    wrote, fed to the tensor cores as loaded: the same bits as splitting them here."""
     i_nh = tl.program_id(0)  # N*H can exceed the 65535 limit of grid axes 1 and 2
     i_v = tl.program_id(1)
     i_n = i_nh // H
@@ -535,26 +582,14 @@ def scan_kernel(
         t1 = tl.minimum(t0 + BT, eos)
         i_c = c_first + i_t
         # the chunk's operands first: none depends on the state
-        b_w1 = load_tile_as_is(W, t0, t1, H, i_h, K, 0, BT, BKH)
-        b_w2 = load_tile_as_is(W, t0, t1, H, i_h, K, BKH, BT, BKH)
+        b_w1, b_w2, b_wl1, b_wl2 = _chunk_w(W, Wlo, t0, t1, H, i_h, K, BT, BKH, PRESPLIT_W)
         b_u = load_tile(U, t0, t1, H, i_h, V, v0, BT, BV)
+        b_k1, b_k2, b_kl1, b_kl2 = _chunk_kd_t(Kd, Kdlo, i_c, t0, t1, H, i_h, K, BT, BKH, PRESPLIT_KD)
         p_el = EGl + (i_c * H + i_h) * K
         b_el1 = tl.load(p_el + o_k1, mask=o_k1 < K, other=0.0)
         b_el2 = tl.load(p_el + o_k2, mask=o_k2 < K, other=0.0)
-        if PRESPLIT_KD:
-            b_kt1 = load_chunk_t(Kd, i_c, H, i_h, K, 0, BT, BKH)
-            b_kt2 = load_chunk_t(Kd, i_c, H, i_h, K, BKH, BT, BKH)
-            b_ktl1 = load_chunk_t(Kdlo, i_c, H, i_h, K, 0, BT, BKH)
-            b_ktl2 = load_chunk_t(Kdlo, i_c, H, i_h, K, BKH, BT, BKH)
-        else:
-            b_kd1 = load_tile_as_is(Kd, t0, t1, H, i_h, K, 0, BT, BKH)
-            b_kd2 = load_tile_as_is(Kd, t0, t1, H, i_h, K, BKH, BT, BKH)
-        if PRESPLIT_W:
-            b_wl1 = load_tile_as_is(Wlo, t0, t1, H, i_h, K, 0, BT, BKH)
-            b_wl2 = load_tile_as_is(Wlo, t0, t1, H, i_h, K, BKH, BT, BKH)
-            b_vn = b_u - dot_tf32x3_split(b_w2, b_wl2, b_s2, dot_tf32x3_split(b_w1, b_wl1, b_s1, None))
-        else:
-            b_vn = b_u - mm(b_w2, b_s2, mm(b_w1, b_s1, None, DOT_PREC), DOT_PREC)
+        b_ws = _mm_halves(b_w1, b_wl1, b_s1, None, DOT_PREC, PRESPLIT_W)
+        b_vn = b_u - _mm_halves(b_w2, b_wl2, b_s2, b_ws, DOT_PREC, PRESPLIT_W)
         if FUSE_OUT:
             b_qg1 = load_tile_as_is(Qg, t0, t1, H, i_h, K, 0, BT, BKH)
             b_qg2 = load_tile_as_is(Qg, t0, t1, H, i_h, K, BKH, BT, BKH)
@@ -567,12 +602,8 @@ def scan_kernel(
             tl.store(p_hs + o_k1[:, None] * V, b_s1.to(Hs.dtype.element_ty), mask=(o_k1 < K)[:, None] & m_v)
             tl.store(p_hs + o_k2[:, None] * V, b_s2.to(Hs.dtype.element_ty), mask=(o_k2 < K)[:, None] & m_v)
             store_tile(Vn, b_vn, t0, t1, H, i_h, V, v0, BT, BV)
-        if PRESPLIT_KD:
-            b_s1 = b_s1 * b_el1[:, None] + dot_tf32x3_split(b_kt1, b_ktl1, b_vn, None)
-            b_s2 = b_s2 * b_el2[:, None] + dot_tf32x3_split(b_kt2, b_ktl2, b_vn, None)
-        else:
-            b_s1 = b_s1 * b_el1[:, None] + mm(tl.trans(b_kd1), b_vn, None, DOT_PREC)
-            b_s2 = b_s2 * b_el2[:, None] + mm(tl.trans(b_kd2), b_vn, None, DOT_PREC)
+        b_s1 = b_s1 * b_el1[:, None] + _mm_halves(b_k1, b_kl1, b_vn, None, DOT_PREC, PRESPLIT_KD)
+        b_s2 = b_s2 * b_el2[:, None] + _mm_halves(b_k2, b_kl2, b_vn, None, DOT_PREC, PRESPLIT_KD)
         if INTRA_BF16:
             if i_t + 1 < n_chunks:
                 b_s1 = round_to_bf16_bits(b_s1, False).to(tl.float32)
