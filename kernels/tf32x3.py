@@ -40,9 +40,10 @@ def dot_tf32x3(a, b, acc):
 @triton.jit
 def dot_tf32x3_split(a_hi, a_lo, b, acc):
     """`dot_tf32x3(a, b, acc)` with a given as its halves a_hi = tf32_rna(a), a_lo = a - a_hi,
-    split once where a is made (the prefill scan's W and Kd: every program of a head multiplies
-    the same rows). Loaded halves feed the tensor cores from shared memory, never passing through
-    registers, which is what lets the scan hold a wider state tile."""
+    split once where a is made (the prefill scan's Kd with "presplit": every program of a head
+    multiplies the same rows). Loaded halves can feed the tensor cores from shared memory without
+    passing through registers; on an H100 that changed the last bits of the products of Kd^T
+    against splitting a transposed register tile (results/bench/prefill-presplit/)."""
     b = b.to(tl.float32)
     b_hi = tf32_rna(b)
     d = tl.dot(a_lo, b_hi, input_precision="tf32")

@@ -74,21 +74,20 @@ def test_stream_bit_split_products_match_reference(pw, monkeypatch, fuse):
     assert err_o < 1e-5 and err_s < 1e-5
 
 
-def test_stream_presplit_operands_give_the_same_bits(pw, monkeypatch):
-    """W and Kd written as their tf32x3 halves by the wu launch (Kd^T chunk-transposed) and multiplied
-    as such by the scan: every output and stored-state bit of the scan splitting them itself
-    (which the tests above hold to the reference), on sequences with partial chunks (one of a
+def test_stream_presplit_kd_gives_the_same_products(pw, monkeypatch):
+    """Kd written as its tf32x3 halves by the wu launch, chunk-transposed, and multiplied as such by
+    the scan: in the interpreter (which multiplies in full fp32, the same for both) every output and
+    stored-state bit of the scan splitting Kd itself, on sequences with partial chunks (one of a
     single token) and K = 48, V = 24 (the transposed tiles masked past K). A misplaced row, a stale
-    column or a dropped half shows. Each operand's flag switches its own branches, so both on
-    covers every branch."""
+    column or a dropped half shows. (On the GPU its last bits differ: results/bench/prefill-presplit/.)"""
     tiles = {k: dict(v) for k, v in pw.STREAM_TILES.items()}
     tiles["fp32"]["scan"] = (16, 4, 1, False)
     tiles["fp32"]["split"] = ("scan",)
     monkeypatch.setattr(pw, "STREAM_TILES", tiles)
     x, pool, slots, cu, init = _case([int(torch.randint(70, 150, ())), 1, 40], 48, 24, [True, False, True])
     outs = []
-    for presplit in ((), ("w", "kd")):
-        tiles["fp32"]["presplit"] = presplit
+    for presplit in (False, True):
+        tiles["fp32"]["presplit"] = (presplit,)
         p = pool.clone()
         outs.append((pw.kda_prefill(*x.args(), p, slots, cu, init, variant="stream"), p))
     (o0, s0), (o1, s1) = outs

@@ -405,7 +405,6 @@ def wu_kernel(
     U,
     Qg,
     Kd,
-    Wlo,
     Kdlo,
     chunk_start,
     chunk_end,
@@ -418,13 +417,12 @@ def wu_kernel(
     BKC: tl.constexpr,
     DOT_PREC: tl.constexpr,
     HEAD_FAST: tl.constexpr,
-    PRESPLIT_W: tl.constexpr,
-    PRESPLIT_KD: tl.constexpr,
+    PRESPLIT: tl.constexpr,
 ):
     """Per (chunk, head): W = T (beta k e^G), U = T (beta v) as whole-chunk products [BT, BT] x
-    [BT, BKC], and the scan's Kd = k e^{G_last - G} and Qg = q e^G. PRESPLIT (fp32 operands): W and
-    Kd as their tf32x3 halves, hi = tf32_rna(x) into W / Kd and lo = x - hi into Wlo / Kdlo, Kd's
-    chunk-transposed ([chunks, H, K, BT], `tiles.store_chunk_t`), for the scan's PRESPLIT."""
+    [BT, BKC], and the scan's Kd = k e^{G_last - G} and Qg = q e^G. PRESPLIT (fp32 operands): Kd as
+    its tf32x3 halves, hi = tf32_rna(Kd) into Kd and lo = Kd - hi into Kdlo, both chunk-transposed
+    ([chunks, H, K, BT], `tiles.store_chunk_t`), for the scan's PRESPLIT."""
     i_c, i_h = chunk_and_head(HEAD_FAST, 1)
     t0 = tl.load(chunk_start + i_c)
     t1 = tl.load(chunk_end + i_c)
@@ -440,20 +438,14 @@ def wu_kernel(
         b_g = load_tile(G, t0, t1, H, i_h, K, c0, BT, BKC)
         b_k = load_tile(k, t0, t1, H, i_h, K, c0, BT, BKC) * b_rk
         b_kd = b_k * tl.exp(tl.where(m_t[:, None], b_gl - b_g, 0.0))  # 0 on rows past t1 (k is)
-        b_g = tl.exp(b_g)
-        b_w = mm(b_t, b_k * b_g * b_beta, None, DOT_PREC)
-        if PRESPLIT_KD:
+        if PRESPLIT:
             hi = tf32_rna(b_kd)
             store_chunk_t(Kd, hi, i_c, H, i_h, K, c0, BT, BKC)
             store_chunk_t(Kdlo, b_kd - hi, i_c, H, i_h, K, c0, BT, BKC)
         else:
             store_tile(Kd, b_kd, t0, t1, H, i_h, K, c0, BT, BKC)
-        if PRESPLIT_W:
-            hi = tf32_rna(b_w)
-            store_tile(W, hi, t0, t1, H, i_h, K, c0, BT, BKC)
-            store_tile(Wlo, b_w - hi, t0, t1, H, i_h, K, c0, BT, BKC)
-        else:
-            store_tile(W, b_w, t0, t1, H, i_h, K, c0, BT, BKC)
+        b_g = tl.exp(b_g)
+        store_tile(W, mm(b_t, b_k * b_g * b_beta, None, DOT_PREC), t0, t1, H, i_h, K, c0, BT, BKC)
         b_q = load_tile(q, t0, t1, H, i_h, K, c0, BT, BKC) * b_rq
         store_tile(Qg, b_q * b_g, t0, t1, H, i_h, K, c0, BT, BKC)
     for c0 in range(0, BV, BKC):
@@ -472,29 +464,11 @@ def _state_half(pool_row, has_init, o_k, o_v, K: tl.constexpr, V: tl.constexpr, 
 
 
 @triton.jit
-def _chunk_w(W, Wlo, t0, t1, H, i_h, K: tl.constexpr, BT: tl.constexpr, BKH: tl.constexpr,
-             PRESPLIT_W: tl.constexpr):  # fmt: skip
-    """The chunk's W rows as two halves of K, and with PRESPLIT_W their low tf32x3 halves (else
-    the same tiles again, unused)."""
-    w1 = load_tile_as_is(W, t0, t1, H, i_h, K, 0, BT, BKH)
-    w2 = load_tile_as_is(W, t0, t1, H, i_h, K, BKH, BT, BKH)
-    if PRESPLIT_W:
-        return (
-            w1,
-            w2,
-            load_tile_as_is(Wlo, t0, t1, H, i_h, K, 0, BT, BKH),
-            load_tile_as_is(Wlo, t0, t1, H, i_h, K, BKH, BT, BKH),
-        )
-    else:
-        return w1, w2, w1, w2
-
-
-@triton.jit
 def _chunk_kd_t(Kd, Kdlo, i_c, t0, t1, H, i_h, K: tl.constexpr, BT: tl.constexpr, BKH: tl.constexpr,
-                PRESPLIT_KD: tl.constexpr):  # fmt: skip
-    """Kd^T of the chunk as two halves of K [BKH, BT], and with PRESPLIT_KD their low tf32x3 halves
+                PRESPLIT: tl.constexpr):  # fmt: skip
+    """Kd^T of the chunk as two halves of K [BKH, BT], and with PRESPLIT their low tf32x3 halves
     (read as written, chunk-transposed; else the same tiles again, unused)."""
-    if PRESPLIT_KD:
+    if PRESPLIT:
         k1 = load_chunk_t(Kd, i_c, H, i_h, K, 0, BT, BKH)
         k2 = load_chunk_t(Kd, i_c, H, i_h, K, BKH, BT, BKH)
         return (
@@ -524,7 +498,6 @@ def scan_kernel(
     Kd,
     EGl,
     W,
-    Wlo,
     Kdlo,
     U,
     Qg,
@@ -551,13 +524,13 @@ def scan_kernel(
     ROUNDING: tl.constexpr,
     INTRA_BF16: tl.constexpr,
     FUSE_OUT: tl.constexpr,
-    PRESPLIT_W: tl.constexpr,
-    PRESPLIT_KD: tl.constexpr,
+    PRESPLIT: tl.constexpr,
 ):
     """The state as two row halves S1 = S[:BKH], S2 = S[BKH:2 BKH] (BKH >= K / 2): every product
     is split along K, so no operand tile is wider than BKH (fp32 operands of tf32x3 products at
-    K = 128 spill registers otherwise). PRESPLIT_W / _KD: W / Kd^T as the tf32x3 halves `wu_kernel`
-    wrote, fed to the tensor cores as loaded: the same bits as splitting them here."""
+    K = 128 spill registers otherwise). PRESPLIT: Kd^T as the tf32x3 halves `wu_kernel` wrote, fed
+    to the tensor cores from shared memory as loaded (fewer registers; on the GPU not the same
+    last bits as splitting it here: results/bench/prefill-presplit/)."""
     i_nh = tl.program_id(0)  # N*H can exceed the 65535 limit of grid axes 1 and 2
     i_v = tl.program_id(1)
     i_n = i_nh // H
@@ -582,14 +555,14 @@ def scan_kernel(
         t1 = tl.minimum(t0 + BT, eos)
         i_c = c_first + i_t
         # the chunk's operands first: none depends on the state
-        b_w1, b_w2, b_wl1, b_wl2 = _chunk_w(W, Wlo, t0, t1, H, i_h, K, BT, BKH, PRESPLIT_W)
+        b_w1 = load_tile_as_is(W, t0, t1, H, i_h, K, 0, BT, BKH)
+        b_w2 = load_tile_as_is(W, t0, t1, H, i_h, K, BKH, BT, BKH)
         b_u = load_tile(U, t0, t1, H, i_h, V, v0, BT, BV)
-        b_k1, b_k2, b_kl1, b_kl2 = _chunk_kd_t(Kd, Kdlo, i_c, t0, t1, H, i_h, K, BT, BKH, PRESPLIT_KD)
+        b_k1, b_k2, b_kl1, b_kl2 = _chunk_kd_t(Kd, Kdlo, i_c, t0, t1, H, i_h, K, BT, BKH, PRESPLIT)
         p_el = EGl + (i_c * H + i_h) * K
         b_el1 = tl.load(p_el + o_k1, mask=o_k1 < K, other=0.0)
         b_el2 = tl.load(p_el + o_k2, mask=o_k2 < K, other=0.0)
-        b_ws = _mm_halves(b_w1, b_wl1, b_s1, None, DOT_PREC, PRESPLIT_W)
-        b_vn = b_u - _mm_halves(b_w2, b_wl2, b_s2, b_ws, DOT_PREC, PRESPLIT_W)
+        b_vn = b_u - mm(b_w2, b_s2, mm(b_w1, b_s1, None, DOT_PREC), DOT_PREC)
         if FUSE_OUT:
             b_qg1 = load_tile_as_is(Qg, t0, t1, H, i_h, K, 0, BT, BKH)
             b_qg2 = load_tile_as_is(Qg, t0, t1, H, i_h, K, BKH, BT, BKH)
@@ -602,8 +575,8 @@ def scan_kernel(
             tl.store(p_hs + o_k1[:, None] * V, b_s1.to(Hs.dtype.element_ty), mask=(o_k1 < K)[:, None] & m_v)
             tl.store(p_hs + o_k2[:, None] * V, b_s2.to(Hs.dtype.element_ty), mask=(o_k2 < K)[:, None] & m_v)
             store_tile(Vn, b_vn, t0, t1, H, i_h, V, v0, BT, BV)
-        b_s1 = b_s1 * b_el1[:, None] + _mm_halves(b_k1, b_kl1, b_vn, None, DOT_PREC, PRESPLIT_KD)
-        b_s2 = b_s2 * b_el2[:, None] + _mm_halves(b_k2, b_kl2, b_vn, None, DOT_PREC, PRESPLIT_KD)
+        b_s1 = b_s1 * b_el1[:, None] + _mm_halves(b_k1, b_kl1, b_vn, None, DOT_PREC, PRESPLIT)
+        b_s2 = b_s2 * b_el2[:, None] + _mm_halves(b_k2, b_kl2, b_vn, None, DOT_PREC, PRESPLIT)
         if INTRA_BF16:
             if i_t + 1 < n_chunks:
                 b_s1 = round_to_bf16_bits(b_s1, False).to(tl.float32)

@@ -75,7 +75,7 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
         "output": (64, 4, 2),
         "output_order": ("head",),
         "split": ("scan",),
-        "presplit": (),
+        "presplit": (False,),
     },
     "bf16": {
         "order": (True,),
@@ -88,7 +88,7 @@ STREAM_TILES: dict[str, dict[str, tuple]] = {
         "output": (64, 4, 2),
         "output_order": ("chunk",),
         "split": (),
-        "presplit": (),
+        "presplit": (False,),
     },
 }
 DOT_PRECISIONS = ("tf32x3", "ieee", "tf32", "bf16")
@@ -297,11 +297,11 @@ def launch_precision(prec: str, tiles: dict, launch: str) -> str:
     return "tf32x3-bits" if prec == "tf32x3" and launch in tiles["split"] else prec
 
 
-def scan_presplit(prec: str, tiles: dict) -> tuple[str, ...]:
-    """Which of the scan's operands ("w", "kd") `wu_kernel` writes as their tf32x3 halves (the
-    tile's "presplit"; tf32x3 products only, which it leaves bit for bit as "tf32x3-bits" computes
-    them)."""
-    return tuple(tiles["presplit"]) if prec == "tf32x3" else ()
+def scan_presplit(prec: str, tiles: dict) -> bool:
+    """Whether `wu_kernel` writes Kd as its tf32x3 halves, chunk-transposed, for the scan (the
+    tile's "presplit"; tf32x3 products only). The same products as "tf32x3-bits", but not the same
+    last bits on the GPU (results/bench/prefill-presplit/): off by default."""
+    return prec == "tf32x3" and tiles["presplit"][0]
 
 
 def operand_kind(prec: str) -> str:
@@ -346,11 +346,9 @@ def stream_local(
     }
     tiles = STREAM_TILES[operand_kind(prec)]
     presplit = scan_presplit(prec, tiles)
-    if "kd" in presplit:  # Kd^T chunk-transposed, its low half beside (`wu_kernel`)
+    if presplit:  # Kd^T chunk-transposed, its low half beside (`wu_kernel`)
         c["Kd"] = torch.empty(max(NC, 1), H, K, CHUNK, **op)
         c["Kdlo"] = torch.empty(max(NC, 1), H, K, CHUNK, **op)
-    if "w" in presplit:
-        c["Wlo"] = torch.empty(T, H, K, **op)
     if NC == 0:
         return c
     G, RQ, RK, Akk, Aqk = c["G"], c["RQ"], c["RK"], c["Akk"], c["Aqk"]
@@ -389,11 +387,10 @@ def stream_local(
     bkc, nww, nsw = tiles["wu"]
     stream.wu_kernel[grid(NC, H)](
         q, k, v, G, beta_raw, RQ, RK, c["Tinv"], c["W"], c["U"], c["Qg"], c["Kd"],
-        c.get("Wlo", c["W"]), c.get("Kdlo", c["Kd"]), c_start, c_end,
+        c.get("Kdlo", c["Kd"]), c_start, c_end,
         H=H, K=K, V=V, BT=CHUNK, BK=BK, BV=BVf, BKC=max(16, min(bkc, BK, BVf)),
         DOT_PREC=launch_precision(prec, tiles, "wu"), HEAD_FAST=head_fast,
-        PRESPLIT_W="w" in presplit, PRESPLIT_KD="kd" in presplit,
-        num_warps=nww, num_stages=nsw,
+        PRESPLIT=presplit, num_warps=nww, num_stages=nsw,
     )  # fmt: skip
     return c
 
@@ -433,15 +430,15 @@ def stream_scan(
     N = cu_seqlens.numel() - 1
     pos = positions.contiguous() if positions is not None else slots
     stream.scan_kernel[(N * H, triton.cdiv(V, bv))](
-        c["Kd"], c["EGl"], c["W"], c.get("Wlo", c["W"]), c.get("Kdlo", c["Kd"]), c["U"], c["Qg"], c["Aqk"],
-        Vn, Hs, out, pool_arg(state_pool),
+        c["Kd"], c["EGl"], c["W"], c.get("Kdlo", c["Kd"]), c["U"], c["Qg"], c["Aqk"], Vn, Hs, out,
+        pool_arg(state_pool),
         slots.contiguous(), pos, launch_key(fmt, sr_seed),
         cu_seqlens.to(torch.int32).contiguous(), c_off, has_initial_state.to(torch.int32).contiguous(),
         H=H, K=K, V=V, BT=CHUNK, BKH=max(16, BK // 2), BV=bv,
         DOT_PREC=launch_precision(prec, tiles, "scan"),
         **format_constexprs(fmt, rounding),
         INTRA_BF16=intra_chunk_dtype == torch.bfloat16, FUSE_OUT=bool(fuse),
-        PRESPLIT_W="w" in presplit, PRESPLIT_KD="kd" in presplit, num_warps=nw, num_stages=ns,
+        PRESPLIT=presplit, num_warps=nw, num_stages=ns,
     )  # fmt: skip
     if not fuse and NC > 0:
         bvo, nwo, nso = tiles["output"]
