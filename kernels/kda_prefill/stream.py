@@ -36,7 +36,9 @@ programs head first (`chunk_and_head`): 0.3-0.5 ms faster at 32k than chunk firs
 (results/bench/prefill-ncu/, prefill-split/): half the fp32 scan's instructions were Triton's
 emulated tf32 rounding, so the scan splits its operands by bit arithmetic (`kernels/tf32x3.py`, the
 same bits), and the output launch numbers a chunk-head's V blocks side by side (its L2 hit rate was
-8.5%): 9.61 -> 9.13 ms at 32k there, 0.53x FLA.
+8.5%): 9.61 -> 9.13 ms at 32k there, 0.53x FLA. The wu launch can write Kd as its tf32x3 halves
+for the scan ("presplit", off by default): a 32-column scan without spills, 8.90 ms against 9.43 at
+32k on an H100, but not the same last bits on the GPU (results/bench/prefill-presplit/).
 
 Operands: DOT_PREC "tf32x3" (or "ieee") keeps every intermediate fp32 and every product at about
 fp32 accuracy: evalkit's arithmetic. DOT_PREC "bf16" is the production form FLA-based servers run:
