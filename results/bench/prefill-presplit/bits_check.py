@@ -1,6 +1,6 @@
 """On the GPU: the fp32 prefill form with candidate tiles (a JSON dict of STREAM_TILES["fp32"]
-entries, argv[1], e.g. '{"scan": [32, 8, 2, false], "presplit": ["kd"]}': the wu launch writing W
-and / or Kd as their tf32x3 halves for the scan) against the current defaults, bit for bit (outputs
+entries, argv[1], e.g. '{"scan": [32, 4, 2, false], "presplit": [true]}': the wu launch writing
+Kd as its tf32x3 halves for the scan) against the current defaults, bit for bit (outputs
 and stored states), over packed sequences with partial chunks and single tokens, a varlen batch,
 head dims that are not powers of two, an fp16 pool with stochastic rounding on store and an
 intra-chunk bf16 state (bench_prefill.py's sweep compares one 32k sequence). The interpreter's

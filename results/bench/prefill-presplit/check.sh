@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call after the presplit sweep (issue 42 goal 2): bits_check.py (the candidate tiles
 # against the defaults, bit for bit, over varied shapes, inputs, pools).
-# Usage (device, repository root, carrying .whl): TILES='{"scan": [32, 8, 2, false], "presplit": ["kd"]}'
+# Usage (device, repository root, carrying .whl): TILES='{"scan": [32, 4, 2, false], "presplit": [true]}'
 #   bash results/bench/prefill-presplit/check.sh OUT
 set -u
 OUT=${1:?usage: check.sh OUT}

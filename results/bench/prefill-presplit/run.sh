@@ -7,6 +7,8 @@
 # the same process, every output and state bit compared), then 8k/32k/128k against FLA's chunk_kda
 # (stream; stream_swept, the sweep's fastest bit-identical tile where it differs from the default;
 # stream_bf16; medians of 3 interleaved runs), then per-kernel times.
+# (h100-call1/ ran it at 045ed1a; since then W's presplit is removed, PRESPLIT_KD is PRESPLIT and
+# the sweep lists the Kd tiles only.)
 # Usage (device, repository root, carrying .whl): bash results/bench/prefill-presplit/run.sh OUT
 set -u
 OUT=${1:?usage: run.sh OUT}
