@@ -331,6 +331,10 @@ def stream_local(
     BK, BVf = triton.next_power_of_2(K), triton.next_power_of_2(V)
     f32 = dict(dtype=torch.float32, device=dev)
     op = dict(dtype=torch.bfloat16 if prec == "bf16" else torch.float32, device=dev)
+    tiles = STREAM_TILES[operand_kind(prec)]
+    presplit = scan_presplit(prec, tiles)
+    # presplit: Kd^T chunk-transposed, its low half beside (`wu_kernel`)
+    kd_shape = (max(NC, 1), H, K, CHUNK) if presplit else (T, H, K)
     c = {
         "G": torch.empty(T, H, K, **f32),
         "EGl": torch.empty(max(NC, 1), H, K, **f32),
@@ -342,13 +346,10 @@ def stream_local(
         "W": torch.empty(T, H, K, **op),
         "U": torch.empty(T, H, V, **op),
         "Qg": torch.empty(T, H, K, **op),
-        "Kd": torch.empty(T, H, K, **op),
+        "Kd": torch.empty(kd_shape, **op),
     }
-    tiles = STREAM_TILES[operand_kind(prec)]
-    presplit = scan_presplit(prec, tiles)
-    if presplit:  # Kd^T chunk-transposed, its low half beside (`wu_kernel`)
-        c["Kd"] = torch.empty(max(NC, 1), H, K, CHUNK, **op)
-        c["Kdlo"] = torch.empty(max(NC, 1), H, K, CHUNK, **op)
+    if presplit:
+        c["Kdlo"] = torch.empty(kd_shape, **op)
     if NC == 0:
         return c
     G, RQ, RK, Akk, Aqk = c["G"], c["RQ"], c["RK"], c["Akk"], c["Aqk"]
