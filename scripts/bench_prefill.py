@@ -93,10 +93,8 @@ SWEEP = {
         ],
         # (scan tile, presplit): the wu launch writes Kd as its tf32x3 halves, chunk-transposed, which
         # the scan feeds to the tensor cores from shared memory, so its registers allow BV 32
-        # (kernels/compile_check.py). On an H100 (results/bench/prefill-presplit/) the fastest,
-        # (32, 4, 2), took 8.90 ms at 32k against the default's 9.43, but its last bits differ from
-        # the default's (so it is never adopted here); W presplit the same way gave the same bits
-        # and was slower in every tile (10.5-11.5 ms) and was removed
+        # (kernels/compile_check.py). Its last bits differ from the default's on the GPU
+        # (results/bench/prefill-presplit/), so the bit comparison keeps it from being adopted
         "presplit": [
             ((16, 4, 2, False), (False,)),
             ((32, 4, 2, False), (True,)),
