@@ -78,6 +78,37 @@ def test_mamba2_hybrid(request):
     _same_as_one_forward_per_chunk(str(ckpt))
 
 
+def test_mla_expands_a_context_once_per_forward_in_store_chunk_gemms(tiny_hybrid_ckpt, monkeypatch):
+    """The MLA prefill expands a sequence's context once per forward, however many store chunks the
+    forward folds, and in GEMMs of one store chunk of rows (the shapes a forward per chunk gives)."""
+    from evalkit.model.layers.mla import MLAttention
+
+    gemm_rows: list[int] = []
+    expand = MLAttention._expand
+
+    def spy(self, lat, block):
+        before = len(gemm_rows)
+        real_linear = torch.nn.functional.linear
+        monkeypatch.setattr(
+            torch.nn.functional, "linear", lambda x, w: gemm_rows.append(x.shape[0]) or real_linear(x, w)
+        )
+        try:
+            return expand(self, lat, block)
+        finally:
+            monkeypatch.setattr(torch.nn.functional, "linear", real_linear)
+            expansions.append(gemm_rows[before:])
+
+    expansions: list[list[int]] = []
+    monkeypatch.setattr(MLAttention, "_expand", spy)
+    eng = LLMEngine(str(tiny_hybrid_ckpt), device="cpu", arm="fp32@chunk=64", max_num_batched_tokens=512)
+    prompt = torch.randint(3, 500, (300,), generator=torch.Generator().manual_seed(5)).tolist()
+    eng.loglikelihood([(prompt[:-8], prompt[-8:])])
+    n_mla = sum(isinstance(m, MLAttention) for m in eng.loaded.model.modules())
+    assert n_mla > 0 and eng.stats["prefill_steps"] == 1  # 300 tokens: 5 store chunks in one forward
+    assert len(expansions) == n_mla  # once per layer, not once per store chunk (5 per layer)
+    assert all(rows == [64, 64, 64, 64, 44] for rows in expansions)
+
+
 def test_chunks_per_forward_must_be_positive(tiny_hybrid_ckpt):
     from evalkit.errors import InputError
 

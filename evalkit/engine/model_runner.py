@@ -134,6 +134,7 @@ class ModelRunner:
             mla_slot_mapping=torch.cat(slot_map) if slot_map else None,
             context_rows=ctx_rows,
             new_lens=new_lens,
+            store_chunk=cfg.prefill_chunk_size,
             block_size=self.state.block_size,
             logits_indices=torch.tensor(want_idx, dtype=torch.long, device=dev),
             logits_block=cfg.decode_width if cfg.batch_invariant else 0,

@@ -41,6 +41,9 @@ class ForwardBatch:
     mla_splits: int = 0  # decode: split-KV grid size (0: from the longest context, a host sync)
     decode_rows: int | None = None  # decode: MLA attention only for the first rows (eager; None: all)
     context_rows: list[torch.Tensor] = field(default_factory=list)  # per real sequence: pool rows, in order
+    # prefill: the arm's store chunk; the MLA attention cuts each sequence's new rows and expands its
+    # context at its multiples, the shapes a forward per store chunk would have (0: uncut)
+    store_chunk: int = 0
     new_lens: list[int] = field(default_factory=list)  # per real sequence: new tokens in this pass
     # logits
     logits_indices: torch.Tensor | None = None  # [R] rows whose logits are wanted; None = every real row

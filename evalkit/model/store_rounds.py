@@ -4,12 +4,14 @@ A prefill forward may fold more than one of the arm's store chunks of a sequence
 budget): the dense layers (GEMMs of the forward's fixed padded shape) and the short convolutions see
 the whole piece at once, while the recurrent core (KDA, Gated DeltaNet, SSD) and the attention run
 once per *round*, round r taking the r-th store chunk of every sequence: the recurrence from the
-state round r-1 stored, the attention over the context up to that chunk's end. Each round is the
-call a forward of that one chunk would make (same rows, same initial state read from the pool, same
-store position, same context), so the stored states are rounded at the arm's store points and every
-number is the one-forward-per-chunk schedule's (the dense layers' rows being independent of their
-batch mates: the batch-invariant engine's premise); only the forward count changes (a 128k prompt at
-2,048-token store points: 8 forwards of a 16,384-token budget instead of 64 forwards padded to it)."""
+state round r-1 stored, the attention over the context up to that chunk's end (the MLA attention
+cuts each sequence at the same store points itself, `layers/mla.py`, expanding its context once).
+Each round is the call a forward of that one chunk would make (same rows, same initial state read
+from the pool, same store position, same context), so the stored states are rounded at the arm's
+store points and every number is the one-forward-per-chunk schedule's (the dense layers' rows being
+independent of their batch mates: the batch-invariant engine's premise); only the forward count
+changes (a 128k prompt at 2,048-token store points: 8 forwards of a 16,384-token budget instead of
+64 forwards padded to it)."""
 
 from __future__ import annotations
 

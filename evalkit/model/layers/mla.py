@@ -4,7 +4,13 @@ Per token the cache holds the normalised latent c [kv_lora_rank] and the shared 
 [qk_rope_head_dim] (one row of a paged pool, `ForwardBatch.mla_slot_mapping`). Prefill (and decode
 on CPU) expands the whole cached context with kv_b_proj and runs softmax attention per sequence,
 as transformers does (`mla_prefill`: on the GPU in 16-bit evalkit's Triton flash-attention kernel,
-`kernels/mla_prefill`, else SDPA; `KernelChoice.mla_prefill` picks another). Decode on GPU absorbs
+`kernels/mla_prefill`, else SDPA; `KernelChoice.mla_prefill` picks another). A prefill cuts both at
+the multiples of the arm's store chunk (`ForwardBatch.store_chunk`): the context is expanded in
+GEMMs of one store chunk of rows each (the last one up to the context's end) and the new rows attend
+one store chunk at a time, so that every call has the shapes a forward per store chunk would give it
+(a forward folding several store chunks computes the same numbers, `store_rounds`), while the
+context is expanded once per forward rather than once per store chunk it folds (a 128k prompt at
+2,048-token store points: 8 expansions of its context per MLA layer instead of 62). Decode on GPU absorbs
 kv_b_proj into the query and the output (exact: there is no RoPE) and runs `mla_decode_attention`
 (Triton) over the paged latents, so that a CUDA graph of fixed width can replay it whatever the
 context lengths (on CPU under TRITON_INTERPRET=1 too, which is how the tests run this GPU path)."""
@@ -21,7 +27,7 @@ from evalkit.kernels import MLA_DECODE_SPLIT
 
 from ..batch import ForwardBatch
 from ..config import KimiArch
-from ..store_rounds import by_round
+from ..store_rounds import segments
 from .mla_prefill import causal_prefill_attention
 from .norm import rms_norm
 
@@ -61,30 +67,38 @@ class MLAttention(nn.Module):
         if batch.is_decode and kernels.use_triton(h):
             o = self._decode_absorbed(q, pool, batch)
         else:
-            o = by_round(batch, (q,), lambda b, rows: self._attend_per_sequence(rows[0], pool, b))
+            o = self._attend_per_sequence(q, pool, batch)
         o = o.reshape(n, self.H * self.vdim)
         if n < T:
             o = F.pad(o, (0, 0, 0, T - n))
         return F.linear(o, self.o_proj)
 
-    def _expand(self, lat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys [L, H, qk] and values [L, H, v] of a cached context (transformers' expand_kv)."""
+    def _expand(self, lat: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys [L, H, qk] and values [L, H, v] of a cached context (transformers' expand_kv), the
+        kv_b_proj GEMM on `block` rows at a time (0: all L at once)."""
         L = lat.shape[0]
-        kv = F.linear(lat[:, : self.R], self.kv_b).view(L, self.H, self.nope + self.vdim)
+        step = block if 0 < block < L else L
+        kv = [F.linear(lat[a : a + step, : self.R], self.kv_b) for a in range(0, L, step)]
+        kv = (kv[0] if len(kv) == 1 else torch.cat(kv)).view(L, self.H, self.nope + self.vdim)
         k_nope, v = kv.split([self.nope, self.vdim], dim=-1)
         k = torch.cat([k_nope, lat[:, None, self.R :].expand(L, self.H, self.rope)], dim=-1)
         return k, v
 
     def _attend_per_sequence(self, q: torch.Tensor, pool: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
+        """Each sequence's new rows q [n, H, qk] over its context, one store chunk of rows per call."""
         out = torch.zeros(q.shape[0], self.H, self.vdim, dtype=q.dtype, device=q.device)
         start = 0
         for rows, m in zip(batch.context_rows, batch.new_lens):
-            lat = pool[rows].to(q.dtype)
-            k, v = self._expand(lat)
-            qi = q[start : start + m].transpose(0, 1)  # [H, m, qk]
+            L = rows.shape[0]
+            k, v = self._expand(pool[rows].to(q.dtype), batch.store_chunk)
             kt, vt = k.transpose(0, 1), v.transpose(0, 1)
-            oi = causal_prefill_attention(qi, kt, vt, self.scale, mode=self.kernels.mla_prefill)
-            out[start : start + m] = oi.transpose(0, 1)
+            cuts = segments(L - m, m, batch.store_chunk) if batch.store_chunk else [(L - m, L)]
+            for a, b in cuts:
+                lo, hi = start + a - (L - m), start + b - (L - m)
+                qi = q[lo:hi].transpose(0, 1)  # [H, b - a, qk]
+                mode = self.kernels.mla_prefill
+                oi = causal_prefill_attention(qi, kt[:, :b], vt[:, :b], self.scale, mode=mode)
+                out[lo:hi] = oi.transpose(0, 1)
             start += m
         return out
 
