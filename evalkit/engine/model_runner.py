@@ -144,7 +144,6 @@ class ModelRunner:
                 slots,
                 cfg.prefill_chunk_size,
                 dev,
-                ctx_rows,
             ),
         )
         logits = self.model(batch, self.state)

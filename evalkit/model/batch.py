@@ -41,8 +41,8 @@ class ForwardBatch:
     mla_splits: int = 0  # decode: split-KV grid size (0: from the longest context, a host sync)
     decode_rows: int | None = None  # decode: MLA attention only for the first rows (eager; None: all)
     context_rows: list[torch.Tensor] = field(default_factory=list)  # per real sequence: pool rows, in order
-    # prefill: the arm's store chunk; the MLA attention cuts each sequence's new rows and expands its
-    # context at its multiples, the shapes a forward per store chunk would have (0: uncut)
+    # prefill: the arm's store chunk; the attention layers cut each sequence's new rows (and MLA its
+    # context's expansion) at its multiples, the calls a forward per store chunk makes (0: uncut)
     store_chunk: int = 0
     new_lens: list[int] = field(default_factory=list)  # per real sequence: new tokens in this pass
     # logits
@@ -62,11 +62,9 @@ class ForwardBatch:
 
 @dataclass(frozen=True)
 class StoreRound:
-    """One call of the recurrent core (and the attention) within a prefill forward that folds
-    several store chunks of a sequence (`evalkit.model.store_rounds`): these packed rows, as a
-    prefill batch of their own."""
+    """One call of the recurrent core within a prefill forward that folds several store chunks of a
+    sequence (`evalkit.model.store_rounds`): these packed rows, as a prefill batch of their own."""
 
     ranges: tuple[tuple[int, int], ...]  # [start, end) rows of the forward's packed tokens, per segment
-    # slots, cu_seqlens, has_initial_state, state_positions (and the attention's context_rows and
-    # new_lens) of the segments
+    # slots, cu_seqlens, has_initial_state, state_positions of the segments
     batch: ForwardBatch

@@ -2,13 +2,13 @@
 
 A prefill forward may fold more than one of the arm's store chunks of a sequence (up to the token
 budget): the dense layers (GEMMs of the forward's fixed padded shape) and the short convolutions see
-the whole piece at once, while the recurrent core (KDA, Gated DeltaNet, SSD) and the attention run
-once per *round*, round r taking the r-th store chunk of every sequence: the recurrence from the
-state round r-1 stored, the attention over the context up to that chunk's end (the MLA attention
-cuts each sequence at the same store points itself, `layers/mla.py`, expanding its context once).
-Each round is the call a forward of that one chunk would make (same rows, same initial state read
-from the pool, same store position, same context), so the stored states are rounded at the arm's
-store points and every number is the one-forward-per-chunk schedule's (the dense layers' rows being
+the whole piece at once, while the recurrent core (KDA, Gated DeltaNet, SSD) runs once per *round*,
+round r taking the r-th store chunk of every sequence from the state round r-1 stored, and the
+attention layers attend one store chunk of each sequence at a time over the context up to that
+chunk's end (`new_row_cuts`; the context gathered, and MLA's expanded, once per forward). Each call
+is the one a forward of that one chunk would make (same rows, same initial state read from the
+pool, same store position, same context), so the stored states are rounded at the arm's store
+points and every number is the one-forward-per-chunk schedule's (the dense layers' rows being
 independent of their batch mates: the batch-invariant engine's premise); only the forward count
 changes (a 128k prompt at 2,048-token store points: 8 forwards of a 16,384-token budget instead of
 64 forwards padded to it)."""
@@ -32,18 +32,23 @@ def segments(start: int, n: int, chunk: int) -> list[tuple[int, int]]:
     return out
 
 
+def new_row_cuts(L: int, m: int, chunk: int) -> list[tuple[int, int]]:
+    """[a, b) context positions of a sequence's m new rows (the last of its L) cut where the rounds
+    cut them, at the multiples of the store chunk (one piece when chunk is 0): the attention's calls,
+    each over the context up to its b, as a forward per store chunk would make them."""
+    return segments(L - m, m, chunk) if chunk else [(L - m, L)]
+
+
 def store_rounds(
     starts: Sequence[int],
     lens: Sequence[int],
     slots: Sequence[int],
     chunk: int,
     device,
-    context_rows: Sequence[torch.Tensor] = (),
 ) -> list[StoreRound]:
-    """The rounds of a prefill forward whose sequence i folds `lens[i]` tokens from position
-    `starts[i]` into slot `slots[i]` (`context_rows[i]`: its attention cache rows of positions
-    0 .. starts[i] + lens[i], for models with attention); empty when every sequence folds at most
-    one store chunk (the forward's own batch is then the one round)."""
+    """The recurrent core's rounds of a prefill forward whose sequence i folds `lens[i]` tokens from
+    position `starts[i]` into slot `slots[i]`; empty when every sequence folds at most one store
+    chunk (the forward's own batch is then the one round)."""
     per_seq = [segments(s, n, chunk) for s, n in zip(starts, lens)]
     depth = max((len(p) for p in per_seq), default=0)
     if depth <= 1:
@@ -53,7 +58,7 @@ def store_rounds(
         row0.append(row0[-1] + n)
     rounds = []
     for r in range(depth):
-        ranges, cu, sl, init, pos, ctx = [], [0], [], [], [], []
+        ranges, cu, sl, init, pos = [], [0], [], [], []
         for i, segs in enumerate(per_seq):
             if r >= len(segs):
                 continue
@@ -64,8 +69,6 @@ def store_rounds(
             sl.append(slots[i])
             init.append(a > 0)
             pos.append(b - 1)
-            if context_rows:
-                ctx.append(context_rows[i][:b])
         cu_cpu = torch.tensor(cu, dtype=torch.int32)
         batch = ForwardBatch(
             is_decode=False,
@@ -76,8 +79,6 @@ def store_rounds(
             cu_seqlens_cpu=cu_cpu,
             has_initial_state=torch.tensor(init, dtype=torch.bool, device=device),
             state_positions=torch.tensor(pos, dtype=torch.long, device=device),
-            context_rows=ctx,
-            new_lens=[b - a for b, a in zip(cu[1:], cu[:-1])],
         )
         rounds.append(StoreRound(tuple(ranges), batch))
     return rounds

@@ -27,7 +27,7 @@ from evalkit.kernels import MLA_DECODE_SPLIT
 
 from ..batch import ForwardBatch
 from ..config import KimiArch
-from ..store_rounds import segments
+from ..store_rounds import new_row_cuts
 from .mla_prefill import causal_prefill_attention
 from .norm import rms_norm
 
@@ -92,8 +92,7 @@ class MLAttention(nn.Module):
             L = rows.shape[0]
             k, v = self._expand(pool[rows].to(q.dtype), batch.store_chunk)
             kt, vt = k.transpose(0, 1), v.transpose(0, 1)
-            cuts = segments(L - m, m, batch.store_chunk) if batch.store_chunk else [(L - m, L)]
-            for a, b in cuts:
+            for a, b in new_row_cuts(L, m, batch.store_chunk):
                 lo, hi = start + a - (L - m), start + b - (L - m)
                 qi = q[lo:hi].transpose(0, 1)  # [H, b - a, qk]
                 mode = self.kernels.mla_prefill

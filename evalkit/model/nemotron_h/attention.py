@@ -16,7 +16,6 @@ from evalkit import kernels
 from ..batch import ForwardBatch
 from ..qwen3_next.attention import GatedAttention
 from ..qwen3_next.rope import PartialRope
-from ..store_rounds import by_round
 from .config import NemotronHArch
 
 
@@ -50,6 +49,7 @@ class NemotronHAttention(nn.Module):
     # reading the cache rows, per-sequence prefill and paged decode: one home
     _kv = GatedAttention._kv
     _attend_per_sequence = GatedAttention._attend_per_sequence
+    _attend = GatedAttention._attend
     _decode_paged = GatedAttention._decode_paged
 
     def forward(self, h: torch.Tensor, batch: ForwardBatch, state, positions=None) -> torch.Tensor:
@@ -69,7 +69,7 @@ class NemotronHAttention(nn.Module):
         if batch.is_decode and kernels.use_triton(h):
             o = self._decode_paged(q, pool, batch)
         else:
-            o = by_round(batch, (q,), lambda b, rows: self._attend_per_sequence(rows[0], pool, b))
+            o = self._attend_per_sequence(q, pool, batch)
         o = o.reshape(n, self.H * self.hd)
         if n < T:
             o = F.pad(o, (0, 0, 0, T - n))

@@ -18,7 +18,7 @@ from evalkit import kernels
 from evalkit.kernels import MLA_DECODE_SPLIT
 
 from ..batch import ForwardBatch
-from ..store_rounds import by_round
+from ..store_rounds import new_row_cuts
 from .config import GDNArch
 from .norms import zero_centred_rms_norm
 from .rope import PartialRope
@@ -58,7 +58,7 @@ class GatedAttention(nn.Module):
         if batch.is_decode and kernels.use_triton(h):
             o = self._decode_paged(q, pool, batch)
         else:
-            o = by_round(batch, (q,), lambda b, rows: self._attend_per_sequence(rows[0], pool, b))
+            o = self._attend_per_sequence(q, pool, batch)
         o = o.reshape(n, self.H * self.hd) * torch.sigmoid(gate.reshape(n, self.H * self.hd))
         if n < T:
             o = F.pad(o, (0, 0, 0, T - n))
@@ -71,24 +71,31 @@ class GatedAttention(nn.Module):
         return (t.transpose(0, 1).repeat_interleave(self.group, dim=0) for t in (k, v))
 
     def _attend_per_sequence(self, q: torch.Tensor, pool: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
+        """Each sequence's new rows over its context (gathered once), one store chunk of rows per call."""
         out = torch.zeros_like(q)
         start = 0
         for rows, m in zip(batch.context_rows, batch.new_lens):
             k, v = self._kv(pool[rows], q.dtype)
             L = k.shape[1]
-            qi = q[start : start + m].transpose(0, 1)  # [H, m, hd]
-            mask = None
-            if m > 1 and q.is_cuda:  # no dense [m, L] mask at long contexts
-                from torch.nn.attention.bias import causal_lower_right
-
-                mask = causal_lower_right(m, L)
-            elif m > 1:
-                pos = torch.arange(L - m, L, device=q.device)
-                mask = torch.arange(L, device=q.device)[None, :] <= pos[:, None]
-            oi = F.scaled_dot_product_attention(qi[None], k[None], v[None], attn_mask=mask, scale=self.scale)
-            out[start : start + m] = oi[0].transpose(0, 1)
+            for a, b in new_row_cuts(L, m, batch.store_chunk):
+                lo, hi = start + a - (L - m), start + b - (L - m)
+                qi = q[lo:hi].transpose(0, 1)  # [H, b - a, hd]
+                out[lo:hi] = self._attend(qi, k[:, :b], v[:, :b])[0].transpose(0, 1)
             start += m
         return out
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """SDPA of q [H, m, hd], the last m of the L positions of k, v [H, L, hd] (lower-right causal)."""
+        m, L = q.shape[1], k.shape[1]
+        mask = None
+        if m > 1 and q.is_cuda:  # no dense [m, L] mask at long contexts
+            from torch.nn.attention.bias import causal_lower_right
+
+            mask = causal_lower_right(m, L)
+        elif m > 1:
+            pos = torch.arange(L - m, L, device=q.device)
+            mask = torch.arange(L, device=q.device)[None, :] <= pos[:, None]
+        return F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=mask, scale=self.scale)
 
     def _decode_paged(self, q: torch.Tensor, pool: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
         mla_decode_attention = kernels.triton_implementation("mla_decode_attention")
