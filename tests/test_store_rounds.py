@@ -81,6 +81,7 @@ def test_mamba2_hybrid(request):
 def test_mla_expands_a_context_once_per_forward_in_store_chunk_gemms(tiny_hybrid_ckpt, monkeypatch):
     """The MLA prefill expands a sequence's context once per forward, however many store chunks the
     forward folds, and in GEMMs of one store chunk of rows (the shapes a forward per chunk gives)."""
+    import evalkit.model.layers.mla as mla
     from evalkit.model.layers.mla import MLAttention
 
     gemm_rows: list[int] = []
@@ -88,16 +89,12 @@ def test_mla_expands_a_context_once_per_forward_in_store_chunk_gemms(tiny_hybrid
 
     def spy(self, lat, block):
         before = len(gemm_rows)
-        real_linear = torch.nn.functional.linear
-        monkeypatch.setattr(
-            torch.nn.functional, "linear", lambda x, w: gemm_rows.append(x.shape[0]) or real_linear(x, w)
-        )
-        try:
-            return expand(self, lat, block)
-        finally:
-            monkeypatch.setattr(torch.nn.functional, "linear", real_linear)
-            expansions.append(gemm_rows[before:])
+        out = expand(self, lat, block)
+        expansions.append(gemm_rows[before:])
+        return out
 
+    real_linear = mla.F.linear
+    monkeypatch.setattr(mla.F, "linear", lambda x, w: gemm_rows.append(x.shape[0]) or real_linear(x, w))
     expansions: list[list[int]] = []
     monkeypatch.setattr(MLAttention, "_expand", spy)
     eng = LLMEngine(str(tiny_hybrid_ckpt), device="cpu", arm="fp32@chunk=64", max_num_batched_tokens=512)

@@ -41,10 +41,10 @@ class ForwardBatch:
     mla_splits: int = 0  # decode: split-KV grid size (0: from the longest context, a host sync)
     decode_rows: int | None = None  # decode: MLA attention only for the first rows (eager; None: all)
     context_rows: list[torch.Tensor] = field(default_factory=list)  # per real sequence: pool rows, in order
+    new_lens: list[int] = field(default_factory=list)  # per real sequence: new tokens in this pass
     # prefill: the arm's store chunk; the attention layers cut each sequence's new rows (and MLA its
     # context's expansion) at its multiples, the calls a forward per store chunk makes (0: uncut)
     store_chunk: int = 0
-    new_lens: list[int] = field(default_factory=list)  # per real sequence: new tokens in this pass
     # logits
     logits_indices: torch.Tensor | None = None  # [R] rows whose logits are wanted; None = every real row
     logits_block: int = 0  # >0: run lm_head on blocks of exactly this many rows (batch invariance)

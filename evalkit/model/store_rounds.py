@@ -32,11 +32,12 @@ def segments(start: int, n: int, chunk: int) -> list[tuple[int, int]]:
     return out
 
 
-def new_row_cuts(L: int, m: int, chunk: int) -> list[tuple[int, int]]:
-    """[a, b) context positions of a sequence's m new rows (the last of its L) cut where the rounds
-    cut them, at the multiples of the store chunk (one piece when chunk is 0): the attention's calls,
-    each over the context up to its b, as a forward per store chunk would make them."""
-    return segments(L - m, m, chunk) if chunk else [(L - m, L)]
+def new_row_cuts(L: int, m: int, chunk: int) -> list[tuple[int, int, int]]:
+    """A sequence's m new rows (the last of its L) cut where the rounds cut them, at the multiples of
+    the store chunk (one piece when chunk is 0): per piece, its rows [i, j) among the m new ones and
+    the context end b it attends up to, the call a forward per store chunk makes."""
+    cuts = segments(L - m, m, chunk) if chunk else [(L - m, L)]
+    return [(a - (L - m), b - (L - m), b) for a, b in cuts]
 
 
 def store_rounds(

@@ -87,17 +87,16 @@ class MLAttention(nn.Module):
     def _attend_per_sequence(self, q: torch.Tensor, pool: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
         """Each sequence's new rows q [n, H, qk] over its context, one store chunk of rows per call."""
         out = torch.zeros(q.shape[0], self.H, self.vdim, dtype=q.dtype, device=q.device)
+        mode = self.kernels.mla_prefill
         start = 0
         for rows, m in zip(batch.context_rows, batch.new_lens):
             L = rows.shape[0]
             k, v = self._expand(pool[rows].to(q.dtype), batch.store_chunk)
             kt, vt = k.transpose(0, 1), v.transpose(0, 1)
-            for a, b in new_row_cuts(L, m, batch.store_chunk):
-                lo, hi = start + a - (L - m), start + b - (L - m)
-                qi = q[lo:hi].transpose(0, 1)  # [H, b - a, qk]
-                mode = self.kernels.mla_prefill
+            for i, j, b in new_row_cuts(L, m, batch.store_chunk):
+                qi = q[start + i : start + j].transpose(0, 1)  # [H, j - i, qk]
                 oi = causal_prefill_attention(qi, kt[:, :b], vt[:, :b], self.scale, mode=mode)
-                out[lo:hi] = oi.transpose(0, 1)
+                out[start + i : start + j] = oi.transpose(0, 1)
             start += m
         return out
 

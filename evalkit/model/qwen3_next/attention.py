@@ -77,10 +77,9 @@ class GatedAttention(nn.Module):
         for rows, m in zip(batch.context_rows, batch.new_lens):
             k, v = self._kv(pool[rows], q.dtype)
             L = k.shape[1]
-            for a, b in new_row_cuts(L, m, batch.store_chunk):
-                lo, hi = start + a - (L - m), start + b - (L - m)
-                qi = q[lo:hi].transpose(0, 1)  # [H, b - a, hd]
-                out[lo:hi] = self._attend(qi, k[:, :b], v[:, :b])[0].transpose(0, 1)
+            for i, j, b in new_row_cuts(L, m, batch.store_chunk):
+                qi = q[start + i : start + j].transpose(0, 1)  # [H, j - i, hd]
+                out[start + i : start + j] = self._attend(qi, k[:, :b], v[:, :b])[0].transpose(0, 1)
             start += m
         return out
 
