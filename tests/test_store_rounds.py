@@ -120,7 +120,7 @@ ROUNDS_SCRIPT = textwrap.dedent("""
     torch.set_num_threads(1)
     from evalkit.engine import LLMEngine, SamplingParams
     g = torch.Generator().manual_seed(4)
-    prompts = [torch.randint(3, 500, (n,), generator=g).tolist() for n in (130, 20)]
+    prompts = [torch.randint(3, 500, (n,), generator=g).tolist() for n in (100, 20)]
     out = {}
     for name, cpf in (("pieces", None), ("per_chunk", 1)):
         eng = LLMEngine(sys.argv[1], device="cpu", arm="fp16@chunk=64", max_num_batched_tokens=192,
