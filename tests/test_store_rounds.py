@@ -94,7 +94,12 @@ def test_mla_expands_a_context_once_per_forward_in_store_chunk_gemms(tiny_hybrid
         return out
 
     real_linear = mla.F.linear
-    monkeypatch.setattr(mla.F, "linear", lambda x, w: gemm_rows.append(x.shape[0]) or real_linear(x, w))
+
+    def counting_linear(x, *args, **kwargs):
+        gemm_rows.append(x.shape[0])
+        return real_linear(x, *args, **kwargs)
+
+    monkeypatch.setattr(mla.F, "linear", counting_linear)
     expansions: list[list[int]] = []
     monkeypatch.setattr(MLAttention, "_expand", spy)
     eng = LLMEngine(str(tiny_hybrid_ckpt), device="cpu", arm="fp32@chunk=64", max_num_batched_tokens=512)
