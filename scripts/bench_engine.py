@@ -47,22 +47,16 @@ import torch  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 try:
-    from evalkit.bench import harness
+    from evalkit.bench import engine_floor, harness
 except ImportError:  # a checkout that is not installed (the GPU image)
     sys.path.insert(0, str(REPO))
-    from evalkit.bench import harness
+    from evalkit.bench import engine_floor, harness
 
 CLOCK = harness.Clock(timer=time.perf_counter)
 T0 = CLOCK.t0
 log = harness.Log(CLOCK, prefix="bench ")
 ARMS = ["fp32", "fp16", "bf16"]
 GSM8K_N = 1319
-# the arithmetic floor (H200 anchors): ~2 x 3.5 GFLOP per prompt token at ~790 TFLOP/s; a decode step at
-# large batch streams nearly every expert, ~95 GB at 4.3 TB/s = ~22 ms; batches of up to 512
-FLOOR_PREFILL_TOK_S = 110_000
-FLOOR_DECODE_STEP_S = 0.022
-FLOOR_WAVE = 512
-ANCHOR_FLOOR_S = 30.0
 
 TINY_CONFIG = {
     "model_type": "kimi_linear",
@@ -149,10 +143,23 @@ def make_prompts(n: int, vocab: int, mean: int, seed: int) -> list[list[int]]:
     return [torch.randint(min(1000, hi // 4), hi, (k,), generator=g).tolist() for k in lens]
 
 
-def floor_s(n: int, mean_prompt: int, new_tokens: int) -> float:
-    return (
-        n * mean_prompt / FLOOR_PREFILL_TOK_S + math.ceil(n / FLOOR_WAVE) * new_tokens * FLOOR_DECODE_STEP_S
-    )
+def device_floor_scale(args, loaded, dev, report) -> engine_floor.FloorScale | None:
+    """The floor scaled to this model's layers and this GPU's measured GEMM and copy rates (None on
+    the CPU); recorded in the report."""
+    if not cuda(dev) or args.arch != "real":
+        return None
+    gemm, copy = engine_floor.measure_rates(dev)
+    scale = engine_floor.FloorScale.of(engine_floor.param_shares(loaded.arch.num_hidden_layers), gemm, copy)
+    report["device_floor"] = {
+        "gemm_tflops": round(gemm, 1),
+        "copy_tbps": round(copy, 3),
+        "active_share": round(scale.shares.active, 4),
+        "streamed_share": round(scale.shares.streamed, 4),
+        "prefill_scale": round(scale.prefill, 4),
+        "decode_scale": round(scale.decode, 4),
+    }
+    log(f"device floor: {report['device_floor']}")
+    return scale
 
 
 # --------------------------------------------------------------------------------- parts
@@ -168,6 +175,7 @@ def build_model(args, dev):
     sync(dev)
     n_params = sum(p.numel() for p in lm.parameters())
     info = {
+        "layers": arch.num_hidden_layers,
         "params_b": round(n_params / 1e9, 3),
         "dtype": str(dtype),
         "init_s": round(time.perf_counter() - t, 1),
@@ -248,6 +256,7 @@ def part_arms(args, loaded, dev, budget, report) -> None:
     max_len = max(len(p) for p in prompts_all) + args.new_tokens + 8
     kw = engine_kwargs(args, dev, max_len)
 
+    scale = device_floor_scale(args, loaded, dev, report)
     # 1. calibration on the fp32 engine (kept for the fp32 arm)
     t = time.perf_counter()
     eng = LLMEngine(loaded, state_dtype="fp32", **kw)
@@ -298,8 +307,12 @@ def part_arms(args, loaded, dev, budget, report) -> None:
             log(f"arm {arm}: {n} prompts x {args.new_tokens} tokens, max_num_seqs {eng.config.max_num_seqs}")
             res, _ = timed_generate(eng, prompts, args.new_tokens, dev)
             res["extrapolated_1319_s"] = round(extrapolate(res, GSM8K_N, args.new_tokens), 1)
-            res["floor_s"] = round(floor_s(n, args.prompt_len, args.new_tokens), 1)
+            res["floor_s"] = round(engine_floor.floor_seconds(n, args.prompt_len, args.new_tokens), 1)
             res["x_floor"] = round(res["wall_s"] / res["floor_s"], 2)
+            if scale is not None:
+                device_floor = engine_floor.floor_seconds(n, args.prompt_len, args.new_tokens, scale)
+                res["device_floor_s"] = round(device_floor, 1)
+                res["x_device_floor"] = round(res["wall_s"] / device_floor, 2)
             results[arm] = res
             log(f"arm {arm}: {res}")
             with (Path(args.out) / "arms_progress.jsonl").open("a") as f:  # kept if a later arm is cut
@@ -747,11 +760,27 @@ def write_markdown(report: dict, path: Path) -> None:
             )
         L += [
             "",
-            f"Floor (anchors.md): ~{ANCHOR_FLOOR_S:.0f} s for 1319 prompts; per row: prompt tokens / "
-            f"{FLOOR_PREFILL_TOK_S:,} tok/s + waves of {FLOOR_WAVE} x new tokens x "
-            f"{FLOOR_DECODE_STEP_S * 1000:.0f} ms.",
+            "Floor (anchors.md, the 27-layer model on an H200): "
+            f"{engine_floor.floor_seconds(GSM8K_N, 900, 256):.1f} s for 1319 prompts; "
+            "per row: prompt tokens / "
+            f"{engine_floor.FLOOR_PREFILL_TOK_S:,} tok/s + waves of {engine_floor.FLOOR_WAVE} x new tokens x "
+            f"{engine_floor.FLOOR_DECODE_STEP_S * 1000:.0f} ms.",
             "",
         ]
+        fl = report.get("device_floor")
+        if fl:
+            per_arm = "; ".join(
+                f"{arm} {r['device_floor_s']} s ({r['x_device_floor']}x)"
+                for arm, r in arms.items()
+                if "device_floor_s" in r
+            )
+            L += [
+                f"Device floor ({m.get('layers')} layers on this GPU: an 8192^3 bf16 product at "
+                f"{fl['gemm_tflops']} TFLOP/s and a 4 GiB copy at {fl['copy_tbps']} TB/s measured here; the "
+                f"anchors' prefill term x {fl['prefill_scale']}, decode term x {fl['decode_scale']}): "
+                f"{per_arm}.",
+                "",
+            ]
     hf = report.get("transformers", {})
     if hf and "generate_s" in hf:
         L += [
@@ -869,6 +898,13 @@ def main() -> int:
         "will not hold them (each finished arm is appended to arms_progress.jsonl)",
     )
     ap.add_argument("--arch", choices=["real", "tiny"], default="real")
+    ap.add_argument(
+        "--layers",
+        type=int,
+        default=None,
+        help="the 48B model's first N layers (default 27; fewer where a GPU cannot hold it); the rows' "
+        "device floor scales with them",
+    )
     ap.add_argument("--device", default=None)
     ap.add_argument("--parts", default="arms,invariance,capacity,long,transformers")
     ap.add_argument("--arms", default=",".join(ARMS), help="state arms of the arms part (default all three)")

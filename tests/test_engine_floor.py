@@ -1,0 +1,43 @@
+"""The engine benchmark's floor (evalkit.bench.engine_floor): the anchors' arithmetic, and the
+parameter counts that scale it to a model cut to its first layers."""
+
+from __future__ import annotations
+
+import pytest
+
+from evalkit.bench import engine_floor as ef
+
+
+def test_the_anchor_floor_of_the_gsm8k_workload():
+    """1,319 prompts x 900 tokens at 110k tok/s, then three waves of 512 x 256 steps at 22 ms:
+    10.79 + 16.90 s (the 27.7 s the committed engine rows divide by)."""
+    assert ef.floor_seconds(1319, 900, 256) == pytest.approx(1319 * 900 / 110_000 + 3 * 256 * 0.022)
+    assert ef.floor_seconds(1319, 900, 256) == pytest.approx(27.69, abs=0.01)
+
+
+def test_the_full_model_counts_match_the_anchors():
+    """The meta-device count of the 27-layer model: 49.1 B parameters of which ~95-98 GB stream in
+    bf16 per large-batch step, and 3.5 B active a token once the embedding table (163,840 x 2,304)
+    is added back, as anchors.md counts them. Counting every expert as active, or none, fails."""
+    from evalkit.model import kimi_linear_48b_config, parse_config
+
+    active, streamed = ef._counts(parse_config(kimi_linear_48b_config(27)))
+    embedding = 163_840 * 2_304
+    assert (streamed + embedding) / 1e9 == pytest.approx(49.1, abs=0.1)
+    assert 95e9 <= 2 * streamed <= 98e9
+    assert (active + embedding) / 1e9 == pytest.approx(3.5, abs=0.05)
+
+
+def test_a_cut_model_scales_each_term_by_its_share_and_the_device_rate():
+    full, part = ef.param_shares(27), ef.param_shares(12)
+    assert (full.active, full.streamed) == (1.0, 1.0)
+    # 12 of 27 layers, plus the lm_head that every cut keeps: more than 12/27 of the active parameters
+    assert 12 / 27 < part.active < 0.6 and 0.4 < part.streamed < 12 / 27 + 0.01
+    scale = ef.FloorScale.of(part, gemm_tflops=ef.ANCHOR_GEMM_TFLOPS / 2, copy_tbps=ef.ANCHOR_COPY_TBPS / 2)
+    assert scale.prefill == pytest.approx(2 * part.active)
+    assert scale.decode == pytest.approx(2 * part.streamed)
+    at_anchors = ef.FloorScale.of(full, ef.ANCHOR_GEMM_TFLOPS, ef.ANCHOR_COPY_TBPS)
+    assert ef.floor_seconds(1319, 900, 256, at_anchors) == pytest.approx(ef.floor_seconds(1319, 900, 256))
+    n, prompt, new = 1319, 900, 256
+    expect = n * prompt / 110_000 * scale.prefill + 3 * new * 0.022 * scale.decode
+    assert ef.floor_seconds(n, prompt, new, scale) == pytest.approx(expect)
