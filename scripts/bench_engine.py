@@ -148,7 +148,12 @@ def device_floor_scale(args, loaded, dev, report) -> engine_floor.FloorScale | N
     the CPU); recorded in the report."""
     if not cuda(dev) or args.arch != "real":
         return None
-    gemm, copy = engine_floor.measure_rates(dev)
+    try:
+        gemm, copy = engine_floor.measure_rates(dev)
+    except Exception as exc:  # noqa: BLE001 -- the arms run without it; the anchors' floor stays
+        report["device_floor"] = {"error": f"{type(exc).__name__}: {exc}"}
+        free_memory(dev)
+        return None
     scale = engine_floor.FloorScale.of(engine_floor.param_shares(loaded.arch.num_hidden_layers), gemm, copy)
     report["device_floor"] = {
         "gemm_tflops": round(gemm, 1),
@@ -740,7 +745,7 @@ def write_markdown(report: dict, path: Path) -> None:
     L.append("")
     arms = report.get("arms", {})
     if arms:
-        n = report.get("arms_prompts")
+        n, a = report.get("arms_prompts"), report["args"]
         L += [
             f"## GSM8K-shaped workload: {n} prompts x ~{report['args']['prompt_len']} tokens, "
             f"{report['args']['new_tokens']} generated, EOS ignored",
@@ -761,14 +766,14 @@ def write_markdown(report: dict, path: Path) -> None:
         L += [
             "",
             "Floor (anchors.md, the 27-layer model on an H200): "
-            f"{engine_floor.floor_seconds(GSM8K_N, 900, 256):.1f} s for 1319 prompts; "
-            "per row: prompt tokens / "
+            f"{engine_floor.floor_seconds(GSM8K_N, a['prompt_len'], a['new_tokens']):.1f} s for 1319 "
+            "prompts; per row: prompt tokens / "
             f"{engine_floor.FLOOR_PREFILL_TOK_S:,} tok/s + waves of {engine_floor.FLOOR_WAVE} x new tokens x "
             f"{engine_floor.FLOOR_DECODE_STEP_S * 1000:.0f} ms.",
             "",
         ]
         fl = report.get("device_floor")
-        if fl:
+        if fl and "gemm_tflops" in fl:
             per_arm = "; ".join(
                 f"{arm} {r['device_floor_s']} s ({r['x_device_floor']}x)"
                 for arm, r in arms.items()
