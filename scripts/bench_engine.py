@@ -154,7 +154,7 @@ def device_floor_scale(args, loaded, dev, report) -> engine_floor.FloorScale | N
         report["device_floor"] = {"error": f"{type(exc).__name__}: {exc}"}
         free_memory(dev)
         return None
-    scale = engine_floor.FloorScale.of(engine_floor.param_shares(loaded.arch.num_hidden_layers), gemm, copy)
+    scale = engine_floor.FloorScale(engine_floor.param_shares(loaded.arch.num_hidden_layers), gemm, copy)
     report["device_floor"] = {
         "gemm_tflops": round(gemm, 1),
         "copy_tbps": round(copy, 3),

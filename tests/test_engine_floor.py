@@ -33,10 +33,10 @@ def test_a_cut_model_scales_each_term_by_its_share_and_the_device_rate():
     assert (full.active, full.streamed) == (1.0, 1.0)
     # 12 of 27 layers, plus the lm_head that every cut keeps: more than 12/27 of the active parameters
     assert 12 / 27 < part.active < 0.6 and 0.4 < part.streamed < 12 / 27 + 0.01
-    scale = ef.FloorScale.of(part, gemm_tflops=ef.ANCHOR_GEMM_TFLOPS / 2, copy_tbps=ef.ANCHOR_COPY_TBPS / 2)
+    scale = ef.FloorScale(part, gemm_tflops=ef.ANCHOR_GEMM_TFLOPS / 2, copy_tbps=ef.ANCHOR_COPY_TBPS / 2)
     assert scale.prefill == pytest.approx(2 * part.active)
     assert scale.decode == pytest.approx(2 * part.streamed)
-    at_anchors = ef.FloorScale.of(full, ef.ANCHOR_GEMM_TFLOPS, ef.ANCHOR_COPY_TBPS)
+    at_anchors = ef.FloorScale(full, ef.ANCHOR_GEMM_TFLOPS, ef.ANCHOR_COPY_TBPS)
     assert ef.floor_seconds(1319, 900, 256, at_anchors) == pytest.approx(ef.floor_seconds(1319, 900, 256))
     n, prompt, new = 1319, 900, 256
     expect = n * prompt / 110_000 * scale.prefill + 3 * new * 0.022 * scale.decode

@@ -35,27 +35,24 @@ class ParamShares:
 
 @dataclass(frozen=True)
 class FloorScale:
-    """Multipliers of the anchors' prefill and decode terms for one model on one device."""
+    """A model's parameter shares and a device's measured rates: the anchors' prefill and decode
+    terms scale by share x anchor rate / this rate."""
 
-    prefill: float
-    decode: float
     shares: ParamShares
-    gemm_tflops: float | None
-    copy_tbps: float | None
+    gemm_tflops: float
+    copy_tbps: float
 
     @classmethod
     def anchors(cls) -> FloorScale:
-        return cls(1.0, 1.0, ParamShares(1.0, 1.0), None, None)
+        return cls(ParamShares(1.0, 1.0), ANCHOR_GEMM_TFLOPS, ANCHOR_COPY_TBPS)
 
-    @classmethod
-    def of(cls, shares: ParamShares, gemm_tflops: float, copy_tbps: float) -> FloorScale:
-        return cls(
-            prefill=shares.active * ANCHOR_GEMM_TFLOPS / gemm_tflops,
-            decode=shares.streamed * ANCHOR_COPY_TBPS / copy_tbps,
-            shares=shares,
-            gemm_tflops=gemm_tflops,
-            copy_tbps=copy_tbps,
-        )
+    @property
+    def prefill(self) -> float:
+        return self.shares.active * ANCHOR_GEMM_TFLOPS / self.gemm_tflops
+
+    @property
+    def decode(self) -> float:
+        return self.shares.streamed * ANCHOR_COPY_TBPS / self.copy_tbps
 
 
 def floor_seconds(n: int, mean_prompt: int, new_tokens: int, scale: FloorScale | None = None) -> float:
