@@ -161,6 +161,7 @@ def test_timed_engine_row_resets_the_counters_and_reports_the_timed_run():
     assert {k: row[k] for k in ("prefill_tok_s", "decode_tok_s", "max_batch", "state_pool_gib", "flags")} == {
         "prefill_tok_s": 20, "decode_tok_s": 10, "max_batch": 2, "state_pool_gib": 2.0, "flags": ["nan"]
     }  # fmt: skip
+    assert (row["prefill_tokens"], row["decode_tokens"]) == (40, 30)
     assert "peak_mem_gib" not in row
 
 

@@ -32,7 +32,9 @@ def test_engine_arms_include_positive_controls(tmp_path):
     for arm in arms:
         row = engine["arms"][arm]
         assert "error" not in row, row
-        assert row["max_batch"] == 2 and row["decode_tok_s"] > 0
+        # Counts, not the rate: a busy machine may round two tokens' rate to 0. The first token
+        # of each prompt comes from its prefill, so 2 prompts x 1 decode step.
+        assert row["max_batch"] == 2 and row["decode_tokens"] == 2 * 1
         assert ("mean_token_agreement_vs_fp32" in row) == (arm != "fp32")
     md = (tmp_path / "bench_ssd.md").read_text()
     assert all(f"| {arm} |" in md for arm in arms)

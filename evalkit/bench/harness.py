@@ -186,6 +186,8 @@ def timed_engine_row(engine: Any, prompts: Sequence[Any], sampling: Any, device:
         "wall_s": round(time.perf_counter() - t, 2),
         "prefill_tok_s": round(st["prefill_tokens"] / max(st["prefill_s"], 1e-9)),
         "decode_tok_s": round(st["decode_tokens"] / max(st["decode_s"], 1e-9)),
+        "prefill_tokens": st["prefill_tokens"],
+        "decode_tokens": st["decode_tokens"],
         "max_batch": st["max_batch"],
         "state_pool_gib": round(engine.state.memory_bytes() / 2**30, 2),
         "cuda_graphs": engine.runner.use_graphs,
