@@ -41,3 +41,32 @@ def test_a_cut_model_scales_each_term_by_its_share_and_the_device_rate():
     n, prompt, new = 1319, 900, 256
     expect = n * prompt / 110_000 * scale.prefill + 3 * new * 0.022 * scale.decode
     assert ef.floor_seconds(n, prompt, new, scale) == pytest.approx(expect)
+
+
+def test_the_markdown_table_puts_the_device_floor_beside_the_anchors(tmp_path):
+    """A 12-layer report (values of an H100 run): each arm row carries both ratios, so the anchors'
+    27-layer floor (1.23x) is never the only one a reader sees; a failed rate measurement says so."""
+    from tests.helpers.scripts import load_script
+
+    bench = load_script("bench_engine")
+    row = {"wall_s": 34.06, "prefill_tok_s": 96985, "decode_tok_s": 15566, "decode_step_ms": 28.24,
+           "peak_mem_gib": 67.14, "max_batch": 512, "floor_s": 27.7, "x_floor": 1.23,
+           "device_floor_s": 16.5, "x_device_floor": 2.06, "extrapolated_1319_s": 34.1,
+           "flags": {}}  # fmt: skip
+    report = {
+        "arch": "real", "device_name": "H100", "model": {"layers": 12}, "arms_prompts": 1319,
+        "args": {"prompt_len": 900, "new_tokens": 256},
+        "arms": {"fp16": row, "fp32": {"error": "OOM"}},
+        "device_floor": {"gemm_tflops": 695.4, "copy_tbps": 3.049,
+                         "prefill_scale": 0.5819, "decode_scale": 0.6047},
+    }  # fmt: skip
+    bench.write_markdown(report, tmp_path / "a.md")
+    lines = (tmp_path / "a.md").read_text().splitlines()
+    header = next(x for x in lines if x.startswith("| arm |"))
+    fp16 = next(x for x in lines if x.startswith("| fp16 |"))
+    cells = dict(zip(header.split("|"), fp16.split("|")))
+    assert cells[" x floor "].strip() == "1.23" and cells[" x device floor "].strip() == "2.06"
+    assert next(x for x in lines if x.startswith("| fp32 |")).count("|") == header.count("|")
+    report["device_floor"] = {"error": "RuntimeError: out of memory"}
+    bench.write_markdown(report, tmp_path / "b.md")
+    assert "Device floor not measured (RuntimeError: out of memory)" in (tmp_path / "b.md").read_text()
