@@ -355,13 +355,11 @@ def sec_correctness() -> dict:
 
 
 def sec_copy() -> dict:
-    import torch
+    from evalkit.bench.engine_floor import copy_ms
 
     n = (4 << 30) // 4 if not SMOKE else 1 << 20
-    a = torch.empty(n, dtype=torch.float32, device=DEV).normal_()
-    b = torch.empty_like(a)
-    ms = bench_ms(lambda: b.copy_(a), warmup=5, rep=50)
-    return {"bytes": 2 * 4 * n, "ms": ms, "TBps": 2 * 4 * n / ms / 1e9}
+    nbytes, ms = copy_ms(n, DEV, lambda fn: bench_ms(fn, warmup=5, rep=50))
+    return {"bytes": nbytes, "ms": ms, "TBps": nbytes / ms / 1e9}
 
 
 def sec_decode(res: dict) -> dict:

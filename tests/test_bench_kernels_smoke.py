@@ -18,7 +18,9 @@ def test_persist_sweep_times_every_build_once_per_round(tmp_path):
            "--sweep-repeats", "2", "--sweep-budget-s", "600"]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    sweep = json.loads((tmp_path / "bench_kernels.json").read_text())["sections"]["decode_sweep"]
+    sections = json.loads((tmp_path / "bench_kernels.json").read_text())["sections"]
+    assert sections["copy"]["bytes"] == 2 * 4 * (1 << 20)  # the smoke copy: 2^20 fp32 read and written
+    sweep = sections["decode_sweep"]
     assert sweep["set"] == "persist" and sweep["repeats"] == 2 and "stopped" not in sweep
     tiles = {r["tile"] for r in sweep["rows"]}
     assert any("persist" in t for t in tiles) and any("persist" not in t for t in tiles)

@@ -11,6 +11,7 @@ measured rate against the H200's; the full model on an H200 scales by 1 up to th
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -105,11 +106,19 @@ def measure_rates(device: torch.device) -> tuple[float, float]:
         return 2 * 8192**3 / (ms * 1e-3) / 1e12
 
     def copy_tbps() -> float:
-        src = torch.empty(1 << 30, device=device, dtype=torch.float32)
-        dst = torch.empty_like(src)
-        ms = do_bench(lambda: dst.copy_(src), return_mode="median")
-        return 2 * src.numel() * src.element_size() / (ms * 1e-3) / 1e12
+        nbytes, ms = copy_ms(1 << 30, device, lambda fn: do_bench(fn, return_mode="median"))
+        return nbytes / (ms * 1e-3) / 1e12
 
     rates = gemm_tflops(), copy_tbps()
     torch.cuda.empty_cache()
     return rates
+
+
+def copy_ms(numel: int, device: torch.device | str, time_ms: Callable[[Callable[[], object]], float]):
+    """(bytes moved, ms by `time_ms`) of copying `numel` fp32 values into a second buffer, counting
+    the bytes read and written: the copy bandwidth that the floor's decode anchor and every decode
+    kernel's "% of copy" are shares of, measured one way everywhere."""
+    src = torch.empty(numel, device=device, dtype=torch.float32)
+    dst = torch.empty_like(src)
+    ms = time_ms(lambda: dst.copy_(src))
+    return 2 * src.numel() * src.element_size(), ms
