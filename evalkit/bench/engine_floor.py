@@ -114,7 +114,9 @@ def measure_rates(device: torch.device) -> tuple[float, float]:
     return rates
 
 
-def copy_ms(numel: int, device: torch.device | str, time_ms: Callable[[Callable[[], object]], float]):
+def copy_ms(
+    numel: int, device: torch.device | str, time_ms: Callable[[Callable[[], object]], float]
+) -> tuple[int, float]:
     """(bytes moved, ms by `time_ms`) of copying `numel` fp32 values into a second buffer, counting
     the bytes read and written: the copy bandwidth that the floor's decode anchor and every decode
     kernel's "% of copy" are shares of, measured one way everywhere."""

@@ -169,7 +169,8 @@ class Sections:
 def timed_engine_row(engine: Any, prompts: Sequence[Any], sampling: Any, device: str) -> tuple[list, dict]:
     """One timed `engine.generate` after the caller's compile run, with the engine's counters and
     the peak memory reset first: (outputs, the row the engine sections of the bench scripts
-    report: wall time, prefill and decode throughput, batch, state pool, graphs, health flags)."""
+    report: wall time, prefill and decode throughput and token counts, batch, state pool, graphs,
+    health flags)."""
     import torch
 
     on_cuda = str(device).startswith("cuda")
