@@ -729,6 +729,12 @@ def part_transformers(args, loaded, dev, budget, report) -> None:
 
 
 # --------------------------------------------------------------------------------- report
+ARM_COLUMNS = (
+    "arm", "wall s", "prefill tok/s", "decode tok/s", "decode step ms", "peak GiB", "max batch",
+    "floor s", "x floor", "device floor s", "x device floor", "est. 1319 prompts s", "flags",
+)  # fmt: skip
+
+
 def write_markdown(report: dict, path: Path) -> None:
     L = [
         f"# Engine benchmark ({report.get('arch')}, {report.get('device_name')})",
@@ -750,13 +756,12 @@ def write_markdown(report: dict, path: Path) -> None:
             f"## GSM8K-shaped workload: {n} prompts x ~{report['args']['prompt_len']} tokens, "
             f"{report['args']['new_tokens']} generated, EOS ignored",
             "",
-            "| arm | wall s | prefill tok/s | decode tok/s | decode step ms | peak GiB | max batch | "
-            "floor s | x floor | device floor s | x device floor | est. 1319 prompts s | flags |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "| " + " | ".join(ARM_COLUMNS) + " |",
+            "|" + "---|" * len(ARM_COLUMNS),
         ]
         for arm, r in arms.items():
-            if "error" in r:
-                L.append(f"| {arm} | error: {r['error'][:80]} |" + "|" * 11)  # 11 empty cells
+            if "error" in r:  # the error in the second cell, the rest left empty
+                L.append(f"| {arm} | error: {r['error'][:80]} |" + "|" * (len(ARM_COLUMNS) - 2))
                 continue
             # Both floors side by side: on a cut model (--layers) the anchors' 27-layer floor
             # flatters the ratio, and only the device floor is the like-for-like one.
