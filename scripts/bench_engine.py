@@ -200,40 +200,25 @@ def engine_kwargs(args, dev, max_len: int) -> dict:
     return kw
 
 
-def timed_generate(engine, prompts, new_tokens: int, dev, tqdm: bool = True) -> dict:
+def timed_generate(engine, prompts, new_tokens: int, dev, tqdm: bool = True) -> tuple[dict, list]:
+    """The harness's timed row (its one home) in this script's schema: prompt and generated token
+    counts, health flags counted per prompt, the engine's batch limit beside the batch reached."""
     from evalkit.engine import SamplingParams
 
-    engine.stats.update(prefill_tokens=0, prefill_s=0.0, decode_tokens=0, decode_s=0.0, max_batch=0)
-    steps0 = engine._decode_steps
-    if cuda(dev):
-        torch.cuda.reset_peak_memory_stats(dev)
-    sync(dev)
-    t = time.perf_counter()
-    outs = engine.generate(prompts, SamplingParams(max_new_tokens=new_tokens, ignore_eos=True), use_tqdm=tqdm)
-    sync(dev)
-    wall = time.perf_counter() - t
-    st = engine.stats
+    sampling = SamplingParams(max_new_tokens=new_tokens, ignore_eos=True)
+    outs, row = harness.timed_engine_row(engine, prompts, sampling, str(dev), use_tqdm=tqdm)
     flags: dict[str, int] = {}
     for o in outs:
         for f in o.flags:
             flags[f] = flags.get(f, 0) + 1
-    res = {
-        "prompts": len(prompts),
-        "prompt_tokens": st["prefill_tokens"],
-        "generated_tokens": sum(o.n_generated for o in outs),
-        "wall_s": round(wall, 2),
-        "prefill_s": round(st["prefill_s"], 2),
-        "decode_s": round(st["decode_s"], 2),
-        "prefill_tok_s": round(st["prefill_tokens"] / max(st["prefill_s"], 1e-9)),
-        "decode_tok_s": round(st["decode_tokens"] / max(st["decode_s"], 1e-9)),
-        "decode_steps": engine._decode_steps - steps0,
-        "decode_step_ms": round(1000 * st["decode_s"] / max(engine._decode_steps - steps0, 1), 2),
-        "max_batch": st["max_batch"],
-        "max_num_seqs": engine.config.max_num_seqs,
-        "flags": flags,
-    }
-    if cuda(dev):
-        res["peak_mem_gib"] = gib(torch.cuda.max_memory_allocated(dev))
+    res = {"prompts": len(prompts), "prompt_tokens": row["prefill_tokens"]}
+    res["generated_tokens"] = sum(o.n_generated for o in outs)
+    for key in ("wall_s", "prefill_s", "decode_s", "prefill_tok_s", "decode_tok_s", "decode_steps"):
+        res[key] = row[key]
+    res |= {"decode_step_ms": row["decode_step_ms"], "max_batch": row["max_batch"]}
+    res |= {"max_num_seqs": engine.config.max_num_seqs, "flags": flags}
+    if "peak_mem_gib" in row:
+        res["peak_mem_gib"] = row["peak_mem_gib"]
     return res, outs
 
 

@@ -148,12 +148,15 @@ def test_timed_engine_row_resets_the_counters_and_reports_the_timed_run():
 
     class Engine:
         stats = {"prefill_tokens": 99, "prefill_s": 9.0, "decode_tokens": 99, "decode_s": 9.0, "max_batch": 9}
+        stats["decode_steps"] = 99
         state = SimpleNamespace(memory_bytes=lambda: 2**31)
         runner = SimpleNamespace(use_graphs=False, graph_error=None)
 
         def generate(self, prompts, sampling, use_tqdm):
             assert self.stats["prefill_tokens"] == 0 and not use_tqdm
+            assert self.stats["decode_steps"] == 0
             self.stats.update(prefill_tokens=40, prefill_s=2.0, decode_tokens=30, decode_s=3.0, max_batch=2)
+            self.stats["decode_steps"] = 15
             return [SimpleNamespace(flags={"nan"}), SimpleNamespace(flags=set())]
 
     outs, row = harness.timed_engine_row(Engine(), [[1], [2]], None, "cpu")
@@ -162,6 +165,8 @@ def test_timed_engine_row_resets_the_counters_and_reports_the_timed_run():
         "prefill_tok_s": 20, "decode_tok_s": 10, "max_batch": 2, "state_pool_gib": 2.0, "flags": ["nan"]
     }  # fmt: skip
     assert (row["prefill_tokens"], row["decode_tokens"]) == (40, 30)
+    timing = ("prefill_s", "decode_s", "decode_steps", "decode_step_ms")
+    assert [row[k] for k in timing] == [2.0, 3.0, 15, 200.0]
     assert "peak_mem_gib" not in row
 
 

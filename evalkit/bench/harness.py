@@ -166,29 +166,37 @@ class Sections:
         self.save()
 
 
-def timed_engine_row(engine: Any, prompts: Sequence[Any], sampling: Any, device: str) -> tuple[list, dict]:
+def timed_engine_row(
+    engine: Any, prompts: Sequence[Any], sampling: Any, device: str, use_tqdm: bool = False
+) -> tuple[list, dict]:
     """One timed `engine.generate` after the caller's compile run, with the engine's counters and
-    the peak memory reset first: (outputs, the row the engine sections of the bench scripts
-    report: wall time, prefill and decode throughput and token counts, batch, state pool, graphs,
-    health flags)."""
+    the peak memory reset first: (outputs, the row every engine benchmark reports: wall time,
+    prefill and decode seconds, throughput and token counts, decode steps, batch, state pool,
+    graphs, health flags). The one home of that timing, so every script's rows mean the same."""
     import torch
 
     on_cuda = str(device).startswith("cuda")
-    engine.stats.update(prefill_tokens=0, prefill_s=0.0, decode_tokens=0, decode_s=0.0, max_batch=0)
+    engine.stats.update(
+        prefill_tokens=0, prefill_s=0.0, decode_steps=0, decode_tokens=0, decode_s=0.0, max_batch=0
+    )
     if on_cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     t = time.perf_counter()
-    outs = engine.generate(list(prompts), sampling, use_tqdm=False)
+    outs = engine.generate(list(prompts), sampling, use_tqdm=use_tqdm)
     if on_cuda:
         torch.cuda.synchronize()
     st = engine.stats
     row: dict[str, Any] = {
         "wall_s": round(time.perf_counter() - t, 2),
+        "prefill_s": round(st["prefill_s"], 2),
+        "decode_s": round(st["decode_s"], 2),
         "prefill_tok_s": round(st["prefill_tokens"] / max(st["prefill_s"], 1e-9)),
         "decode_tok_s": round(st["decode_tokens"] / max(st["decode_s"], 1e-9)),
         "prefill_tokens": st["prefill_tokens"],
         "decode_tokens": st["decode_tokens"],
+        "decode_steps": st["decode_steps"],
+        "decode_step_ms": round(1000 * st["decode_s"] / max(st["decode_steps"], 1), 2),
         "max_batch": st["max_batch"],
         "state_pool_gib": round(engine.state.memory_bytes() / 2**30, 2),
         "cuda_graphs": engine.runner.use_graphs,

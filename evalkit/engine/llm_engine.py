@@ -99,6 +99,7 @@ class LLMEngine:
             "prefill_steps": 0,  # prefill forwards
             "prefill_tokens": 0,
             "prefill_s": 0.0,
+            "decode_steps": 0,  # decode forwards
             "decode_tokens": 0,
             "decode_s": 0.0,
             "max_batch": 0,
@@ -299,6 +300,7 @@ class LLMEngine:
                 self._check_state([seq])
                 self.scheduler.finish(seq)
                 done.append(self._output(seq))
+        self.stats["decode_steps"] += 1
         self.stats["decode_tokens"] += len(seqs)
         self.stats["decode_s"] += time.perf_counter() - t0
         self.stats["max_batch"] = max(self.stats["max_batch"], len(seqs))
