@@ -18,6 +18,9 @@ Keys (values, the default first):
   ~fp32 accuracy) or bf16 operands, the servers' numerics (FLA's chunk kernel); bf16 needs the
   Triton path (GPU).
 - `moe_combine` (fused, torch): the MoE top-k combine on the GPU path, one Triton launch or torch's.
+- `moe_decode` (grouped_mm, triton): the MoE experts' GEMMs of a decode step on the GPU path:
+  torch's grouped GEMM (`torch._grouped_mm`, as the prefill) or the Triton kernel that streams each
+  expert's weights once for its few rows (`kernels/moe_gemm`). Both are batch invariant.
 - `fused_elementwise` (on, off): RMSNorm and SwiGLU in one Triton pass each on the GPU path.
 - `mla_prefill` (auto, triton, flash, sdpa): the MLA prefill attention (auto: the Triton kernel for
   16-bit tensors on CUDA, SDPA elsewhere).
@@ -42,6 +45,7 @@ PREFILL_VARIANTS = ("stream", "split")  # the registered names of kernels/kda_pr
 SSD_PREFILL_VARIANTS = ("walk", "split")  # kernels/ssd_prefill/wrapper.VARIANTS
 PREFILL_DOTS = ("fp32", "bf16")
 MOE_COMBINES = ("fused", "torch")
+MOE_DECODES = ("grouped_mm", "triton")
 MLA_PREFILLS = ("auto", "triton", "flash", "sdpa")
 WEIGHT_DTYPES = ("auto", "fp32", "bf16", "fp16")
 _ON_OFF = {"on": True, "off": False}
@@ -53,6 +57,7 @@ SYNTAX = "KEY=VALUE[,KEY=VALUE], keys " + ", ".join(
         "ssd_prefill",
         "prefill_dots",
         "moe_combine",
+        "moe_decode",
         "fused_elementwise",
         "mla_prefill",
         "weights",
@@ -71,6 +76,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "ssd_prefill": SSD_PREFILL_VARIANTS,
     "prefill_dots": PREFILL_DOTS,
     "moe_combine": MOE_COMBINES,
+    "moe_decode": MOE_DECODES,
     "mla_prefill": MLA_PREFILLS,
     "weights": WEIGHT_DTYPES,
 }
@@ -82,6 +88,7 @@ class KernelChoice:
     ssd_prefill: str = "walk"
     prefill_dots: str = "fp32"
     moe_combine: str = "fused"
+    moe_decode: str = "grouped_mm"
     fused_elementwise: bool = True
     mla_prefill: str = "auto"
     weights: str = "auto"

@@ -57,6 +57,7 @@ __all__ = [
     "kda_decode",
     "kda_prefill",
     "moe_combine",
+    "moe_gemm",
     "parse_format",
     "resolve_state_dtype",
     "rms_norm",
@@ -181,6 +182,13 @@ def gated_rmsnorm(o, gate, weight, eps: float) -> torch.Tensor:
 def moe_combine(ys, inv, w, dtype) -> torch.Tensor:
     """MoE output rows: out[t] = sum_j w[t, j] ys[inv[t, j]] (fp32, top-k in order) in `dtype`."""
     return implementation("moe_combine", ys)(ys, inv, w, dtype)
+
+
+def moe_gemm(x, w, offs) -> torch.Tensor:
+    """The MoE experts' grouped GEMM for few rows per expert (a decode step): y[r] = x[r] @ w[e]^T
+    for the rows of expert e (sorted by expert; offs int32 [E] their cumulative ends), fp32 sums,
+    in x's dtype; a row's result does not depend on the other rows."""
+    return implementation("moe_gemm", x)(x, w, offs)
 
 
 def rms_norm(x, weight, eps: float) -> torch.Tensor:

@@ -293,6 +293,8 @@ def conv_builds(m: str, *, C: int, bias: bool) -> list[Build]:
 def other_builds(model="bf16") -> list[Build]:
     from .gated_rmsnorm.kernel import gated_rmsnorm_kernel
     from .moe_combine import wrapper as mc
+    from .moe_gemm.kernel import moe_gemm_kernel
+    from .moe_gemm.wrapper import DEFAULT_TILE as mt
     from .rms_norm.kernel import rms_norm_kernel
     from .swiglu import wrapper as sw
 
@@ -307,6 +309,11 @@ def other_builds(model="bf16") -> list[Build]:
         compile_kernel(mc.moe_combine_kernel,
                        {"ys": m, "inv": "*i64", "w": "*fp32", "out": m, "n_rows": "i32"},
                        {"D": 2304, "TOPK": 8, "BR": mc.BR, "BD": mc.BD}),
+        # its experts' decode GEMMs, gate_up (N 2048, K 2304) and down (N 2304, K 1024)
+        *[compile_kernel(moe_gemm_kernel, {"x": m, "w": m, "y": m, "offs": "*i32"},
+                         {"N": n, "K": k, "BM": mt.BM, "BN": mt.BN, "BK": mt.BK, "WIDEN": False},
+                         num_warps=mt.num_warps, num_stages=mt.num_stages)
+          for n, k in ((2048, 2304), (2304, 1024))],
         # the model's RMSNorm at hidden 2304 (one row per program, 8 warps) and the MoE's SwiGLU
         compile_kernel(rms_norm_kernel,
                        {"x": m, "weight": m, "y": m, "n_rows": "i32", "stride_x": "i32", "eps": "fp32"},

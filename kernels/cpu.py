@@ -8,6 +8,7 @@ from .gated_rmsnorm.cpu import gated_rmsnorm
 from .kda_decode.cpu import kda_decode
 from .kda_prefill.cpu import kda_prefill
 from .moe_combine.cpu import moe_combine
+from .moe_gemm.cpu import moe_gemm
 from .rms_norm.cpu import rms_norm
 from .short_conv.cpu import causal_conv1d_decode, causal_conv1d_prefill
 from .ssd_decode.cpu import ssd_decode
@@ -21,6 +22,7 @@ __all__ = [
     "kda_decode",
     "kda_prefill",
     "moe_combine",
+    "moe_gemm",
     "rms_norm",
     "ssd_decode",
     "ssd_prefill",

@@ -27,6 +27,7 @@ OP_FOLDERS = {
     "causal_conv1d_decode": "short_conv",
     "gated_rmsnorm": "gated_rmsnorm",
     "moe_combine": "moe_combine",
+    "moe_gemm": "moe_gemm",
     "rms_norm": "rms_norm",
     "swiglu": "swiglu",
     "ssd_decode": "ssd_decode",

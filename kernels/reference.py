@@ -10,6 +10,7 @@ from .kda_decode.reference import kda_decode
 from .kda_prefill.reference import kda_prefill
 from .mla_prefill.reference import mla_prefill_attention
 from .moe_combine.reference import moe_combine
+from .moe_gemm.reference import moe_gemm
 from .rms_norm.reference import rms_norm
 from .short_conv.reference import causal_conv1d_decode, causal_conv1d_prefill
 from .ssd_decode.reference import ssd_decode
@@ -24,6 +25,7 @@ __all__ = [
     "kda_prefill",
     "mla_prefill_attention",
     "moe_combine",
+    "moe_gemm",
     "rms_norm",
     "ssd_decode",
     "ssd_prefill",

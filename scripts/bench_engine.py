@@ -33,6 +33,7 @@ import os
 os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import gc  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
@@ -192,9 +193,12 @@ def build_model(args, dev):
 
 
 def engine_kwargs(args, dev, max_len: int) -> dict:
+    from evalkit.kernel_choice import parse_kernels
+
     kw = dict(
         device=str(dev), max_model_len=max_len, max_num_seqs=args.max_seqs, decode_width=args.decode_width
     )
+    kw["kernels"] = parse_kernels(getattr(args, "kernels", ""))
     if cuda(dev):
         kw.update(max_num_batched_tokens=args.prefill_tokens, prefill_chunk_size=args.prefill_chunk)
     return kw
@@ -371,7 +375,6 @@ def part_fused(args, loaded, dev, budget, report) -> None:
     size: the MoE combine's torch form against its fused kernel (both with the torch elementwise
     forms), which shows how far this model carries such a difference."""
     from evalkit.engine import LLMEngine, SamplingParams
-    from evalkit.kernel_choice import KernelChoice
 
     if budget.left() < 60:
         report["fused"] = {"skipped": "no time left"}
@@ -379,10 +382,11 @@ def part_fused(args, loaded, dev, budget, report) -> None:
     prompts = make_prompts(32, loaded.arch.vocab_size, 300, seed=1)
     pairs = [(p[:200], p[200:]) for p in prompts[:16]]
     kw = {**engine_kwargs(args, dev, 400 + 64), "max_num_seqs": 32}
+    base = kw.pop("kernels")  # --kernels, with the two switches this part compares set per engine
     sp = SamplingParams(max_new_tokens=48, ignore_eos=True)
 
     def outputs(fused_on: bool, moe_combine: str):
-        kernels = KernelChoice(fused_elementwise=fused_on, moe_combine=moe_combine)
+        kernels = dataclasses.replace(base, fused_elementwise=fused_on, moe_combine=moe_combine)
         eng = LLMEngine(loaded, state_dtype="fp32", kernels=kernels, **kw)
         try:
             return [o.token_ids for o in eng.generate(prompts, sp, use_tqdm=False)], eng.loglikelihood(pairs)
@@ -900,6 +904,12 @@ def main() -> int:
         "device floor scales with them",
     )
     ap.add_argument("--device", default=None)
+    ap.add_argument(
+        "--kernels",
+        default="",
+        help="numerics switches for the engines of the arms, capacity and long parts, in evalkit's "
+        "--kernels syntax (e.g. moe_decode=triton; default: the engine's defaults)",
+    )
     ap.add_argument("--parts", default="arms,invariance,capacity,long,transformers")
     ap.add_argument("--arms", default=",".join(ARMS), help="state arms of the arms part (default all three)")
     ap.add_argument("--capacity-contexts", default="32768,131072", help="contexts of the capacity part")

@@ -39,10 +39,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 try:
-    from evalkit.bench import harness
+    from evalkit.bench import harness, timing
 except ImportError:  # a checkout that is not installed (the GPU image)
     sys.path.insert(0, str(ROOT))
-    from evalkit.bench import harness
+    from evalkit.bench import harness, timing
 
 
 H, K, V = 32, 128, 128
@@ -87,32 +87,12 @@ class Bench:
 
 # ------------------------------------------------------------------------------------ helpers
 def bench_ms(fn, warmup=25, rep=100) -> float:
-    import triton
-
-    if SMOKE:
-        t = time.perf_counter()
-        fn()
-        return 1e3 * (time.perf_counter() - t)
-    return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
+    return timing.bench_ms(fn, warmup, rep, smoke=SMOKE)
 
 
 def graph_ms(fn, warmup=10, rep=100) -> float:
     """Median time of one replay of a CUDA graph that captured fn() once."""
-    import torch
-
-    if SMOKE:
-        return bench_ms(fn)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    torch.cuda.synchronize()
-    return bench_ms(g.replay, warmup, rep)
+    return timing.graph_ms(fn, warmup, rep, smoke=SMOKE)
 
 
 def time_graph_cases(

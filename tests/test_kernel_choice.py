@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
             KernelChoice(fused_elementwise=False, moe_combine="torch"),
         ),
         ("kda_prefill=split,mla_prefill=flash", KernelChoice(kda_prefill="split", mla_prefill="flash")),
+        ("moe_decode=triton", KernelChoice(moe_decode="triton")),
     ],
 )
 def test_parse_and_label_round_trip(text, want):
@@ -51,6 +52,7 @@ def test_parse_and_label_round_trip(text, want):
     [
         ("prefill_dots=fp16", "prefill_dots must be one of fp32, bf16"),
         ("weights=fp8", "weights must be one of"),
+        ("moe_decode=cutlass", "moe_decode must be one of grouped_mm, triton"),
         ("tf32=maybe", "tf32 must be on or off"),
         ("speed=fast", "bad switch 'speed=fast'; syntax KEY=VALUE"),
         ("moe_combine", "bad switch"),
@@ -67,7 +69,7 @@ def test_describe_lists_every_switch_with_its_value():
     d = KernelChoice(prefill_dots="bf16").describe()
     assert d == {
         "kda_prefill": "stream", "ssd_prefill": "walk", "prefill_dots": "bf16", "moe_combine": "fused",
-        "fused_elementwise": True,
+        "moe_decode": "grouped_mm", "fused_elementwise": True,
         "mla_prefill": "auto", "weights": "auto", "tf32": False, "label": "prefill_dots=bf16",
     }  # fmt: skip
     assert differences(KernelChoice().describe(), d) == ["prefill_dots: fp32 vs bf16"]

@@ -27,6 +27,7 @@ NAMES = {
     "rms_norm_kernel": "norm",
     "swiglu_kernel": "elementwise/copy",
     "moe_combine_kernel": "elementwise/copy",
+    "moe_gemm_kernel": "moe grouped gemm",
     "some_unknown_symbol": "other",
 }
 

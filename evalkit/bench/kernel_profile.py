@@ -18,9 +18,10 @@ from typing import Any
 # fused_intra_wy, and the stream variant's prep, diag, offdiag, inverse, wu, scan; kernels/kda_decode:
 # kda_decode, _recurrent_rounded; the layers' fused rms_norm ("norm"), swiglu and moe_combine are
 # elementwise); cuBLAS GEMMs have
-# nvjet/gemm/xmma names; torch._grouped_mm's CUTLASS kernel is mangled, with GroupProblemShape in it.
+# nvjet/gemm/xmma names; torch._grouped_mm's CUTLASS kernel is mangled, with GroupProblemShape in it
+# (kernels/moe_gemm: moe_gemm, the decode alternative).
 CATEGORIES: tuple[tuple[str, str], ...] = (
-    ("moe grouped gemm", r"grouped|groupproblemshape"),
+    ("moe grouped gemm", r"grouped|groupproblemshape|moe_gemm"),
     (
         "kda prefill",
         r"^(gate_cumsum|intra|solve_wy|state_pass|output|fused_intra_wy|prep|diag|offdiag|inverse|wu|scan)_kernel"

@@ -41,7 +41,7 @@ class GDNDecoderLayer(nn.Module):
         x = x + (self.attn(h, batch, state) if self.is_linear else self.attn(h, batch, state, positions))
         h = zero_centred_rms_norm(x, self.post_attention_layernorm, self.eps)
         if self.is_moe:
-            return x + self.mlp(h, None if batch.is_decode else batch.num_tokens)
+            return x + self.mlp(h, None if batch.is_decode else batch.num_tokens, batch.is_decode)
         return x + self.mlp(h)
 
 

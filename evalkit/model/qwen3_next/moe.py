@@ -48,13 +48,14 @@ class SharedExpertMoE(nn.Module):
             w = w / w.sum(-1, keepdim=True)
         return idx, w.to(x.dtype)
 
-    def forward(self, x: torch.Tensor, n_routed: int | None = None) -> torch.Tensor:
-        """`n_routed`: route only the first rows (the rest are shape padding)."""
+    def forward(self, x: torch.Tensor, n_routed: int | None = None, decode: bool = False) -> torch.Tensor:
+        """`n_routed`: route only the first rows (the rest are shape padding); `decode`: a decode
+        step's rows (`KernelChoice.moe_decode` picks their GEMM)."""
         T = x.shape[0]
         n = T if n_routed is None else n_routed
         idx, w = self.route(x)
         if x.is_cuda or kernels.use_triton(x):
-            y = self._grouped(x[:n], idx[:n])
+            y = self._grouped(x[:n], idx[:n], decode)
         else:
             y = self._dense_all(x, idx)[:n]
         routed = (y * w[:n, :, None]).to(torch.float32).sum(1).to(x.dtype)

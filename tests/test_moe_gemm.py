@@ -1,0 +1,123 @@
+"""The MoE grouped GEMM (evalkit.kernels.moe_gemm) against its float64 reference: the Triton kernel
+in Triton's CPU interpreter (re-run of this module with TRITON_INTERPRET=1), the CPU implementation
+here; a row's result alone and in a batch, under two tiles; and the MoE layer's decode step with
+`moe_decode=triton` against torch's grouped GEMM."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from evalkit.kernels import reference
+from tests.helpers.interpreter import interpreted_modules, rerun_under_interpreter
+from tests.helpers.numerics import rel_err
+from tests.helpers.tiny_kimi import tiny_moe_layer
+
+test_module_under_triton_interpreter = rerun_under_interpreter(__file__)
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+# rows per expert: empty experts, one row, and more rows than a 16-row block (two blocks)
+COUNTS = [3, 0, 37, 1, 0, 9]
+
+
+def case(N=40, K=72, dtype=torch.bfloat16, counts=COUNTS, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    offs = torch.cumsum(torch.tensor(counts), 0).to(torch.int32)
+    x = torch.randn(int(offs[-1]), K, generator=g).to(dtype)
+    w = torch.randn(len(counts), N, K, generator=g).to(dtype)
+    return x, w, offs
+
+
+@pytest.fixture(scope="module")
+def tk():
+    if not INTERPRETED:
+        pytest.skip("runs inside test_module_under_triton_interpreter")
+    return interpreted_modules(gemm="evalkit.kernels.moe_gemm.wrapper")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_triton_gemm_matches_reference(tk, dtype):
+    """fp32 sums of exact products: within the rounding of the output to its dtype (half an ulp,
+    plus the fp32 sum's own error)."""
+    x, w, offs = case(dtype=dtype)
+    y = tk.gemm.moe_gemm(x, w, offs)
+    ref = reference.moe_gemm(x, w, offs)
+    assert y.dtype == dtype and y.shape == (x.shape[0], w.shape[1])
+    ulp = {torch.float32: 2.0**-23, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}[dtype]
+    assert ((y.double() - ref).abs() <= ref.abs() * ulp + 1e-5).all()
+    # each expert's rows use its own weights: a shifted offs is caught
+    wrong = tk.gemm.moe_gemm(x, w, torch.roll(offs, 1).clamp_max(int(offs[-1])))
+    assert rel_err(wrong, ref) > 1e-1
+
+
+def test_triton_gemm_row_does_not_depend_on_the_batch_or_the_tile(tk):
+    """A row alone equals the row in its expert's batch, whichever row block it fell in, and the
+    row block's height (BM) does not change it: what the engine's batch invariance needs."""
+    x, w, offs = case(dtype=torch.bfloat16)
+    y = tk.gemm.moe_gemm(x, w, offs)
+    tall = tk.gemm.moe_gemm(x, w, offs, tk.gemm.MoeTile(BM=32, BN=32, BK=128))
+    assert torch.equal(tall, y)
+    for row, expert in ((0, 0), (3 + 20, 2), (3 + 36, 2), (int(offs[-1]) - 1, 5)):
+        one = torch.tensor([1], dtype=torch.int32)
+        alone = tk.gemm.moe_gemm(x[row : row + 1], w[expert : expert + 1], one)
+        assert torch.equal(alone[0], y[row]), row
+
+
+def test_triton_gemm_rejects_bad_inputs(tk):
+    from evalkit.kernels import KernelInputError
+
+    x, w, offs = case()
+    with pytest.raises(KernelInputError, match="offs must be int32"):
+        tk.gemm.moe_gemm(x, w, offs.long())
+    with pytest.raises(KernelInputError, match=r"x \[R, K\] and w \[E, N, K\]"):
+        tk.gemm.moe_gemm(x[:, :10], w, offs)
+    with pytest.raises(KernelInputError, match="share a dtype"):
+        tk.gemm.moe_gemm(x.float(), w, offs)
+
+
+def test_cpu_form_matches_reference():
+    from evalkit.kernels import cpu
+
+    x, w, offs = case(dtype=torch.float32)
+    ref = reference.moe_gemm(x, w, offs)
+    assert rel_err(cpu.moe_gemm(x, w, offs), ref) < 1e-6
+    assert rel_err(cpu.moe_gemm(x, w.flip(0), offs), ref) > 1e-1
+
+
+def test_moe_layer_decode_with_triton_gemm_matches_grouped_mm(tk):
+    """The layer on the GPU path (interpreted), a decode step: the Triton GEMM against torch's
+    grouped GEMM (fp32 weights: IEEE products in both), and the prefill path left on torch's."""
+    from evalkit.kernel_choice import KernelChoice
+
+    layer = tiny_moe_layer()
+    x = torch.randn(23, 32, generator=torch.Generator().manual_seed(1))
+    calls = []
+    real = tk.gemm.moe_gemm
+    layer.kernels = KernelChoice(moe_decode="grouped_mm")
+    a = layer(x, decode=True)
+    layer.kernels = KernelChoice(moe_decode="triton")
+    try:
+        tk.gemm.moe_gemm = lambda *args, **kw: calls.append(1) or real(*args, **kw)
+        b = layer(x, decode=True)
+        assert len(calls) == 2  # gate/up and down
+        prefill = layer(x, n_routed=20)
+        assert len(calls) == 2  # a prefill keeps torch's grouped GEMM
+    finally:
+        tk.gemm.moe_gemm = real
+    assert rel_err(b, a) < 1e-6
+    assert torch.equal(prefill, layer(x, n_routed=20))
+
+
+def test_engine_decode_with_the_triton_moe_gemm_gives_the_cpu_paths_tokens(tiny_hybrid_ckpt):
+    """The engine on the interpreted GPU path with `moe_decode=triton` (its MoE layers' decode
+    steps through the kernel): the CPU path's tokens, logits within fp32 sums' reordering."""
+    if INTERPRETED:
+        pytest.skip("starts its own interpreted process")
+    from tests.helpers.gpu_paths import run_engine
+
+    cpu = run_engine(tiny_hybrid_ckpt, "cpu", 40, 4)
+    tri = run_engine(tiny_hybrid_ckpt, "triton", 40, 4, "moe_decode=triton")
+    assert tri["tokens"] == cpu["tokens"]
+    a, b = torch.tensor(cpu["logits"]), torch.tensor(tri["logits"])
+    assert (a - b).abs().max() <= 1e-4 * a.abs().max()
