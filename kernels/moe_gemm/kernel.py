@@ -46,9 +46,15 @@ def moe_gemm_kernel(
         acc = tl.zeros([BM, BN], dtype=tl.float32)
         for k0 in range(0, K, BK):
             o_k = k0 + tl.arange(0, BK)
-            m_k = o_k < K
-            a = tl.load(x + o_m[:, None] * K + o_k[None, :], mask=m_m[:, None] & m_k[None, :], other=0.0)
-            b = tl.load(w_e + o_n[None, :] * K + o_k[:, None], mask=m_k[:, None] & m_n[None, :], other=0.0)
+            p_a = x + o_m[:, None] * K + o_k[None, :]
+            p_b = w_e + o_n[None, :] * K + o_k[:, None]
+            if K % BK == 0 and N % BN == 0:  # the model's dims: the weights unmasked, rows masked
+                a = tl.load(p_a, mask=m_m[:, None], other=0.0)
+                b = tl.load(p_b)
+            else:
+                m_k = o_k < K
+                a = tl.load(p_a, mask=m_m[:, None] & m_k[None, :], other=0.0)
+                b = tl.load(p_b, mask=m_k[:, None] & m_n[None, :], other=0.0)
             if WIDEN or a.dtype == tl.float32:
                 acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
             else:
