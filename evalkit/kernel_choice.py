@@ -18,9 +18,10 @@ Keys (values, the default first):
   ~fp32 accuracy) or bf16 operands, the servers' numerics (FLA's chunk kernel); bf16 needs the
   Triton path (GPU).
 - `moe_combine` (fused, torch): the MoE top-k combine on the GPU path, one Triton launch or torch's.
-- `moe_decode` (grouped_mm, triton): the MoE experts' GEMMs of a decode step on the GPU path:
-  torch's grouped GEMM (`torch._grouped_mm`, as the prefill) or the Triton kernel that streams each
-  expert's weights once for its few rows (`kernels/moe_gemm`). Both are batch invariant.
+- `moe_decode` (triton, grouped_mm): the MoE experts' GEMMs of a decode step on the GPU path: the
+  Triton kernel that streams each expert's weights once for its few rows (`kernels/moe_gemm`; 96-100%
+  of copy bandwidth on an H100 where torch's reached 86-90%, results/bench/moe-decode-gemm/) or
+  torch's grouped GEMM (`torch._grouped_mm`, what the prefill runs). Both are batch invariant.
 - `fused_elementwise` (on, off): RMSNorm and SwiGLU in one Triton pass each on the GPU path.
 - `mla_prefill` (auto, triton, flash, sdpa): the MLA prefill attention (auto: the Triton kernel for
   16-bit tensors on CUDA, SDPA elsewhere).
@@ -45,7 +46,7 @@ PREFILL_VARIANTS = ("stream", "split")  # the registered names of kernels/kda_pr
 SSD_PREFILL_VARIANTS = ("walk", "split")  # kernels/ssd_prefill/wrapper.VARIANTS
 PREFILL_DOTS = ("fp32", "bf16")
 MOE_COMBINES = ("fused", "torch")
-MOE_DECODES = ("grouped_mm", "triton")
+MOE_DECODES = ("triton", "grouped_mm")
 MLA_PREFILLS = ("auto", "triton", "flash", "sdpa")
 WEIGHT_DTYPES = ("auto", "fp32", "bf16", "fp16")
 _ON_OFF = {"on": True, "off": False}
@@ -71,6 +72,9 @@ ENV_KEYS = {
     "EVALKIT_MLA_PREFILL": "mla_prefill",
     "EVALKIT_FUSED_ELEMENTWISE": "fused_elementwise",
 }
+# switches recorded only since a later version: the value every run had before (a record without
+# the key ran this, whatever today's default is)
+BEFORE_RECORDED = {"moe_decode": "grouped_mm"}
 _CHOICES: dict[str, tuple[str, ...]] = {
     "kda_prefill": PREFILL_VARIANTS,
     "ssd_prefill": SSD_PREFILL_VARIANTS,
@@ -88,7 +92,7 @@ class KernelChoice:
     ssd_prefill: str = "walk"
     prefill_dots: str = "fp32"
     moe_combine: str = "fused"
-    moe_decode: str = "grouped_mm"
+    moe_decode: str = "triton"
     fused_elementwise: bool = True
     mla_prefill: str = "auto"
     weights: str = "auto"
@@ -198,8 +202,9 @@ def kernels_from_environment(environ: dict[str, str]) -> KernelChoice:
 def differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[str]:
     """'key: A vs B' for each switch two `describe()` records disagree on, and the weights dtype
     that ran (`weights_dtype`) when both record it. A missing record counts as the defaults: what
-    ran before the switches were recorded, unless an environment variable said otherwise."""
-    da, db = (dict(KernelChoice().describe(), **(x or {})) for x in (a, b))
+    ran before the switches were recorded, unless an environment variable said otherwise; a switch
+    recorded only since a later version counts as what ran before it (`BEFORE_RECORDED`)."""
+    da, db = ({**KernelChoice().describe(), **BEFORE_RECORDED, **(x or {})} for x in (a, b))
     keys = [k for k in (*asdict(KernelChoice()), "weights_dtype") if k in da and k in db]
     return [f"{k}: {_text(da[k])} vs {_text(db[k])}" for k in keys if da[k] != db[k]]
 

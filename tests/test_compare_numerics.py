@@ -46,9 +46,11 @@ def test_each_field_besides_the_state_is_named():
 def test_runs_before_the_record_and_servers_are_not_refused():
     old = _local()
     del old["kernels"], old["source_hash"]
-    assert numerics_differences(old, _local()) == []  # defaults then, defaults now
-    assert numerics_differences(old, _local(kernels=KernelChoice(moe_combine="torch").describe())) == [
-        "kernels.moe_combine: fused vs torch"
-    ]
+    then = KernelChoice(moe_decode="grouped_mm")  # the defaults then: moe_decode was not yet a switch
+    assert numerics_differences(old, _local(kernels=then.describe())) == []
+    assert numerics_differences(old, _local()) == ["kernels.moe_decode: grouped_mm vs triton"]
+    assert numerics_differences(
+        old, _local(kernels=KernelChoice(moe_combine="torch", moe_decode="grouped_mm").describe())
+    ) == ["kernels.moe_combine: fused vs torch"]
     server = {"backend": {"name": "openai"}, "arm": {"label": "vllm-bf16"}}
     assert numerics_differences(server, _local()) == []

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
             KernelChoice(fused_elementwise=False, moe_combine="torch"),
         ),
         ("kda_prefill=split,mla_prefill=flash", KernelChoice(kda_prefill="split", mla_prefill="flash")),
-        ("moe_decode=triton", KernelChoice(moe_decode="triton")),
+        ("moe_decode=grouped_mm", KernelChoice(moe_decode="grouped_mm")),
     ],
 )
 def test_parse_and_label_round_trip(text, want):
@@ -52,7 +52,7 @@ def test_parse_and_label_round_trip(text, want):
     [
         ("prefill_dots=fp16", "prefill_dots must be one of fp32, bf16"),
         ("weights=fp8", "weights must be one of"),
-        ("moe_decode=cutlass", "moe_decode must be one of grouped_mm, triton"),
+        ("moe_decode=cutlass", "moe_decode must be one of triton, grouped_mm"),
         ("tf32=maybe", "tf32 must be on or off"),
         ("speed=fast", "bad switch 'speed=fast'; syntax KEY=VALUE"),
         ("moe_combine", "bad switch"),
@@ -69,13 +69,16 @@ def test_describe_lists_every_switch_with_its_value():
     d = KernelChoice(prefill_dots="bf16").describe()
     assert d == {
         "kda_prefill": "stream", "ssd_prefill": "walk", "prefill_dots": "bf16", "moe_combine": "fused",
-        "moe_decode": "grouped_mm", "fused_elementwise": True,
+        "moe_decode": "triton", "fused_elementwise": True,
         "mla_prefill": "auto", "weights": "auto", "tf32": False, "label": "prefill_dots=bf16",
     }  # fmt: skip
     assert differences(KernelChoice().describe(), d) == ["prefill_dots: fp32 vs bf16"]
-    assert differences(None, KernelChoice().describe()) == []  # a run that predates the record: defaults
+    # a run that predates the record: the defaults, and torch's grouped GEMM for the decode's
+    # experts, the only one there was before moe_decode was recorded
+    assert differences(None, KernelChoice(moe_decode="grouped_mm").describe()) == []
+    assert differences(None, KernelChoice().describe()) == ["moe_decode: grouped_mm vs triton"]
     old = {k: v for k, v in KernelChoice().describe().items() if k != "ssd_prefill"}
-    assert differences(old, KernelChoice().describe()) == []  # a record that predates the switch
+    assert differences(old, KernelChoice().describe()) == []  # a record that predates ssd_prefill
     assert differences(old, KernelChoice(ssd_prefill="split").describe()) == ["ssd_prefill: walk vs split"]
 
 

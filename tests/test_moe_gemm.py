@@ -58,8 +58,9 @@ def test_triton_gemm_row_does_not_depend_on_the_batch_or_the_tile(tk):
     row block's height (BM) does not change it: what the engine's batch invariance needs."""
     x, w, offs = case(dtype=torch.bfloat16)
     y = tk.gemm.moe_gemm(x, w, offs)
-    tall = tk.gemm.moe_gemm(x, w, offs, tk.gemm.MoeTile(BM=32, BN=32, BK=128))
-    assert torch.equal(tall, y)
+    assert tk.gemm.DEFAULT_TILE.BM == 32  # expert 2's 37 rows: two blocks of 32, three of 16
+    short = tk.gemm.moe_gemm(x, w, offs, tk.gemm.MoeTile(BM=16, BN=32, BK=128))
+    assert torch.equal(short, y)
     for row, expert in ((0, 0), (3 + 20, 2), (3 + 36, 2), (int(offs[-1]) - 1, 5)):
         one = torch.tensor([1], dtype=torch.int32)
         alone = tk.gemm.moe_gemm(x[row : row + 1], w[expert : expert + 1], one)
@@ -111,15 +112,15 @@ def test_moe_layer_decode_with_triton_gemm_matches_grouped_mm(tk):
     assert torch.equal(prefill, layer(x, n_routed=20))
 
 
-def test_engine_decode_with_the_triton_moe_gemm_gives_the_cpu_paths_tokens(tiny_hybrid_ckpt):
-    """The engine on the interpreted GPU path with `moe_decode=triton` (its MoE layers' decode
-    steps through the kernel): the CPU path's tokens, logits within fp32 sums' reordering."""
+def test_engine_decode_with_torchs_grouped_gemm_gives_the_cpu_paths_tokens(tiny_hybrid_ckpt):
+    """The engine on the interpreted GPU path with `moe_decode=grouped_mm` (the default, the Triton
+    GEMM, is test_engine_gpu_paths'): the CPU path's tokens, logits within fp32 sums' reordering."""
     if INTERPRETED:
         pytest.skip("starts its own interpreted process")
     from tests.helpers.gpu_paths import run_engine
 
     cpu = run_engine(tiny_hybrid_ckpt, "cpu", 40, 4)
-    tri = run_engine(tiny_hybrid_ckpt, "triton", 40, 4, "moe_decode=triton")
+    tri = run_engine(tiny_hybrid_ckpt, "triton", 40, 4, "moe_decode=grouped_mm")
     assert tri["tokens"] == cpu["tokens"]
     a, b = torch.tensor(cpu["logits"]), torch.tensor(tri["logits"])
     assert (a - b).abs().max() <= 1e-4 * a.abs().max()

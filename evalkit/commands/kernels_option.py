@@ -13,7 +13,7 @@ HELP = (
     "numerics switches besides the state, KEY=VALUE[,...] (defaults first): kda_prefill=stream|split, "
     "ssd_prefill=walk|split (the Mamba2 SSD prefill; GPU), "
     "prefill_dots=fp32|bf16 (bf16: the servers' prefill numerics, FLA's bf16 products; GPU), "
-    "moe_combine=fused|torch, moe_decode=grouped_mm|triton (the MoE experts' decode GEMMs; GPU), "
+    "moe_combine=fused|torch, moe_decode=triton|grouped_mm (the MoE experts' decode GEMMs; GPU), "
     "fused_elementwise=on|off, mla_prefill=auto|triton|flash|sdpa, "
     "weights=auto|fp32|bf16|fp16 (auto: bf16 on GPU, fp32 on CPU), tf32=off|on; "
     f"{', '.join(ENV_KEYS)} fill the default (evalkit/kernel_choice.py)"

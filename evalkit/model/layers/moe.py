@@ -6,8 +6,8 @@ routed_scaling_factor. Output = sum_k w_k expert_k(h) (fp32 sum of the model-dty
 in the fixed top-k order) + the unweighted shared expert.
 
 Experts: on CUDA one grouped GEMM per projection over the token-expert pairs sorted by expert
-(`torch._grouped_mm`, graph-capturable); in a decode step, with `KernelChoice.moe_decode` "triton",
-the Triton kernel built for a few rows per expert (`evalkit.kernels.moe_gemm`). On CPU every
+(`torch._grouped_mm`, graph-capturable); in a decode step, with `KernelChoice.moe_decode` "triton"
+(the default), the Triton kernel built for a few rows per expert (`evalkit.kernels.moe_gemm`). On CPU every
 expert runs densely on every row, so no matmul shape depends on the routing of other rows (batch
 invariance; CPU models are tiny).
 
