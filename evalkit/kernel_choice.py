@@ -19,7 +19,7 @@ Keys (values, the default first):
   Triton path (GPU).
 - `moe_combine` (fused, torch): the MoE top-k combine on the GPU path, one Triton launch or torch's.
 - `moe_decode` (triton, grouped_mm): the MoE experts' GEMMs of a decode step on the GPU path: the
-  Triton kernel that streams each expert's weights once for its few rows (`kernels/moe_gemm`; 96-100%
+  Triton kernel that streams each expert's weights once for its few rows (`kernels/moe_gemm`; 96-99%
   of copy bandwidth on an H100 where torch's reached 86-90%, results/bench/moe-decode-gemm/) or
   torch's grouped GEMM (`torch._grouped_mm`, what the prefill runs). Both are batch invariant.
 - `fused_elementwise` (on, off): RMSNorm and SwiGLU in one Triton pass each on the GPU path.

@@ -16,7 +16,7 @@ class MoeTile(NamedTuple):
     """A program's block: BM rows of one expert x BN output columns, K read BK at a time. BM 32
     holds one expert's rows of a 512-sequence decode step (4,096 rows over 256 experts, ~16 each)
     in one block, so its weights are read once: with BM 16 the experts past 16 rows read theirs
-    twice and the GEMM fell to 68% of copy bandwidth there, against 96-98% with 32 and 98-100% at
+    twice and the GEMM fell to 68% of copy bandwidth there, against 96-98% with 32, and 98-99% at
     128 sequences with either (H100, results/bench/moe-decode-gemm/)."""
 
     BM: int = 32
