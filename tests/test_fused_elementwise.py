@@ -4,18 +4,15 @@ Triton's CPU interpreter (a re-run of this module with TRITON_INTERPRET=1); the 
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 
 from evalkit.kernels import cpu, reference
-from tests.helpers.interpreter import interpreted_modules, rerun_under_interpreter
+from tests.helpers.interpreter import INTERPRETING, interpreted_modules, rerun_under_interpreter
 from tests.helpers.numerics import rel_err
 from tests.helpers.tiny_kimi import tiny_moe_layer
 
 test_module_under_triton_interpreter = rerun_under_interpreter(__file__)
-INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 
 
@@ -26,8 +23,6 @@ def rows(n, d, dtype, seed=0, scale=3.0):
 
 @pytest.fixture(scope="module")
 def tk():
-    if not INTERPRETED:
-        pytest.skip("runs inside test_module_under_triton_interpreter")
     return interpreted_modules(rn="evalkit.kernels.rms_norm.wrapper", sw="evalkit.kernels.swiglu.wrapper")
 
 
@@ -116,4 +111,4 @@ def test_fused_switch_rejects_a_bad_value():
 
     with pytest.raises(InputError, match="fused_elementwise must be on or off"):
         parse_kernels("fused_elementwise=yes")
-    assert fused.fused_elementwise(torch.zeros(1), True) == INTERPRETED  # CPU tensors: only interpreted
+    assert fused.fused_elementwise(torch.zeros(1), True) == INTERPRETING  # CPU tensors: only interpreted

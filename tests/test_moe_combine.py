@@ -4,8 +4,6 @@ and the naive form here; and the MoE layer's fused combine against its torch com
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 
@@ -15,7 +13,6 @@ from tests.helpers.numerics import rel_err
 from tests.helpers.tiny_kimi import tiny_moe_layer
 
 test_module_under_triton_interpreter = rerun_under_interpreter(__file__)
-INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def case(n=37, k=8, D=300, dtype=torch.bfloat16, seed=0):
@@ -28,8 +25,6 @@ def case(n=37, k=8, D=300, dtype=torch.bfloat16, seed=0):
 
 @pytest.fixture(scope="module")
 def tk():
-    if not INTERPRETED:
-        pytest.skip("runs inside test_module_under_triton_interpreter")
     return interpreted_modules(combine="evalkit.kernels.moe_combine.wrapper")
 
 

@@ -5,18 +5,15 @@ here; a row's result alone and in a batch, under two tiles; and the MoE layer's 
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 
 from evalkit.kernels import reference
-from tests.helpers.interpreter import interpreted_modules, rerun_under_interpreter
+from tests.helpers.interpreter import INTERPRETING, interpreted_modules, rerun_under_interpreter
 from tests.helpers.numerics import rel_err
 from tests.helpers.tiny_kimi import tiny_moe_layer
 
 test_module_under_triton_interpreter = rerun_under_interpreter(__file__)
-INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 # rows per expert: empty experts, one row, and more rows than a 16-row block (two blocks)
 COUNTS = [3, 0, 37, 1, 0, 9]
 
@@ -31,8 +28,6 @@ def case(N=40, K=72, dtype=torch.bfloat16, counts=COUNTS, seed=0):
 
 @pytest.fixture(scope="module")
 def tk():
-    if not INTERPRETED:
-        pytest.skip("runs inside test_module_under_triton_interpreter")
     return interpreted_modules(gemm="evalkit.kernels.moe_gemm.wrapper")
 
 
@@ -115,7 +110,7 @@ def test_moe_layer_decode_with_triton_gemm_matches_grouped_mm(tk):
 def test_engine_decode_with_torchs_grouped_gemm_gives_the_cpu_paths_tokens(tiny_hybrid_ckpt):
     """The engine on the interpreted GPU path with `moe_decode=grouped_mm` (the default, the Triton
     GEMM, is test_engine_gpu_paths'): the CPU path's tokens, logits within fp32 sums' reordering."""
-    if INTERPRETED:
+    if INTERPRETING:
         pytest.skip("starts its own interpreted process")
     from tests.helpers.gpu_paths import run_engine
 
