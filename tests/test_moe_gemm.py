@@ -14,7 +14,7 @@ from tests.helpers.numerics import rel_err
 from tests.helpers.tiny_kimi import tiny_moe_layer
 
 test_module_under_triton_interpreter = rerun_under_interpreter(__file__)
-# rows per expert: empty experts, one row, and more rows than a 16-row block (two blocks)
+# rows per expert: empty experts, one row, and more rows than the default 32-row block (two blocks)
 COUNTS = [3, 0, 37, 1, 0, 9]
 
 

@@ -4,8 +4,9 @@ that were routed to expert e (rows sorted by expert, `offs` their cumulative end
 A decode step routes a few rows to each expert (512 sequences x top 8 over 256 experts: ~16), so
 the GEMM is the experts' weights streamed once: bandwidth, not arithmetic. One program per
 (expert, block of BN output columns) walks the expert's rows in blocks of BM, reading its weight
-block once per row block (an expert with more rows than BM reads it again, from L2), and a program
-whose expert got no rows returns without reading anything. A row's sum runs over K in BK steps in
+block once per row block (an expert with more rows than BM reads it again, which the H100 served
+at DRAM speed: the tile's BM is sized to hold a step's rows), and a program whose expert got no
+rows returns without reading anything. A row's sum runs over K in BK steps in
 the same order whatever the other rows are, so its result does not depend on the batch."""
 
 from __future__ import annotations
