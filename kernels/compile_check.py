@@ -310,7 +310,7 @@ def other_builds(model="bf16") -> list[Build]:
                        {"ys": m, "inv": "*i64", "w": "*fp32", "out": m, "n_rows": "i32"},
                        {"D": 2304, "TOPK": 8, "BR": mc.BR, "BD": mc.BD}),
         # its experts' decode GEMMs, gate_up (N 2048, K 2304) and down (N 2304, K 1024)
-        *[compile_kernel(moe_gemm_kernel, {"x": m, "w": m, "y": m, "offs": "*i32"},
+        *[compile_kernel(moe_gemm_kernel, {"x": m, "w": m, "y": m, "offs": "*i32", "R": "i32"},
                          {"N": n, "K": k, "BM": mt.BM, "BN": mt.BN, "BK": mt.BK, "WIDEN": False},
                          num_warps=mt.num_warps, num_stages=mt.num_stages)
           for n, k in ((2048, 2304), (2304, 1024))],

@@ -135,3 +135,24 @@ def test_prefill_batches_carry_cu_seqlens_on_the_host(engine, monkeypatch):
         assert b.cu_seqlens_cpu.device.type == "cpu" and b.cu_seqlens_readable is b.cu_seqlens_cpu
         assert torch.equal(b.cu_seqlens_cpu, b.cu_seqlens.cpu())
     assert all(any(cu is b.cu_seqlens_cpu for b in batches) for cu in seen)
+
+
+def test_decode_batches_mark_their_dummy_rows(engine, monkeypatch):
+    """A decode step wider than its sequences (the fixed width a CUDA graph replays) marks the
+    dummy rows in `real_rows`, so the MoE routes them to no expert (tests/test_moe_gemm.py)."""
+    batches = []
+    forward = type(engine.model).forward
+
+    def record(model, batch, state):
+        if batch.is_decode:
+            batches.append((batch.real_rows.clone(), batch.slots.clone()))
+        return forward(model, batch, state)
+
+    monkeypatch.setattr(type(engine.model), "forward", record)
+    engine.generate(_prompts(3, seed=10), _params(3), use_tqdm=False)
+    assert batches
+    for real, slots in batches:
+        n = int(real.sum())
+        assert real.shape == slots.shape and 1 <= n <= 3 < real.numel()
+        assert real[:n].all() and not real[n:].any()
+        assert (slots[n:] == engine.runner.state.scratch_slot).all()

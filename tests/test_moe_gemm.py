@@ -62,6 +62,29 @@ def test_triton_gemm_row_does_not_depend_on_the_batch_or_the_tile(tk):
         assert torch.equal(alone[0], y[row]), row
 
 
+class PoisonedTorch:
+    """torch, but `empty` hands out NaN: what an output's memory can hold before a kernel writes it."""
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    @staticmethod
+    def empty(*shape, dtype, device):
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+
+def test_triton_gemm_writes_zeros_past_the_last_expert(tk, monkeypatch):
+    """Rows past offs[-1] (a decode step's dummy rows, routed to no expert) come back as zeros, not
+    as whatever the output's memory held; the routed rows are those of the call without them."""
+    x, w, offs = case(dtype=torch.bfloat16)
+    y = tk.gemm.moe_gemm(x, w, offs)
+    extra = torch.cat([x, torch.randn(40, x.shape[1]).to(x.dtype)])  # more than one 32-row block
+    monkeypatch.setattr(tk.gemm, "torch", PoisonedTorch())
+    y_extra = tk.gemm.moe_gemm(extra, w, offs)
+    assert torch.equal(y_extra[: len(x)], y)
+    assert torch.equal(y_extra[len(x) :], torch.zeros(40, w.shape[1], dtype=x.dtype))
+
+
 def test_triton_gemm_rejects_bad_inputs(tk):
     from evalkit.kernels import KernelInputError
 
@@ -81,6 +104,8 @@ def test_cpu_form_matches_reference():
     ref = reference.moe_gemm(x, w, offs)
     assert rel_err(cpu.moe_gemm(x, w, offs), ref) < 1e-6
     assert rel_err(cpu.moe_gemm(x, w.flip(0), offs), ref) > 1e-1
+    extra = torch.cat([x, torch.ones(3, x.shape[1])])
+    assert torch.equal(cpu.moe_gemm(extra, w, offs)[len(x) :], torch.zeros(3, w.shape[1]))
 
 
 def test_moe_layer_decode_with_triton_gemm_matches_grouped_mm(tk):
@@ -105,6 +130,31 @@ def test_moe_layer_decode_with_triton_gemm_matches_grouped_mm(tk):
         tk.gemm.moe_gemm = real
     assert rel_err(b, a) < 1e-6
     assert torch.equal(prefill, layer(x, n_routed=20))
+
+
+@pytest.mark.parametrize("choice", ["triton", "grouped_mm"])
+@pytest.mark.parametrize("combine", ["fused", "torch"])
+def test_moe_layer_routes_a_decode_steps_dummy_rows_to_no_expert(tk, choice, combine):
+    """`real_rows`: the dummy rows reach no expert's GEMM (they get the shared expert alone) and the
+    real rows' outputs are those of the step without the mask, bit for bit."""
+    from evalkit.kernel_choice import KernelChoice
+
+    layer = tiny_moe_layer()
+    layer.kernels = KernelChoice(moe_decode=choice, moe_combine=combine)
+    x = torch.randn(23, 32, generator=torch.Generator().manual_seed(2))
+    real = torch.arange(23) < 17
+    full = layer(x, decode=True)
+    routed_rows, real_gemm, real_grouped = [], tk.gemm.moe_gemm, torch._grouped_mm
+    spy = lambda offs: routed_rows.append(int(offs[-1]))  # noqa: E731
+    try:
+        tk.gemm.moe_gemm = lambda xs, w, offs, *a: spy(offs) or real_gemm(xs, w, offs, *a)
+        torch._grouped_mm = lambda xs, w, offs: spy(offs) or real_grouped(xs, w, offs=offs)
+        masked = layer(x, decode=True, real_rows=real)
+    finally:
+        tk.gemm.moe_gemm, torch._grouped_mm = real_gemm, real_grouped
+    assert routed_rows == [17 * layer.top_k] * 2  # both projections: the real rows' pairs alone
+    assert torch.equal(masked[:17], full[:17])
+    assert torch.equal(masked[17:], layer.shared(x)[17:])
 
 
 def test_engine_decode_with_torchs_grouped_gemm_gives_the_cpu_paths_tokens(tiny_hybrid_ckpt):

@@ -227,6 +227,7 @@ class ModelRunner:
             mla_splits=mla_splits,
             decode_rows=rows,
             state_positions=(context_lens - 1).long(),  # device op: graph-capturable
+            real_rows=slots != self.state.scratch_slot,
         )
         if self.has_mla:
             bs = self.state.block_size

@@ -40,6 +40,9 @@ class ForwardBatch:
     block_size: int = 0  # tokens per cache block
     mla_splits: int = 0  # decode: split-KV grid size (0: from the longest context, a host sync)
     decode_rows: int | None = None  # decode: MLA attention only for the first rows (eager; None: all)
+    # decode: [T_pad] bool on the device, False for the dummy sequences (a device op, so a CUDA
+    # graph replays it for any number of real rows); the MoE routes them to no expert
+    real_rows: torch.Tensor | None = None
     context_rows: list[torch.Tensor] = field(default_factory=list)  # per real sequence: pool rows, in order
     new_lens: list[int] = field(default_factory=list)  # per real sequence: new tokens in this pass
     # prefill: the arm's store chunk; the attention layers cut each sequence's new rows (and MLA its

@@ -45,7 +45,7 @@ class DecoderLayer(nn.Module):
         h = rms_norm(x, self.post_attention_layernorm, self.eps, fused)
         if self.is_moe:
             n_routed = None if batch.is_decode else batch.num_tokens
-            return x + self.mlp(h, n_routed, batch.is_decode)
+            return x + self.mlp(h, n_routed, batch.is_decode, batch.real_rows)
         return x + self.mlp(h)
 
 

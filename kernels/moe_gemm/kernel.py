@@ -23,6 +23,7 @@ def moe_gemm_kernel(
     w,
     y,
     offs,
+    R,
     N: tl.constexpr,
     K: tl.constexpr,
     BM: tl.constexpr,
@@ -36,10 +37,16 @@ def moe_gemm_kernel(
     `weights=fp32` on the GPU), as exact as torch's fp32 matmul."""
     i_n = tl.program_id(0)
     e = tl.program_id(1)
-    end = tl.load(offs + e).to(tl.int64)
+    E = tl.num_programs(1) - 1  # the last program row is the virtual expert of the rows past offs
+    end = tl.load(offs + tl.minimum(e, E - 1)).to(tl.int64)
     start = tl.load(offs + e - 1, mask=e > 0, other=0).to(tl.int64)
     o_n = i_n * BN + tl.arange(0, BN)
     m_n = o_n < N
+    if e == E:  # its rows run from offs[E-1] to R; the loop below has none (start == end)
+        for m0 in range(start, R, BM):
+            o_m = m0 + tl.arange(0, BM)
+            zero = tl.zeros([BM, BN], dtype=y.dtype.element_ty)
+            tl.store(y + o_m[:, None] * N + o_n[None, :], zero, mask=(o_m < R)[:, None] & m_n[None, :])
     w_e = w + e.to(tl.int64) * N * K
     for m0 in range(start, end, BM):
         o_m = m0 + tl.arange(0, BM)

@@ -35,7 +35,7 @@ def moe_gemm(
 ) -> torch.Tensor:
     """x [R, K] rows sorted by expert, w [E, N, K] the experts' weights, offs [E] int32 the
     cumulative row end of each expert (`torch._grouped_mm`'s offs); returns y [R, N] in x's dtype
-    with y[r] = x[r] @ w[e]^T (fp32 sums). Rows past offs[-1] are not written."""
+    with y[r] = x[r] @ w[e]^T (fp32 sums); rows past offs[-1] (routed to no expert) are zeros."""
     if x.dim() != 2 or w.dim() != 3 or x.shape[1] != w.shape[2]:
         raise KernelInputError(
             f"moe_gemm: x [R, K] and w [E, N, K] expected, got {tuple(x.shape)} and {tuple(w.shape)}"
@@ -54,8 +54,8 @@ def moe_gemm(
     y = torch.empty(x.shape[0], N, dtype=x.dtype, device=x.device)
     if x.shape[0] == 0 or N == 0:
         return y
-    moe_gemm_kernel[(triton.cdiv(N, t.BN), E)](
-        x.contiguous(), w.contiguous(), y, offs.contiguous(), N=N, K=K, BM=t.BM, BN=t.BN, BK=t.BK,
+    moe_gemm_kernel[(triton.cdiv(N, t.BN), E + 1)](
+        x.contiguous(), w.contiguous(), y, offs.contiguous(), x.shape[0], N=N, K=K, BM=t.BM, BN=t.BN, BK=t.BK,
         WIDEN=interpreting() and x.dtype != torch.float32, num_warps=t.num_warps, num_stages=t.num_stages,
     )  # fmt: skip
     return y

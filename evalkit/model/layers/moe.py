@@ -7,9 +7,12 @@ in the fixed top-k order) + the unweighted shared expert.
 
 Experts: on CUDA one grouped GEMM per projection over the token-expert pairs sorted by expert
 (`torch._grouped_mm`, graph-capturable); in a decode step, with `KernelChoice.moe_decode` "triton"
-(the default), the Triton kernel built for a few rows per expert (`evalkit.kernels.moe_gemm`). On CPU every
-expert runs densely on every row, so no matmul shape depends on the routing of other rows (batch
-invariance; CPU models are tiny).
+(the default), the Triton kernel built for a few rows per expert (`evalkit.kernels.moe_gemm`). A
+decode step's dummy rows (`ForwardBatch.real_rows`: the sequences that keep a CUDA graph's width)
+are routed to no expert: their inputs are identical, so they would all choose the same experts and
+make each read its weights again per block of rows; a real row's result is the same either way
+(each row's sums do not depend on the others). On CPU every expert runs densely on every row, so
+no matmul shape depends on the routing of other rows (batch invariance; CPU models are tiny).
 
 Combine on the GPU path: one Triton launch, `evalkit.kernels.moe_combine` (the top-k added one
 by one in fp32, in order; measured 11% less GPU time for a 48B-dims prefill forward and 4% per
@@ -91,19 +94,29 @@ class MoE(nn.Module):
             w = w / (w.sum(-1, keepdim=True) + 1e-20)
         return idx, w * self.scale
 
-    def forward(self, x: torch.Tensor, n_routed: int | None = None, decode: bool = False) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        n_routed: int | None = None,
+        decode: bool = False,
+        real_rows: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """`n_routed`: route only the first rows (the rest are shape padding; they get the shared
-        expert). `decode`: the rows are a decode step's (one per sequence), which picks its GEMM."""
+        expert). `decode`: the rows are a decode step's (one per sequence), which picks its GEMM.
+        `real_rows` [T] bool (a decode step's, on the device): rows where False are dummy sequences
+        that keep a CUDA graph's width; they are routed to no expert (on the GPU path), so they add
+        no rows to the experts their identical inputs would all choose."""
         T = x.shape[0]
         n = T if n_routed is None else n_routed
         idx, w = self.route(x)
         gpu = x.is_cuda or kernels.use_triton(x)  # the GPU path (also under TRITON_INTERPRET=1)
+        real = None if real_rows is None else real_rows[:n]
         if gpu and self.kernels.moe_combine == "fused":
-            ys, inv = self._grouped_sorted(x[:n], idx[:n], decode)
+            ys, inv = self._grouped_sorted(x[:n], idx[:n], decode, real)
             routed = kernels.moe_combine(ys, inv, w[:n], x.dtype)
         else:
             # [n, k, hidden]
-            y = self._grouped(x[:n], idx[:n], decode) if gpu else self._dense_all(x, idx)[:n]
+            y = self._grouped(x[:n], idx[:n], decode, real) if gpu else self._dense_all(x, idx)[:n]
             routed = (y.to(torch.float32) * w[:n, :, None]).sum(1).to(x.dtype)
         if n < T:
             routed = F.pad(routed, (0, 0, 0, T - n))
@@ -116,23 +129,29 @@ class MoE(nn.Module):
         )  # [n, E, hid]
         return outs.gather(1, idx[..., None].expand(-1, -1, x.shape[-1]))
 
-    def _grouped(self, x: torch.Tensor, idx: torch.Tensor, decode: bool = False) -> torch.Tensor:
+    def _grouped(
+        self, x: torch.Tensor, idx: torch.Tensor, decode: bool = False, real: torch.Tensor | None = None
+    ) -> torch.Tensor:
         n, k = idx.shape
-        ys, inv = self._grouped_sorted(x, idx, decode)
+        ys, inv = self._grouped_sorted(x, idx, decode, real)
         return ys[inv.reshape(-1)].view(n, k, -1)
 
     def _grouped_sorted(
-        self, x: torch.Tensor, idx: torch.Tensor, decode: bool = False
+        self, x: torch.Tensor, idx: torch.Tensor, decode: bool = False, real: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Expert outputs [n*k, hidden] in expert-sorted order, and inv [n, k]: the row of token t's
-        j-th expert among them. `decode` with `moe_decode` "triton": the Triton grouped GEMM."""
+        j-th expert among them. `decode` with `moe_decode` "triton": the Triton grouped GEMM.
+        `real` [n] bool: rows where False go to a virtual expert E, sorted after every real one and
+        past offs[-1], so no GEMM computes them; their outputs are zeros."""
         n, k = idx.shape
+        if real is not None:
+            idx = torch.where(real[:, None], idx, self.E)
         flat = idx.reshape(-1)
         order = torch.sort(flat, stable=True)[1]
-        counts = torch.zeros(self.E, dtype=torch.int32, device=x.device).scatter_add_(
+        counts = torch.zeros(self.E + 1, dtype=torch.int32, device=x.device).scatter_add_(
             0, flat, torch.ones_like(flat, dtype=torch.int32)
         )
-        offs = torch.cumsum(counts, 0, dtype=torch.int32)
+        offs = torch.cumsum(counts[: self.E], 0, dtype=torch.int32)
         xs = x[order // k]
         if decode and self.kernels.moe_decode == "triton":
             gu = kernels.moe_gemm(xs, self.w13, offs)
@@ -141,6 +160,9 @@ class MoE(nn.Module):
             gu = torch._grouped_mm(xs, self.w13.transpose(1, 2), offs=offs)
             act = swiglu_activation(gu, self.kernels.fused_elementwise)
             ys = torch._grouped_mm(act, self.w2.transpose(1, 2), offs=offs)
+            if real is not None:  # torch leaves the rows past offs[-1] unwritten
+                unrouted = torch.arange(ys.shape[0], device=ys.device)[:, None] >= offs[-1]
+                ys = ys.masked_fill(unrouted, 0)
         inv = torch.empty_like(order)
         inv[order] = torch.arange(order.numel(), device=order.device)
         return ys, inv.view(n, k)

@@ -41,7 +41,8 @@ class GDNDecoderLayer(nn.Module):
         x = x + (self.attn(h, batch, state) if self.is_linear else self.attn(h, batch, state, positions))
         h = zero_centred_rms_norm(x, self.post_attention_layernorm, self.eps)
         if self.is_moe:
-            return x + self.mlp(h, None if batch.is_decode else batch.num_tokens, batch.is_decode)
+            n_routed = None if batch.is_decode else batch.num_tokens
+            return x + self.mlp(h, n_routed, batch.is_decode, batch.real_rows)
         return x + self.mlp(h)
 
 

@@ -48,14 +48,21 @@ class SharedExpertMoE(nn.Module):
             w = w / w.sum(-1, keepdim=True)
         return idx, w.to(x.dtype)
 
-    def forward(self, x: torch.Tensor, n_routed: int | None = None, decode: bool = False) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        n_routed: int | None = None,
+        decode: bool = False,
+        real_rows: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """`n_routed`: route only the first rows (the rest are shape padding); `decode`: a decode
-        step's rows (`KernelChoice.moe_decode` picks their GEMM)."""
+        step's rows (`KernelChoice.moe_decode` picks their GEMM); `real_rows`: a decode step's dummy
+        rows (False) go to no expert (Kimi's `MoE.forward`)."""
         T = x.shape[0]
         n = T if n_routed is None else n_routed
         idx, w = self.route(x)
         if x.is_cuda or kernels.use_triton(x):
-            y = self._grouped(x[:n], idx[:n], decode)
+            y = self._grouped(x[:n], idx[:n], decode, None if real_rows is None else real_rows[:n])
         else:
             y = self._dense_all(x, idx)[:n]
         routed = (y * w[:n, :, None]).to(torch.float32).sum(1).to(x.dtype)
