@@ -12,7 +12,8 @@ Sections (each in try/except; JSON + Markdown rewritten after every section):
   correctness: each GEMM against the float64 reference on a sample of experts, the Triton GEMM's
     rows alone against the same rows in the batch (bit for bit), and how many outputs the two
     GEMMs differ in (they sum in different orders);
-  gemm: per batch B (sequences; B x 8 rows) and projection (gate_up: N 2048, K 2304; down: N 2304,
+  gemm: per batch B (sequences; B x 8 rows, routed uniformly; with --routing also a recording's
+    worst and median full-batch decode steps) and projection (gate_up: N 2048, K 2304; down: N 2304,
     K 1024), torch._grouped_mm and each Triton tile: CUDA-graph replay, median of --repeats
     interleaved do_bench medians, range, TB/s, % of copy, speed-up over torch._grouped_mm;
   layer: the MoE layer's whole decode step (router, sort, both GEMMs, SwiGLU, combine, shared
@@ -57,13 +58,14 @@ def tiles():
     if SMOKE:
         return [d]
     others = [d._replace(BN=32), d._replace(BN=128), d._replace(BK=64), d._replace(BK=256, num_stages=3)]
-    others += [d._replace(BM=32), d._replace(num_warps=8), d._replace(num_stages=3), d._replace(num_warps=2)]
+    others += [d._replace(BM=64), d._replace(BM=64, num_warps=8), d._replace(num_warps=8)]
+    others += [d._replace(num_stages=3), d._replace(num_warps=2)]
     return list(dict.fromkeys([d, *others]))
 
 
 def routed_rows(B: int, seed: int = 0):
     """The rows a decode step of B sequences gives the experts: each token's TOPK distinct experts
-    (uniform, as a random model routes), sorted by expert; offs their cumulative ends."""
+    (uniform), sorted by expert; offs their cumulative ends."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
@@ -71,6 +73,39 @@ def routed_rows(B: int, seed: int = 0):
     counts = torch.bincount(idx, minlength=E)
     offs = torch.cumsum(counts, 0).to(torch.int32)
     return offs.to(DEV), int((counts > 0).sum())
+
+
+def offs_of(counts):
+    """offs (cumulative row ends per expert, int32 on DEV) and the experts used, of row counts."""
+    import torch
+
+    c = torch.tensor(counts, dtype=torch.int64)
+    return torch.cumsum(c, 0).to(torch.int32).to(DEV), int((c > 0).sum())
+
+
+def row_blocks_per_expert(counts, bm: int) -> float:
+    """How many times a used expert's weights are read by a tile of bm rows (1.0: each once)."""
+    used = [c for c in counts if c > 0]
+    return sum(-(-c // bm) for c in used) / max(len(used), 1)
+
+
+def recorded_routings(path: str) -> list[tuple[str, list[int]]]:
+    """(label, counts) of two decode steps a recording holds (`--routing`: a JSON with "records",
+    each {"layer", "step", "counts" [E]}), at its largest batch: the step whose experts need the
+    most blocks of the default tile's rows, and the median one by that measure."""
+    from evalkit.kernels.moe_gemm.wrapper import DEFAULT_TILE
+
+    recs = json.loads(Path(path).read_text())["records"]
+    if any(len(r["counts"]) != E for r in recs):
+        raise ValueError(f"{path}: the recording's counts are not over {E} experts")
+    full = max(sum(r["counts"]) for r in recs)
+
+    def cost(r):  # row blocks per used expert, then the largest expert's rows
+        return row_blocks_per_expert(r["counts"], DEFAULT_TILE.BM), max(r["counts"])
+
+    recs = sorted((r for r in recs if sum(r["counts"]) == full), key=cost)
+    picked = [("worst", recs[-1])] + ([("median", recs[(len(recs) - 1) // 2])] if len(recs) > 1 else [])
+    return [(f"{k}: layer {r['layer']} step {r['step']}", r["counts"]) for k, r in picked]
 
 
 def projections(seed: int = 0) -> dict:
@@ -161,14 +196,17 @@ def sec_correctness() -> dict:
     return out
 
 
-def sec_gemm(res: dict, repeats: int) -> dict:
+def sec_gemm(res: dict, repeats: int, routing: str | None) -> dict:
+    """Each GEMM per batch of uniformly routed rows, and on the recorded steps of `routing`."""
     import torch
 
     copy = res["sections"].get("copy", {}).get("TBps")
     rows = []
     weights = projections()
-    for B in BATCHES:
-        offs, used = routed_rows(B)
+    cases = [("uniform", B, *routed_rows(B)) for B in BATCHES]
+    for label, counts in recorded_routings(routing) if routing else []:
+        cases.append((label, sum(counts) // TOPK, *offs_of(counts)))
+    for routing_name, B, offs, used in cases:
         for name, w in weights.items():
             N, K = w.shape[1], w.shape[2]
             x = (torch.randn(B * TOPK, K, device=DEV) * 0.5).to(torch.bfloat16)
@@ -186,7 +224,8 @@ def sec_gemm(res: dict, repeats: int) -> dict:
                         errors[k] = harness.error_text(exc, 0)[:200]
             base = statistics.median(times["grouped_mm"])
             for k, ts in times.items():
-                row = {"B": B, "proj": name, "case": k, "experts_used": used, "bytes": nbytes}
+                row = {"B": B, "routing": routing_name, "proj": name, "case": k}
+                row |= {"experts_used": used, "bytes": nbytes}
                 if k in errors:
                     rows.append(row | {"error": errors[k]})
                     continue
@@ -256,15 +295,16 @@ def markdown(res: dict) -> str:
              ""]  # fmt: skip
     if "gemm" in s:
         lines += [
-            "| B | proj | case | µs (range) | TB/s | % copy | vs grouped_mm |",
-            "|---|---|---|---|---|---|---|",
+            "| B | routing | proj | case | µs (range) | TB/s | % copy | vs grouped_mm |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for r in s["gemm"]["rows"]:
+            head = f"| {r['B']} | {r.get('routing', 'uniform')} | {r['proj']} | {r['case']}"
             if "error" in r:
-                lines.append(f"| {r['B']} | {r['proj']} | {r['case']} | error: {r['error'][:80]} | | | |")
+                lines.append(f"{head} | error: {r['error'][:80]} | | | |")
                 continue
             lo, hi = r["us_range"]
-            lines.append(f"| {r['B']} | {r['proj']} | {r['case']} | {r['us']} ({lo}–{hi}) | {r['TBps']} | "
+            lines.append(f"{head} | {r['us']} ({lo}–{hi}) | {r['TBps']} | "
                          f"{r.get('pct_copy', '-')} | {r['speedup_vs_grouped_mm']}× |")  # fmt: skip
     if "layer" in s:
         lines += [
@@ -295,6 +335,12 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting sections after this")
     ap.add_argument("--skip", default="", help="comma-separated sections to skip")
     ap.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny dims: the script's plumbing")
+    ap.add_argument(
+        "--routing",
+        metavar="JSON",
+        help='recorded decode routing ({"records": [{"layer", "step", "counts"}]}): the GEMM section '
+        "also times its worst and median full-batch steps",
+    )
     args = ap.parse_args()
     if args.smoke:
         smoke_mode()
@@ -312,7 +358,7 @@ def main() -> int:
     sections = harness.Sections(res, save, harness.Budget(args.budget_s, clock), log, skip_below_s=10)
     skip = set(filter(None, args.skip.split(",")))
     plan = [("environment", environment), ("copy", sec_copy), ("correctness", sec_correctness),
-            ("gemm", lambda: sec_gemm(res, args.repeats)),
+            ("gemm", lambda: sec_gemm(res, args.repeats, args.routing)),
             ("layer", lambda: sec_layer(res, args.repeats))]  # fmt: skip
     for name, fn in plan:
         if name not in skip:
