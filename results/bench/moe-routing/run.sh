@@ -8,6 +8,7 @@
 set -u -o pipefail
 OUT=${1:?usage: run.sh OUT}
 HERE=results/bench/moe-routing
+mkdir -p "$OUT"
 start=$(date +%s)
 source scripts/device_setup.sh
 layers=27
