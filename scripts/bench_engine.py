@@ -587,9 +587,15 @@ def part_profile(args, loaded, dev, budget, report) -> None:
     if on_gpu:
         runner.capture_graphs([runner.decode_width(len(seqs))])
 
+    # each sequence its own next token, as in the arms: one token for all would give every row the
+    # same input embedding and so a less even routing over the experts than a real batch's
+    g_next = torch.Generator().manual_seed(9)
+
     def one_decode() -> None:
-        for s in seqs:
-            s.token_ids.append(5)
+        hi = min(loaded.arch.vocab_size, 160000)  # make_prompts' token range
+        nxt = torch.randint(min(1000, hi // 4), hi, (len(seqs),), generator=g_next)
+        for s, t in zip(seqs, nxt.tolist()):
+            s.token_ids.append(t)
         runner.decode(seqs)
 
     for _ in range(2):
