@@ -342,6 +342,8 @@ def main() -> int:
         "also times its worst and median full-batch steps",
     )
     args = ap.parse_args()
+    if args.routing and not Path(args.routing).is_file():
+        ap.error(f"--routing {args.routing}: no such file (results/bench/moe-routing/record.py writes one)")
     if args.smoke:
         smoke_mode()
     harness.import_checkout()
