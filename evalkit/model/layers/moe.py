@@ -110,13 +110,12 @@ class MoE(nn.Module):
         n = T if n_routed is None else n_routed
         idx, w = self.route(x)
         gpu = x.is_cuda or kernels.use_triton(x)  # the GPU path (also under TRITON_INTERPRET=1)
-        real = None if real_rows is None else real_rows[:n]
         if gpu and self.kernels.moe_combine == "fused":
-            ys, inv = self._grouped_sorted(x[:n], idx[:n], decode, real)
+            ys, inv = self._grouped_sorted(x[:n], idx[:n], decode, real_rows)
             routed = kernels.moe_combine(ys, inv, w[:n], x.dtype)
         else:
             # [n, k, hidden]
-            y = self._grouped(x[:n], idx[:n], decode, real) if gpu else self._dense_all(x, idx)[:n]
+            y = self._grouped(x[:n], idx[:n], decode, real_rows) if gpu else self._dense_all(x, idx)[:n]
             routed = (y.to(torch.float32) * w[:n, :, None]).sum(1).to(x.dtype)
         if n < T:
             routed = F.pad(routed, (0, 0, 0, T - n))
@@ -141,11 +140,12 @@ class MoE(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Expert outputs [n*k, hidden] in expert-sorted order, and inv [n, k]: the row of token t's
         j-th expert among them. `decode` with `moe_decode` "triton": the Triton grouped GEMM.
-        `real` [n] bool: rows where False go to a virtual expert E, sorted after every real one and
-        past offs[-1], so no GEMM computes them; their outputs are zeros."""
+        `real` [>= n] bool (its first n rows are x's): rows where False go to a virtual expert E,
+        sorted after every real one and past offs[-1], so no GEMM computes them; their outputs are
+        zeros."""
         n, k = idx.shape
         if real is not None:
-            idx = torch.where(real[:, None], idx, self.E)
+            idx = torch.where(real[:n, None], idx, self.E)
         flat = idx.reshape(-1)
         order = torch.sort(flat, stable=True)[1]
         counts = torch.zeros(self.E + 1, dtype=torch.int32, device=x.device).scatter_add_(

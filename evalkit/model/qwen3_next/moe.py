@@ -62,7 +62,7 @@ class SharedExpertMoE(nn.Module):
         n = T if n_routed is None else n_routed
         idx, w = self.route(x)
         if x.is_cuda or kernels.use_triton(x):
-            y = self._grouped(x[:n], idx[:n], decode, None if real_rows is None else real_rows[:n])
+            y = self._grouped(x[:n], idx[:n], decode, real_rows)
         else:
             y = self._dense_all(x, idx)[:n]
         routed = (y * w[:n, :, None]).to(torch.float32).sum(1).to(x.dtype)
