@@ -136,12 +136,18 @@ def report_header(dev: torch.device, args: argparse.Namespace) -> dict:
     }
 
 
+def token_range(vocab: int) -> tuple[int, int]:
+    """[lo, hi) of the benchmark's random tokens: clear of the lowest (special) ids, inside the vocabulary."""
+    hi = min(vocab, 160000)
+    return min(1000, hi // 4), hi
+
+
 def make_prompts(n: int, vocab: int, mean: int, seed: int) -> list[list[int]]:
     g = torch.Generator().manual_seed(seed)
     spread = max(mean // 18, 1)
     lens = torch.randint(mean - spread, mean + spread + 1, (n,), generator=g).tolist()
-    hi = min(vocab, 160000)
-    return [torch.randint(min(1000, hi // 4), hi, (k,), generator=g).tolist() for k in lens]
+    lo, hi = token_range(vocab)
+    return [torch.randint(lo, hi, (k,), generator=g).tolist() for k in lens]
 
 
 def device_floor_scale(args, loaded, dev, report) -> engine_floor.FloorScale | None:
@@ -590,10 +596,10 @@ def part_profile(args, loaded, dev, budget, report) -> None:
     # each sequence its own next token, as in the arms: one token for all would give every row the
     # same input embedding and so a less even routing over the experts than a real batch's
     g_next = torch.Generator().manual_seed(9)
+    lo, hi = token_range(loaded.arch.vocab_size)
 
     def one_decode() -> None:
-        hi = min(loaded.arch.vocab_size, 160000)  # make_prompts' token range
-        nxt = torch.randint(min(1000, hi // 4), hi, (len(seqs),), generator=g_next)
+        nxt = torch.randint(lo, hi, (len(seqs),), generator=g_next)
         for s, t in zip(seqs, nxt.tolist()):
             s.token_ids.append(t)
         runner.decode(seqs)
