@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from evalkit.engine import LLMEngine, SamplingParams
-from evalkit.engine.health import is_repetition, state_flags
+from evalkit.engine.health import is_repetition, logit_flags, nonfinite_rows, state_flags
 from evalkit.errors import EvalkitError
 
 PROMPT = "Natalia sold clips to 48 of her friends in April, and then she sold half as many"
@@ -129,6 +129,25 @@ def test_health_helpers():
     assert not is_repetition(list(range(64))) and not is_repetition([1] * 10)
     assert state_flags(float("nan"), 1.0) == {"nan"}
     assert state_flags(70000.0, 32768.0) == {"overflow"} and state_flags(1.0, 32768.0) == set()
+
+
+def test_nonfinite_rows_match_an_elementwise_check():
+    """The one-read check (a row's min and max) against the elementwise one, on every kind of
+    non-finite row, alone and mixed, and on finite rows with the largest and smallest floats."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(9, 1000, generator=g)
+    x[1, 17] = float("nan")
+    x[2, 0] = float("inf")
+    x[3, 999] = float("-inf")
+    x[4, 5], x[4, 6] = float("inf"), float("-inf")
+    x[5, 3], x[5, 900] = float("nan"), float("inf")
+    x[6] = torch.finfo(torch.float32).max
+    x[7, :500] = -torch.finfo(torch.float32).max
+    x[8] = torch.finfo(torch.float32).tiny
+    want = ~torch.isfinite(x).all(-1)
+    assert nonfinite_rows(x).tolist() == want.tolist() == [False, True, True, True, True, True] + [False] * 3
+    flags = logit_flags(x)
+    assert [sorted(f) for f in flags[:6]] == [[], ["nan"], ["inf"], ["inf"], ["inf"], ["nan"]]
 
 
 def test_describe_for_the_manifest(engine, tiny_hybrid_ckpt):

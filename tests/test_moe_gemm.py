@@ -169,3 +169,15 @@ def test_engine_decode_with_torchs_grouped_gemm_gives_the_cpu_paths_tokens(tiny_
     assert tri["tokens"] == cpu["tokens"]
     a, b = torch.tensor(cpu["logits"]), torch.tensor(tri["logits"])
     assert (a - b).abs().max() <= 1e-4 * a.abs().max()
+
+
+@pytest.mark.parametrize("E", [256, 40000])  # int16 keys; past int16's range, int32 keys
+def test_expert_order_is_the_stable_order_by_expert(E):
+    """The rows' order by expert id, ties in row order: Python's stable sort is the oracle."""
+    from evalkit.model.layers.moe import expert_order
+
+    g = torch.Generator().manual_seed(E)
+    flat = torch.randint(0, E + 1, (4096,), generator=g)
+    flat[:64] = E  # the virtual expert (a decode step's dummy rows), and many ties
+    want = sorted(range(flat.numel()), key=lambda i: int(flat[i]))
+    assert expert_order(flat, E).tolist() == want

@@ -30,7 +30,7 @@ from .capacity import CAPACITY_CONTEXTS, Capacity, plan_capacity
 from .config import EngineConfig
 from .cpu_threads import apply_cpu_threads
 from .forced import ForcedScore, copy_sequence_state, row_scores
-from .health import is_repetition, logit_flags, merge_layer_max, state_flags
+from .health import is_repetition, logit_flags, merge_layer_max, nonfinite_rows, state_flags
 from .memory import gpu_pool_budget
 from .model_runner import ModelRunner
 from .sampling import Output, SamplingParams, row_key, sample_rows, token_logprobs
@@ -279,9 +279,9 @@ class LLMEngine:
 
     def _decode_step(self, seqs: list[Sequence]) -> list[Output]:
         t0 = time.perf_counter()
-        logits = self.runner.decode(seqs)
+        logits = self.runner.decode(seqs, copy_logits=False)  # read within this step only
         tokens = logits.argmax(-1)
-        bad = ~torch.isfinite(logits).all(-1)
+        bad = nonfinite_rows(logits)
         packed = torch.stack([tokens, bad.long()]).cpu()
         if bool(packed[1].any()):
             for seq, f in zip(seqs, logit_flags(logits)):

@@ -163,17 +163,20 @@ class ModelRunner:
         return next((b for b in _BUCKETS if b >= n), n)
 
     @torch.inference_mode()
-    def decode(self, seqs: list[Sequence]) -> torch.Tensor:
-        """Fold each sequence's last token into its state; fp32 logits [len(seqs), vocab]."""
+    def decode(self, seqs: list[Sequence], copy_logits: bool = True) -> torch.Tensor:
+        """Fold each sequence's last token into its state; fp32 logits [len(seqs), vocab].
+        `copy_logits=False`: the logits may be a view of a CUDA graph's output buffer, which the
+        next decode overwrites (the engine reads them within its step; copying 512 rows of a
+        163,840-word vocabulary moves 670 MB a step)."""
         outs = []
         width = self.decode_width(len(seqs))
         for s in range(0, len(seqs), width):
-            outs.append(self._decode_group(seqs[s : s + width], width))
+            outs.append(self._decode_group(seqs[s : s + width], width, copy_logits or len(seqs) > width))
         for seq in seqs:
             seq.num_computed += 1
         return outs[0] if len(outs) == 1 else torch.cat(outs)
 
-    def _decode_group(self, seqs: list[Sequence], width: int) -> torch.Tensor:
+    def _decode_group(self, seqs: list[Sequence], width: int, copy_logits: bool = True) -> torch.Tensor:
         B = len(seqs)
         ids = torch.zeros(width, dtype=torch.long)
         slots = torch.full((width,), self.state.scratch_slot, dtype=torch.long)
@@ -189,7 +192,8 @@ class ModelRunner:
             static["slots"].copy_(slots, non_blocking=True)
             static["context_lens"].copy_(ctx, non_blocking=True)
             graph.replay()
-            return static["logits"][:B].clone()  # the next replay overwrites the static buffer
+            logits = static["logits"][:B]
+            return logits.clone() if copy_logits else logits  # the next replay overwrites the buffer
         rows = [self._rows(s.slot, 0, s.num_computed + 1) for s in seqs] if self.has_mla else []
         splits = -(-int(ctx[:B].max()) // MLA_DECODE_SPLIT)  # longer contexts: eager, grid to fit
         return self._decode_forward(

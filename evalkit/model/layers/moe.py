@@ -43,6 +43,13 @@ def swiglu(x: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor, fused: bo
     return F.linear(swiglu_activation(F.linear(x, gate_up), fused), down)
 
 
+def expert_order(flat: torch.Tensor, E: int) -> torch.Tensor:
+    """The stable order of rows by expert id (ids 0..E). The ids are sorted as the narrowest integer
+    that holds them: a radix sort takes a pass per few bits of its keys, and a stable sort of the
+    same values gives the same permutation whatever their type."""
+    return torch.sort(flat.to(torch.int16 if E < 2**15 else torch.int32), stable=True)[1]
+
+
 class DenseMLP(nn.Module):
     kernels: KernelChoice = KernelChoice()  # set by DecoderLM.use_kernels
 
@@ -147,7 +154,7 @@ class MoE(nn.Module):
         if real is not None:
             idx = torch.where(real[:n, None], idx, self.E)
         flat = idx.reshape(-1)
-        order = torch.sort(flat, stable=True)[1]
+        order = expert_order(flat, self.E)
         counts = torch.zeros(self.E + 1, dtype=torch.int32, device=x.device).scatter_add_(
             0, flat, torch.ones_like(flat, dtype=torch.int32)
         )

@@ -1,9 +1,13 @@
 """One-off (device): scripts/bench_engine.py with every decode step timed twice, by the host clock
 around the whole engine step and by CUDA events around the runner's forward (graph replay and the
-logits copy), so the step's time off the GPU shows; `bn128` runs the MoE decode GEMM with 128
-output columns a program (the default is 64), after checking that both tiles give the same bits.
+logits copy), so the step's time off the GPU shows. Variants:
+- after: the code as committed;
+- before: the step as it was before the commit that brought this study: the runner copies the
+  logits out of the graph's buffer, the finite check writes a [B, V] mask, the MoE sorts int64 ids;
+- bn128: the committed code with the MoE decode GEMM at 128 output columns a program (the default
+  64), after checking that both tiles give the same bits.
 
-    python3 results/bench/engine-step-gap/probe.py base|bn128 <bench_engine.py arguments>
+    python3 results/bench/engine-step-gap/probe.py after|before|bn128 <bench_engine.py arguments>
 
 Writes step_timing.json beside bench_engine.json (in --out)."""
 
@@ -23,13 +27,15 @@ import bench_engine  # noqa: E402
 bench_engine.bootstrap_evalkit()
 import torch  # noqa: E402
 
+from evalkit.engine import llm_engine  # noqa: E402
 from evalkit.engine.llm_engine import LLMEngine  # noqa: E402
 from evalkit.engine.model_runner import ModelRunner  # noqa: E402
 from evalkit.kernels.moe_gemm import wrapper as moe_wrapper  # noqa: E402
+from evalkit.model.layers import moe  # noqa: E402
 
 variant = sys.argv[1]
-if variant not in ("base", "bn128"):
-    sys.exit("usage: probe.py base|bn128 <bench_engine.py arguments>")
+if variant not in ("after", "before", "bn128"):
+    sys.exit("usage: probe.py after|before|bn128 <bench_engine.py arguments>")
 out_dir = Path(sys.argv[sys.argv.index("--out") + 1])
 steps: list[dict] = []
 
@@ -57,15 +63,19 @@ if variant == "bn128":
     (out_dir / "bn128_bits.json").write_text(json.dumps(check, indent=1))
     moe_wrapper.DEFAULT_TILE = moe_wrapper.MoeTile(BN=128)
 
+if variant == "before":
+    llm_engine.nonfinite_rows = lambda logits: ~torch.isfinite(logits).all(-1)
+    moe.expert_order = lambda flat, E: torch.sort(flat, stable=True)[1]
+
 runner_decode = ModelRunner.decode
 engine_decode_step = LLMEngine._decode_step
 
 
-def timed_runner_decode(self, seqs):
+def timed_runner_decode(self, seqs, copy_logits=True):
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     t = time.perf_counter()
     e0.record()
-    out = runner_decode(self, seqs)
+    out = runner_decode(self, seqs, copy_logits or variant == "before")
     e1.record()
     steps.append({"rows": len(seqs), "events": (e0, e1), "runner_host_ms": 1000 * (time.perf_counter() - t)})
     return out

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One device call (H100: the 48B model's first 12 layers; H200: all 27): the engine's fp16 arm on
 # 1,319 prompts with every decode step timed on the host and by CUDA events (probe.py), alternating
-# the MoE decode GEMM's default 64-column tile ("base") with 128 columns ("bn128"; ORDER picks the
-# order, ENG_S each run's limit).
+# the committed code ("after"), the decode step before its logits and sort changes ("before") and
+# the MoE decode GEMM at 128 columns ("bn128"); ORDER picks the runs and their order, ENG_S each
+# run's limit.
 # Usage (device, repository root, carrying .whl): bash results/bench/engine-step-gap/run.sh OUT
 set -u -o pipefail
 OUT=${1:?usage: run.sh OUT}
@@ -12,7 +13,7 @@ start=$(date +%s)
 source scripts/device_setup.sh
 layers=27
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || layers=12
-for variant in ${ORDER:-base bn128 bn128 base}; do
+for variant in ${ORDER:-before after bn128 after before}; do
   dir="$OUT/$variant"
   [ -d "$dir" ] && dir="$dir-2"
   mkdir -p "$dir"
