@@ -155,23 +155,26 @@ def kda_prefill(
 
 
 def causal_conv1d_prefill(
-    x, weight, conv_pool, slots, cu_seqlens, has_initial_state, bias=None
+    x, weight, conv_pool, slots, cu_seqlens, has_initial_state, bias=None, groups: int = 1
 ) -> torch.Tensor:
-    """Depthwise causal conv (+ `bias` [C], Mamba2's) + SiLU over packed sequences; conv_pool
-    [S, C, W-1] updated in place."""
+    """Depthwise causal conv (+ `bias` [C], Mamba2's) + SiLU over packed sequences x [T, C] (rows
+    may be strided, channels adjacent); conv_pool [S, C, W-1] updated in place. Returns [T, C], or
+    with `groups` > 1 [groups, T, C // groups] (each group of channels contiguous)."""
     impl = implementation("causal_conv1d_prefill", x)
-    if bias is None:  # the two-argument-shorter call every KDA/GDN layer makes (and wrappers take)
-        return impl(x, weight, conv_pool, slots, cu_seqlens, has_initial_state)
-    return impl(x, weight, conv_pool, slots, cu_seqlens, has_initial_state, bias=bias)
+    return impl(x, weight, conv_pool, slots, cu_seqlens, has_initial_state, **_conv_options(bias, groups))
 
 
-def causal_conv1d_decode(x, weight, conv_pool, slots, bias=None) -> torch.Tensor:
+def causal_conv1d_decode(x, weight, conv_pool, slots, bias=None, groups: int = 1) -> torch.Tensor:
     """One new input column per sequence x [B, C] (+ `bias` [C] before the SiLU); conv_pool shifted
-    in place."""
+    in place. Returns [B, C], or [groups, B, C // groups] as the prefill does."""
     impl = implementation("causal_conv1d_decode", x)
-    if bias is None:
-        return impl(x, weight, conv_pool, slots)
-    return impl(x, weight, conv_pool, slots, bias=bias)
+    return impl(x, weight, conv_pool, slots, **_conv_options(bias, groups))
+
+
+def _conv_options(bias, groups: int) -> dict:
+    """Only the options given: the shorter call every KDA/GDN layer made before them (and wrappers
+    take) stays the same."""
+    return {**({"bias": bias} if bias is not None else {}), **({"groups": groups} if groups != 1 else {})}
 
 
 def gated_rmsnorm(o, gate, weight, eps: float) -> torch.Tensor:

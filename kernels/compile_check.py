@@ -272,21 +272,20 @@ def stream_builds(
     return builds
 
 
-def conv_builds(m: str, *, C: int, bias: bool) -> list[Build]:
-    """The short conv's prefill and decode builds for `C` channels of model pointer type `m`."""
+def conv_builds(m: str, *, C: int, bias: bool, groups: int = 1) -> list[Build]:
+    """The short conv's prefill and decode builds for `C` channels of model pointer type `m`,
+    written as `groups` contiguous blocks of channels."""
     from .short_conv.kernel import conv_decode_kernel, conv_prefill_kernel
 
     i32 = "*i32"
     rows = {"x": m, "weight": m, "bias": m, "conv_pool": m, "slots": i32}
     prefill = {**rows, "has_initial_state": i32, "y": m, "chunk_start": i32, "chunk_end": i32,
-               "chunk_seq": i32, "cu_seqlens": i32}  # fmt: skip
+               "chunk_seq": i32, "cu_seqlens": i32, "stride_x": "i32", "T": "i32"}  # fmt: skip
+    decode = {**rows, "y": m, "stride_x": "i32", "B": "i32"}
+    const = {"C": C, "W": 4, "BC": 64, "BW": 4, "HAS_BIAS": bias, "GROUP": C // groups}
     return [
-        compile_kernel(
-            conv_prefill_kernel, prefill, {"C": C, "W": 4, "BT": 32, "BC": 64, "BW": 4, "HAS_BIAS": bias}
-        ),
-        compile_kernel(
-            conv_decode_kernel, {**rows, "y": m}, {"C": C, "W": 4, "BC": 64, "BW": 4, "HAS_BIAS": bias}
-        ),
+        compile_kernel(conv_prefill_kernel, prefill, {**const, "BT": 32}, divisible=("stride_x",)),
+        compile_kernel(conv_decode_kernel, decode, const, divisible=("stride_x",)),
     ]
 
 
@@ -300,7 +299,7 @@ def other_builds(model="bf16") -> list[Build]:
 
     m = "*" + model
     return [
-        *conv_builds(m, C=12288, bias=False),
+        *conv_builds(m, C=12288, bias=False, groups=3),  # KDA's q | k | v
         *conv_builds(m, C=10240, bias=True),  # Mamba2's conv with its bias (I + 2GN = 8192 + 2*8*128)
         compile_kernel(gated_rmsnorm_kernel,
                        {"o": m, "gate": m, "weight": "*fp32", "y": m, "n_rows": "i32", "eps": "fp32"},

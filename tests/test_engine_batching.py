@@ -115,9 +115,9 @@ def test_prefill_batches_carry_cu_seqlens_on_the_host(engine, monkeypatch):
 
     seen, conv = [], kda_layer.kernels.causal_conv1d_prefill
 
-    def spy(x, weight, pool, slots, cu_seqlens, init):
+    def spy(x, weight, pool, slots, cu_seqlens, init, **options):
         seen.append(cu_seqlens)
-        return conv(x, weight, pool, slots, cu_seqlens, init)
+        return conv(x, weight, pool, slots, cu_seqlens, init, **options)
 
     batches = []
     forward = type(engine.model).forward

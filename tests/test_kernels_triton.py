@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from evalkit.kernels import STATE_DTYPES, KernelInputError, reference
+from evalkit.kernels import STATE_DTYPES, KernelInputError, cpu, reference
 from evalkit.kernels.kda_decode import reference as decode_reference
 from evalkit.kernels.kda_prefill.naive import naive_chunked_kda
 from evalkit.kernels.testing import (
@@ -306,6 +306,32 @@ def test_conv_prefill_and_decode_match_reference(tk):
     yd = tk.conv.causal_conv1d_decode(xd, w, pool, slots)
     assert rel_err(yd, reference.causal_conv1d_decode(xd, w, pool_ref, slots)) < 1e-6
     assert torch.equal(pool.nan_to_num(7.0), pool_ref.to(pool.dtype).nan_to_num(7.0))
+
+
+@pytest.mark.parametrize("impl", ["triton", "cpu"])
+def test_conv_reads_strided_rows_and_writes_channel_groups(tk, impl):
+    """x a column slice of a wider projection (KDA's qkv) and y as three contiguous groups: the same
+    values, bit for bit, as the contiguous input and the plain [T, C] output; the same pool after."""
+    conv = tk.conv if impl == "triton" else cpu
+    C, W, wide = 3 * 64, 4, 3 * 64 + 48  # 64-channel groups: whole channel blocks of the kernel
+    lengths = [37, 0, 70, 1]
+    proj = torch.randn(sum(lengths), wide, dtype=torch.bfloat16)
+    x = proj[:, :C]
+    w = torch.randn(C, W)
+    pool = torch.randn(5, C, W - 1).to(torch.bfloat16)
+    slots = torch.tensor([3, 0, 2, 4], dtype=torch.int32)
+    init = torch.tensor([True, False, True, False])
+    pools = [pool.clone(), pool.clone()]
+    y = conv.causal_conv1d_prefill(x.contiguous(), w, pools[0], slots, random_cu_seqlens(lengths), init)
+    yg = conv.causal_conv1d_prefill(x, w, pools[1], slots, random_cu_seqlens(lengths), init, groups=3)
+    assert yg.shape == (3, x.shape[0], 64) and all(t.is_contiguous() for t in yg)
+    assert torch.equal(yg, y.view(-1, 3, 64).transpose(0, 1)) and torch.equal(pools[0], pools[1])
+    xd = torch.randn(4, wide, dtype=torch.bfloat16)[:, :C]
+    y = conv.causal_conv1d_decode(xd.contiguous(), w, pools[0], slots)
+    yg = conv.causal_conv1d_decode(xd, w, pools[1], slots, groups=3)
+    assert torch.equal(yg, y.view(-1, 3, 64).transpose(0, 1)) and torch.equal(pools[0], pools[1])
+    with pytest.raises(KernelInputError, match="groups must be a positive divisor"):
+        conv.causal_conv1d_decode(xd, w, pools[1], slots, groups=5)
 
 
 def test_gated_rmsnorm_matches_reference(tk):

@@ -10,6 +10,7 @@ import triton
 from ..errors import KernelInputError
 from ..triton_launch import check_triton_device, device_cu_seqlens, int32_on_device
 from .kernel import conv_decode_kernel, conv_prefill_kernel
+from .layout import check_groups
 
 BT, BC = 32, 64
 
@@ -53,13 +54,19 @@ def _block_table(cu: tuple[int, ...], device: str) -> tuple[torch.Tensor, torch.
     return int32_on_device(starts, device), int32_on_device(ends, device), int32_on_device(seqs, device)
 
 
+def _rows(x: torch.Tensor) -> torch.Tensor:
+    """x as the kernels read it: rows any stride apart, channels adjacent."""
+    return x if x.stride(1) == 1 else x.contiguous()
+
+
 def causal_conv1d_prefill(
-    x, weight, conv_pool, slots, cu_seqlens, has_initial_state, bias=None
+    x, weight, conv_pool, slots, cu_seqlens, has_initial_state, bias=None, groups: int = 1
 ) -> torch.Tensor:
     C, W = _check(x, weight, conv_pool, slots, "T")
+    group = check_groups(C, groups)
     check_triton_device(conv_prefill_kernel, x)
-    x = x.contiguous()
-    y = torch.empty_like(x)
+    x = _rows(x)
+    y = torch.empty(groups, x.shape[0], group, dtype=x.dtype, device=x.device)
     cu = [int(c) for c in cu_seqlens.tolist()]  # a CPU tensor: no device sync
     if len(cu) - 1 != slots.numel() or cu[0] != 0 or cu[-1] != x.shape[0]:
         raise KernelInputError("cu_seqlens must be [N+1] from 0 to T with one slot per sequence")
@@ -77,23 +84,27 @@ def causal_conv1d_prefill(
         ends,
         seqs,
         device_cu_seqlens(*key),
+        x.stride(0),
+        x.shape[0],
         C=C,
         W=W,
         BT=BT,
         BC=BC,
         HAS_BIAS=bias is not None,
         BW=triton.next_power_of_2(max(W - 1, 1)),
+        GROUP=group,
     )
-    return y
+    return y if groups > 1 else y[0]
 
 
-def causal_conv1d_decode(x, weight, conv_pool, slots, bias=None) -> torch.Tensor:
+def causal_conv1d_decode(x, weight, conv_pool, slots, bias=None, groups: int = 1) -> torch.Tensor:
     C, W = _check(x, weight, conv_pool, slots, "B")
+    group = check_groups(C, groups)
     check_triton_device(conv_decode_kernel, x)
-    x = x.contiguous()
-    y = torch.empty_like(x)
+    x = _rows(x)
+    y = torch.empty(groups, x.shape[0], group, dtype=x.dtype, device=x.device)
     if x.shape[0] == 0:
-        return y
+        return y if groups > 1 else y[0]
     conv_decode_kernel[(x.shape[0], triton.cdiv(C, BC))](
         x,
         weight.contiguous(),
@@ -101,10 +112,13 @@ def causal_conv1d_decode(x, weight, conv_pool, slots, bias=None) -> torch.Tensor
         conv_pool,
         slots.contiguous(),
         y,
+        x.stride(0),
+        x.shape[0],
         C=C,
         W=W,
         BC=BC,
         BW=triton.next_power_of_2(max(W - 1, 1)),
         HAS_BIAS=bias is not None,
+        GROUP=group,
     )
-    return y
+    return y if groups > 1 else y[0]

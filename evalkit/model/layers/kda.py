@@ -57,18 +57,21 @@ class KDAttention(nn.Module):
         gate = F.linear(g_a, self.g_b)[:n].view(n, H, K)
         qkv, beta_raw = qkv[:n], b[:n].contiguous()
         conv_pool, kda_pool = state.conv[self.layer_idx], state.kda[self.layer_idx]
+        # the conv reads qkv where the projection wrote it and writes q, k and v as three contiguous
+        # blocks ([3, n, D]): no copy of either side
         if batch.is_decode:
-            y = kernels.causal_conv1d_decode(qkv.contiguous(), self.conv_weight, conv_pool, batch.slots)
+            y = kernels.causal_conv1d_decode(qkv, self.conv_weight, conv_pool, batch.slots, groups=3)
         else:
             y = kernels.causal_conv1d_prefill(
-                qkv.contiguous(),
+                qkv,
                 self.conv_weight,
                 conv_pool,
                 batch.slots,
                 batch.cu_seqlens_readable,
                 batch.has_initial_state,
+                groups=3,
             )
-        q, k, v = (t.reshape(n, H, K).contiguous() for t in y.split(D, dim=-1))
+        q, k, v = (t.view(n, H, K) for t in y)
         o = self._recurrence(q, k, v, g_raw, beta_raw, kda_pool, batch, state)
         o = kernels.gated_rmsnorm(o, gate, self.o_norm, self.eps).reshape(n, D)
         if n < T:

@@ -2,8 +2,10 @@
 around the whole engine step and by CUDA events around the runner's forward (graph replay and the
 logits copy), so the step's time off the GPU shows. Variants:
 - after: the code as committed;
-- before: the step as it was before the commit that brought this study: the runner copies the
-  logits out of the graph's buffer, the finite check writes a [B, V] mask, the MoE sorts int64 ids;
+- before: the engine as it was before this study's changes: the runner copies the logits out of
+  the graph's buffer, the finite check writes a [B, V] mask, the MoE sorts int64 ids, the KDA
+  short conv reads a contiguous copy of its input and its q, k, v are copied out of its output
+  (emulated: the same bytes copied, the grouped layout the layer now takes);
 - bn128: the committed code with the MoE decode GEMM at 128 output columns a program (the default
   64), after checking that both tiles give the same bits.
 
@@ -64,8 +66,18 @@ if variant == "bn128":
     moe_wrapper.DEFAULT_TILE = moe_wrapper.MoeTile(BN=128)
 
 if variant == "before":
+    from evalkit import kernels
+    from evalkit.kernels.short_conv.layout import grouped
+
     llm_engine.nonfinite_rows = lambda logits: ~torch.isfinite(logits).all(-1)
     moe.expert_order = lambda flat, E: torch.sort(flat, stable=True)[1]
+    conv_prefill, conv_decode = kernels.causal_conv1d_prefill, kernels.causal_conv1d_decode
+    kernels.causal_conv1d_prefill = lambda x, *a, groups=1, **kw: grouped(
+        conv_prefill(x.contiguous(), *a, **kw), groups
+    )
+    kernels.causal_conv1d_decode = lambda x, *a, groups=1, **kw: grouped(
+        conv_decode(x.contiguous(), *a, **kw), groups
+    )
 
 runner_decode = ModelRunner.decode
 engine_decode_step = LLMEngine._decode_step
