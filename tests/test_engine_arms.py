@@ -110,3 +110,25 @@ def test_generate_end_to_end_with_new_formats(fp32, arm):
     summary = eng.describe()["twin_check"]["summary"]
     assert set(summary) == {f"decode/{arm}", f"prefill/{arm}"}
     assert all(v["checked"] > 0 and v["failed"] == 0 for v in summary.values())
+
+
+@pytest.mark.parametrize("arm", ["fp32", "bf16", "fp8_e4m3"])
+def test_state_max_abs_is_the_largest_magnitude_of_each_slot(fp32, arm):
+    """Against |x|.amax over each slot's elements, for a few slots (gathered) and most of the pool
+    (read in place), with a NaN, an infinity and a negative extreme planted in different slots."""
+    from evalkit.engine.state import StatePools
+
+    pools = StatePools(fp32.arch, 40, arm, torch.float32, "cpu", num_blocks=2, block_size=16)
+    g = torch.Generator().manual_seed(0)
+    for t in pools.kda.values():
+        t.copy_((torch.randn(t.shape, generator=g) * 3).to(t.dtype))
+    first = pools.kda[min(pools.kda)]
+    first[3].view(-1)[7] = float("nan")
+    first[5].view(-1)[0] = -448.0  # the largest magnitude of slot 5: a negative value (fp8 e4m3's max)
+    if first.dtype != torch.float8_e4m3fn:  # e4m3fn has no infinity
+        first[9].view(-1)[-1] = float("-inf")
+    for slots in (torch.tensor([9, 3, 5, 0]), torch.arange(30).flip(0)):
+        want = torch.stack([t[slots].float().abs().flatten(1).amax(1) for t in pools.kda.values()])
+        got = pools.layer_max_abs(slots)
+        assert torch.equal(got.isnan(), want.isnan()) and want.isnan().any()
+        assert torch.equal(got.nan_to_num(-1.0), want.nan_to_num(-1.0))

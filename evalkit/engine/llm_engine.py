@@ -292,14 +292,19 @@ class LLMEngine:
         forced = [i for i, s in enumerate(seqs) if s.forced is not None]
         if forced:
             self._force_rows([seqs[i] for i in forced], logits[forced])
-        done = []
+        finished = []
         for seq, tok in zip(seqs, self._choose(seqs, logits, packed[0].tolist())):
             if seq.forced is None:
                 self._append(seq, tok)
             if seq.finish_reason:
-                self._check_state([seq])
-                self.scheduler.finish(seq)
-                done.append(self._output(seq))
+                finished.append(seq)
+        # one check (one sync) for every sequence that finished in this step: a wave of 512
+        # sequences ends in the same step, and a check each was ~0.75 ms apiece on an H100
+        self._check_state(finished)
+        done = []
+        for seq in finished:
+            self.scheduler.finish(seq)
+            done.append(self._output(seq))
         self.stats["decode_steps"] += 1
         self.stats["decode_tokens"] += len(seqs)
         self.stats["decode_s"] += time.perf_counter() - t0

@@ -189,14 +189,13 @@ class StatePools:
 
     def layer_max_abs(self, slots: torch.Tensor) -> torch.Tensor:
         """Largest |state| per KDA layer and slot, fp32 [layers, len(slots)] (NaN where any is NaN):
-        one reduction per layer, no sync."""
+        no sync. A slot's largest |x| is the larger of |min| and |max| (exact; NaN propagates), read
+        in one pass with no temporary; when the slots are most of the pool, every slot is read in
+        place (no gather copy) and these picked out."""
         out = torch.zeros(len(self.kda), slots.numel(), device=self.device)
-        for row, t in enumerate(self.kda.values()):  # 32 slots at a time: a bounded temporary
-            for i in range(0, slots.numel(), 32):
-                part = t.index_select(0, slots[i : i + 32])  # a copy: abs_ in place
-                if part.element_size() == 1:  # fp8 pools: torch has no fp8 reductions
-                    part = part.float()
-                out[row, i : i + 32] = part.abs_().amax(dim=(1, 2, 3)).float()
+        whole = 2 * slots.numel() >= self.num_slots + 1
+        for row, t in enumerate(self.kda.values()):
+            out[row] = _slot_max_abs(t)[slots] if whole else _slot_max_abs(t, slots)
         return out
 
     def max_abs(self, slots: torch.Tensor) -> torch.Tensor:
@@ -214,3 +213,17 @@ class StatePools:
                 part = t.index_select(0, slots[i : i + 32]).float()
                 out[i : i + 32] += (~torch.isfinite(part)).flatten(1).sum(1)
         return out
+
+
+def _slot_max_abs(pool: torch.Tensor, slots: torch.Tensor | None = None) -> torch.Tensor:
+    """Largest |x| of each of `slots` (every slot when None) of a pool [S, ...], fp32, 32 slots a
+    call: a gathered chunk is a bounded temporary, and fp8 (no torch reductions) is widened per chunk."""
+    n = pool.shape[0] if slots is None else slots.numel()
+    out = torch.empty(n, device=pool.device)
+    for i in range(0, n, 32):
+        part = pool[i : i + 32] if slots is None else pool.index_select(0, slots[i : i + 32])
+        if part.element_size() == 1:
+            part = part.float()
+        lo, hi = torch.aminmax(part.flatten(1), dim=1)
+        out[i : i + 32] = torch.maximum(lo.abs(), hi.abs()).float()
+    return out

@@ -2,14 +2,17 @@
 around the whole engine step and by CUDA events around the runner's forward (graph replay and the
 logits copy), so the step's time off the GPU shows. Variants:
 - after: the code as committed;
-- before: the engine as it was before this study's changes: the runner copies the logits out of
-  the graph's buffer, the finite check writes a [B, V] mask, the MoE sorts int64 ids, the KDA
-  short conv reads a contiguous copy of its input and its q, k, v are copied out of its output
-  (emulated: the same bytes copied, the grouped layout the layer now takes);
+- before: the engine as it was before this study's changes (`9abed1c`): the runner copies the
+  logits out of the graph's buffer, the finite check writes a [B, V] mask, the MoE sorts int64
+  ids, the KDA short conv reads a contiguous copy of its input and its q, k, v are copied out of
+  its output (emulated: the same bytes copied, the grouped layout the layer now takes), the state
+  check gathers, takes |x| in place and reduces, and each sequence that finishes in a decode step
+  is checked on its own (a sync each);
+- mid: only the last two (the state check) undone: the engine of `e55ac3b`;
 - bn128: the committed code with the MoE decode GEMM at 128 output columns a program (the default
   64), after checking that both tiles give the same bits.
 
-    python3 results/bench/engine-step-gap/probe.py after|before|bn128 <bench_engine.py arguments>
+    python3 results/bench/engine-step-gap/probe.py after|before|mid|bn128 <bench_engine.py arguments>
 
 Writes step_timing.json beside bench_engine.json (in --out)."""
 
@@ -32,12 +35,13 @@ import torch  # noqa: E402
 from evalkit.engine import llm_engine  # noqa: E402
 from evalkit.engine.llm_engine import LLMEngine  # noqa: E402
 from evalkit.engine.model_runner import ModelRunner  # noqa: E402
+from evalkit.engine.state import StatePools  # noqa: E402
 from evalkit.kernels.moe_gemm import wrapper as moe_wrapper  # noqa: E402
 from evalkit.model.layers import moe  # noqa: E402
 
 variant = sys.argv[1]
-if variant not in ("after", "before", "bn128"):
-    sys.exit("usage: probe.py after|before|bn128 <bench_engine.py arguments>")
+if variant not in ("after", "before", "mid", "bn128"):
+    sys.exit("usage: probe.py after|before|mid|bn128 <bench_engine.py arguments>")
 out_dir = Path(sys.argv[sys.argv.index("--out") + 1])
 steps: list[dict] = []
 
@@ -78,6 +82,32 @@ if variant == "before":
     kernels.causal_conv1d_decode = lambda x, *a, groups=1, **kw: grouped(
         conv_decode(x.contiguous(), *a, **kw), groups
     )
+
+if variant in ("before", "mid"):
+
+    def gathered_layer_max_abs(self, slots):
+        out = torch.zeros(len(self.kda), slots.numel(), device=self.device)
+        for row, t in enumerate(self.kda.values()):
+            for i in range(0, slots.numel(), 32):
+                part = t.index_select(0, slots[i : i + 32])
+                if part.element_size() == 1:
+                    part = part.float()
+                out[row, i : i + 32] = part.abs_().amax(dim=(1, 2, 3)).float()
+        return out
+
+    check_state = LLMEngine._check_state
+
+    def check_each_finished(self, seqs):
+        """The sequences that finished in a decode step (every one has a finish reason: the prefill's
+        and the periodic checks run before any) checked one at a time."""
+        if seqs and all(s.finish_reason for s in seqs):
+            for s in seqs:
+                check_state(self, [s])
+        else:
+            check_state(self, seqs)
+
+    StatePools.layer_max_abs = gathered_layer_max_abs
+    LLMEngine._check_state = check_each_finished
 
 runner_decode = ModelRunner.decode
 engine_decode_step = LLMEngine._decode_step

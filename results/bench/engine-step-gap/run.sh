@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One device call (H100: the 48B model's first 12 layers; H200: all 27): the engine's fp16 arm on
 # 1,319 prompts with every decode step timed on the host and by CUDA events (probe.py), alternating
-# the committed code ("after"), the decode step before its logits and sort changes ("before") and
-# the MoE decode GEMM at 128 columns ("bn128"); ORDER picks the runs and their order, ENG_S each
-# run's limit.
+# the committed code ("after"), the engine before this study's changes ("before"), before its
+# state-check changes only ("mid") and the MoE decode GEMM at 128 columns ("bn128"); ORDER picks the
+# runs and their order (call 1 ran "before after bn128 after before"), ENG_S each run's limit.
 # Usage (device, repository root, carrying .whl): bash results/bench/engine-step-gap/run.sh OUT
 set -u -o pipefail
 OUT=${1:?usage: run.sh OUT}
