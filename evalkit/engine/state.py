@@ -216,14 +216,16 @@ class StatePools:
 
 
 def _slot_max_abs(pool: torch.Tensor, slots: torch.Tensor | None = None) -> torch.Tensor:
-    """Largest |x| of each of `slots` (every slot when None) of a pool [S, ...], fp32, 32 slots a
-    call: a gathered chunk is a bounded temporary, and fp8 (no torch reductions) is widened per chunk."""
+    """Largest |x| of each of `slots` (every slot when None) of a pool [S, ...], fp32. Every slot in
+    place is one reduction; a gather (or fp8, which torch cannot reduce and is widened) goes 32
+    slots at a time, a bounded temporary."""
     n = pool.shape[0] if slots is None else slots.numel()
+    step = n if slots is None and pool.element_size() > 1 else 32
     out = torch.empty(n, device=pool.device)
-    for i in range(0, n, 32):
-        part = pool[i : i + 32] if slots is None else pool.index_select(0, slots[i : i + 32])
+    for i in range(0, n, step):
+        part = pool[i : i + step] if slots is None else pool.index_select(0, slots[i : i + step])
         if part.element_size() == 1:
             part = part.float()
         lo, hi = torch.aminmax(part.flatten(1), dim=1)
-        out[i : i + 32] = torch.maximum(lo.abs(), hi.abs()).float()
+        out[i : i + step] = torch.maximum(lo.abs(), hi.abs()).float()
     return out
