@@ -132,3 +132,33 @@ def test_state_max_abs_is_the_largest_magnitude_of_each_slot(fp32, arm):
         got = pools.layer_max_abs(slots)
         assert torch.equal(got.isnan(), want.isnan()) and want.isnan().any()
         assert torch.equal(got.nan_to_num(-1.0), want.nan_to_num(-1.0))
+
+
+@pytest.mark.parametrize("arm", ["fp32", "bf16", "fp8_e4m3"])
+def test_slots_freed_together_are_zeroed_at_the_end_and_only_then_free(fp32, arm):
+    """The same pools as freeing one slot at a time (zeroed, back on the free list), every other
+    slot untouched; inside the block the freed slots keep their contents and are not handed out."""
+    from evalkit.engine.state import StatePools
+
+    def filled():
+        p = StatePools(fp32.arch, 8, arm, torch.float32, "cpu", num_blocks=2, block_size=16)
+        for t in (*p.kda.values(), *p.conv.values()):
+            t.copy_((torch.randn(t.shape, generator=torch.Generator().manual_seed(1)) + 5).to(t.dtype))
+        for _ in range(6):
+            p.alloc_slot()
+        return p
+
+    one, together = filled(), filled()
+    for s in (4, 1, 2):
+        one.free_slot(s)
+    with together.freeing_together():
+        for s in (4, 1, 2):
+            together.free_slot(s)
+        assert together.free_slots == 2 and all(t[1].float().abs().min() > 0 for t in together.kda.values())
+    assert together.free_slots == one.free_slots == 5
+    assert sorted(together._free_slots) == sorted(one._free_slots)
+    for a, b in zip(
+        (*one.kda.values(), *one.conv.values()), (*together.kda.values(), *together.conv.values())
+    ):
+        assert torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+        assert not a[[4, 1, 2]].float().any() and a[[0, 3, 5]].float().abs().min() > 0

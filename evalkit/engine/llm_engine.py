@@ -252,29 +252,35 @@ class LLMEngine:
                 completed.append(seq)
         if completed:
             self._check_state(completed)
-        for seq in completed:
-            if seq.is_scoring:
-                self.scheduler.finish(seq)
-                done.append(self._output(seq))
-                continue
-            lg = last_logits[seq.seq_id]
-            seq.t_first_token = time.perf_counter()
-            if seq.fork_answer is not None:
-                done.extend(self._fork(seq, lg[-1:]))
-            if seq.forced is not None:
-                self._force(seq, lg[-1:])
-            elif seq.params.max_new_tokens == 0:
-                seq.finish_reason = "length"
-            else:
-                tok = int(lg[-1].argmax())
-                self._append(seq, self._choose([seq], lg[-1:], [tok])[0])
-            if seq.finish_reason:
-                self.scheduler.finish(seq)
-                done.append(self._output(seq))
+        with self.state.freeing_together():  # scoring requests finish here, many a step
+            for seq in completed:
+                done.extend(self._after_prompt(seq, last_logits[seq.seq_id]))
         self._sync()
         self.stats["prefill_steps"] += 1
         self.stats["prefill_tokens"] += sum(n for _, n in work)
         self.stats["prefill_s"] += time.perf_counter() - t0
+        return done
+
+    def _after_prompt(self, seq: Sequence, lg: torch.Tensor | None) -> list[Output]:
+        """A sequence whose prompt is in: finished (scoring, or nothing to generate) or its first
+        token chosen from `lg`, the logits of its last prompt rows; the outputs that finished."""
+        if seq.is_scoring:
+            self.scheduler.finish(seq)
+            return [self._output(seq)]
+        done: list[Output] = []
+        seq.t_first_token = time.perf_counter()
+        if seq.fork_answer is not None:
+            done.extend(self._fork(seq, lg[-1:]))
+        if seq.forced is not None:
+            self._force(seq, lg[-1:])
+        elif seq.params.max_new_tokens == 0:
+            seq.finish_reason = "length"
+        else:
+            tok = int(lg[-1].argmax())
+            self._append(seq, self._choose([seq], lg[-1:], [tok])[0])
+        if seq.finish_reason:
+            self.scheduler.finish(seq)
+            done.append(self._output(seq))
         return done
 
     def _decode_step(self, seqs: list[Sequence]) -> list[Output]:
@@ -302,9 +308,10 @@ class LLMEngine:
         # sequences ends in the same step, and a check each was ~0.75 ms apiece on an H100
         self._check_state(finished)
         done = []
-        for seq in finished:
-            self.scheduler.finish(seq)
-            done.append(self._output(seq))
+        with self.state.freeing_together():
+            for seq in finished:
+                self.scheduler.finish(seq)
+                done.append(self._output(seq))
         self.stats["decode_steps"] += 1
         self.stats["decode_tokens"] += len(seqs)
         self.stats["decode_s"] += time.perf_counter() - t0

@@ -9,8 +9,10 @@ ignores the old contents through `has_initial_state`)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+from collections.abc import Iterator
 
 import torch
 
@@ -111,6 +113,7 @@ class StatePools:
             for i in arch.mla_layers
         }
         self._free_slots = list(range(num_slots - 1, -1, -1))  # pop() hands out 0, 1, 2, ...
+        self._pending_frees: list[int] | None = None  # slots freed inside `freeing_together`
         self._free_blocks = list(range(self.num_blocks - 1, 0, -1))  # block 0 is scratch
 
     @property
@@ -155,8 +158,30 @@ class StatePools:
         return self._free_slots.pop()
 
     def free_slot(self, slot: int) -> None:
+        if self._pending_frees is not None:  # inside `freeing_together`: zeroed at its end
+            self._pending_frees.append(slot)
+            return
         self.zero_slot(slot)
         self._free_slots.append(slot)
+
+    @contextlib.contextmanager
+    def freeing_together(self) -> Iterator[None]:
+        """Slots freed inside are zeroed together at the end (one launch per pool, where a slot at
+        a time is one per pool and slot: a wave of 512 sequences ends in one decode step) and only
+        then handed out again."""
+        if self._pending_frees is not None:  # nested: the outer block zeroes them
+            yield
+            return
+        self._pending_frees = []
+        try:
+            yield
+        finally:
+            slots, self._pending_frees = self._pending_frees, None
+            if slots:
+                idx = torch.tensor(slots, dtype=torch.long).to(self.device, non_blocking=True)
+                for t in (*self.kda.values(), *self.conv.values()):
+                    _zero_rows(t, idx)
+                self._free_slots.extend(slots)
 
     def zero_slot(self, slot: int) -> None:
         for t in self.kda.values():
@@ -213,6 +238,13 @@ class StatePools:
                 part = t.index_select(0, slots[i : i + 32]).float()
                 out[i : i + 32] += (~torch.isfinite(part)).flatten(1).sum(1)
         return out
+
+
+def _zero_rows(pool: torch.Tensor, idx: torch.Tensor) -> None:
+    """pool[idx] = 0 in one launch, through the pool's bits as integers of its width (+0.0 is all
+    zero bits in every float format here, and index_fill has no fp8 kernels)."""
+    ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[pool.element_size()]
+    pool.view(ints).index_fill_(0, idx, 0)
 
 
 def _slot_max_abs(pool: torch.Tensor, slots: torch.Tensor | None = None) -> torch.Tensor:
