@@ -304,8 +304,8 @@ class LLMEngine:
                 self._append(seq, tok)
             if seq.finish_reason:
                 finished.append(seq)
-        # one check (one sync) for every sequence that finished in this step: a wave of 512
-        # sequences ends in the same step, and a check each was ~0.75 ms apiece on an H100
+        # one check (one device sync) for every sequence that finished in this step: a whole wave
+        # of sequences can end in the same step, and a check each would be a sync each
         self._check_state(finished)
         done = []
         with self.state.freeing_together():
