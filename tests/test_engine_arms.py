@@ -114,8 +114,9 @@ def test_generate_end_to_end_with_new_formats(fp32, arm):
 
 @pytest.mark.parametrize("arm", ["fp32", "bf16", "fp8_e4m3"])
 def test_state_max_abs_is_the_largest_magnitude_of_each_slot(fp32, arm):
-    """Against |x|.amax over each slot's elements, for a few slots (gathered) and most of the pool
-    (read in place), with a NaN, an infinity and a negative extreme planted in different slots."""
+    """Against |x|.amax over each slot's elements (and the non-finite count against the elementwise
+    one), for a few slots (gathered) and most of the pool (read in place), with a NaN, an infinity
+    and a negative extreme planted in different slots."""
     from evalkit.engine.state import StatePools
 
     pools = StatePools(fp32.arch, 40, arm, torch.float32, "cpu", num_blocks=2, block_size=16)
@@ -132,6 +133,8 @@ def test_state_max_abs_is_the_largest_magnitude_of_each_slot(fp32, arm):
         got = pools.layer_max_abs(slots)
         assert torch.equal(got.isnan(), want.isnan()) and want.isnan().any()
         assert torch.equal(got.nan_to_num(-1.0), want.nan_to_num(-1.0))
+        count = sum((~torch.isfinite(t[slots].float())).flatten(1).sum(1) for t in pools.kda.values())
+        assert torch.equal(pools.nonfinite_count(slots), count) and count.sum() > 0
 
 
 @pytest.mark.parametrize("arm", ["fp32", "bf16", "fp8_e4m3"])

@@ -234,8 +234,7 @@ class StatePools:
         for slots whose largest |state| is not finite (so a healthy run never pays for it)."""
         out = torch.zeros(slots.numel(), dtype=torch.long, device=self.device)
         for t in self.kda.values():
-            for i in range(0, slots.numel(), 32):
-                part = t.index_select(0, slots[i : i + 32]).float()
+            for i, part in _slot_parts(t, slots, 32):
                 out[i : i + 32] += (~torch.isfinite(part)).flatten(1).sum(1)
         return out
 
@@ -247,17 +246,23 @@ def _zero_rows(pool: torch.Tensor, idx: torch.Tensor) -> None:
     pool.view(ints).index_fill_(0, idx, 0)
 
 
+def _slot_parts(pool: torch.Tensor, slots: torch.Tensor | None, step: int):
+    """(index of the first, rows) of `slots` of a pool [S, ...] (every slot when None), `step` slots
+    at a time: slices of the pool in place, or gathered copies (a bounded temporary); fp8, which
+    torch cannot reduce, widened to fp32."""
+    n = pool.shape[0] if slots is None else slots.numel()
+    for i in range(0, n, step):
+        part = pool[i : i + step] if slots is None else pool.index_select(0, slots[i : i + step])
+        yield i, part.float() if part.element_size() == 1 else part
+
+
 def _slot_max_abs(pool: torch.Tensor, slots: torch.Tensor | None = None) -> torch.Tensor:
     """Largest |x| of each of `slots` (every slot when None) of a pool [S, ...], fp32. Every slot in
-    place is one reduction; a gather (or fp8, which torch cannot reduce and is widened) goes 32
-    slots at a time, a bounded temporary."""
+    place is one reduction; a gather (or fp8, widened) goes 32 slots at a time."""
     n = pool.shape[0] if slots is None else slots.numel()
     step = n if slots is None and pool.element_size() > 1 else 32
     out = torch.empty(n, device=pool.device)
-    for i in range(0, n, step):
-        part = pool[i : i + step] if slots is None else pool.index_select(0, slots[i : i + step])
-        if part.element_size() == 1:
-            part = part.float()
+    for i, part in _slot_parts(pool, slots, step):
         lo, hi = torch.aminmax(part.flatten(1), dim=1)
         out[i : i + step] = torch.maximum(lo.abs(), hi.abs()).float()
     return out
