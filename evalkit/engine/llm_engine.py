@@ -38,6 +38,7 @@ from .scheduler import Scheduler
 from .sequence import Sequence, Status
 from .state import StatePools
 from .step_result import StepResult
+from .stops import StopStrings
 
 Prompt = str | list[int] | list[dict[str, str]]
 
@@ -73,6 +74,7 @@ class LLMEngine:
         self.model = self.loaded.model
         self.arch = self.loaded.arch
         self.tokenizer = self.loaded.tokenizer
+        self.stops = StopStrings(self.tokenizer)
         cfg.device = str(self.model.device)
         self.config = cfg.resolved(self.arch.max_position_embeddings)
         self.twin = None
@@ -438,16 +440,12 @@ class LLMEngine:
             if tok in p.stop_token_ids:
                 seq.finish_reason = "stop"
                 return
-            if p.stop and self._tail_has_stop(seq):
+            # after the previous token the strings were checked too (none found) if it was past min_tokens
+            if p.stop and self.stops.completed(seq.token_ids, n, p.stop, n - 1 >= max(p.min_tokens, 1)):
                 seq.finish_reason = "stop"
                 return
         if n >= p.max_new_tokens or len(seq.token_ids) >= self.config.max_model_len:
             seq.finish_reason = "length"
-
-    def _tail_has_stop(self, seq: Sequence) -> bool:
-        longest = max(len(s) for s in seq.params.stop)
-        tail = self.tokenizer.decode(seq.generated[-(longest + 4) :], skip_special_tokens=True)
-        return any(s in tail for s in seq.params.stop)
 
     def _output(self, seq: Sequence) -> Output:
         self._live.pop(seq.request_id, None)
