@@ -602,7 +602,7 @@ def part_profile(args, loaded, dev, budget, report) -> None:
         nxt = torch.randint(lo, hi, (len(seqs),), generator=g_next)
         for s, t in zip(seqs, nxt.tolist()):
             s.token_ids.append(t)
-        runner.decode(seqs)
+        runner.decode(seqs, copy_logits=False)  # as the engine's decode step reads them
 
     for _ in range(2):
         one_decode()
