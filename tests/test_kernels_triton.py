@@ -334,6 +334,24 @@ def test_conv_reads_strided_rows_and_writes_channel_groups(tk, impl):
         conv.causal_conv1d_decode(xd, w, pools[1], slots, groups=5)
 
 
+def test_conv_decode_block_of_channels_changes_no_bit(tk):
+    """A program convolves block_c channels; any block gives every output and pool bit of the
+    default's (a partial last block included)."""
+    C, W = 3 * 128, 4
+    x = torch.randn(6, C + 40, dtype=torch.bfloat16)[:, :C]
+    w = torch.randn(C, W).to(torch.bfloat16)
+    pool = torch.randn(7, C, W - 1).to(torch.bfloat16)
+    slots = torch.tensor([3, 0, 6, 4, 1, 5], dtype=torch.int32)
+    pools = [pool.clone() for _ in range(3)]
+    ys = [
+        tk.conv.causal_conv1d_decode(x, w, p, slots, groups=3, block_c=b)
+        for p, b in zip(pools, (64, 256, 32))
+    ]
+    assert all(torch.equal(ys[0], y) for y in ys[1:]) and all(torch.equal(pools[0], p) for p in pools[1:])
+    with pytest.raises(KernelInputError, match="block_c must be a power of two"):
+        tk.conv.causal_conv1d_decode(x, w, pool, slots, block_c=48)
+
+
 def test_gated_rmsnorm_matches_reference(tk):
     o, g, w = torch.randn(5, H, 48), torch.randn(5, H, 48), torch.randn(48)
     y = tk.norm.gated_rmsnorm(o.to(torch.bfloat16), g, w, 1e-5)

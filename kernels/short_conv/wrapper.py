@@ -13,6 +13,7 @@ from .kernel import conv_decode_kernel, conv_prefill_kernel
 from .layout import check_groups
 
 BT, BC = 32, 64
+DECODE_BC = 64  # channels a decode program convolves (one program per sequence and channel block)
 
 
 def _check(x, weight, conv_pool, slots, n_rows_name: str):
@@ -97,15 +98,20 @@ def causal_conv1d_prefill(
     return y if groups > 1 else y[0]
 
 
-def causal_conv1d_decode(x, weight, conv_pool, slots, bias=None, groups: int = 1) -> torch.Tensor:
+def causal_conv1d_decode(
+    x, weight, conv_pool, slots, bias=None, groups: int = 1, block_c: int = DECODE_BC
+) -> torch.Tensor:
+    """`block_c`: the channels a program convolves, a power of two."""
     C, W = _check(x, weight, conv_pool, slots, "B")
+    if block_c < 1 or block_c & (block_c - 1):
+        raise KernelInputError(f"block_c must be a power of two, got {block_c}")
     group = check_groups(C, groups)
     check_triton_device(conv_decode_kernel, x)
     x = _rows(x)
     y = torch.empty(groups, x.shape[0], group, dtype=x.dtype, device=x.device)
     if x.shape[0] == 0:
         return y if groups > 1 else y[0]
-    conv_decode_kernel[(x.shape[0], triton.cdiv(C, BC))](
+    conv_decode_kernel[(x.shape[0], triton.cdiv(C, block_c))](
         x,
         weight.contiguous(),
         _bias(bias, weight, C),
@@ -116,7 +122,7 @@ def causal_conv1d_decode(x, weight, conv_pool, slots, bias=None, groups: int = 1
         x.shape[0],
         C=C,
         W=W,
-        BC=BC,
+        BC=block_c,
         BW=triton.next_power_of_2(max(W - 1, 1)),
         HAS_BIAS=bias is not None,
         GROUP=group,
