@@ -5,7 +5,7 @@ engine's decode width) and 512: every output and pool bit against the default's,
 replay times (`triton.testing.do_bench_cudagraph` medians, rounds interleaved) against a 4 GiB
 copy's bandwidth in the same process.
 
-    python3 results/bench/conv-decode-h200/probe.py OUT_JSON"""
+    python3 results/bench/conv-decode/probe.py OUT_JSON"""
 
 from __future__ import annotations
 
