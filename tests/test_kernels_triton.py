@@ -334,22 +334,37 @@ def test_conv_reads_strided_rows_and_writes_channel_groups(tk, impl):
         conv.causal_conv1d_decode(xd, w, pools[1], slots, groups=5)
 
 
-def test_conv_decode_block_of_channels_changes_no_bit(tk):
-    """A program convolves block_c channels; any block gives every output and pool bit of the
-    default's (a partial last block included)."""
+def test_conv_tiles_change_no_bit(tk):
+    """A prefill program convolves block_t rows x block_c channels, a decode program block_c
+    channels; any tile gives every output and pool bit of the default's (partial blocks, a new and
+    a continued sequence, an empty one included)."""
     C, W = 3 * 128, 4
-    x = torch.randn(6, C + 40, dtype=torch.bfloat16)[:, :C]
+    lengths = [37, 0, 70, 1]
+    proj = torch.randn(sum(lengths), C + 40, dtype=torch.bfloat16)
     w = torch.randn(C, W).to(torch.bfloat16)
     pool = torch.randn(7, C, W - 1).to(torch.bfloat16)
-    slots = torch.tensor([3, 0, 6, 4, 1, 5], dtype=torch.int32)
-    pools = [pool.clone() for _ in range(3)]
+    slots = torch.tensor([3, 0, 6, 4], dtype=torch.int32)
+    init = torch.tensor([True, False, True, False])
+    tiles = [(None, None), (64, 256), (16, 32)]
+    pools = [pool.clone() for _ in tiles]
     ys = [
-        tk.conv.causal_conv1d_decode(x, w, p, slots, groups=3, block_c=b)
-        for p, b in zip(pools, (64, 256, 32))
+        tk.conv.causal_conv1d_prefill(
+            proj[:, :C], w, p, slots, random_cu_seqlens(lengths), init, groups=3, block_t=bt, block_c=bc
+        )
+        for p, (bt, bc) in zip(pools, tiles)
+    ]
+    assert all(torch.equal(ys[0], y) for y in ys[1:]) and all(torch.equal(pools[0], p) for p in pools[1:])
+    x = torch.randn(4, C + 40, dtype=torch.bfloat16)[:, :C]
+    ys = [
+        tk.conv.causal_conv1d_decode(x, w, p, slots, groups=3, block_c=bc) for p, (_, bc) in zip(pools, tiles)
     ]
     assert all(torch.equal(ys[0], y) for y in ys[1:]) and all(torch.equal(pools[0], p) for p in pools[1:])
     with pytest.raises(KernelInputError, match="block_c must be a power of two"):
         tk.conv.causal_conv1d_decode(x, w, pool, slots, block_c=48)
+    with pytest.raises(KernelInputError, match="block_t must be a power of two"):
+        tk.conv.causal_conv1d_prefill(
+            proj[:, :C], w, pool, slots, random_cu_seqlens(lengths), init, block_t=3
+        )
 
 
 def test_gated_rmsnorm_matches_reference(tk):

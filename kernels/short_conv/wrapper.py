@@ -12,8 +12,10 @@ from ..triton_launch import check_triton_device, device_cu_seqlens, int32_on_dev
 from .kernel import conv_decode_kernel, conv_prefill_kernel
 from .layout import check_groups
 
+# prefill: a program convolves BT rows of one sequence x BC channels; decode: DECODE_BC channels of
+# one sequence. Each output's arithmetic (its taps in order) is the same whatever the tile.
 BT, BC = 32, 64
-DECODE_BC = 64  # channels a decode program convolves (one program per sequence and channel block)
+DECODE_BC = 64
 
 
 def _check(x, weight, conv_pool, slots, n_rows_name: str):
@@ -43,16 +45,24 @@ def _bias(bias, weight, C: int) -> torch.Tensor:
 
 
 @functools.lru_cache(maxsize=8)
-def _block_table(cu: tuple[int, ...], device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(start, end, sequence) of every block of BT rows, on the device; cached by the batch's
+def _block_table(
+    cu: tuple[int, ...], device: str, block_t: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(start, end, sequence) of every block of block_t rows, on the device; cached by the batch's
     cu_seqlens (every conv layer of a forward pass shares them: read, never write)."""
     starts, ends, seqs = [], [], []
     for n, (bos, eos) in enumerate(zip(cu[:-1], cu[1:])):
-        for t in range(bos, max(eos, bos + 1), BT):  # an empty sequence still owns (and keeps) its row
+        for t in range(bos, max(eos, bos + 1), block_t):  # an empty sequence still owns (and keeps) its row
             starts.append(t)
-            ends.append(min(t + BT, eos))
+            ends.append(min(t + block_t, eos))
             seqs.append(n)
     return int32_on_device(starts, device), int32_on_device(ends, device), int32_on_device(seqs, device)
+
+
+def _power_of_two(name: str, n: int) -> int:
+    if n < 1 or n & (n - 1):
+        raise KernelInputError(f"{name} must be a power of two, got {n}")
+    return n
 
 
 def _rows(x: torch.Tensor) -> torch.Tensor:
@@ -61,9 +71,20 @@ def _rows(x: torch.Tensor) -> torch.Tensor:
 
 
 def causal_conv1d_prefill(
-    x, weight, conv_pool, slots, cu_seqlens, has_initial_state, bias=None, groups: int = 1
+    x,
+    weight,
+    conv_pool,
+    slots,
+    cu_seqlens,
+    has_initial_state,
+    bias=None,
+    groups: int = 1,
+    block_t: int | None = None,
+    block_c: int | None = None,
 ) -> torch.Tensor:
+    """`block_t` x `block_c`: the rows and channels a program convolves, powers of two (BT, BC)."""
     C, W = _check(x, weight, conv_pool, slots, "T")
+    block_t, block_c = _power_of_two("block_t", block_t or BT), _power_of_two("block_c", block_c or BC)
     group = check_groups(C, groups)
     check_triton_device(conv_prefill_kernel, x)
     x = _rows(x)
@@ -72,8 +93,8 @@ def causal_conv1d_prefill(
     if len(cu) - 1 != slots.numel() or cu[0] != 0 or cu[-1] != x.shape[0]:
         raise KernelInputError("cu_seqlens must be [N+1] from 0 to T with one slot per sequence")
     key = (tuple(cu), str(x.device))
-    starts, ends, seqs = _block_table(*key)
-    conv_prefill_kernel[(starts.numel(), triton.cdiv(C, BC))](
+    starts, ends, seqs = _block_table(*key, block_t)
+    conv_prefill_kernel[(starts.numel(), triton.cdiv(C, block_c))](
         x,
         weight.contiguous(),
         _bias(bias, weight, C),
@@ -89,8 +110,8 @@ def causal_conv1d_prefill(
         x.shape[0],
         C=C,
         W=W,
-        BT=BT,
-        BC=BC,
+        BT=block_t,
+        BC=block_c,
         HAS_BIAS=bias is not None,
         BW=triton.next_power_of_2(max(W - 1, 1)),
         GROUP=group,
@@ -99,12 +120,11 @@ def causal_conv1d_prefill(
 
 
 def causal_conv1d_decode(
-    x, weight, conv_pool, slots, bias=None, groups: int = 1, block_c: int = DECODE_BC
+    x, weight, conv_pool, slots, bias=None, groups: int = 1, block_c: int | None = None
 ) -> torch.Tensor:
-    """`block_c`: the channels a program convolves, a power of two."""
+    """`block_c`: the channels a program convolves, a power of two (DECODE_BC)."""
     C, W = _check(x, weight, conv_pool, slots, "B")
-    if block_c < 1 or block_c & (block_c - 1):
-        raise KernelInputError(f"block_c must be a power of two, got {block_c}")
+    block_c = _power_of_two("block_c", block_c or DECODE_BC)
     group = check_groups(C, groups)
     check_triton_device(conv_decode_kernel, x)
     x = _rows(x)
