@@ -276,16 +276,17 @@ def conv_builds(m: str, *, C: int, bias: bool, groups: int = 1) -> list[Build]:
     """The short conv's prefill and decode builds for `C` channels of model pointer type `m`,
     written as `groups` contiguous blocks of channels."""
     from .short_conv.kernel import conv_decode_kernel, conv_prefill_kernel
+    from .short_conv.wrapper import BC, BT, DECODE_BC
 
     i32 = "*i32"
     rows = {"x": m, "weight": m, "bias": m, "conv_pool": m, "slots": i32}
     prefill = {**rows, "has_initial_state": i32, "y": m, "chunk_start": i32, "chunk_end": i32,
                "chunk_seq": i32, "cu_seqlens": i32, "stride_x": "i32", "T": "i32"}  # fmt: skip
     decode = {**rows, "y": m, "stride_x": "i32", "B": "i32"}
-    const = {"C": C, "W": 4, "BC": 64, "BW": 4, "HAS_BIAS": bias, "GROUP": C // groups}
+    const = {"C": C, "W": 4, "BW": 4, "HAS_BIAS": bias, "GROUP": C // groups}
     return [
-        compile_kernel(conv_prefill_kernel, prefill, {**const, "BT": 32}, divisible=("stride_x",)),
-        compile_kernel(conv_decode_kernel, decode, const, divisible=("stride_x",)),
+        compile_kernel(conv_prefill_kernel, prefill, {**const, "BT": BT, "BC": BC}, divisible=("stride_x",)),
+        compile_kernel(conv_decode_kernel, decode, {**const, "BC": DECODE_BC}, divisible=("stride_x",)),
     ]
 
 
