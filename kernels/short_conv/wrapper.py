@@ -13,8 +13,9 @@ from .kernel import conv_decode_kernel, conv_prefill_kernel
 from .layout import check_groups
 
 # prefill: a program convolves BT rows of one sequence x BC channels; decode: DECODE_BC channels of
-# one sequence. Each output's arithmetic (its taps in order) is the same whatever the tile; 64
-# channels a decode program left it at ~40% of copy bandwidth (results/bench/conv-decode/).
+# one sequence. Each output's arithmetic (its taps in order) is the same whatever the tile
+# (results/bench/conv-decode/: the decode block is the fastest of its sweep; the prefill tiles
+# faster than this one spill registers at 4 warps).
 BT, BC = 32, 64
 DECODE_BC = 256
 
