@@ -29,13 +29,14 @@ def _filterable(stops: tuple[str, ...]) -> frozenset[str] | None:
 
 
 class StopStrings:
-    """Stop-string checks for one engine's tokenizer; remembers, per set of last characters, which
-    token ids can end a stop string (each id decoded alone once, when first generated)."""
+    """Stop-string checks for one engine's tokenizer; remembers, per stop set, which token ids can
+    end one of its strings (each id decoded alone once, when first generated)."""
 
     def __init__(self, tokenizer: Any):
         self.tokenizer = tokenizer
-        self._can_end: dict[frozenset[str], dict[int, bool]] = {}
-        self._last: dict[tuple[str, ...], frozenset[str] | None] = {}  # `_filterable` per stop set
+        # per stop set: its strings' last characters and what is known of each token id, or None
+        # when the set is checked at every token
+        self._enders: dict[tuple[str, ...], tuple[frozenset[str], dict[int, bool]] | None] = {}
         self.tails_decoded = 0  # tails decoded (a check's cost), for tests and profiles
 
     def completed(self, tokens: list[int], n_generated: int, stops: list[str], checked_before: bool) -> bool:
@@ -50,12 +51,13 @@ class StopStrings:
         return any(s in tail for s in stops)
 
     def _may_end(self, stops: tuple[str, ...], token: int) -> bool:
-        last = self._last.get(stops, ())
-        if last == ():
-            last = self._last[stops] = _filterable(stops)
-        if last is None:
+        if stops not in self._enders:
+            last = _filterable(stops)
+            self._enders[stops] = None if last is None else (last, {})
+        entry = self._enders[stops]
+        if entry is None:
             return True
-        known = self._can_end.setdefault(last, {})
+        last, known = entry
         hit = known.get(token)
         if hit is None:
             text = self.tokenizer.decode([token], skip_special_tokens=True)
