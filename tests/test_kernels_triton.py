@@ -359,8 +359,9 @@ def test_conv_tiles_change_no_bit(tk):
         tk.conv.causal_conv1d_decode(x, w, p, slots, groups=3, block_c=bc) for p, (_, bc) in zip(pools, tiles)
     ]
     assert all(torch.equal(ys[0], y) for y in ys[1:]) and all(torch.equal(pools[0], p) for p in pools[1:])
-    with pytest.raises(KernelInputError, match="block_c must be a power of two"):
-        tk.conv.causal_conv1d_decode(x, w, pool, slots, block_c=48)
+    for bad in (48, 0):
+        with pytest.raises(KernelInputError, match="block_c must be a power of two"):
+            tk.conv.causal_conv1d_decode(x, w, pool, slots, block_c=bad)
     with pytest.raises(KernelInputError, match="block_t must be a power of two"):
         tk.conv.causal_conv1d_prefill(
             proj[:, :C], w, pool, slots, random_cu_seqlens(lengths), init, block_t=3

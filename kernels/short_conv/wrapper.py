@@ -86,7 +86,8 @@ def causal_conv1d_prefill(
 ) -> torch.Tensor:
     """`block_t` x `block_c`: the rows and channels a program convolves, powers of two (BT, BC)."""
     C, W = _check(x, weight, conv_pool, slots, "T")
-    block_t, block_c = _power_of_two("block_t", block_t or BT), _power_of_two("block_c", block_c or BC)
+    block_t = _power_of_two("block_t", BT if block_t is None else block_t)
+    block_c = _power_of_two("block_c", BC if block_c is None else block_c)
     group = check_groups(C, groups)
     check_triton_device(conv_prefill_kernel, x)
     x = _rows(x)
@@ -126,7 +127,7 @@ def causal_conv1d_decode(
 ) -> torch.Tensor:
     """`block_c`: the channels a program convolves, a power of two (DECODE_BC)."""
     C, W = _check(x, weight, conv_pool, slots, "B")
-    block_c = _power_of_two("block_c", block_c or DECODE_BC)
+    block_c = _power_of_two("block_c", DECODE_BC if block_c is None else block_c)
     group = check_groups(C, groups)
     check_triton_device(conv_decode_kernel, x)
     x = _rows(x)
